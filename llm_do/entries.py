@@ -1,0 +1,205 @@
+"""Entries: what a runtime can run, as a top-level request or as a tool of another entry."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from .call import CallScope
+from .errors import ToolsetError
+
+__all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset"]
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class Entry(Protocol):
+    """Something a `Runtime` can run: an agent or an orchestrating function."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def toolsets(self) -> tuple[str, ...]: ...
+    @property
+    def schema_in(self) -> type[BaseModel] | None: ...
+    @property
+    def description(self) -> str | None: ...
+
+    async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
+        """Handle one input inside `scope` and return the output."""
+        ...
+
+
+def _validated(entry_name: str, schema_in: type[BaseModel], input_data: Any) -> BaseModel:
+    if isinstance(input_data, schema_in):
+        return input_data
+    try:
+        if isinstance(input_data, str | bytes):
+            return schema_in.model_validate_json(input_data)
+        return schema_in.model_validate(input_data)
+    except ValidationError as error:
+        raise ToolsetError(f"entry {entry_name!r}: input does not match {schema_in.__name__}: {error}") from None
+
+
+class AgentEntry:
+    """A pydantic-ai `Agent` as an entry. The agent gets the `CallScope` as `deps`."""
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        name: str,
+        toolsets: Sequence[str] = (),
+        schema_in: type[BaseModel] | None = None,
+        description: str | None = None,
+    ) -> None:
+        _check_name(name)
+        self.agent = agent
+        self._name = name
+        self._toolsets = tuple(toolsets)
+        self._schema_in = schema_in
+        self._description = description
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def toolsets(self) -> tuple[str, ...]:
+        return self._toolsets
+
+    @property
+    def schema_in(self) -> type[BaseModel] | None:
+        return self._schema_in
+
+    @property
+    def description(self) -> str | None:
+        return self._description
+
+    def _prompt(self, input_data: Any) -> Any:
+        if self._schema_in is not None:
+            return _validated(self._name, self._schema_in, input_data).model_dump_json()
+        if isinstance(input_data, BaseModel):
+            return input_data.model_dump_json()
+        if isinstance(input_data, str | list | tuple):
+            return input_data
+        raise ToolsetError(
+            f"entry {self._name!r} takes a text prompt, got {type(input_data).__name__}; "
+            "give the entry a schema_in model to accept structured input"
+        )
+
+    async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
+        model = scope.runtime.config.model if self.agent.model is None else None
+        result = await self.agent.run(
+            self._prompt(input_data),
+            message_history=scope.message_history,
+            toolsets=scope.toolsets,
+            deps=scope,
+            usage=scope.state.usage,
+            model=model,
+        )
+        scope.messages = result.new_messages()
+        scope.all_messages = result.all_messages()
+        return result.output
+
+    def __repr__(self) -> str:
+        return f"AgentEntry({self._name!r}, toolsets={list(self._toolsets)})"
+
+
+class FunctionEntry:
+    """An async function `(scope, input) -> output` that orchestrates with the scope's tools and agents."""
+
+    def __init__(
+        self,
+        func: Callable[[CallScope, Any], Awaitable[Any]],
+        *,
+        name: str,
+        toolsets: Sequence[str] = (),
+        schema_in: type[BaseModel] | None = None,
+        description: str | None = None,
+    ) -> None:
+        _check_name(name)
+        self.func = func
+        self._name = name
+        self._toolsets = tuple(toolsets)
+        self._schema_in = schema_in
+        self._description = description
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def toolsets(self) -> tuple[str, ...]:
+        return self._toolsets
+
+    @property
+    def schema_in(self) -> type[BaseModel] | None:
+        return self._schema_in
+
+    @property
+    def description(self) -> str | None:
+        return self._description
+
+    async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
+        if self._schema_in is not None:
+            input_data = _validated(self._name, self._schema_in, input_data)
+        return await self.func(scope, input_data)
+
+    def __repr__(self) -> str:
+        return f"FunctionEntry({self._name!r}, toolsets={list(self._toolsets)})"
+
+
+@overload
+def entry(func: Callable[[CallScope, Any], Awaitable[Any]], /) -> FunctionEntry: ...
+@overload
+def entry(
+    *,
+    name: str | None = None,
+    toolsets: Sequence[str] = (),
+    schema_in: type[BaseModel] | None = None,
+    description: str | None = None,
+) -> Callable[[Callable[[CallScope, Any], Awaitable[Any]]], FunctionEntry]: ...
+def entry(
+    func: Callable[[CallScope, Any], Awaitable[Any]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    toolsets: Sequence[str] = (),
+    schema_in: type[BaseModel] | None = None,
+    description: str | None = None,
+) -> FunctionEntry | Callable[[Callable[[CallScope, Any], Awaitable[Any]]], FunctionEntry]:
+    """Turn an async function `(scope, input)` into an entry; name and description default to its own."""
+
+    def wrap(f: Callable[[CallScope, Any], Awaitable[Any]]) -> FunctionEntry:
+        doc = (f.__doc__ or "").strip() or None
+        return FunctionEntry(
+            f, name=name or f.__name__, toolsets=toolsets, schema_in=schema_in, description=description or doc
+        )
+
+    return wrap(func) if func is not None else wrap
+
+
+def entry_toolset(target: Entry) -> FunctionToolset[Any]:
+    """A stateless toolset with one tool that runs `target` as a child call of the calling scope."""
+
+    async def call(ctx: RunContext[Any], input: str) -> Any:
+        scope = ctx.deps
+        if not isinstance(scope, CallScope):
+            raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
+        return await scope.call_agent(target.name, input)
+
+    if target.schema_in is not None:
+        call.__annotations__ = {**call.__annotations__, "input": target.schema_in}
+    description = target.description or f"Ask the {target.name!r} agent to do a task and return its answer."
+    return FunctionToolset([Tool(call, name=target.name, description=description, takes_ctx=True)])
+
+
+def _check_name(name: str) -> None:
+    if not name or not name.replace("-", "_").isidentifier():
+        raise ValueError(f"entry name must look like an identifier (letters, digits, _ or -), got {name!r}")

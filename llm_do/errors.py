@@ -1,0 +1,42 @@
+"""Errors raised by llm-do. Each names the entry, toolset or file involved and says what to do."""
+
+from __future__ import annotations
+
+from pydantic_ai.exceptions import ToolFailed
+
+__all__ = [
+    "ConfigurationError",
+    "LlmDoError",
+    "MaxDepthExceeded",
+    "ToolsetError",
+    "UnknownHandle",
+]
+
+
+class LlmDoError(Exception):
+    """Base class of every error llm-do raises itself."""
+
+
+class ConfigurationError(LlmDoError):
+    """Bad wiring found when a runtime loads: unknown toolset, duplicate tools, bad entry."""
+
+
+class ToolsetError(LlmDoError):
+    """A toolset factory produced something unusable, or a tool could not be found."""
+
+
+class MaxDepthExceeded(LlmDoError):
+    """A nested call would go deeper than `RuntimeConfig.max_depth`."""
+
+    def __init__(self, chain: tuple[str, ...], max_depth: int) -> None:
+        self.chain = chain
+        self.max_depth = max_depth
+        super().__init__(
+            f"call depth {len(chain) - 1} exceeds max_depth={max_depth}: "
+            f"{' -> '.join(chain)}. Raise max_depth (LLM_DO_MAX_DEPTH) if this nesting is intended, "
+            "or stop the entries from calling each other without end."
+        )
+
+
+class UnknownHandle(ToolFailed):
+    """A tool was given a handle that is not open in this toolset; the model sees the message."""

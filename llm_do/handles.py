@@ -1,0 +1,106 @@
+"""Handle maps: the explicit state a toolset shares with the model (`txn_1a2b3c4d`)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import secrets
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+from .errors import UnknownHandle
+
+__all__ = ["Handles", "open_handles"]
+
+T = TypeVar("T")
+_live: weakref.WeakSet[Handles[Any]] = weakref.WeakSet()
+_logger = logging.getLogger("llm_do")
+
+
+class Handles(Generic[T]):
+    """Objects a toolset keeps open between tool calls, named by handles the model passes back.
+
+    `open(obj)` returns a fresh handle such as `txn_1a2b3c4d`; `get` and `pop` look it up and raise
+    `UnknownHandle` (the model reads the message, which lists the open handles) when it is not
+    open here. Handles live in one toolset instance, so a handle minted by another call or
+    worker is unknown. Objects still open when the owning scope ends are passed to `on_forget`,
+    by default their `rollback()`, else `aclose()`, else `close()`: forgotten work is undone,
+    never committed.
+    """
+
+    def __init__(self, prefix: str, *, on_forget: Callable[[T], Any] | None = None) -> None:
+        if not prefix.isidentifier():
+            raise ValueError(f"handle prefix must be an identifier like 'txn', got {prefix!r}")
+        self.prefix = prefix
+        self._on_forget = on_forget
+        self._open: dict[str, T] = {}
+        _live.add(self)
+
+    def open(self, obj: T) -> str:
+        """Store `obj` and return its new handle."""
+        while True:
+            handle = f"{self.prefix}_{secrets.token_hex(4)}"
+            if handle not in self._open:
+                self._open[handle] = obj
+                return handle
+
+    def get(self, handle: str) -> T:
+        """The object behind an open handle."""
+        try:
+            return self._open[handle]
+        except (KeyError, TypeError):
+            raise self._unknown(handle) from None
+
+    def pop(self, handle: str) -> T:
+        """Remove an open handle (the caller now owns the object's release) and return its object."""
+        try:
+            return self._open.pop(handle)
+        except (KeyError, TypeError):
+            raise self._unknown(handle) from None
+
+    def __contains__(self, handle: object) -> bool:
+        return handle in self._open
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._open))
+
+    async def close_all(self) -> None:
+        """Release every open object, newest first; a failing release is logged and the rest go on."""
+        while self._open:
+            handle, obj = self._open.popitem()
+            try:
+                result = self._release(obj)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as error:
+                _logger.error("releasing forgotten handle %s failed", handle, exc_info=error)
+
+    def _release(self, obj: T) -> Any:
+        if self._on_forget is not None:
+            return self._on_forget(obj)
+        for name in ("rollback", "aclose", "close"):
+            method = getattr(obj, name, None)
+            if callable(method):
+                return method()
+        return None
+
+    def _unknown(self, handle: object) -> UnknownHandle:
+        if self._open:
+            listing = f"Open {self.prefix} handles: {', '.join(self._open)}."
+        else:
+            listing = f"No {self.prefix} handle is open; open one first."
+        return UnknownHandle(
+            f"Unknown handle {handle!r}: it is not open here (never opened, or already closed). {listing}"
+        )
+
+    def __repr__(self) -> str:
+        return f"Handles({self.prefix!r}, open={list(self._open)})"
+
+
+def open_handles() -> list[str]:
+    """Every handle still open in any live handle map of this process."""
+    return [handle for handles in list(_live) for handle in handles]

@@ -1,0 +1,136 @@
+"""Teardown that runs every finalizer in reverse order and never masks the body's outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from pydantic_ai.toolsets import AbstractToolset
+
+from .handles import Handles
+
+__all__ = ["Teardown", "logger"]
+
+logger = logging.getLogger("llm_do")
+
+Finalizer = Callable[[BaseException | None], object]
+"""Called with the body's exception (or None); may return an awaitable."""
+
+_DEFAULT_AENTER = AbstractToolset.__aenter__
+_DEFAULT_AEXIT = AbstractToolset.__aexit__
+
+
+class Teardown:
+    """Objects owned by one scope, with the finalizers that release them.
+
+    `adopt` enters an object (`__aenter__`) and registers its release: forgotten handles are
+    closed, then `__aexit__` runs with the body's exception, then `cleanup()`. `close` runs
+    every registered finalizer in reverse order, each at most `timeout` seconds, shielded from
+    a second cancellation; failures are logged on the `llm_do` logger and never raised.
+    Used as an async context manager, it re-raises the body's exception unchanged.
+    """
+
+    __slots__ = ("_finalizers", "_owned", "timeout")
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._finalizers: list[tuple[str, Finalizer]] = []
+        self._owned: set[int] = set()
+
+    def owns(self, obj: object) -> bool:
+        return id(obj) in self._owned
+
+    def push(self, label: str, finalizer: Finalizer) -> None:
+        """Register a finalizer; it runs before those pushed earlier."""
+        self._finalizers.append((label, finalizer))
+
+    async def adopt(self, obj: object, label: str) -> bool:
+        """Enter `obj` once and register its release; False when it was already owned here."""
+        key = id(obj)
+        if key in self._owned:
+            return False
+        self._owned.add(key)
+        cls = type(obj)
+        cleanup = getattr(obj, "cleanup", None)
+        if callable(cleanup):
+            self.push(label, lambda _exc: cleanup())
+        aexit = getattr(cls, "__aexit__", None)
+        aenter = getattr(cls, "__aenter__", None)
+        if aexit is not None and aenter is not None and aexit is not _DEFAULT_AEXIT:
+            if aenter is not _DEFAULT_AENTER:
+                await obj.__aenter__()  # type: ignore[attr-defined]
+            self.push(label, lambda exc: _aexit(obj, exc))
+        if hasattr(obj, "__dict__"):
+            self.push(label, lambda _exc: _close_forgotten_handles(obj))
+        return True
+
+    async def close(self, exc: BaseException | None) -> bool:
+        """Run and forget every finalizer; True when a cancellation arrived meanwhile."""
+        interrupted = False
+        finalizers, self._finalizers = self._finalizers, []
+        self._owned.clear()
+        while finalizers:
+            label, finalizer = finalizers.pop()
+            if await _run_finalizer(label, finalizer, exc, self.timeout):
+                interrupted = True
+        return interrupted
+
+    async def __aenter__(self) -> Teardown:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if await self.close(exc) and exc is None:
+            raise asyncio.CancelledError
+
+
+def _aexit(obj: Any, exc: BaseException | None) -> Any:
+    if exc is None:
+        return obj.__aexit__(None, None, None)
+    return obj.__aexit__(type(exc), exc, exc.__traceback__)
+
+
+async def _close_forgotten_handles(obj: object) -> None:
+    for value in list(vars(obj).values()):
+        if isinstance(value, Handles) and value:
+            await value.close_all()
+
+
+async def _run_finalizer(label: str, finalizer: Finalizer, exc: BaseException | None, budget: float) -> bool:
+    try:
+        result = finalizer(exc)
+    except Exception as error:
+        logger.error("cleanup of %s failed", label, exc_info=error)
+        return False
+    if not inspect.isawaitable(result):
+        return False
+    task: asyncio.Future[Any] = asyncio.ensure_future(result)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + budget
+    interrupted = False
+    while not task.done():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            task.cancel()
+            task.add_done_callback(_consume)
+            logger.error("cleanup of %s did not finish within %ss and was cancelled", label, budget)
+            return interrupted
+        try:
+            await asyncio.wait((task,), timeout=remaining)
+        except asyncio.CancelledError:
+            interrupted = True  # keep going: the remaining finalizers must still run
+    failure = None if task.cancelled() else task.exception()
+    if failure is not None:
+        logger.error("cleanup of %s failed", label, exc_info=failure)
+    return interrupted
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    failure = None if task.cancelled() else task.exception()
+    if failure is not None:
+        logger.error("cleanup failed after its time budget ran out", exc_info=failure)

@@ -1,0 +1,76 @@
+"""Per-run state and the result of a run: usage, call records, the message log."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.usage import RunUsage
+
+__all__ = ["CallRecord", "LogEntry", "RunResult", "RunState", "usage_of"]
+
+Outcome = Literal["ok", "error", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One entry invocation of a run."""
+
+    id: str
+    parent: str | None
+    entry: str
+    depth: int
+    toolsets: tuple[str, ...]
+    outcome: Outcome
+    usage: RunUsage
+    """Requests and tokens of this call's own model responses (children not included)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """The messages one call exchanged with its model."""
+
+    call_id: str
+    parent: str | None
+    entry: str
+    depth: int
+    messages: tuple[ModelMessage, ...]
+
+
+class RunState:
+    """State shared by every call of one run. Declared per run (`ContextLocalSingleton`)."""
+
+    def __init__(self) -> None:
+        self.usage = RunUsage()
+        self.calls: list[CallRecord] = []
+        self.log: list[LogEntry] = []
+        self._ids = itertools.count(1)
+
+    def next_call_id(self) -> str:
+        return f"call_{next(self._ids)}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What `Runtime.run` returns."""
+
+    output: Any
+    usage: RunUsage
+    """Usage summed over every call of the run."""
+    messages: list[ModelMessage]
+    """The top-level call's conversation; pass it as `message_history` to continue."""
+    calls: tuple[CallRecord, ...]
+    """Every call of the run, in the order they started."""
+    log: tuple[LogEntry, ...] = field(default=())
+
+
+def usage_of(messages: list[ModelMessage] | tuple[ModelMessage, ...]) -> RunUsage:
+    """Requests and tokens of the model responses among `messages`."""
+    usage = RunUsage()
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            usage.requests += 1
+            usage.incr(message.usage)
+    return usage

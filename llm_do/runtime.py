@@ -1,0 +1,253 @@
+"""`Runtime`: loads entries against a container and runs them, each run in its own context."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+from dependency_injector import containers, providers
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
+
+from .call import CallScope
+from .entries import Entry, entry_toolset
+from .errors import ConfigurationError
+from .lifecycle import Teardown
+from .run import RunResult, RunState
+from .scopes import Scope, ToolsetSpec
+from .settings import RuntimeConfig
+from .toolset import Toolset
+
+__all__ = ["Runtime"]
+
+ToolsetSource = ToolsetSpec | providers.Provider[Any] | Any
+
+
+class _RunScope:
+    """One run's state and the per-run objects it owns."""
+
+    __slots__ = ("_cache", "state", "teardown")
+
+    def __init__(self, state: RunState, teardown: Teardown) -> None:
+        self.state = state
+        self.teardown = teardown
+        self._cache: dict[ToolsetSpec, asyncio.Future[Any]] = {}
+
+    async def acquire(self, spec: ToolsetSpec, label: str) -> Any:
+        """The run's one instance of a per-run spec, created on first use and owned by the run."""
+        pending = self._cache.get(spec)
+        if pending is None:
+            pending = self._cache[spec] = asyncio.get_running_loop().create_future()
+            try:
+                obj = await spec.create()
+                await self.teardown.adopt(obj, label)
+            except BaseException:
+                del self._cache[spec]
+                pending.cancel()
+                raise
+            pending.set_result(obj)
+        return await asyncio.shield(pending)
+
+
+class Runtime:
+    """Runs entries with their resources. Use `async with Runtime(...)` or call `aclose()`.
+
+    Toolset names resolve against the container's providers, then `toolsets`, then the other
+    entries (an entry named as a toolset becomes a tool that calls it). Unknown names and
+    duplicate tool names are reported here, at load time.
+    """
+
+    def __init__(
+        self,
+        container: containers.Container | None = None,
+        *,
+        entries: Iterable[Entry] = (),
+        toolsets: Mapping[str, ToolsetSource] | None = None,
+        config: RuntimeConfig | None = None,
+    ) -> None:
+        self.container = container
+        self.config = config if config is not None else RuntimeConfig.from_settings()
+        self.usage = RunUsage()
+        """Usage summed over every run of this runtime."""
+        self._entries: dict[str, Entry] = {}
+        for item in entries:
+            if not isinstance(item, Entry):
+                raise ConfigurationError(f"{item!r} is not an entry: use AgentEntry(...) or @entry")
+            if item.name in self._entries:
+                raise ConfigurationError(f"two entries are named {item.name!r}; entry names must be unique")
+            self._entries[item.name] = item
+        self._named: dict[str, ToolsetSpec] = {}
+        self._static_tools: dict[str, frozenset[str]] = {}
+        self._per_run: list[providers.Provider[Any]] = []
+        self._run_state: providers.Provider[Any] | None = None
+        if container is not None:
+            run_state = container.providers.get("run_state")
+            if isinstance(run_state, providers.ContextLocalSingleton):
+                self._run_state = run_state
+            self._per_run = list(container.traverse(types=[providers.ContextLocalSingleton]))
+        for name, source in (toolsets or {}).items():
+            self._named[name] = ToolsetSpec.coerce(source)
+        self._specs = {name: self._load_entry(item) for name, item in self._entries.items()}
+        self._globals = Teardown(self.config.cleanup_timeout)
+        self._global_lock = asyncio.Lock()
+        self._closed = False
+
+    # -- loading ---------------------------------------------------------------
+
+    def _load_entry(self, item: Entry) -> tuple[tuple[str, ToolsetSpec], ...]:
+        specs: list[tuple[str, ToolsetSpec]] = []
+        owner_of: dict[str, str] = {}
+        for name in item.toolsets:
+            spec = self._spec_named(item.name, name)
+            specs.append((name, spec))
+            for tool_name in self._static_tools.get(name, frozenset()):
+                if tool_name in owner_of:
+                    raise ConfigurationError(
+                        f"entry {item.name!r}: tool {tool_name!r} is defined by both toolset "
+                        f"{owner_of[tool_name]!r} and toolset {name!r}; rename one of the tools "
+                        "or drop one toolset from the entry"
+                    )
+                owner_of[tool_name] = name
+        return tuple(specs)
+
+    def _spec_named(self, entry_name: str, name: str) -> ToolsetSpec:
+        spec = self._named.get(name)
+        if spec is not None:
+            return spec
+        provider = None if self.container is None else self.container.providers.get(name)
+        if provider is not None:
+            try:
+                spec = ToolsetSpec.from_provider(provider)
+            except TypeError as error:
+                raise ConfigurationError(f"entry {entry_name!r}: toolset {name!r}: {error}") from None
+            provides = getattr(provider, "provides", None)
+            if isinstance(provides, type) and issubclass(provides, Toolset):
+                self._static_tools[name] = provides.tool_names()
+        elif name in self._entries:
+            spec = ToolsetSpec(_memo(functools.partial(entry_toolset, self._entries[name])), Scope.GLOBAL)
+            self._static_tools[name] = frozenset({name})
+        else:
+            known = sorted({*self._named, *(self.container.providers if self.container else ()), *self._entries})
+            raise ConfigurationError(
+                f"entry {entry_name!r} names toolset {name!r}, which is neither a provider of the "
+                f"container, a runtime toolset, nor an entry (known: {', '.join(known) or 'none'}); "
+                f"declare a provider named {name!r} or fix the name"
+            )
+        self._named[name] = spec
+        return spec
+
+    def _toolsets_of(self, entry_name: str) -> tuple[tuple[str, ToolsetSpec], ...]:
+        return self._specs[entry_name]
+
+    def entry(self, name: str) -> Entry:
+        """The loaded entry called `name`."""
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise ConfigurationError(
+                f"no entry named {name!r}; loaded entries: {', '.join(self._entries) or 'none'}"
+            ) from None
+
+    # -- running ---------------------------------------------------------------
+
+    async def run(
+        self,
+        entry: Entry | str,
+        input_data: Any,
+        *,
+        message_history: list[ModelMessage] | None = None,
+    ) -> RunResult:
+        """Run an entry as one top-level request, in a context of its own."""
+        if self._closed:
+            raise RuntimeError("this Runtime is closed; create a new one")
+        name = entry if isinstance(entry, str) else entry.name
+        target = self.entry(name)
+        if not isinstance(entry, str) and entry is not target:
+            raise ConfigurationError(f"entry {name!r} is not the one this runtime loaded under that name")
+        task = asyncio.get_running_loop().create_task(
+            self._run(target, input_data, message_history), context=contextvars.copy_context()
+        )
+        return await task
+
+    async def _run(self, target: Entry, input_data: Any, message_history: list[ModelMessage] | None) -> RunResult:
+        for provider in self._per_run:
+            provider.reset()  # type: ignore[attr-defined]
+        teardown = Teardown(self.config.cleanup_timeout)
+        state: RunState | None = None
+        try:
+            async with teardown:
+                state = await self._new_state()
+                for provider in self._per_run:
+                    obj = await _resolved(provider())
+                    await teardown.adopt(obj, f"per-run {type(obj).__qualname__}")
+                async with CallScope(
+                    self, target, _RunScope(state, teardown), message_history=message_history
+                ) as scope:
+                    output = await target.run_turn(scope, input_data)
+                calls = sorted(state.calls, key=lambda record: int(record.id.rpartition("_")[2]))
+                result = RunResult(output, state.usage, scope.all_messages, tuple(calls), tuple(state.log))
+        finally:
+            for provider in self._per_run:
+                provider.reset()  # type: ignore[attr-defined]
+            if state is not None:
+                self.usage.incr(state.usage)
+        return result
+
+    async def _new_state(self) -> RunState:
+        if self._run_state is None:
+            return RunState()
+        state = await _resolved(self._run_state())
+        if not isinstance(state, RunState):
+            raise ConfigurationError(
+                f"the container's run_state provider built {type(state).__qualname__}, not llm_do.RunState"
+            )
+        return state
+
+    async def _acquire_global(self, spec: ToolsetSpec, label: str) -> Any:
+        obj = await spec.create()
+        async with self._global_lock:  # a second caller waits until the first has entered it
+            await self._globals.adopt(obj, label)
+        return obj
+
+    # -- closing ---------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Tear down global toolsets and the container's resources. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._globals.close(None)
+        finally:
+            if self.container is not None:
+                result = self.container.shutdown_resources()
+                if result is not None:
+                    await result
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+async def _resolved(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _memo(factory: Any) -> Any:
+    made: list[Any] = []
+
+    def once() -> Any:
+        if not made:
+            made.append(factory())
+        return made[0]
+
+    return once

@@ -1,0 +1,109 @@
+"""Scopes and toolset specs: which lifetime a toolset has, read from the provider that declares it."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dependency_injector import providers
+
+__all__ = ["Scope", "ToolsetSpec", "scope_of_provider"]
+
+
+class Scope(enum.Enum):
+    """The lifetime of a resource."""
+
+    GLOBAL = "global"
+    """Shared by every run; torn down when the runtime closes."""
+    PER_RUN = "per_run"
+    """One per top-level run, shared by all of its nested calls."""
+    PER_CALL = "per_call"
+    """One per entry invocation; a nested call gets a fresh one."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Order matters: ContextLocalSingleton is a BaseSingleton too.
+_PROVIDER_SCOPES: tuple[tuple[type[providers.Provider[Any]], Scope], ...] = (
+    (providers.ContextLocalSingleton, Scope.PER_RUN),
+    (providers.Factory, Scope.PER_CALL),
+    (providers.Callable, Scope.PER_CALL),
+    (providers.Singleton, Scope.GLOBAL),
+    (providers.ThreadSafeSingleton, Scope.GLOBAL),
+    (providers.Resource, Scope.GLOBAL),
+    (providers.Object, Scope.GLOBAL),
+)
+
+
+def scope_of_provider(provider: providers.Provider[Any]) -> Scope:
+    """Read the scope from a provider's kind; raise `TypeError` for kinds without a clear lifetime."""
+    for kind, scope in _PROVIDER_SCOPES:
+        if isinstance(provider, kind):
+            return scope
+    raise TypeError(
+        f"{type(provider).__name__} has no llm-do scope: declare toolsets with Factory (per call), "
+        "ContextLocalSingleton (per run), or Singleton/ThreadSafeSingleton/Resource/Object (global)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsetSpec:
+    """A toolset factory and the scope its instances live in.
+
+    `factory` is called with no arguments and may return an awaitable. Build one from a
+    dependency-injector provider with `ToolsetSpec.from_provider` (the scope is read from the
+    provider kind) or directly from a plain callable.
+    """
+
+    factory: Callable[[], Any]
+    scope: Scope = Scope.PER_CALL
+
+    @classmethod
+    def from_provider(cls, provider: providers.Provider[Any]) -> ToolsetSpec:
+        """Spec whose scope is the provider's kind; an override must keep that scope."""
+        scope = scope_of_provider(provider)
+
+        def create() -> Any:
+            if provider.overridden:
+                _check_override(provider, scope)
+            return provider()
+
+        return cls(create, scope)
+
+    @classmethod
+    def coerce(cls, value: ToolsetSpec | providers.Provider[Any] | Callable[[], Any]) -> ToolsetSpec:
+        """Normalize a spec, a provider, or a plain callable (per call) into a spec."""
+        if isinstance(value, ToolsetSpec):
+            return value
+        if isinstance(value, providers.Provider):
+            return cls.from_provider(value)
+        if callable(value):
+            return cls(value, Scope.PER_CALL)
+        raise TypeError(f"expected a ToolsetSpec, a provider or a callable, got {type(value).__name__}")
+
+    async def create(self) -> Any:
+        """Call the factory and await its result when it is awaitable."""
+        result = self.factory()
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def _check_override(provider: providers.Provider[Any], declared: Scope) -> None:
+    overriding = provider.last_overriding
+    if overriding is None:
+        return
+    try:
+        actual = scope_of_provider(overriding)
+    except TypeError:
+        return  # e.g. a Callable-like provider we cannot classify: trust the declaration
+    if actual is not declared:
+        raise TypeError(
+            f"{type(provider).__name__} is {declared} but is overridden by "
+            f"{type(overriding).__name__} ({actual}); override it with a provider of the same "
+            "scope so instances keep their lifetime"
+        )

@@ -1,0 +1,144 @@
+"""`Toolset`: a toolset class whose tools are described once per class and bound to each instance."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar, overload
+
+from pydantic_ai import RunContext, Tool
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+
+__all__ = ["Toolset", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_MARK = "__llm_do_tool__"
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolOptions:
+    name: str | None
+    description: str | None
+    requires_approval: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Described:
+    method: str
+    tool_def: ToolDefinition
+    validator: Any
+    takes_ctx: bool
+
+
+@overload
+def tool(func: F, /) -> F: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
+) -> Callable[[F], F]: ...
+def tool(
+    func: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+) -> F | Callable[[F], F]:
+    """Mark a `Toolset` method as a tool. The method stays an ordinary method."""
+
+    def mark(method: F) -> F:
+        setattr(method, _MARK, _ToolOptions(name, description, requires_approval))
+        return method
+
+    return mark(func) if func is not None else mark
+
+
+class Toolset(AbstractToolset[Any]):
+    """Base class for stateful toolsets built fresh for each call.
+
+    Methods marked with `@tool` become tools. Their JSON schemas and validators are derived
+    once per class, on first use, so creating an instance costs no more than the class's own
+    `__init__`. A method may take a `RunContext` first; its docstring describes the tool.
+    Sync methods run on the event loop thread (keep them quick, or make them `async`).
+    """
+
+    _llm_do_described: ClassVar[dict[str, _Described] | None] = None
+
+    @property
+    def id(self) -> str | None:
+        return None
+
+    @classmethod
+    def tool_names(cls) -> frozenset[str]:
+        """Names of this class's tools, known without building any schema."""
+        return frozenset(options.name or attr for attr, options in _marked_methods(cls).items())
+
+    @classmethod
+    def _described(cls) -> dict[str, _Described]:
+        described = cls.__dict__.get("_llm_do_described")
+        if described is None:
+            described = {}
+            for attr, options in _marked_methods(cls).items():
+                item = _describe(getattr(cls, attr), attr, options)
+                described[item.tool_def.name] = item
+            cls._llm_do_described = described
+        return described
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        return {
+            name: ToolsetTool(
+                toolset=self, tool_def=item.tool_def, max_retries=ctx.max_retries, args_validator=item.validator
+            )
+            for name, item in self._described().items()
+        }
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        item = self._described()[name]
+        method = getattr(self, item.method)
+        result = method(ctx, **tool_args) if item.takes_ctx else method(**tool_args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def _marked_methods(cls: type) -> dict[str, _ToolOptions]:
+    marked: dict[str, _ToolOptions] = {}
+    for klass in reversed(cls.__mro__):
+        for attr, value in vars(klass).items():
+            options = getattr(value, _MARK, None)
+            if isinstance(options, _ToolOptions):
+                marked[attr] = options
+            else:
+                marked.pop(attr, None)  # overridden without @tool: no longer a tool
+    return marked
+
+
+def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _Described:
+    signature = inspect.signature(method)
+    parameters = list(signature.parameters.values())[1:]  # drop self
+    for parameter in parameters:
+        if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL):
+            raise TypeError(f"tool {method.__qualname__}: parameter {parameter.name!r} must be passable by keyword")
+
+    def unbound(*args: Any, **kwargs: Any) -> Any:  # only its signature is used
+        raise AssertionError("schema stub called")
+
+    functools.update_wrapper(unbound, method)
+    unbound.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    described = Tool(
+        unbound,
+        name=options.name or attr,
+        description=options.description,
+        requires_approval=options.requires_approval,
+    )
+    return _Described(
+        method=attr,
+        tool_def=described.tool_def,
+        validator=described.function_schema.validator,
+        takes_ctx=described.function_schema.takes_ctx,
+    )
