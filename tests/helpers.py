@@ -1,0 +1,75 @@
+"""Scripted-model helpers for the test suite (offline and deterministic)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+Step = ModelResponse | Callable[[list[ModelMessage]], ModelResponse]
+
+
+def call(name: str, **args: Any) -> ModelResponse:
+    return ModelResponse(parts=[ToolCallPart(name, args)])
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> ModelResponse:
+    return ModelResponse(parts=[ToolCallPart(name, args) for name, args in pairs])
+
+
+def text(content: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(content)])
+
+
+def returns(messages: list[ModelMessage]) -> list[Any]:
+    """Contents of tool returns and retry prompts in the last request."""
+    last = messages[-1]
+    assert isinstance(last, ModelRequest)
+    out: list[Any] = []
+    for part in last.parts:
+        if isinstance(part, ToolReturnPart | RetryPromptPart):
+            out.append(part.content)
+    return out
+
+
+def prompt(messages: list[ModelMessage]) -> str:
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+    return ""
+
+
+def scripted(*steps: Step) -> FunctionModel:
+    """A model that answers request i of each agent run with steps[i]."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        index = sum(isinstance(message, ModelResponse) for message in messages)
+        if index >= len(steps):
+            raise AssertionError(f"script ran out after {len(steps)} steps")
+        step = steps[index]
+        return step if isinstance(step, ModelResponse) else step(messages)
+
+    return FunctionModel(respond)
+
+
+def by_prompt(script: Callable[[str, int, list[ModelMessage]], ModelResponse]) -> FunctionModel:
+    """A model whose answer depends on the run's prompt and how many responses it already gave."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        index = sum(isinstance(message, ModelResponse) for message in messages)
+        return script(prompt(messages), index, messages)
+
+    return FunctionModel(respond)

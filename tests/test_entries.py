@@ -1,0 +1,140 @@
+"""Entries: agents, orchestrating functions, agent-as-tool with typed input, chat continuation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, ToolsetError, entry, tool
+from llm_do.call import CallScope
+
+from .helpers import by_prompt, call, returns, text
+
+
+class Counter(Toolset):
+    def __init__(self) -> None:
+        self.value = 0
+
+    @tool
+    def add(self, amount: int) -> int:
+        """Add to the counter and return the total."""
+        self.value += amount
+        return self.value
+
+
+class Order(BaseModel):
+    sku: str
+    quantity: int
+
+
+async def test_function_entry_orchestrates_tools_and_agents() -> None:
+    echo = AgentEntry(Agent(by_prompt(lambda p, s, m: text(f"echo:{p}"))), name="echo")
+
+    @entry(toolsets=["counter", "echo"])
+    async def pipeline(scope: CallScope, input_data: str) -> str:
+        """Count twice, then ask echo."""
+        await scope.call_tool("add", {"amount": 2})
+        total = await scope.call_tool("add", {"amount": "3"})  # validated like a model's call
+        reply = await scope.call_agent("echo", f"{input_data}={total}")
+        return str(reply)
+
+    assert pipeline.description == "Count twice, then ask echo."
+    async with Runtime(None, entries=[pipeline, echo], toolsets={"counter": Counter}) as runtime:
+        result = await runtime.run(pipeline, "sum")
+    assert result.output == "echo:sum=5"
+    assert [(r.entry, r.depth, r.parent) for r in result.calls] == [
+        ("pipeline", 0, None),
+        ("echo", 1, "call_1"),
+    ]
+
+
+async def test_call_tool_reports_an_unknown_tool_with_the_available_ones() -> None:
+    @entry(toolsets=["counter"])
+    async def lost(scope: CallScope, input_data: str) -> Any:
+        return await scope.call_tool("substract", {})
+
+    async with Runtime(None, entries=[lost], toolsets={"counter": Counter}) as runtime:
+        with pytest.raises(ToolsetError, match="entry 'lost' has no tool 'substract'; its tools are: add"):
+            await runtime.run("lost", "x")
+
+
+async def test_agent_as_tool_with_typed_input() -> None:
+    seen: list[str] = []
+
+    def warehouse_model(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+        seen.append(prompt)
+        order = Order.model_validate_json(prompt)
+        return text(f"reserved {order.quantity} x {order.sku}")
+
+    warehouse = AgentEntry(
+        Agent(by_prompt(warehouse_model)), name="warehouse", schema_in=Order, description="Reserve stock."
+    )
+    captured: list[dict[str, Any]] = []
+
+    def shop(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            [tool_def] = info.function_tools
+            captured.append(tool_def.parameters_json_schema)
+            assert tool_def.description == "Reserve stock."
+            return call("warehouse", sku="pen", quantity=3)
+        return text(str(returns(messages)[0]))
+
+    shop_entry = AgentEntry(Agent(FunctionModel(shop)), name="shop", toolsets=["warehouse"])
+    async with Runtime(None, entries=[shop_entry, warehouse]) as runtime:
+        result = await runtime.run("shop", "buy pens")
+        direct = await runtime.run("warehouse", {"sku": "ink", "quantity": 1})
+        with pytest.raises(ToolsetError, match="entry 'warehouse': input does not match Order"):
+            await runtime.run("warehouse", {"sku": "ink"})
+    assert result.output == "reserved 3 x pen"
+    assert set(captured[0]["properties"]) == {"sku", "quantity"}
+    assert direct.output == "reserved 1 x ink"
+
+
+async def test_chat_continues_at_depth_zero_while_nested_calls_start_fresh() -> None:
+    histories: dict[str, list[int]] = {"chat": [], "helper": []}
+
+    def chat_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        histories["chat"].append(len(messages))
+        last = messages[-1]
+        assert isinstance(last, ModelRequest)
+        if any(isinstance(p, UserPromptPart) for p in last.parts):
+            return call("helper", input="lookup")
+        return text(f"turn with {len(messages)} messages")
+
+    def helper_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        histories["helper"].append(len(messages))
+        return text("found")
+
+    chat = AgentEntry(Agent(FunctionModel(chat_model)), name="chat", toolsets=["helper"])
+    helper = AgentEntry(Agent(FunctionModel(helper_model)), name="helper")
+    async with Runtime(None, entries=[chat, helper]) as runtime:
+        first = await runtime.run("chat", "hello")
+        second = await runtime.run("chat", "and again", message_history=first.messages)
+    assert first.output == "turn with 3 messages"
+    assert second.output == "turn with 7 messages", "the second turn sees the first turn's messages"
+    assert len(second.messages) == 8
+    assert histories["helper"] == [1, 1], "nested calls never inherit the parent's history"
+
+
+async def test_runtime_model_is_used_when_the_agent_has_none() -> None:
+    model = FunctionModel(lambda messages, info: text("from the runtime's model"))
+    bare = AgentEntry(Agent(), name="bare")
+    async with Runtime(None, entries=[bare], config=RuntimeConfig(model=model)) as runtime:
+        assert (await runtime.run("bare", "hi")).output == "from the runtime's model"
+
+
+async def test_text_entries_refuse_structured_input_with_advice() -> None:
+    bare = AgentEntry(Agent(by_prompt(lambda p, s, m: text("x"))), name="bare")
+    async with Runtime(None, entries=[bare]) as runtime:
+        with pytest.raises(ToolsetError, match="give the entry a schema_in model"):
+            await runtime.run("bare", {"a": 1})
+
+
+def test_entry_names_must_be_identifiers() -> None:
+    with pytest.raises(ValueError, match="entry name must look like an identifier"):
+        AgentEntry(Agent(), name="two words")

@@ -1,0 +1,111 @@
+"""Load-time and resolve-time errors name the entry and the toolset and say what to do."""
+
+from __future__ import annotations
+
+import pytest
+from dependency_injector import providers
+from pydantic_ai import Agent
+
+from containers import AgentContainer
+from llm_do import AgentEntry, ConfigurationError, Runtime, Toolset, ToolsetError, entry, tool
+from llm_do.call import CallScope
+
+from .helpers import by_prompt, text
+
+
+class Search(Toolset):
+    @tool
+    def find(self, query: str) -> str:
+        """Find things."""
+        return query
+
+
+class Index(Toolset):
+    @tool
+    def find(self, query: str) -> str:
+        """Also find things."""
+        return query
+
+
+class NotAToolset:
+    def __init__(self) -> None:
+        self.cleaned = False
+
+    def cleanup(self) -> None:
+        self.cleaned = True
+
+
+class App(AgentContainer):
+    search = providers.Factory(Search)
+    index = providers.Factory(Index)
+    plain = providers.Factory(NotAToolset)
+    local = providers.ThreadLocalSingleton(Search)
+
+
+def agent_entry(name: str, toolsets: list[str]) -> AgentEntry:
+    return AgentEntry(Agent(by_prompt(lambda p, s, m: text("ok"))), name=name, toolsets=toolsets)
+
+
+def test_unknown_toolset_names_the_entry_and_lists_known_names() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Runtime(App(), entries=[agent_entry("clerk", ["search", "serach"])])
+    message = str(caught.value)
+    assert message.startswith("entry 'clerk' names toolset 'serach'")
+    assert "search" in message and "declare a provider named 'serach'" in message
+
+
+def test_duplicate_tool_names_across_toolsets_are_found_at_load() -> None:
+    with pytest.raises(ConfigurationError, match="entry 'clerk': tool 'find' is defined by both toolset 'search'"):
+        Runtime(App(), entries=[agent_entry("clerk", ["search", "index"])])
+
+
+def test_an_entry_tool_clashing_with_a_toolset_tool_is_found_at_load() -> None:
+    with pytest.raises(ConfigurationError, match="tool 'find' is defined by both toolset 'search' and toolset 'find'"):
+        Runtime(App(), entries=[agent_entry("find", []), agent_entry("clerk", ["search", "find"])])
+
+
+def test_duplicate_entry_names_and_non_entries_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="two entries are named 'clerk'"):
+        Runtime(App(), entries=[agent_entry("clerk", []), agent_entry("clerk", [])])
+    with pytest.raises(ConfigurationError, match="is not an entry"):
+        Runtime(App(), entries=[object()])  # type: ignore[list-item]
+
+
+def test_a_provider_kind_without_a_scope_is_refused_at_load() -> None:
+    with pytest.raises(ConfigurationError, match="entry 'clerk': toolset 'local': ThreadLocalSingleton has no llm-do"):
+        Runtime(App(), entries=[agent_entry("clerk", ["local"])])
+
+
+async def test_a_factory_returning_a_non_toolset_is_reported_and_still_cleaned_up() -> None:
+    app = App()
+    made: list[NotAToolset] = []
+    app.plain.override(providers.Factory(lambda: made.append(NotAToolset()) or made[-1]))
+    try:
+        async with Runtime(app, entries=[agent_entry("clerk", ["plain"])]) as runtime:
+            with pytest.raises(ToolsetError) as caught:
+                await runtime.run("clerk", "hi")
+    finally:
+        app.plain.reset_override()
+    assert str(caught.value).startswith("entry 'clerk': toolset 'plain' was built as NotAToolset")
+    assert made[0].cleaned
+
+
+async def test_unknown_entry_and_calls_outside_the_toolsets_are_refused() -> None:
+    @entry(toolsets=["search"])
+    async def sneaky(scope: CallScope, input_data: str) -> str:
+        return str(await scope.call_agent("other", input_data))
+
+    other = agent_entry("other", [])
+    async with Runtime(App(), entries=[sneaky, other]) as runtime:
+        with pytest.raises(ConfigurationError, match="no entry named 'nope'; loaded entries: sneaky, other"):
+            await runtime.run("nope", "x")
+        with pytest.raises(ToolsetError, match="entry 'sneaky' cannot call 'other': add 'other' to its toolsets"):
+            await runtime.run("sneaky", "x")
+
+
+async def test_a_closed_runtime_refuses_to_run() -> None:
+    runtime = Runtime(App(), entries=[agent_entry("clerk", [])])
+    await runtime.aclose()
+    await runtime.aclose()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        await runtime.run("clerk", "x")

@@ -1,0 +1,258 @@
+"""Scope isolation through the public API: per-call, per-run and global instances."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+from typing import Any
+
+import pytest
+from dependency_injector import providers
+from pydantic_ai import Agent
+
+from containers import AgentContainer
+from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, Scope, Toolset, ToolsetSpec, entry, tool
+from llm_do.call import CallScope
+
+from .helpers import by_prompt, call, calls, returns, text
+
+serials = itertools.count(1)
+
+
+class Pool:
+    """Global."""
+
+    def __init__(self) -> None:
+        self.serial = next(serials)
+
+
+class Ledger:
+    """Per run."""
+
+    def __init__(self) -> None:
+        self.serial = next(serials)
+        self.seen: list[int] = []
+
+
+class Notes(Toolset):
+    """Per call."""
+
+    def __init__(self, pool: Pool, ledger: Ledger, ledger_provider: Any) -> None:
+        self.serial = next(serials)
+        self.pool = pool
+        self.ledger = ledger
+        self.ledger_provider = ledger_provider
+        self.notes: Handles[str] = Handles("note")
+
+    @tool
+    def probe(self) -> str:
+        """Report which instances this call sees."""
+        again = self.ledger_provider()  # resolved inside the tool's task: must be the run's one
+        assert again is self.ledger, "per-run provider resolved to another instance inside a tool"
+        self.ledger.seen.append(self.serial)
+        return f"notes={self.serial} ledger={self.ledger.serial} pool={self.pool.serial}"
+
+    @tool
+    def write(self, text: str) -> str:
+        """Keep a note; returns its handle."""
+        return self.notes.open(text)
+
+    @tool
+    def read(self, handle: str) -> str:
+        """Read a note by handle."""
+        return self.notes.get(handle)
+
+
+class App(AgentContainer):
+    pool = providers.Singleton(Pool)
+    ledger = providers.ContextLocalSingleton(Ledger)
+    notes = providers.Factory(Notes, pool=pool, ledger=ledger, ledger_provider=ledger.provider)
+
+
+def parse(report: str) -> dict[str, int]:
+    return {key: int(value) for key, value in (item.split("=") for item in report.split())}
+
+
+def recursive_clerk(children: int = 1) -> AgentEntry:
+    """probe; at depth 0 ask `children` sub-clerks in parallel; answer with every report seen."""
+
+    def script(prompt: str, step: int, messages: list[Any]) -> Any:
+        nested = prompt.startswith("sub")
+        if step == 0:
+            return call("probe")
+        if step == 1 and not nested:
+            return calls(*[("clerk", {"input": f"sub {i}"}) for i in range(children)])
+        return text(" | ".join(str(r) for r in returns(messages)))
+
+    return AgentEntry(Agent(by_prompt(script)), name="clerk", toolsets=["notes", "clerk"])
+
+
+async def test_recursive_call_gets_fresh_per_call_and_shared_per_run() -> None:
+    app = App()
+    async with Runtime(app, entries=[recursive_clerk(children=2)]) as runtime:
+        result = await runtime.run("clerk", "top")
+    top = parse(result.calls[0].entry and _probe_of(result, "call_1"))
+    subs = [parse(_probe_of(result, record.id)) for record in result.calls[1:]]
+    assert len(subs) == 2
+    notes = {top["notes"], *(sub["notes"] for sub in subs)}
+    assert len(notes) == 3, "each call, parent and parallel children, needs its own per-call toolset"
+    assert {top["ledger"], *(sub["ledger"] for sub in subs)} == {top["ledger"]}, "one per-run ledger"
+    assert [record.depth for record in result.calls] == [0, 1, 1]
+    assert {record.parent for record in result.calls[1:]} == {"call_1"}
+
+
+def _probe_of(result: Any, call_id: str) -> str:
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+    entry_log = next(item for item in result.log if item.call_id == call_id)
+    for message in entry_log.messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart) and part.tool_name == "probe":
+                    return str(part.content)
+    raise AssertionError(f"no probe in {call_id}")
+
+
+async def test_two_entries_naming_one_toolset_cannot_share_handles() -> None:
+    writer = AgentEntry(
+        Agent(by_prompt(lambda p, step, m: call("write", text="secret") if step == 0 else text(returns(m)[0]))),
+        name="writer",
+        toolsets=["notes"],
+    )
+    reader = AgentEntry(
+        Agent(by_prompt(lambda p, step, m: call("read", handle=p) if step == 0 else text(str(returns(m)[0])))),
+        name="reader",
+        toolsets=["notes"],
+    )
+
+    @entry(toolsets=["writer", "reader"])
+    async def relay(scope: CallScope, input_data: str) -> str:
+        handle = await scope.call_agent("writer", input_data)
+        assert handle.startswith("note_")
+        return str(await scope.call_agent("reader", handle))
+
+    async with Runtime(App(), entries=[writer, reader, relay]) as runtime:
+        result = await runtime.run("relay", "go")
+    assert "Unknown handle 'note_" in result.output
+    assert "No note handle is open" in result.output
+    assert [record.outcome for record in result.calls] == ["ok", "ok", "ok"]
+
+
+def flat_clerk() -> AgentEntry:
+    return AgentEntry(
+        Agent(by_prompt(lambda p, step, m: call("probe") if step == 0 else text(returns(m)[0]))),
+        name="clerk",
+        toolsets=["notes"],
+    )
+
+
+async def test_concurrent_and_sequential_runs_never_share_scoped_instances() -> None:
+    app = App()
+    async with Runtime(app, entries=[flat_clerk()]) as runtime:
+        concurrent = await asyncio.gather(*(runtime.run("clerk", f"run {i}") for i in range(200)))
+        sequential = [await runtime.run("clerk", f"run {i}") for i in range(200)]
+    reports = [parse(result.output) for result in [*concurrent, *sequential]]
+    assert len({report["ledger"] for report in reports}) == 400
+    assert len({report["notes"] for report in reports}) == 400
+    assert len({report["pool"] for report in reports}) == 1
+    assert runtime.usage.requests == 800
+
+
+async def test_container_overrides_swap_toolset_and_pool_for_one_test_only() -> None:
+    class FakePool(Pool):
+        pass
+
+    class FakeNotes(Notes):
+        @tool
+        def probe(self) -> str:
+            """Fake probe."""
+            return f"fake pool={type(self.pool).__name__}"
+
+    app = App()
+    fake_pool = FakePool()
+    with (
+        app.pool.override(providers.Object(fake_pool)),
+        app.notes.override(
+            providers.Factory(FakeNotes, pool=app.pool, ledger=app.ledger, ledger_provider=app.ledger.provider)
+        ),
+    ):
+        async with Runtime(app, entries=[flat_clerk()]) as runtime:
+            assert (await runtime.run("clerk", "x")).output == "fake pool=FakePool"
+    async with Runtime(app, entries=[flat_clerk()]) as runtime:
+        output = (await runtime.run("clerk", "x")).output
+    assert output.startswith("notes=")
+    assert parse(output)["pool"] != fake_pool.serial
+
+
+async def test_override_with_another_scope_is_refused_with_a_clear_error() -> None:
+    app = App()
+    shared = Notes(Pool(), Ledger(), app.ledger.provider)
+    with app.notes.override(providers.Object(shared)):
+        async with Runtime(app, entries=[flat_clerk()]) as runtime:
+            with pytest.raises(TypeError, match=r"Factory is per_call but is overridden by Object \(global\)"):
+                await runtime.run("clerk", "x")
+
+
+async def test_usage_totals_are_the_sum_over_nested_calls() -> None:
+    depth_script = by_prompt(
+        lambda p, step, m: (
+            (call("clerk", input=p + "!") if len(p) < 4 else text("bottom"))
+            if step == 0
+            else text(f"{p}:{returns(m)[0]}")
+        )
+    )
+    nester = AgentEntry(Agent(depth_script), name="clerk", toolsets=["clerk"])
+    async with Runtime(None, entries=[nester]) as runtime:
+        result = await runtime.run("clerk", "a")
+    assert [record.depth for record in result.calls] == [0, 1, 2, 3]
+    assert result.output == "a:a!:a!!:bottom"
+    total = result.calls[0].usage
+    for record in result.calls[1:]:
+        total = total + record.usage
+    assert (total.requests, total.input_tokens, total.output_tokens) == (
+        result.usage.requests,
+        result.usage.input_tokens,
+        result.usage.output_tokens,
+    )
+    assert result.usage.requests == 7
+    assert runtime.usage.requests == 7
+
+
+async def test_max_depth_stops_runaway_recursion_naming_the_chain() -> None:
+    forever = AgentEntry(
+        Agent(by_prompt(lambda p, step, m: call("clerk", input="again"))), name="clerk", toolsets=["clerk"]
+    )
+    async with Runtime(None, entries=[forever], config=RuntimeConfig(max_depth=2)) as runtime:
+        with pytest.raises(Exception, match=r"exceeds max_depth=2: clerk -> clerk -> clerk -> clerk") as raised:
+            await runtime.run("clerk", "go")
+    assert type(raised.value).__name__ == "MaxDepthExceeded"
+
+
+async def test_plain_callable_specs_work_without_a_container() -> None:
+    class RunCounter(Toolset):
+        def __init__(self) -> None:
+            self.serial = next(serials)
+            self.hits = 0
+
+        @tool
+        def hit(self) -> str:
+            """Count a hit for this run."""
+            self.hits += 1
+            return f"counter={self.serial} hits={self.hits}"
+
+    script = by_prompt(
+        lambda p, step, m: calls(("hit", {}), ("hit", {})) if step == 0 else text(" ".join(sorted(returns(m))))
+    )
+    counting = AgentEntry(Agent(script), name="counting", toolsets=["counter"])
+    runtime = Runtime(None, entries=[counting], toolsets={"counter": ToolsetSpec(RunCounter, Scope.PER_RUN)})
+    async with runtime:
+        first = (await runtime.run("counting", "x")).output
+        second = (await runtime.run("counting", "x")).output
+    first_counters, second_counters = (
+        set(re.findall(r"counter=(\d+)", first)),
+        set(re.findall(r"counter=(\d+)", second)),
+    )
+    assert len(first_counters) == 1 and first.endswith("hits=2"), "parallel calls of one run share the instance"
+    assert len(second_counters) == 1 and second.endswith("hits=2")
+    assert first_counters != second_counters, "two runs never share a per-run instance"
