@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -10,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 
-from .errors import MaxDepthExceeded, ToolsetError
+from .errors import ConfigurationError, MaxDepthExceeded, ToolsetError
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .scopes import Scope, ToolsetSpec
+from .toolset import Toolset
 
 if TYPE_CHECKING:
     from .entries import Entry
@@ -37,6 +39,28 @@ class _Borrowed(WrapperToolset[Any]):
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
         fresh = await self.wrapped.for_run(ctx)
         return self if fresh is self.wrapped else fresh  # pydantic-ai owns a per-run copy
+
+
+def check_unique_tools(entry: str, tools_by_toolset: Iterable[tuple[str, Iterable[str]]]) -> None:
+    """Raise `ConfigurationError` when two of an entry's toolsets define the same tool name."""
+    owner: dict[str, str] = {}
+    for name, tool_names in tools_by_toolset:
+        for tool_name in tool_names:
+            if tool_name in owner:
+                raise ConfigurationError(
+                    f"entry {entry!r}: tool {tool_name!r} is defined by both toolset {owner[tool_name]!r} "
+                    f"and toolset {name!r}; rename one of the tools or drop one toolset from the entry"
+                )
+            owner[tool_name] = name
+
+
+def _known_tool_names(toolset: AbstractToolset[Any]) -> Iterable[str]:
+    """Tool names known without a run: `Toolset` classes and `FunctionToolset`s; others are checked by pydantic-ai."""
+    if isinstance(toolset, Toolset):
+        return type(toolset).tool_names()
+    if isinstance(toolset, FunctionToolset):
+        return toolset.tools
+    return ()
 
 
 def _no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
@@ -93,8 +117,12 @@ class CallScope:
 
     async def __aenter__(self) -> CallScope:
         try:
-            for name, spec in self.runtime._toolsets_of(self.entry.name):
-                self.toolsets.append(_Borrowed(await self._acquire(name, spec)))
+            acquired = [
+                (name, await self._acquire(name, spec)) for name, spec in self.runtime._toolsets_of(self.entry.name)
+            ]
+            if len(acquired) > 1:
+                check_unique_tools(self.entry.name, ((name, _known_tool_names(ts)) for name, ts in acquired))
+            self.toolsets = [_Borrowed(toolset) for _, toolset in acquired]
         except BaseException as exc:
             await self._finish(exc)
             raise

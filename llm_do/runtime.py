@@ -14,7 +14,7 @@ from dependency_injector import containers, providers
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from .call import CallScope
+from .call import CallScope, check_unique_tools
 from .entries import Entry, entry_toolset
 from .errors import ConfigurationError
 from .lifecycle import Teardown
@@ -100,20 +100,9 @@ class Runtime:
     # -- loading ---------------------------------------------------------------
 
     def _load_entry(self, item: Entry) -> tuple[tuple[str, ToolsetSpec], ...]:
-        specs: list[tuple[str, ToolsetSpec]] = []
-        owner_of: dict[str, str] = {}
-        for name in item.toolsets:
-            spec = self._spec_named(item.name, name)
-            specs.append((name, spec))
-            for tool_name in self._static_tools.get(name, frozenset()):
-                if tool_name in owner_of:
-                    raise ConfigurationError(
-                        f"entry {item.name!r}: tool {tool_name!r} is defined by both toolset "
-                        f"{owner_of[tool_name]!r} and toolset {name!r}; rename one of the tools "
-                        "or drop one toolset from the entry"
-                    )
-                owner_of[tool_name] = name
-        return tuple(specs)
+        specs = tuple((name, self._spec_named(item.name, name)) for name in item.toolsets)
+        check_unique_tools(item.name, ((name, self._static_tools.get(name, ())) for name, _ in specs))
+        return specs
 
     def _spec_named(self, entry_name: str, name: str) -> ToolsetSpec:
         spec = self._named.get(name)

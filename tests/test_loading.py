@@ -109,3 +109,10 @@ async def test_a_closed_runtime_refuses_to_run() -> None:
     await runtime.aclose()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         await runtime.run("clerk", "x")
+
+
+async def test_duplicate_tools_of_plain_factories_are_found_when_the_call_starts() -> None:
+    runtime = Runtime(None, entries=[agent_entry("clerk", ["one", "two"])], toolsets={"one": Search, "two": Index})
+    async with runtime:
+        with pytest.raises(ConfigurationError, match="entry 'clerk': tool 'find' is defined by both toolset 'one' and"):
+            await runtime.run("clerk", "x")
