@@ -66,6 +66,7 @@ class Toolset(AbstractToolset[Any]):
     """
 
     _llm_do_described: ClassVar[dict[str, _Described] | None] = None
+    _llm_do_tool_names: ClassVar[frozenset[str] | None] = None
 
     @property
     def id(self) -> str | None:
@@ -74,7 +75,11 @@ class Toolset(AbstractToolset[Any]):
     @classmethod
     def tool_names(cls) -> frozenset[str]:
         """Names of this class's tools, known without building any schema."""
-        return frozenset(options.name or attr for attr, options in _marked_methods(cls).items())
+        names = cls.__dict__.get("_llm_do_tool_names")
+        if names is None:
+            names = frozenset(options.name or attr for attr, options in _marked_methods(cls).items())
+            cls._llm_do_tool_names = names
+        return names
 
     @classmethod
     def _described(cls) -> dict[str, _Described]:
