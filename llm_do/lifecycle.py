@@ -96,13 +96,15 @@ def _aexit(obj: Any, exc: BaseException | None) -> Any:
 
 
 def _close_forgotten_handles(obj: object) -> Any:
-    forgotten = [value for value in vars(obj).values() if isinstance(value, Handles) and value]
-    return _close_all(forgotten) if forgotten else None
+    if any(isinstance(value, Handles) and value for value in vars(obj).values()):
+        return _close_all(obj)
+    return None
 
 
-async def _close_all(forgotten: list[Handles[Any]]) -> None:
-    for handles in forgotten:
-        await handles.close_all()
+async def _close_all(obj: object) -> None:
+    for value in list(vars(obj).values()):
+        if isinstance(value, Handles):
+            await value.close_all()
 
 
 async def _run_finalizer(label: str, finalizer: Finalizer, exc: BaseException | None, budget: float) -> bool:
