@@ -1,8 +1,10 @@
 """What per-call isolation costs: llm-do runs against bare pydantic-ai runs, measured side by side.
 
-Every variant runs the same scripted agent (one tool call, then text) with three toolsets of one
-tool each. Rounds interleave the variants so machine noise hits all of them alike; the report
-gives the median time per run and the ratio to the bare pydantic-ai baseline.
+The agent variants run the same scripted agent (one tool call, then text) with three toolsets of
+one tool each; the two "no agent" variants isolate llm-do's own machinery (a run in its own task
+and context, a CallScope resolving, entering and tearing down three per-call toolsets). Rounds
+interleave the variants so machine noise hits all of them alike; the report gives the median
+time per run and the ratio to the bare pydantic-ai baseline.
 
     python benchmarks/bench_scopes.py [--rounds 15] [--runs 200]
 """
@@ -21,7 +23,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
-from llm_do import AgentEntry, Runtime, Toolset, tool
+from llm_do import AgentEntry, CallScope, Runtime, Toolset, entry, tool
 
 
 def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -79,10 +81,24 @@ async def main(rounds: int, runs: int) -> None:
     async def llm_do_per_call() -> None:
         await runtime.run("job", "go")
 
+    @entry(toolsets=["a", "b", "c"])
+    async def noop(scope: CallScope, input_data: str) -> None:
+        return None
+
+    scoped = Runtime(None, entries=[noop], toolsets={"a": ToolsA, "b": ToolsB, "c": ToolsC})
+
+    async def by_hand() -> None:
+        ToolsA(), ToolsB(), ToolsC()
+
+    async def llm_do_scope_only() -> None:
+        await scoped.run("noop", "go")
+
     variants: dict[str, Callable[[], Awaitable[None]]] = {
         "pydantic-ai, shared toolsets (baseline)": bare_shared,
         "pydantic-ai, fresh FunctionToolsets per run": bare_fresh_function_toolsets,
         "llm-do Runtime.run, fresh Toolsets per call": llm_do_per_call,
+        "no agent: three Toolsets built by hand": by_hand,
+        "no agent: llm-do run + scope, three Toolsets": llm_do_scope_only,
     }
     for variant in variants.values():  # warm up: schemas, imports, caches
         for _ in range(20):
@@ -95,12 +111,13 @@ async def main(rounds: int, runs: int) -> None:
                 await variant()
             samples[name].append((time.perf_counter() - start) / runs)
     await runtime.aclose()
+    await scoped.aclose()
     baseline = statistics.median(samples["pydantic-ai, shared toolsets (baseline)"])
     print(f"{rounds} rounds x {runs} runs, median per run")
     print(f"{'variant':48} {'per run':>10} {'ratio':>7}")
     for name, values in samples.items():
         median = statistics.median(values)
-        print(f"{name:48} {median * 1e3:8.3f}ms {median / baseline:7.2f}")
+        print(f"{name:48} {median * 1e6:8.1f}us {median / baseline:7.3f}")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ class CallScope:
     async def __aenter__(self) -> CallScope:
         try:
             acquired = [
-                (name, await self._acquire(name, spec)) for name, spec in self.runtime._toolsets_of(self.entry.name)
+                (name, await self._acquire(name, spec, label))
+                for name, spec, label in self.runtime._toolsets_of(self.entry.name)
             ]
             if len(acquired) > 1:
                 check_unique_tools(self.entry.name, ((name, _known_tool_names(ts)) for name, ts in acquired))
@@ -133,8 +134,7 @@ class CallScope:
     ) -> None:
         await self._finish(exc)
 
-    async def _acquire(self, name: str, spec: ToolsetSpec) -> AbstractToolset[Any]:
-        label = f"toolset {name!r} ({spec.scope}) of entry {self.entry.name!r}"
+    async def _acquire(self, name: str, spec: ToolsetSpec, label: str) -> AbstractToolset[Any]:
         if spec.scope is Scope.PER_CALL:
             obj = await spec.create()
             await self._teardown.adopt(obj, label)

@@ -99,10 +99,10 @@ class Runtime:
 
     # -- loading ---------------------------------------------------------------
 
-    def _load_entry(self, item: Entry) -> tuple[tuple[str, ToolsetSpec], ...]:
-        specs = tuple((name, self._spec_named(item.name, name)) for name in item.toolsets)
+    def _load_entry(self, item: Entry) -> tuple[tuple[str, ToolsetSpec, str], ...]:
+        specs = [(name, self._spec_named(item.name, name)) for name in item.toolsets]
         check_unique_tools(item.name, ((name, self._static_tools.get(name, ())) for name, _ in specs))
-        return specs
+        return tuple((name, spec, f"toolset {name!r} ({spec.scope}) of entry {item.name!r}") for name, spec in specs)
 
     def _spec_named(self, entry_name: str, name: str) -> ToolsetSpec:
         spec = self._named.get(name)
@@ -130,7 +130,8 @@ class Runtime:
         self._named[name] = spec
         return spec
 
-    def _toolsets_of(self, entry_name: str) -> tuple[tuple[str, ToolsetSpec], ...]:
+    def _toolsets_of(self, entry_name: str) -> tuple[tuple[str, ToolsetSpec, str], ...]:
+        """(name, spec, teardown label) of each toolset of an entry, resolved at load."""
         return self._specs[entry_name]
 
     def entry(self, name: str) -> Entry:
