@@ -69,6 +69,11 @@ async def main(rounds: int, runs: int) -> None:
     async def bare_shared() -> None:
         await agent.run("go", toolsets=shared)
 
+    shared_classes = [ToolsA(), ToolsB(), ToolsC()]
+
+    async def bare_shared_toolset_classes() -> None:
+        await agent.run("go", toolsets=shared_classes)
+
     async def bare_fresh_function_toolsets() -> None:
         await agent.run("go", toolsets=[FunctionToolset([make_tools(s)]) for s in "abc"])
 
@@ -96,6 +101,7 @@ async def main(rounds: int, runs: int) -> None:
     variants: dict[str, Callable[[], Awaitable[None]]] = {
         "pydantic-ai, shared toolsets (baseline)": bare_shared,
         "pydantic-ai, fresh FunctionToolsets per run": bare_fresh_function_toolsets,
+        "pydantic-ai, shared llm_do.Toolset instances": bare_shared_toolset_classes,
         "llm-do Runtime.run, fresh Toolsets per call": llm_do_per_call,
         "no agent: three Toolsets built by hand": by_hand,
         "no agent: llm-do run + scope, three Toolsets": llm_do_scope_only,
