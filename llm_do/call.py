@@ -30,6 +30,10 @@ __all__ = ["CallScope"]
 class _Borrowed(WrapperToolset[Any]):
     """Lends a scope-owned toolset to one agent run: the scope, not pydantic-ai, enters and exits it."""
 
+    @property
+    def label(self) -> str:
+        return self.wrapped.label
+
     async def __aenter__(self) -> _Borrowed:
         return self
 

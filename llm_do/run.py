@@ -25,7 +25,10 @@ class CallRecord:
     toolsets: tuple[str, ...]
     outcome: Outcome
     usage: RunUsage
-    """Requests and tokens of this call's own model responses (children not included)."""
+    """Requests and tokens of this call's own model responses (children not included).
+
+    Zero for a call whose agent run failed: pydantic-ai returns no messages then; the run's
+    total (`RunResult.usage`) still counts them."""
 
 
 @dataclass(frozen=True, slots=True)

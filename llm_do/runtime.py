@@ -46,9 +46,13 @@ class _RunScope:
             try:
                 obj = await spec.create()
                 await self.teardown.adopt(obj, label)
-            except BaseException:
-                del self._cache[spec]
-                pending.cancel()
+            except BaseException as error:
+                del self._cache[spec]  # the next use tries again
+                if isinstance(error, asyncio.CancelledError):
+                    pending.cancel()
+                else:
+                    pending.set_exception(error)
+                    pending.exception()  # parallel waiters re-raise it; nobody else need retrieve it
                 raise
             pending.set_result(obj)
         return await asyncio.shield(pending)
@@ -57,9 +61,9 @@ class _RunScope:
 class Runtime:
     """Runs entries with their resources. Use `async with Runtime(...)` or call `aclose()`.
 
-    Toolset names resolve against the container's providers, then `toolsets`, then the other
-    entries (an entry named as a toolset becomes a tool that calls it). Unknown names and
-    duplicate tool names are reported here, at load time.
+    Toolset names resolve against `toolsets` (explicit wins), then the container's providers,
+    then the other entries (an entry named as a toolset becomes a tool that calls it). Unknown
+    names and duplicate tool names are reported here, at load time.
     """
 
     def __init__(

@@ -280,3 +280,27 @@ _globals: dict[int, Tracked] = {}
 
 def _the_global(events: list[str]) -> Tracked:
     return _globals.setdefault(id(events), Tracked("global", events))
+
+
+async def test_a_failing_per_run_factory_fails_parallel_users_with_its_own_error() -> None:
+    raised: list[Boom] = []
+
+    def broken() -> Tracked:
+        raised.append(Boom("per-run factory failed"))
+        raise raised[-1]
+
+    script = by_prompt(
+        lambda p, step, m: calls(("job", {"input": "a"}), ("job", {"input": "b"})) if p == "top" else text("leaf")
+    )
+    runtime = Runtime(
+        None,
+        entries=[
+            AgentEntry(Agent(script), name="top", toolsets=["job"]),
+            AgentEntry(Agent(script), name="job", toolsets=["run_wide"]),
+        ],
+        toolsets={"run_wide": ToolsetSpec(broken, Scope.PER_RUN)},
+    )
+    async with runtime:
+        with pytest.raises(Boom) as caught:
+            await runtime.run("top", "top")
+    assert caught.value in raised
