@@ -10,3 +10,4 @@ class AgentContainer(containers.DeclarativeContainer):
 
     config = providers.Configuration(pydantic_settings=[LlmDoSettings()])
     run_state = providers.ContextLocalSingleton(RunState)
+    approval_policies = providers.Dict()  # toolset name -> llm_do.ToolPolicy; see docs/approvals.md

@@ -5,10 +5,20 @@ per run, per call); a `Runtime` runs pydantic-ai agents with fresh per-call tool
 tears down everything a call or run opened, on success, error and cancellation.
 """
 
+from .approval import Approval, ApprovalChoice, ApprovalRequest, Approver
 from .call import CallScope
 from .entries import AgentEntry, Entry, FunctionEntry, entry
-from .errors import ConfigurationError, LlmDoError, MaxDepthExceeded, ToolsetError, UnknownHandle
+from .errors import (
+    ApprovalDenied,
+    ApprovalUnavailable,
+    ConfigurationError,
+    LlmDoError,
+    MaxDepthExceeded,
+    ToolsetError,
+    UnknownHandle,
+)
 from .handles import Handles, open_handles
+from .policy import Decision, PolicySettings, Rule, ToolPolicy, Verdict
 from .run import CallRecord, LogEntry, RunResult, RunState
 from .runtime import Runtime
 from .scopes import Scope, ToolsetSpec
@@ -17,9 +27,16 @@ from .toolset import Toolset, tool
 
 __all__ = [
     "AgentEntry",
+    "Approval",
+    "ApprovalChoice",
+    "ApprovalDenied",
+    "ApprovalRequest",
+    "ApprovalUnavailable",
+    "Approver",
     "CallRecord",
     "CallScope",
     "ConfigurationError",
+    "Decision",
     "Entry",
     "FunctionEntry",
     "Handles",
@@ -27,15 +44,19 @@ __all__ = [
     "LlmDoSettings",
     "LogEntry",
     "MaxDepthExceeded",
+    "PolicySettings",
+    "Rule",
     "RunResult",
     "RunState",
     "Runtime",
     "RuntimeConfig",
     "Scope",
+    "ToolPolicy",
     "Toolset",
     "ToolsetError",
     "ToolsetSpec",
     "UnknownHandle",
+    "Verdict",
     "entry",
     "open_handles",
     "tool",

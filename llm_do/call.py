@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 
 from .errors import ConfigurationError, MaxDepthExceeded, ToolsetError
+from .gate import CallGate
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .scopes import Scope, ToolsetSpec
@@ -104,6 +107,12 @@ class CallScope:
         """The whole conversation after this call, including `message_history`."""
         self._run = run
         self._teardown = Teardown(runtime.config.cleanup_timeout)
+        self._gate = CallGate(runtime._approvals, self)
+
+    @property
+    def capabilities(self) -> list[AbstractCapability[Any]]:
+        """Capabilities an agent run in this scope needs: the one that resolves approval requests."""
+        return [self._gate.capability]
 
     @property
     def state(self) -> RunState:
@@ -127,7 +136,8 @@ class CallScope:
             ]
             if len(acquired) > 1:
                 check_unique_tools(self.entry.name, ((name, _known_tool_names(ts)) for name, ts in acquired))
-            self.toolsets = [_Borrowed(toolset) for _, toolset in acquired]
+            # Gated per toolset name; the scope still owns (enters, exits, cleans up) the instance.
+            self.toolsets = [_Borrowed(self._gate.wrap(name, toolset)) for name, toolset in acquired]
         except BaseException as exc:
             await self._finish(exc)
             raise
@@ -175,14 +185,26 @@ class CallScope:
             await self._teardown.__aexit__(type(exc) if exc else None, exc, None)
         finally:
             self.toolsets = []
+            self._gate.clear()
 
     async def call_agent(self, name: str, input_data: Any) -> Any:
         """Run the entry `name` as a child call (depth + 1) and return its output.
 
-        `name` must be one of this entry's toolsets; the child gets fresh per-call toolsets.
+        `name` must be one of this entry's toolsets; the child gets fresh per-call toolsets. The
+        call is gated by the approval policy of toolset `name` (tool `name`, args `{"input": ...}`);
+        a denial raises `ApprovalDenied`.
         """
+        self._check_callable(name)
+        await self._gate.authorize(name, name, {"input": input_data})
+        return await self._call_child(name, input_data)
+
+    def _check_callable(self, name: str) -> None:
         if name not in self.entry.toolsets:
             raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
+
+    async def _call_child(self, name: str, input_data: Any) -> Any:
+        """Run a child call; the caller has gated it (the entry's tool is wrapped like any other tool)."""
+        self._check_callable(name)
         target = self.runtime.entry(name)
         max_depth = self.runtime.config.max_depth
         if self.depth + 1 > max_depth:
@@ -191,9 +213,18 @@ class CallScope:
             return await target.run_turn(child, input_data)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:
-        """Call one of this scope's tools directly, validating `args` like a model's call."""
+        """Call one of this scope's tools directly, validating `args` like a model's call.
+
+        The call is gated by the approval policy of the tool's toolset, like a model's call; a
+        denial raises `ApprovalDenied` (there is no model to tell).
+        """
         ctx: RunContext[Any] = RunContext(
-            deps=self, model=_DIRECT_MODEL, usage=self.state.usage, tool_name=name, prompt=None
+            deps=self,
+            model=_DIRECT_MODEL,
+            usage=self.state.usage,
+            tool_name=name,
+            tool_call_id=self._gate.direct_call_id(),
+            prompt=None,
         )
         available: list[str] = []
         for toolset in self.toolsets:
@@ -203,7 +234,14 @@ class CallScope:
                 available.extend(tools)
                 continue
             validated = found.args_validator.validate_python(args or {})
-            return await toolset.call_tool(name, validated, ctx, found)
+            try:
+                return await toolset.call_tool(name, validated, ctx, found)
+            except ApprovalRequired:
+                # The same resolution as in an agent run, answered here instead of by the capability.
+                if not await self._gate.settle_direct(ctx.tool_call_id or ""):
+                    raise
+            validated = found.args_validator.validate_python(args or {})
+            return await toolset.call_tool(name, validated, replace(ctx, tool_call_approved=True), found)
         raise ToolsetError(
             f"entry {self.entry.name!r} has no tool {name!r}; its tools are: {', '.join(sorted(available)) or 'none'}"
         )

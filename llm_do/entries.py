@@ -99,6 +99,7 @@ class AgentEntry:
             self._prompt(input_data),
             message_history=scope.message_history,
             toolsets=scope.toolsets,
+            capabilities=scope.capabilities,
             deps=scope,
             usage=scope.state.usage,
             model=model,
@@ -186,13 +187,16 @@ def entry(
 
 
 def entry_toolset(target: Entry) -> FunctionToolset[Any]:
-    """A stateless toolset with one tool that runs `target` as a child call of the calling scope."""
+    """A stateless toolset with one tool that runs `target` as a child call of the calling scope.
+
+    Like every toolset a scope lends out, it is gated by the approval policy of its name (the entry's).
+    """
 
     async def call(ctx: RunContext[Any], input: str) -> Any:
         scope = ctx.deps
         if not isinstance(scope, CallScope):
             raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
-        return await scope.call_agent(target.name, input)
+        return await scope._call_child(target.name, input)
 
     if target.schema_in is not None:
         call.__annotations__ = {**call.__annotations__, "input": target.schema_in}

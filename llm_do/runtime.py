@@ -14,10 +14,12 @@ from dependency_injector import containers, providers
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
+from .approval import Approvals, Approver, load_policies
 from .call import CallScope, check_unique_tools
 from .entries import Entry, entry_toolset
 from .errors import ConfigurationError
 from .lifecycle import Teardown
+from .policy import ToolPolicy
 from .run import RunResult, RunState
 from .scopes import Scope, ToolsetSpec
 from .settings import RuntimeConfig
@@ -64,6 +66,10 @@ class Runtime:
     Toolset names resolve against `toolsets` (explicit wins), then the container's providers,
     then the other entries (an entry named as a toolset becomes a tool that calls it). Unknown
     names and duplicate tool names are reported here, at load time.
+
+    Approval policies per toolset name come from the container's `approval_policies` provider,
+    then `policies` (which win per name), then `config.approval_policies` (settings overrides).
+    `approver` answers the calls that need approval when `config.approval_mode` is `prompt`.
     """
 
     def __init__(
@@ -73,6 +79,8 @@ class Runtime:
         entries: Iterable[Entry] = (),
         toolsets: Mapping[str, ToolsetSource] | None = None,
         config: RuntimeConfig | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.container = container
         self.config = config if config is not None else RuntimeConfig.from_settings()
@@ -97,6 +105,12 @@ class Runtime:
         for name, source in (toolsets or {}).items():
             self._named[name] = ToolsetSpec.coerce(source)
         self._specs = {name: self._load_entry(item) for name, item in self._entries.items()}
+        self._approvals = Approvals(
+            self._load_policies(policies or {}),
+            mode=self.config.approval_mode,
+            on_deny=self.config.approval_on_deny,
+            approver=approver,
+        )
         self._globals = Teardown(self.config.cleanup_timeout)
         self._global_lock = asyncio.Lock()
         self._closed = False
@@ -133,6 +147,40 @@ class Runtime:
             )
         self._named[name] = spec
         return spec
+
+    def _load_policies(self, policies: Mapping[str, ToolPolicy]) -> dict[str, ToolPolicy]:
+        declared: list[Mapping[str, ToolPolicy]] = []
+        provider = None if self.container is None else self.container.providers.get("approval_policies")
+        if provider is not None:
+            from_container = provider()
+            if not isinstance(from_container, Mapping):
+                raise ConfigurationError(
+                    f"the container's approval_policies provider built {type(from_container).__qualname__}; "
+                    "declare it as providers.Dict(toolset_name=ToolPolicy(...), ...)"
+                )
+            declared.append(from_container)
+        declared.append(policies)
+        known = {*self._named, *(self.container.providers if self.container is not None else ()), *self._entries}
+        known -= {"approval_policies", "config", "run_state"}
+        return load_policies(declared, self.config.approval_policies, known=known, tools_of=self._static_tool_names)
+
+    def _static_tool_names(self, name: str) -> frozenset[str] | None:
+        """The tools of a toolset name when they are known without building it."""
+        if name in self._static_tools:
+            return self._static_tools[name]
+        spec = self._named.get(name)
+        if spec is not None:
+            factory = spec.factory
+            if isinstance(factory, type) and issubclass(factory, Toolset):
+                return factory.tool_names()
+            return None  # tools only known once the toolset is built
+        provider = None if self.container is None else self.container.providers.get(name)
+        provides = getattr(provider, "provides", None)
+        if isinstance(provides, type) and issubclass(provides, Toolset):
+            return provides.tool_names()
+        if provider is None and name in self._entries:
+            return frozenset({name})
+        return None
 
     def _toolsets_of(self, entry_name: str) -> tuple[tuple[str, ToolsetSpec, str], ...]:
         """(name, spec, teardown label) of each toolset of an entry, resolved at load."""

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_ai.models import Model
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["ApprovalMode", "LlmDoSettings", "RuntimeConfig"]
+from .policy import PolicySettings
+
+__all__ = ["ApprovalMode", "ApprovalOnDeny", "LlmDoSettings", "RuntimeConfig"]
 
 ApprovalMode = Literal["prompt", "approve_all", "reject_all"]
+ApprovalOnDeny = Literal["tell_model", "raise"]
 
 
 class LlmDoSettings(BaseSettings):
@@ -25,6 +29,10 @@ class LlmDoSettings(BaseSettings):
     """Deepest allowed nesting of agent calls below the top-level call."""
     approval_mode: ApprovalMode = "prompt"
     """How gated tools are decided: ask the callback, approve all, or reject all."""
+    approval_on_deny: ApprovalOnDeny = "tell_model"
+    """What a denied call does: the model reads the denial as the tool result, or `ApprovalDenied` is raised."""
+    approval_policies: dict[str, PolicySettings] = {}
+    """Policy overrides per toolset name, on top of the declared policies (see docs/approvals.md)."""
     cleanup_timeout: float = Field(default=10.0, gt=0)
     """Seconds each finalizer may take during teardown before it is cancelled."""
 
@@ -37,6 +45,8 @@ class RuntimeConfig:
     cleanup_timeout: float = 10.0
     approval_mode: ApprovalMode = "prompt"
     model: Model | str | None = None
+    approval_on_deny: ApprovalOnDeny = "tell_model"
+    approval_policies: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:
@@ -53,6 +63,8 @@ class RuntimeConfig:
             "cleanup_timeout": settings.cleanup_timeout,
             "approval_mode": settings.approval_mode,
             "model": settings.model,
+            "approval_on_deny": settings.approval_on_deny,
+            "approval_policies": settings.approval_policies,
         }
         values.update(overrides)
         return cls(**values)

@@ -1,0 +1,223 @@
+"""Approvals: gate tool calls by per-toolset-name policies, the runtime's approver and a session cache.
+
+This module holds what the runtime knows (policies, mode, approver, session cache) and the
+request and answer types; `gate` applies them to one call scope's toolsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias, get_args
+
+from pydantic_core import to_jsonable_python
+
+from .errors import ApprovalUnavailable, ConfigurationError
+from .policy import PolicySettings, ToolPolicy, Verdict
+from .settings import ApprovalMode, ApprovalOnDeny
+
+__all__ = [
+    "Approval",
+    "ApprovalChoice",
+    "ApprovalRequest",
+    "Approvals",
+    "Approver",
+    "SessionKey",
+    "load_policies",
+    "session_key",
+]
+
+ApprovalChoice: TypeAlias = Literal["approve", "approve_for_session", "deny"]
+_CHOICES: tuple[str, ...] = get_args(ApprovalChoice)
+_MODES: tuple[str, ...] = get_args(ApprovalMode)
+_ON_DENY: tuple[str, ...] = get_args(ApprovalOnDeny)
+_OPEN = ToolPolicy()
+SessionKey: TypeAlias = tuple[str, str, str]
+"""(toolset name, tool name, the arguments as canonical JSON)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """One call that needs a decision, as the approver sees it."""
+
+    entry: str
+    """The entry whose call wants to use the tool."""
+    depth: int
+    """That call's depth: 0 for the top-level call."""
+    chain: tuple[str, ...]
+    """Entry names from the top-level call down to `entry`."""
+    toolset: str
+    tool: str
+    args: Mapping[str, Any]
+    """The validated arguments (read-only)."""
+    reason: str
+    """Why it needs approval: the policy entry, the tool's own flag, or the rule's reason."""
+    description: str
+    """One human-readable line describing the call, for a prompt or a log."""
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """The approver's answer. `approve_for_session` also approves identical calls until the runtime closes."""
+
+    choice: ApprovalChoice
+    note: str | None = None
+    """Shown to the model (or in `ApprovalDenied`) when the call is denied."""
+
+    def __post_init__(self) -> None:
+        if self.choice not in _CHOICES:
+            raise ValueError(f"Approval.choice must be one of {', '.join(map(repr, _CHOICES))}, got {self.choice!r}")
+
+    @classmethod
+    def approve(cls, note: str | None = None) -> Approval:
+        return cls("approve", note)
+
+    @classmethod
+    def for_session(cls, note: str | None = None) -> Approval:
+        return cls("approve_for_session", note)
+
+    @classmethod
+    def deny(cls, note: str | None = None) -> Approval:
+        return cls("deny", note)
+
+
+Approver: TypeAlias = Callable[[ApprovalRequest], Approval | ApprovalChoice | Awaitable[Approval | ApprovalChoice]]
+"""Sync or async. A sync approver runs in a worker thread, so it may block (a terminal prompt)."""
+
+
+def load_policies(
+    declared: Iterable[Mapping[str, ToolPolicy]],
+    overrides: Mapping[str, PolicySettings],
+    *,
+    known: Collection[str],
+    tools_of: Callable[[str], frozenset[str] | None],
+) -> dict[str, ToolPolicy]:
+    """Merge the declared policies (later ones replace earlier ones per name), apply the settings
+    overrides on top, and check that each names a known toolset and tools it has (when known)."""
+    merged = _merge(declared, overrides)
+    for name, policy in merged.items():
+        if name not in known:
+            raise ConfigurationError(
+                f"an approval policy names toolset {name!r}, which is neither a provider of the container, "
+                f"a runtime toolset, nor an entry (known: {', '.join(sorted(known)) or 'none'}); fix the name "
+                "so the policy applies (names from LLM_DO_APPROVAL_POLICIES__NAME__... are lowercased)"
+            )
+        tools = tools_of(name)
+        unknown = sorted(set(policy.tools) - tools) if tools is not None else []
+        if unknown:
+            raise ConfigurationError(
+                f"the approval policy of toolset {name!r} names tool(s) {', '.join(map(repr, unknown))}, "
+                f"which it does not have (its tools: {', '.join(sorted(tools or ())) or 'none'}); fix the tool names"
+            )
+    return merged
+
+
+def _merge(
+    declared: Iterable[Mapping[str, ToolPolicy]], overrides: Mapping[str, PolicySettings]
+) -> dict[str, ToolPolicy]:
+    merged: dict[str, ToolPolicy] = {}
+    for policies in declared:
+        for name, policy in policies.items():
+            if not isinstance(policy, ToolPolicy):
+                raise ConfigurationError(
+                    f"the approval policy for toolset {name!r} is a {type(policy).__qualname__}; "
+                    "declare it as llm_do.ToolPolicy(default=..., tools={...}, rule=...)"
+                )
+            merged[name] = policy
+    for name, override in overrides.items():
+        if not isinstance(override, PolicySettings):
+            override = PolicySettings.model_validate(override)
+        merged[name] = merged.get(name, _OPEN).overridden(override)
+    return merged
+
+
+class Approvals:
+    """A runtime's approval state: policies by toolset name, the mode, the approver and the session cache."""
+
+    def __init__(
+        self,
+        policies: Mapping[str, ToolPolicy],
+        *,
+        mode: ApprovalMode,
+        on_deny: ApprovalOnDeny,
+        approver: Approver | None,
+    ) -> None:
+        if mode not in _MODES:
+            raise ConfigurationError(f"approval_mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
+        if on_deny not in _ON_DENY:
+            raise ConfigurationError(
+                f"approval_on_deny must be one of {', '.join(map(repr, _ON_DENY))}, got {on_deny!r}"
+            )
+        if approver is not None and not callable(approver):
+            raise ConfigurationError(f"approver must be a callable taking an ApprovalRequest, got {approver!r}")
+        self.policies: Mapping[str, ToolPolicy] = MappingProxyType(dict(policies))
+        self.mode = mode
+        self.on_deny = on_deny
+        self.approver = approver
+        self._session: set[SessionKey] = set()
+        self._lock = asyncio.Lock()
+
+    @property
+    def session(self) -> frozenset[SessionKey]:
+        """Calls approved for the rest of this runtime's life."""
+        return frozenset(self._session)
+
+    def policy(self, toolset: str) -> ToolPolicy:
+        """The policy of a toolset name; a name without one allows every call (unless a tool asks)."""
+        return self.policies.get(toolset, _OPEN)
+
+    async def decide(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
+        """None when the call may run, else why it is denied. Asks the approver at most once per call."""
+        if verdict.decision == "deny":
+            return f"denied by policy ({verdict.reason})"
+        if verdict.decision == "allow":
+            return None
+        if self.mode == "approve_all":
+            return None
+        if self.mode == "reject_all":
+            return f"it needs approval ({verdict.reason}) and approval_mode is 'reject_all'"
+        if self.approver is None:
+            raise ApprovalUnavailable(request)
+        key = session_key(request.toolset, request.tool, request.args)
+        async with self._lock:  # one question at a time, and a fresh session approval is seen by the next
+            if key in self._session:
+                return None
+            answer = await _ask(self.approver, request)
+            if answer.choice == "approve_for_session":
+                self._session.add(key)
+        if answer.choice == "deny":
+            return "the approver denied it" + (f": {answer.note}" if answer.note else "")
+        return None
+
+
+def session_key(toolset: str, tool: str, args: Mapping[str, Any]) -> SessionKey:
+    """The cache key of a call: its toolset and tool names and its exact arguments."""
+    canonical = json.dumps(
+        to_jsonable_python(dict(args), fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return (toolset, tool, canonical)
+
+
+async def _ask(approver: Approver, request: ApprovalRequest) -> Approval:
+    if _is_async(approver):
+        result: Any = await approver(request)  # type: ignore[misc]
+    else:
+        result = await asyncio.to_thread(approver, request)  # a blocking prompt must not block the loop
+        if inspect.isawaitable(result):
+            result = await result
+    if isinstance(result, Approval):
+        return result
+    if isinstance(result, str) and result in _CHOICES:
+        return Approval(result)  # type: ignore[arg-type]
+    raise TypeError(
+        f"the approver returned {result!r} for tool {request.tool!r} of toolset {request.toolset!r}; "
+        "return an llm_do.Approval or one of 'approve', 'approve_for_session', 'deny'"
+    )
+
+
+def _is_async(func: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)

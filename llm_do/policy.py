@@ -1,0 +1,122 @@
+"""Approval policies: whether a call to a tool of a named toolset runs, needs approval, or is refused."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias, get_args
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Decision", "PolicySettings", "Rule", "ToolPolicy", "Verdict"]
+
+logger = logging.getLogger("llm_do")
+
+Decision: TypeAlias = Literal["allow", "ask", "deny"]
+"""`allow` runs the call, `ask` needs an approval first, `deny` refuses it."""
+
+_DECISIONS: tuple[str, ...] = get_args(Decision)
+_RANK: dict[str, int] = {decision: rank for rank, decision in enumerate(_DECISIONS)}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A decision with the reason shown to the approver, the model and the logs."""
+
+    decision: Decision
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_decision(self.decision, "Verdict.decision")
+
+
+Rule: TypeAlias = Callable[
+    [str, Mapping[str, Any]],
+    Verdict | Decision | Awaitable[Verdict | Decision | None] | None,
+]
+"""`rule(tool_name, args)`: a verdict for one call, or None for no opinion. May be async."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """How calls to the tools of one toolset name are decided.
+
+    The static decision is `tools[tool]`, else `default`. A tool declared with
+    `requires_approval=True` asks at least. The optional `rule` sees the tool name and the
+    validated arguments. The strictest of these wins (deny > ask > allow), so a rule or a
+    settings override can tighten a policy but never loosen what another part decided.
+    A rule that raises denies the call; the error is logged on the `llm_do` logger.
+    """
+
+    default: Decision = "allow"
+    tools: Mapping[str, Decision] = field(default_factory=dict)
+    rule: Rule | None = None
+
+    def __post_init__(self) -> None:
+        _check_decision(self.default, "ToolPolicy.default")
+        for tool, decision in self.tools.items():
+            _check_decision(decision, f"ToolPolicy.tools[{tool!r}]")
+        object.__setattr__(self, "tools", MappingProxyType(dict(self.tools)))
+
+    def overridden(self, settings: PolicySettings) -> ToolPolicy:
+        """This policy with the default and per-tool decisions of `settings` on top; the rule stays."""
+        default = settings.default if settings.default is not None else self.default
+        return replace(self, default=default, tools={**self.tools, **settings.tools})
+
+    async def evaluate(self, toolset: str, tool: str, args: Mapping[str, Any], *, requires_approval: bool) -> Verdict:
+        """The verdict for one call: the strictest of the static decision, the tool's own flag and the rule."""
+        if tool in self.tools:
+            verdicts = [Verdict(self.tools[tool], f"toolset {toolset!r} policy: tool {tool!r} is {self.tools[tool]!r}")]
+        else:
+            verdicts = [Verdict(self.default, f"toolset {toolset!r} policy: default is {self.default!r}")]
+        if requires_approval:
+            verdicts.append(Verdict("ask", f"tool {tool!r} is declared with requires_approval=True"))
+        if self.rule is not None:
+            ruled = await _apply_rule(self.rule, toolset, tool, args)
+            if ruled is not None:
+                verdicts.append(ruled)
+        # Ties go to the later verdict: the rule's reason is the most specific one.
+        return max(reversed(verdicts), key=lambda verdict: _RANK[verdict.decision])
+
+
+class PolicySettings(BaseModel):
+    """A policy override read from settings (`LLM_DO_APPROVAL_POLICIES`); it cannot carry a rule."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default: Decision | None = None
+    """Replaces the declared default when set."""
+    tools: dict[str, Decision] = {}
+    """Replace or add per-tool decisions."""
+
+
+async def _apply_rule(rule: Rule, toolset: str, tool: str, args: Mapping[str, Any]) -> Verdict | None:
+    try:
+        result: Any = rule(tool, MappingProxyType(dict(args)))
+        if inspect.isawaitable(result):
+            result = await result
+        if result is None:
+            return None
+        if isinstance(result, Verdict):
+            return result if result.reason else replace(result, reason=_said(toolset, result.decision))
+        if isinstance(result, str) and result in _DECISIONS:
+            return Verdict(result, _said(toolset, result))  # type: ignore[arg-type]
+        raise TypeError(f"it returned {result!r}; return a Verdict, 'allow', 'ask', 'deny' or None")
+    except Exception as error:
+        logger.error(
+            "approval rule of toolset %r failed for tool %r; the call is denied", toolset, tool, exc_info=error
+        )
+        reason = f"the approval rule of toolset {toolset!r} failed ({type(error).__name__}: {error})"
+        return Verdict("deny", reason)
+
+
+def _said(toolset: str, decision: str) -> str:
+    return f"the approval rule of toolset {toolset!r} said {decision!r}"
+
+
+def _check_decision(value: object, where: str) -> None:
+    if value not in _DECISIONS:
+        raise ValueError(f"{where} must be 'allow', 'ask' or 'deny', got {value!r}")
