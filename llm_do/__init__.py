@@ -7,12 +7,12 @@ tears down everything a call or run opened, on success, error and cancellation.
 
 from .call import CallScope
 from .entries import AgentEntry, Entry, FunctionEntry, entry
-from .errors import ConfigurationError, LlmDoError, MaxDepthExceeded, ToolsetError, UnknownHandle
+from .errors import ConfigurationError, InvalidSettings, LlmDoError, MaxDepthExceeded, ToolsetError, UnknownHandle
 from .handles import Handles, open_handles
 from .run import CallRecord, LogEntry, RunResult, RunState
 from .runtime import Runtime
 from .scopes import Scope, ToolsetSpec
-from .settings import LlmDoSettings, RuntimeConfig
+from .settings import LlmDoSettings, RuntimeConfig, reveal
 from .toolset import Toolset, tool
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "Entry",
     "FunctionEntry",
     "Handles",
+    "InvalidSettings",
     "LlmDoError",
     "LlmDoSettings",
     "LogEntry",
@@ -38,5 +39,6 @@ __all__ = [
     "UnknownHandle",
     "entry",
     "open_handles",
+    "reveal",
     "tool",
 ]

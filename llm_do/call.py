@@ -75,7 +75,7 @@ class CallScope:
         self.all_messages: list[ModelMessage] = []
         """The whole conversation after this call, including `message_history`."""
         self._run = run
-        self._teardown = Teardown(runtime.config.cleanup_timeout)
+        self._teardown = Teardown(runtime.config.cleanup_timeout, Scope.PER_CALL)
 
     @property
     def state(self) -> RunState:
