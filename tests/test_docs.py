@@ -1,0 +1,88 @@
+"""The examples in docs/ run as written.
+
+A fenced block whose first line is `# file: NAME` is written to NAME in a fresh directory; a
+`console` block runs each `$ command` there and compares its output line by line (`...` matches
+anything); any other `python` block runs in-process, in order, sharing one namespace, with
+top-level `await` allowed. `LLM_DO_*` variables of the outer environment are removed first.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DOCS = Path(__file__).parents[1] / "docs"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+HEADER = re.compile(r"#\s*file:\s*(\S+)")
+
+
+def blocks(doc: Path) -> list[tuple[str, str, int]]:
+    text = doc.read_text()
+    return [(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 2) for m in FENCE.finditer(text)]
+
+
+def matches(expected: str, actual: str) -> bool:
+    pattern = ".*".join(re.escape(part) for part in expected.split("..."))
+    return re.fullmatch(pattern, actual) is not None
+
+
+def run_console(block: str, where: Path, env: dict[str, str], origin: str) -> None:
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            commands[-1][1].append(line)
+    for command, expected in commands:
+        done = subprocess.run(
+            command, shell=True, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        actual = done.stdout.splitlines()
+        ok = len(actual) == len(expected) and all(map(matches, expected, actual))
+        assert ok, f"{origin}: `{command}` printed:\n{done.stdout}\nexpected:\n" + "\n".join(expected)
+
+
+async def run_python(block: str, namespace: dict[str, Any], origin: str) -> None:
+    code = compile(block, origin, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, namespace)
+    if inspect.iscoroutine(result):
+        await result
+
+
+@pytest.mark.parametrize("name", ["configuration.md", "testing.md"])
+async def test_doc_examples_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in [v for v in os.environ if v.upper().startswith("LLM_DO_")]:
+        monkeypatch.delenv(variable)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("PYTEST_ADDOPTS", None)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = set(sys.modules)
+    namespace: dict[str, Any] = {"__name__": f"docs.{name}"}
+    ran = 0
+    try:
+        for lang, block, line in blocks(DOCS / name):
+            origin = f"docs/{name}:{line}"
+            header = HEADER.fullmatch(block.partition("\n")[0].strip())
+            if header:
+                (tmp_path / header.group(1)).write_text(block)
+            elif lang == "console":
+                run_console(block, tmp_path, env, origin)
+            elif lang == "python":
+                await run_python(block, namespace, origin)
+            else:
+                continue
+            ran += 1
+    finally:
+        for module in set(sys.modules) - before:
+            if getattr(sys.modules[module], "__file__", None) and str(tmp_path) in str(sys.modules[module].__file__):
+                del sys.modules[module]
+    assert ran >= 5, f"docs/{name} has fewer runnable examples than expected"
