@@ -12,6 +12,7 @@ from .errors import (
     ApprovalDenied,
     ApprovalUnavailable,
     ConfigurationError,
+    InvalidSettings,
     LlmDoError,
     MaxDepthExceeded,
     ToolsetError,
@@ -22,7 +23,7 @@ from .policy import Decision, PolicySettings, Rule, ToolPolicy, Verdict
 from .run import CallRecord, LogEntry, RunResult, RunState
 from .runtime import Runtime
 from .scopes import Scope, ToolsetSpec
-from .settings import LlmDoSettings, RuntimeConfig
+from .settings import LlmDoSettings, RuntimeConfig, reveal
 from .toolset import Toolset, tool
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "Entry",
     "FunctionEntry",
     "Handles",
+    "InvalidSettings",
     "LlmDoError",
     "LlmDoSettings",
     "LogEntry",
@@ -59,5 +61,6 @@ __all__ = [
     "Verdict",
     "entry",
     "open_handles",
+    "reveal",
     "tool",
 ]

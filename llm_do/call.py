@@ -106,7 +106,8 @@ class CallScope:
         self.all_messages: list[ModelMessage] = []
         """The whole conversation after this call, including `message_history`."""
         self._run = run
-        self._teardown = Teardown(runtime.config.cleanup_timeout)
+        self._instances: dict[str, AbstractToolset[Any]] = {}
+        self._teardown = Teardown(runtime.config.cleanup_timeout, Scope.PER_CALL)
         self._gate = CallGate(runtime._approvals, self)
 
     @property
@@ -118,6 +119,16 @@ class CallScope:
     def state(self) -> RunState:
         """The run's shared state: usage, call records, message log."""
         return self._run.state
+
+    def toolset(self, name: str) -> AbstractToolset[Any]:
+        """This call's instance of the toolset `name` (unwrapped), while the call runs."""
+        try:
+            return self._instances[name]
+        except KeyError:
+            raise ToolsetError(
+                f"entry {self.entry.name!r} has no open toolset {name!r}; its toolsets: "
+                f"{', '.join(self._instances) or 'none (the call has ended)'}"
+            ) from None
 
     def chain(self) -> tuple[str, ...]:
         """Entry names from the top-level call down to this one."""
@@ -136,6 +147,7 @@ class CallScope:
             ]
             if len(acquired) > 1:
                 check_unique_tools(self.entry.name, ((name, _known_tool_names(ts)) for name, ts in acquired))
+            self._instances = dict(acquired)
             # Gated per toolset name; the scope still owns (enters, exits, cleans up) the instance.
             self.toolsets = [_Borrowed(self._gate.wrap(name, toolset)) for name, toolset in acquired]
         except BaseException as exc:
@@ -185,6 +197,7 @@ class CallScope:
             await self._teardown.__aexit__(type(exc) if exc else None, exc, None)
         finally:
             self.toolsets = []
+            self._instances = {}
             self._gate.clear()
 
     async def call_agent(self, name: str, input_data: Any) -> Any:

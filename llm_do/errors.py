@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pydantic_ai.exceptions import ToolFailed
@@ -13,6 +14,7 @@ __all__ = [
     "ApprovalDenied",
     "ApprovalUnavailable",
     "ConfigurationError",
+    "InvalidSettings",
     "LlmDoError",
     "MaxDepthExceeded",
     "ToolsetError",
@@ -26,6 +28,18 @@ class LlmDoError(Exception):
 
 class ConfigurationError(LlmDoError):
     """Bad wiring found when a runtime loads: unknown toolset, duplicate tools, bad entry."""
+
+
+class InvalidSettings(ConfigurationError):
+    """Settings failed validation. `problems` has one line per variable: its value and the expected form."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        if len(self.problems) == 1:
+            head = f"invalid setting {self.problems[0]}"
+        else:
+            head = "invalid settings:\n" + "\n".join(f"  {problem}" for problem in self.problems)
+        super().__init__(f"{head}\nFix the value (environment, .env file or container config), or unset it.")
 
 
 class ToolsetError(LlmDoError):

@@ -11,7 +11,9 @@ from typing import Any
 
 from pydantic_ai.toolsets import AbstractToolset
 
+from . import tracking
 from .handles import Handles
+from .scopes import Scope
 
 __all__ = ["Teardown", "logger"]
 
@@ -34,10 +36,12 @@ class Teardown:
     Used as an async context manager, it re-raises the body's exception unchanged.
     """
 
-    __slots__ = ("_finalizers", "_owned", "timeout")
+    __slots__ = ("_finalizers", "_owned", "scope", "timeout")
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, scope: Scope | None = None) -> None:
         self.timeout = timeout
+        self.scope = scope
+        """The lifetime of what this teardown owns; leak checks ignore global objects."""
         self._finalizers: list[tuple[str, Finalizer]] = []
         self._owned: set[int] = set()
 
@@ -54,6 +58,8 @@ class Teardown:
         if key in self._owned:
             return False
         self._owned.add(key)
+        for tracker in tracking.active:
+            tracker.adopted(self, self.scope, obj, label)
         cls = type(obj)
         cleanup = getattr(obj, "cleanup", None)
         if callable(cleanup):
@@ -77,6 +83,8 @@ class Teardown:
             label, finalizer = finalizers.pop()
             if await _run_finalizer(label, finalizer, exc, self.timeout):
                 interrupted = True
+        for tracker in tracking.active:
+            tracker.ended(self)
         return interrupted
 
     async def __aenter__(self) -> Teardown:

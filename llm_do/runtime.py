@@ -83,7 +83,7 @@ class Runtime:
         approver: Approver | None = None,
     ) -> None:
         self.container = container
-        self.config = config if config is not None else RuntimeConfig.from_settings()
+        self.config = config if config is not None else RuntimeConfig.from_container(container)
         self.usage = RunUsage()
         """Usage summed over every run of this runtime."""
         self._entries: dict[str, Entry] = {}
@@ -96,12 +96,14 @@ class Runtime:
         self._named: dict[str, ToolsetSpec] = {}
         self._static_tools: dict[str, frozenset[str]] = {}
         self._per_run: list[providers.Provider[Any]] = []
+        self._provider_names: dict[int, str] = {}
         self._run_state: providers.Provider[Any] | None = None
         if container is not None:
             run_state = container.providers.get("run_state")
             if isinstance(run_state, providers.ContextLocalSingleton):
                 self._run_state = run_state
             self._per_run = list(container.traverse(types=[providers.ContextLocalSingleton]))
+            self._provider_names = {id(provider): name for name, provider in container.providers.items()}
         for name, source in (toolsets or {}).items():
             self._named[name] = ToolsetSpec.coerce(source)
         self._specs = {name: self._load_entry(item) for name, item in self._entries.items()}
@@ -111,7 +113,7 @@ class Runtime:
             on_deny=self.config.approval_on_deny,
             approver=approver,
         )
-        self._globals = Teardown(self.config.cleanup_timeout)
+        self._globals = Teardown(self.config.cleanup_timeout, Scope.GLOBAL)
         self._global_lock = asyncio.Lock()
         self._closed = False
 
@@ -214,19 +216,28 @@ class Runtime:
         task = asyncio.get_running_loop().create_task(
             self._run(target, input_data, message_history), context=contextvars.copy_context()
         )
-        return await task
+        try:
+            return await task
+        except BaseException as error:
+            if not isinstance(error, asyncio.CancelledError):
+                # Until the loop turns, asyncio's wakeup callback still holds the failed task, and so
+                # the exception's frames and the run's toolsets. Turn it once so nothing outlives the run.
+                del task
+                await asyncio.sleep(0)
+            raise
 
     async def _run(self, target: Entry, input_data: Any, message_history: list[ModelMessage] | None) -> RunResult:
         for provider in self._per_run:
             provider.reset()  # type: ignore[attr-defined]
-        teardown = Teardown(self.config.cleanup_timeout)
+        teardown = Teardown(self.config.cleanup_timeout, Scope.PER_RUN)
         state: RunState | None = None
         try:
             async with teardown:
                 state = await self._new_state()
                 for provider in self._per_run:
                     obj = await _resolved(provider())
-                    await teardown.adopt(obj, f"per-run {type(obj).__qualname__}")
+                    name = self._provider_names.get(id(provider), type(obj).__qualname__)
+                    await teardown.adopt(obj, f"per-run provider {name!r}")
                 async with CallScope(
                     self, target, _RunScope(state, teardown), message_history=message_history
                 ) as scope:

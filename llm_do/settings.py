@@ -1,30 +1,75 @@
-"""Settings from the environment (`LLM_DO_...`) and the runtime configuration built from them."""
+"""Settings from the environment (`LLM_DO_...`, `.env`) and the runtime configuration built from them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field
+from dependency_injector import providers
+from pydantic import AfterValidator, BaseModel, BeforeValidator, DirectoryPath, Field, SecretStr, ValidationError
 from pydantic_ai.models import Model
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as _ParseError
 
+from .errors import InvalidSettings
 from .policy import PolicySettings
 
-__all__ = ["ApprovalMode", "ApprovalOnDeny", "LlmDoSettings", "RuntimeConfig"]
+__all__ = ["ApprovalMode", "ApprovalOnDeny", "LlmDoSettings", "LogLevel", "RuntimeConfig", "reveal"]
 
 ApprovalMode = Literal["prompt", "approve_all", "reject_all"]
 ApprovalOnDeny = Literal["tell_model", "raise"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+_MODEL_NAME = re.compile(r"^(test|[\w.-]+:\S+)$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _model_name(value: str) -> str:
+    if not _MODEL_NAME.match(value):
+        raise ValueError("not a provider:model name")
+    return value
+
+
+def _url(value: SecretStr) -> SecretStr:
+    if not _URL.match(value.get_secret_value()):
+        raise ValueError("not a URL with a scheme")
+    return value
+
+
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+# The expected form and an example for each of llm-do's own settings, used in error messages.
+_FORMS: dict[str, tuple[str, str]] = {
+    "model": ("provider:model-name", "openai:gpt-5.2"),
+    "max_depth": ("a whole number >= 0", "5"),
+    "approval_mode": ("one of prompt, approve_all, reject_all", "prompt"),
+    "approval_on_deny": ("one of tell_model, raise", "tell_model"),
+    "cleanup_timeout": ("a number of seconds > 0", "10"),
+    "project_root": ("an existing directory", "/path/to/project"),
+    "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
+    "message_log": ("a file path", "logs/messages.jsonl"),
+    "log_level": ("one of DEBUG, INFO, WARNING, ERROR, CRITICAL", "INFO"),
+}
 
 
 class LlmDoSettings(BaseSettings):
-    """llm-do's settings, read from `LLM_DO_*` variables and an optional `.env` file."""
+    """llm-do's settings, read from `LLM_DO_*` variables and an optional `.env` file.
 
-    model_config = SettingsConfigDict(env_prefix="LLM_DO_", env_file=".env", env_nested_delimiter="__", extra="ignore")
+    Subclass it to add your own fields (`LLM_DO_<FIELD>`, nested models as `LLM_DO_<FIELD>__<PART>`).
+    Invalid values raise `InvalidSettings`, naming each variable and the form it expects.
+    """
 
-    model: str | None = None
-    """Default model name for entries whose agent has none, e.g. `openai:gpt-5.2`."""
+    model_config = SettingsConfigDict(
+        env_prefix="LLM_DO_", env_file=".env", env_file_encoding="utf-8", env_nested_delimiter="__", extra="ignore"
+    )
+
+    model: Annotated[str, AfterValidator(_model_name)] | None = None
+    """Model for entries whose agent has none, e.g. `openai:gpt-5.2`."""
     max_depth: int = Field(default=5, ge=0)
     """Deepest allowed nesting of agent calls below the top-level call."""
     approval_mode: ApprovalMode = "prompt"
@@ -35,11 +80,104 @@ class LlmDoSettings(BaseSettings):
     """Policy overrides per toolset name, on top of the declared policies (see docs/approvals.md)."""
     cleanup_timeout: float = Field(default=10.0, gt=0)
     """Seconds each finalizer may take during teardown before it is cancelled."""
+    project_root: DirectoryPath = Path(".")
+    """The project's directory (worker files, relative paths)."""
+    database_url: Annotated[SecretStr, AfterValidator(_url)] | None = None
+    """Your application's database; a secret, shown as `**********`. Read it with `reveal(config.database_url)`."""
+    message_log: Path | None = None
+    """Where your application writes the message log, if anywhere."""
+    log_level: Annotated[LogLevel, BeforeValidator(_upper)] = "WARNING"
+    """Level for the `llm_do` logger, if your application configures logging from settings."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+            return
+        except ValidationError as error:
+            problems = [_describe(type(self), item, given=values) for item in error.errors()]
+        except _ParseError as error:
+            problems = [_describe_parse_error(type(self), error)]
+        raise InvalidSettings(problems)  # raised outside `except`: the raw error (and any secret) stays out
+
+
+def _variable(cls: type[BaseSettings], loc: tuple[int | str, ...]) -> str:
+    config = cls.model_config
+    field = cls.model_fields.get(str(loc[0]))
+    alias = field.validation_alias if field is not None else None
+    head = alias if isinstance(alias, str) else f"{config.get('env_prefix', '')}{loc[0]}"
+    name = (config.get("env_nested_delimiter") or "__").join([head, *map(str, loc[1:])])
+    return name if config.get("case_sensitive") else name.upper()
+
+
+def _is_secret(cls: type[BaseModel], loc: tuple[int | str, ...]) -> bool:
+    """Whether the value at `loc` is (inside) a secret field, so it must not be shown."""
+    annotation: Any = cls
+    for part in loc:
+        model = next((t for t in (annotation, *get_args(annotation)) if _is_model(t)), None)
+        field = None if model is None else model.model_fields.get(str(part))
+        if field is None:
+            return False
+        if "Secret" in repr(field.annotation):
+            return True
+        annotation = field.annotation
+    return False
+
+
+def _is_model(candidate: Any) -> bool:
+    return isinstance(candidate, type) and issubclass(candidate, BaseModel)
+
+
+def _expected(cls: type[BaseSettings], name: str, loc: tuple[int | str, ...], message: str) -> str:
+    if name in _FORMS and len(loc) == 1 and issubclass(cls, LlmDoSettings):
+        form, example = _FORMS[name]
+        return f"expected {form}, like {{variable}}={example}"
+    text = message.removeprefix("Value error, ")
+    text = text.removeprefix("Input should be ").removeprefix("input should be ").split(", unable to")[0]
+    field = cls.model_fields.get(name)
+    default = field.default if field is not None and len(loc) == 1 else None
+    example = f", like {{variable}}={default}" if isinstance(default, str | int | float | Path) else ""
+    return f"expected {text}{example}"
+
+
+def _describe(cls: type[BaseSettings], item: Any, *, given: Mapping[str, Any], label: str | None = None) -> str:
+    loc: tuple[int | str, ...] = tuple(item["loc"]) or ("?",)
+    name = str(loc[0])
+    variable = _variable(cls, loc)
+    where = label or (name if name in given else variable)
+    if item["type"] == "missing":
+        return f"{where} is required but not set"
+    expected = _expected(cls, name, loc, str(item["msg"])).format(variable=variable)
+    shown = "<hidden>" if _is_secret(cls, loc) else repr(item["input"])
+    return f"{where}={shown}: {expected}"
+
+
+def _describe_parse_error(cls: type[BaseSettings], error: _ParseError) -> str:
+    match = re.search(r'field "([^"]+)"', str(error))
+    field = match.group(1) if match else "?"
+    variable = _variable(cls, (field,))
+    delimiter = cls.model_config.get("env_nested_delimiter") or "__"
+    return f"{variable} could not be parsed: expected JSON, or one variable per part like {variable}{delimiter}<PART>"
+
+
+def reveal(option: providers.Provider[Any]) -> providers.Provider[Any]:
+    """A provider of the plain text of a secret setting: `dsn=reveal(AgentContainer.config.database_url)`."""
+    return providers.Callable(_plain, option)
+
+
+def _plain(value: SecretStr | str | None) -> str | None:
+    return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+
+_RUNTIME_FIELDS = ("max_depth", "cleanup_timeout", "approval_mode", "model", "approval_on_deny", "approval_policies")
 
 
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
-    """What a `Runtime` needs to know; explicit values win over the environment."""
+    """What a `Runtime` needs to know.
+
+    Build it with `from_settings` or `from_container`; keyword arguments given there win over
+    the container's config, which wins over the environment and `.env`.
+    """
 
     max_depth: int = 5
     cleanup_timeout: float = 10.0
@@ -55,16 +193,49 @@ class RuntimeConfig:
             raise ValueError(f"cleanup_timeout must be > 0 seconds, got {self.cleanup_timeout}")
 
     @classmethod
-    def from_settings(cls, settings: LlmDoSettings | None = None, **overrides: Any) -> RuntimeConfig:
-        """Config from settings (the environment when omitted), with keyword overrides on top."""
-        settings = settings if settings is not None else LlmDoSettings()
-        values: dict[str, Any] = {
-            "max_depth": settings.max_depth,
-            "cleanup_timeout": settings.cleanup_timeout,
-            "approval_mode": settings.approval_mode,
-            "model": settings.model,
-            "approval_on_deny": settings.approval_on_deny,
-            "approval_policies": settings.approval_policies,
-        }
+    def from_settings(
+        cls, settings: LlmDoSettings | Mapping[str, Any] | None = None, **overrides: Any
+    ) -> RuntimeConfig:
+        """Config from settings, or a mapping such as a container's `config()` (missing keys come
+        from the environment), or the environment when omitted; keyword overrides win."""
+        if isinstance(settings, Mapping):
+            values = _from_mapping(settings)
+        else:
+            source = settings if settings is not None else LlmDoSettings()
+            values = {name: getattr(source, name) for name in _RUNTIME_FIELDS}
         values.update(overrides)
         return cls(**values)
+
+    @classmethod
+    def from_container(cls, container: object, **overrides: Any) -> RuntimeConfig:
+        """Config from a container's `config` provider (an `AgentContainer`'s holds its settings),
+        or from the environment when it has none; keyword overrides win."""
+        provider = getattr(container, "config", None)
+        values = provider() if isinstance(provider, providers.Configuration) else None
+        return cls.from_settings(values if isinstance(values, Mapping) and values else None, **overrides)
+
+
+def _from_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    scratch = LlmDoSettings.model_construct()
+    for name in _RUNTIME_FIELDS:
+        if name not in mapping:
+            continue
+        value = mapping[name]
+        if name == "model" and isinstance(value, Model):
+            values[name] = value
+            continue
+        try:
+            LlmDoSettings.__pydantic_validator__.validate_assignment(scratch, name, value)
+        except ValidationError as error:
+            problems.extend(_describe(LlmDoSettings, item, given={}, label=f"config.{name}") for item in error.errors())
+        else:
+            values[name] = getattr(scratch, name)
+    if problems:
+        raise InvalidSettings(problems)
+    if len(values) < len(_RUNTIME_FIELDS):
+        environment = LlmDoSettings()
+        for name in _RUNTIME_FIELDS:
+            values.setdefault(name, getattr(environment, name))
+    return values

@@ -8,6 +8,8 @@ from pydantic_ai import models
 
 models.ALLOW_MODEL_REQUESTS = False
 
+pytest_plugins = ["pytester"]  # llm_do's own plugin comes from its entry point, like for users
+
 
 @pytest.fixture(autouse=True)
 def _collect_garbage() -> Iterator[None]:

@@ -1,12 +1,18 @@
-"""Every ```python block of the docs runs, in order, one namespace per page (top-level await allowed).
+"""The examples in docs/ run as written.
 
-Fragments that are not meant to run on their own are fenced as ```py instead.
+A fenced block whose first line is `# file: NAME` is written to NAME in a fresh directory; a
+`console` block runs each `$ command` there and compares its output line by line (`...` matches
+anything); any other `python` block runs in-process, in order, sharing one namespace, with
+top-level `await` allowed (a block may also call `asyncio.run` itself). Fragments that are not
+meant to run are fenced as `py`. `LLM_DO_*` variables of the outer environment are removed first.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import inspect
+import os
 import re
 import subprocess
 import sys
@@ -15,27 +21,79 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
-DOCS = ROOT / "docs"
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
-PAGES = sorted(path for path in DOCS.glob("*.md") if BLOCK.search(path.read_text()))
+DOCS = Path(__file__).parents[1] / "docs"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+HEADER = re.compile(r"#\s*file:\s*(\S+)")
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
-def test_doc_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def blocks(doc: Path) -> list[tuple[str, str, int]]:
+    text = doc.read_text()
+    return [(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 2) for m in FENCE.finditer(text)]
+
+
+def matches(expected: str, actual: str) -> bool:
+    pattern = ".*".join(re.escape(part) for part in expected.split("..."))
+    return re.fullmatch(pattern, actual) is not None
+
+
+def run_console(block: str, where: Path, env: dict[str, str], origin: str) -> None:
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            commands[-1][1].append(line)
+    for command, expected in commands:
+        done = subprocess.run(
+            command, shell=True, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        actual = done.stdout.splitlines()
+        ok = len(actual) == len(expected) and all(map(matches, expected, actual))
+        assert ok, f"{origin}: `{command}` printed:\n{done.stdout}\nexpected:\n" + "\n".join(expected)
+
+
+def run_python(block: str, namespace: dict[str, Any], origin: str, line: int, loop: asyncio.AbstractEventLoop) -> None:
+    tree = ast.increment_lineno(ast.parse(block), line - 1)
+    code = compile(tree, origin.rpartition(":")[0], "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, namespace)
+    if inspect.iscoroutine(result):
+        loop.run_until_complete(result)
+
+
+PAGES = sorted(page.name for page in DOCS.glob("*.md") if re.search(r"^```(python|console)$", page.read_text(), re.M))
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_doc_examples_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in [v for v in os.environ if v.upper().startswith("LLM_DO_")]:
+        monkeypatch.delenv(variable)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("PYTEST_ADDOPTS", None)
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, Any] = {"__name__": f"docs_{page.stem}"}
-    text = page.read_text()
-    loop = asyncio.new_event_loop()  # top-level awaits run here; a block may also call asyncio.run itself
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = set(sys.modules)
+    namespace: dict[str, Any] = {"__name__": f"docs.{name}"}
+    ran = 0
+    loop = asyncio.new_event_loop()
     try:
-        for match in BLOCK.finditer(text):
-            line = text[: match.start()].count("\n") + 2
-            tree = ast.increment_lineno(ast.parse(match.group(1), feature_version=(3, 11)), line - 1)
-            result = eval(compile(tree, str(page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), namespace)
-            if result is not None:
-                loop.run_until_complete(result)
+        for lang, block, line in blocks(DOCS / name):
+            origin = f"docs/{name}:{line}"
+            header = HEADER.fullmatch(block.partition("\n")[0].strip())
+            if header:
+                (tmp_path / header.group(1)).write_text(block)
+            elif lang == "console":
+                run_console(block, tmp_path, env, origin)
+            elif lang == "python":
+                run_python(block, namespace, origin, line, loop)
+            else:
+                continue
+            ran += 1
     finally:
         loop.close()
+        for module in set(sys.modules) - before:
+            if getattr(sys.modules[module], "__file__", None) and str(tmp_path) in str(sys.modules[module].__file__):
+                del sys.modules[module]
+    assert ran >= 1, f"docs/{name} has no runnable example"
 
 
 def worked_example(page: str) -> tuple[str, str]:
@@ -48,12 +106,12 @@ def worked_example(page: str) -> tuple[str, str]:
 
 
 def test_the_approvals_worked_example_prints_what_the_page_shows() -> None:
-    code, expected = worked_example((ROOT / "docs" / "approvals.md").read_text())
+    code, expected = worked_example((DOCS.parent / "docs" / "approvals.md").read_text())
     completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=DOCS.parent
     )
     assert completed.stdout == expected
 
 
 def test_the_readme_links_the_approvals_page() -> None:
-    assert "[docs/approvals.md](docs/approvals.md)" in (ROOT / "README.md").read_text()
+    assert "[docs/approvals.md](docs/approvals.md)" in (DOCS.parent / "README.md").read_text()

@@ -1,0 +1,175 @@
+"""Leak checks: per-call and per-run objects that outlived their scope, and handles left open."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import CellType, FrameType, FunctionType, ModuleType
+from typing import Any
+
+from llm_do import tracking
+from llm_do.handles import Handles, _live
+from llm_do.scopes import Scope
+
+__all__ = ["LeakCheck", "LeakError", "assert_no_leaks", "track_leaks"]
+
+_HERE = str(Path(__file__).parent)
+
+
+class LeakError(AssertionError):
+    """Objects outlived the scope that owned them, or handles are still open."""
+
+
+class LeakCheck:
+    """What `track_leaks()` recorded; ask it for `leaks()` or `assert_no_leaks()`, during or after tracking."""
+
+    def __init__(self, tracker: tracking.Tracker) -> None:
+        self._tracker = tracker
+
+    def leaks(self) -> list[str]:
+        """One line per leak: a per-call or per-run object alive after its scope ended, or an open handle."""
+        gc.collect()
+        adoptions = self._tracker.adoptions
+        adoptions[:] = [a for a in adoptions if not a.ended or a.obj() is not None]
+        found: list[str] = []
+        owners: dict[int, tracking.Adoption] = {}
+        for adoption in adoptions:
+            obj = adoption.obj()
+            if obj is None:
+                continue
+            for value in _attributes(obj):
+                for handles in (value, *_attributes(value)):  # its own handle maps and its helpers'
+                    if isinstance(handles, Handles):
+                        owners[id(handles)] = adoption
+            if adoption.ended and adoption.scope is not Scope.GLOBAL:
+                found.append(_object_leak(adoption, obj))
+            del obj
+        live = list(_live)
+        for handles in live:
+            owner = owners.get(id(handles))
+            if handles and (owner is None or owner.ended):
+                found.append(_handle_leak(handles, owner, {id(live)}))
+        return found
+
+    def assert_no_leaks(self) -> None:
+        """Raise `LeakError` listing every leak, naming its toolset or provider and where it was made."""
+        found = self.leaks()
+        if found:
+            raise LeakError(f"{len(found)} leak(s) after their scope ended:\n" + "\n".join(f"- {f}" for f in found))
+
+
+@contextmanager
+def track_leaks() -> Iterator[LeakCheck]:
+    """Record every object scopes adopt while the block runs; check with `assert_no_leaks()`.
+
+    Only weak references are kept, so tracking keeps nothing alive; an object that cannot be
+    weakly referenced (`__slots__` without `__weakref__`) is not checked.
+    """
+    tracker = tracking.Tracker()
+    tracking.active.append(tracker)
+    try:
+        yield LeakCheck(tracker)
+    finally:
+        tracking.active.remove(tracker)
+
+
+def assert_no_leaks() -> None:
+    """Check the innermost `track_leaks()` block (or the `llm_do_leaks` fixture) for leaks."""
+    if not tracking.active:
+        raise RuntimeError(
+            "assert_no_leaks() needs leak tracking: run the code inside `with track_leaks():` "
+            "(from llm_do.testing) or request the llm_do_leaks fixture"
+        )
+    LeakCheck(tracking.active[-1]).assert_no_leaks()
+
+
+def _attributes(obj: object) -> list[Any]:
+    return list(getattr(obj, "__dict__", {}).values())
+
+
+def _object_leak(adoption: tracking.Adoption, obj: object) -> str:
+    made = f"made by {_defined(type(obj))}"
+    if adoption.opened_at:
+        file, line, function = adoption.opened_at
+        made += f" in a scope opened at {_relative(file)}:{line} in {function}"
+    return f"{adoption.type_name} of {adoption.label} outlived its scope; {made}; held by {_holders(obj, set())}"
+
+
+def _handle_leak(handles: Handles[Any], owner: tracking.Adoption | None, ignore: set[int]) -> str:
+    if owner is not None:
+        where = f"of {owner.type_name} of {owner.label}"
+    else:
+        where = f"not owned by any scope, held by {_holders(handles, ignore)}"
+    return f"handle(s) {', '.join(handles)} still open in Handles({handles.prefix!r}) {where}"
+
+
+def _defined(cls: type) -> str:
+    try:
+        file = inspect.getsourcefile(cls)
+        line = inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        return cls.__qualname__
+    return f"{cls.__qualname__} ({_relative(file or '?')}:{line})"
+
+
+def _relative(file: str) -> str:
+    try:
+        return str(Path(file).relative_to(Path.cwd()))
+    except ValueError:
+        return file
+
+
+def _holders(obj: object, ignore: set[int], limit: int = 3) -> str:
+    referrers = gc.get_referrers(obj)
+    ignore = ignore | {id(referrers)}
+    seen: list[str] = []
+    for holder in referrers:  # no comprehension: on Python 3.11 its closure would hold `obj` too
+        if len(seen) < limit and id(holder) not in ignore and not _ours(holder):
+            seen.append(_holder(holder, obj, ignore))
+    return ", ".join(seen) or "nothing visible to gc"
+
+
+def _ours(holder: object) -> bool:
+    return isinstance(holder, FrameType) and holder.f_code.co_filename.startswith(_HERE)
+
+
+def _holder(holder: object, target: object, ignore: set[int], nested: bool = False) -> str:
+    if isinstance(holder, FrameType):
+        names = [name for name, value in holder.f_locals.items() if value is target]
+        code = holder.f_code
+        where = f"{_relative(code.co_filename)}:{holder.f_lineno}"
+        return f"local {names[0] if names else '?'!r} of {code.co_name} ({where})"
+    if isinstance(holder, dict):
+        key = next((key for key, value in holder.items() if value is target), "?")
+        for owner in gc.get_referrers(holder):
+            if isinstance(owner, ModuleType) and vars(owner) is holder:
+                return f"global {key!r} of module {owner.__name__}"
+            if getattr(owner, "__dict__", None) is holder and not isinstance(owner, type):
+                return f"attribute {key!r} of a {type(owner).__qualname__}"
+        return f"a dict (key {key!r})"
+    if isinstance(holder, CellType):
+        return _closure(holder)
+    kind = type(holder).__qualname__
+    for key, value in getattr(holder, "__dict__", {}).items():
+        if value is target:
+            return f"attribute {key!r} of a {kind}"
+    if isinstance(holder, list | tuple | set | frozenset) and not nested:
+        referrers = gc.get_referrers(holder)
+        ignore = ignore | {id(referrers)}
+        for outer in referrers:
+            if id(outer) not in ignore and not _ours(outer):
+                return f"a {kind} in {_holder(outer, holder, ignore, nested=True)}"
+    return f"a {kind}"
+
+
+def _closure(cell: CellType) -> str:
+    for cells in gc.get_referrers(cell):
+        if isinstance(cells, tuple):
+            for function in gc.get_referrers(cells):
+                if isinstance(function, FunctionType) and function.__closure__ is cells:
+                    name = function.__code__.co_freevars[cells.index(cell)]
+                    return f"variable {name!r} in the closure of {function.__qualname__}"
+    return "a closure variable"

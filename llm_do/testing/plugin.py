@@ -1,0 +1,119 @@
+"""The pytest plugin (entry point `llm_do`): fixtures over `llm_do.testing`.
+
+Override `llm_do_container` and `llm_do_entries` in your conftest.py (or set the ini option
+`llm_do_container = "package.module:Container"`) to get `llm_do_runtime` over your own app.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from typing import Any
+
+import pytest
+
+from llm_do import Entry, Runtime
+
+from .leaks import LeakCheck, track_leaks
+from .overrides import Overrides
+from .script import ScriptedModel, Step
+
+__all__ = [
+    "llm_do_container",
+    "llm_do_entries",
+    "llm_do_leaks",
+    "llm_do_override",
+    "llm_do_runtime",
+    "llm_do_script",
+]
+
+_passed = pytest.StashKey[bool]()
+
+try:  # async fixtures need pytest-asyncio's decorator in its strict mode; anyio takes plain ones
+    from pytest_asyncio import fixture as _async_fixture
+except ImportError:  # pragma: no cover - depends on the user's plugins
+    _async_fixture = pytest.fixture  # type: ignore[assignment]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "llm_do_container",
+        "module:attribute of the container class (or factory) that the llm_do_container fixture calls",
+        default="",
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[_passed] = report.passed
+    return report
+
+
+def _test_passed(request: pytest.FixtureRequest) -> bool:
+    passed: bool = request.node.stash.get(_passed, False)
+    return passed
+
+
+@pytest.fixture
+def llm_do_container(request: pytest.FixtureRequest) -> Any:
+    """A fresh container for each test: the ini option `llm_do_container`, called; None when unset."""
+    target = str(request.config.getini("llm_do_container"))
+    if not target:
+        return None
+    module, _, attribute = target.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as error:
+        raise pytest.UsageError(
+            f"llm_do_container = {target!r}: {error}; write it as 'package.module:ContainerClass'"
+        ) from None
+    return factory()
+
+
+@pytest.fixture
+def llm_do_entries() -> list[Entry]:
+    """The entries `llm_do_runtime` loads; override this fixture to return yours."""
+    return []
+
+
+@_async_fixture
+async def llm_do_runtime(llm_do_container: Any, llm_do_entries: list[Entry]) -> AsyncIterator[Runtime]:
+    """A `Runtime` over `llm_do_container` with `llm_do_entries`, closed after the test."""
+    async with Runtime(llm_do_container, entries=llm_do_entries) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def llm_do_override() -> Iterator[Overrides]:
+    """`llm_do_override(provider, replacement)`: an override undone after the test, even when it fails."""
+    with Overrides() as overrides:
+        yield overrides
+
+
+@pytest.fixture
+def llm_do_script(request: pytest.FixtureRequest) -> Iterator[Callable[..., ScriptedModel]]:
+    """`llm_do_script(*steps, tools=None)` makes a `ScriptedModel`; a passing test must use every step."""
+    made: list[ScriptedModel] = []
+
+    def script(*steps: Step, tools: Any = None, name: str = "scripted") -> ScriptedModel:
+        model = ScriptedModel(*steps, tools=tools, name=name)
+        made.append(model)
+        return model
+
+    yield script
+    if _test_passed(request):
+        for model in made:
+            model.assert_done()
+
+
+@pytest.fixture
+def llm_do_leaks(request: pytest.FixtureRequest) -> Iterator[LeakCheck]:
+    """Track what scopes adopt during the test; after a passing test, fail on any leak."""
+    with track_leaks() as check:
+        yield check
+        if _test_passed(request):
+            check.assert_no_leaks()

@@ -1,0 +1,78 @@
+"""An opt-in record of the objects scopes adopt, for leak checks (`llm_do.testing.track_leaks`).
+
+Off by default: `Teardown` only checks whether `active` is empty, so tracking costs nothing then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .scopes import Scope
+
+__all__ = ["Adoption", "Tracker", "active"]
+
+_ASYNCIO = str(Path(asyncio.__file__).parent)
+_LIBRARY_DIRS = (str(Path(__file__).parent), str(Path(contextlib.__file__).parent))
+_LIBRARY_PARTS = ("pydantic_ai", "pydantic_graph", "dependency_injector", "<frozen ")
+
+
+@dataclass(eq=False, slots=True)
+class Adoption:
+    """One object a scope adopted: what it is, who owns it, and the code that opened the scope."""
+
+    ref: weakref.ref[Any] | None
+    """A weak reference to the object; None when it cannot be weakly referenced."""
+    type_name: str
+    label: str
+    """The owner's label, e.g. `toolset 'db' (per_call) of entry 'clerk'`."""
+    scope: Scope | None
+    opened_at: tuple[str, int, str] | None
+    """(file, line, function) of the innermost user code in the task that opened the scope, if any."""
+    ended: bool = False
+
+    def obj(self) -> Any:
+        return None if self.ref is None else self.ref()
+
+
+class Tracker:
+    """Adoptions recorded while this tracker is in `active`."""
+
+    def __init__(self) -> None:
+        self.adoptions: list[Adoption] = []
+        self._running: dict[int, list[Adoption]] = {}
+
+    def adopted(self, teardown: object, scope: Scope | None, obj: object, label: str) -> None:
+        try:
+            ref: weakref.ref[Any] | None = weakref.ref(obj)
+        except TypeError:
+            ref = None
+        adoption = Adoption(ref, type(obj).__qualname__, label, scope, _caller(sys._getframe(1)))
+        self.adoptions.append(adoption)
+        self._running.setdefault(id(teardown), []).append(adoption)
+
+    def ended(self, teardown: object) -> None:
+        for adoption in self._running.pop(id(teardown), ()):
+            adoption.ended = True
+
+
+active: list[Tracker] = []
+"""Trackers recording now (innermost last). `Teardown` reports to each of them."""
+
+
+def _caller(frame: FrameType | None) -> tuple[str, int, str] | None:
+    """The innermost frame of user code in the current task; None when the task has none."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_ASYNCIO):
+            return None  # the task's first frame is behind us: what follows is the event loop's caller
+        if not filename.startswith(_LIBRARY_DIRS) and not any(part in filename for part in _LIBRARY_PARTS):
+            return filename, frame.f_lineno, frame.f_code.co_name
+        frame = frame.f_back
+    return None

@@ -1,0 +1,133 @@
+"""The pytest plugin, loaded from its entry point in a separate pytest process, as users get it."""
+
+from __future__ import annotations
+
+import pytest
+
+APP = '''
+from dependency_injector import providers
+from pydantic_ai import Agent
+
+from containers import AgentContainer
+from llm_do import AgentEntry, Toolset, tool
+
+kept = []
+
+
+class Vault(Toolset):
+    def __init__(self, kind="real"):
+        self.kind = kind
+
+    @tool
+    def peek(self) -> str:
+        """Say which vault this is."""
+        return self.kind
+
+    @tool
+    def keep(self) -> str:
+        """Keep this toolset forever (a leak)."""
+        kept.append(self)
+        return "kept"
+
+
+class App(AgentContainer):
+    vault = providers.Factory(Vault)
+
+
+keeper = AgentEntry(Agent(), name="keeper", toolsets=["vault"])
+'''
+
+CONFTEST = """
+import pytest
+
+from app import keeper
+
+
+@pytest.fixture
+def llm_do_entries():
+    return [keeper]
+"""
+
+TESTS = """
+from dependency_injector import providers
+
+from app import App, Vault, keeper
+from llm_do.testing import tool_call
+
+seen = []
+
+
+def test_1_overrides_then_fails(llm_do_override):
+    llm_do_override(App.vault, providers.Factory(Vault, "fake"))
+    llm_do_override(App.config.max_depth, 0)
+    assert App().vault().kind == "fake"
+    assert False, "deliberate failure after overriding"
+
+
+def test_2_nothing_leaked_from_the_failed_test():
+    assert not App.vault.overridden and not App.config.overridden
+    assert App().vault().kind == "real"
+
+
+async def test_3_runtime_over_a_fresh_container(llm_do_runtime, llm_do_container, llm_do_script):
+    assert llm_do_runtime.container is llm_do_container
+    seen.append(llm_do_container)
+    model = llm_do_script(tool_call("peek"), lambda turn: f"vault says {turn.returned('peek')}")
+    with keeper.agent.override(model=model):
+        assert (await llm_do_runtime.run("keeper", "go")).output == "vault says real"
+
+
+async def test_4_the_next_runtime_gets_another_container(llm_do_runtime):
+    assert llm_do_runtime.container is not seen[0]
+
+
+def test_5_unused_steps_fail_a_passing_test(llm_do_script):
+    llm_do_script("a", "b")
+
+
+def test_6_unused_steps_do_not_pile_onto_a_failure(llm_do_script):
+    llm_do_script("a")
+    assert False, "deliberate failure with an unused script"
+
+
+async def test_7_a_leak_fails_a_passing_test(llm_do_leaks, llm_do_runtime, llm_do_script):
+    with keeper.agent.override(model=llm_do_script(tool_call("keep"), "kept")):
+        await llm_do_runtime.run("keeper", "go")
+"""
+
+INI = """
+[pytest]
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = function
+llm_do_container = app:App
+"""
+
+
+def test_fixtures_work_from_the_entry_point_and_overrides_never_leak(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".ini", pytest=INI)
+    pytester.makepyfile(app=APP, conftest=CONFTEST, test_kit=TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    result.assert_outcomes(passed=5, failed=2, errors=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*test_1_overrides_then_fails FAILED*",
+            "*test_2_nothing_leaked_from_the_failed_test PASSED*",
+            "*test_3_runtime_over_a_fresh_container PASSED*",
+            "*test_4_the_next_runtime_gets_another_container PASSED*",
+            "*test_5_unused_steps_fail_a_passing_test ERROR*",
+            "*test_6_unused_steps_do_not_pile_onto_a_failure FAILED*",
+            "*test_7_a_leak_fails_a_passing_test ERROR*",
+            "E *ScriptError: scripted model 'scripted' used 0 of 2 steps; never used: 'a', 'b'",
+            "E *LeakError: 1 leak(s) after their scope ended:",
+            "E * - Vault of toolset 'vault' (per_call) of entry 'keeper' outlived its scope; made by Vault (app.py:*); "
+            "held by a list in global 'kept' of module app",
+        ]
+    )
+    assert "used 0 of 1 steps" not in result.stdout.str()
+
+
+def test_a_bad_container_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".ini", pytest="[pytest]\nllm_do_container = nowhere\n")
+    pytester.makepyfile(test_it="def test_it(llm_do_container):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*llm_do_container = 'nowhere': *write it as 'package.module:ContainerClass'*"])
