@@ -138,3 +138,22 @@ async def test_text_entries_refuse_structured_input_with_advice() -> None:
 def test_entry_names_must_be_identifiers() -> None:
     with pytest.raises(ValueError, match="entry name must look like an identifier"):
         AgentEntry(Agent(), name="two words")
+
+
+async def test_scope_toolset_gives_the_call_s_own_instance_while_it_runs() -> None:
+    seen: list[Counter] = []
+
+    @entry(toolsets=["counter"])
+    async def peek(scope: CallScope, input_data: str) -> int:
+        await scope.call_tool("add", {"amount": 4})
+        counter = scope.toolset("counter")
+        assert isinstance(counter, Counter)
+        seen.append(counter)
+        with pytest.raises(ToolsetError, match="entry 'peek' has no open toolset 'nope'; its toolsets: counter"):
+            scope.toolset("nope")
+        return counter.value
+
+    async with Runtime(None, entries=[peek], toolsets={"counter": Counter}) as runtime:
+        assert (await runtime.run("peek", "x")).output == 4
+        assert (await runtime.run("peek", "x")).output == 4, "a fresh instance per call"
+    assert seen[0] is not seen[1]
