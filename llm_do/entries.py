@@ -46,20 +46,13 @@ def _validated(entry_name: str, schema_in: type[BaseModel], input_data: Any) -> 
         raise ToolsetError(f"entry {entry_name!r}: input does not match {schema_in.__name__}: {error}") from None
 
 
-class AgentEntry:
-    """A pydantic-ai `Agent` as an entry. The agent gets the `CallScope` as `deps`."""
+class _Described:
+    """What every built-in entry declares: a name, its toolsets, its input schema, a description."""
 
     def __init__(
-        self,
-        agent: Agent[Any, Any],
-        *,
-        name: str,
-        toolsets: Sequence[str] = (),
-        schema_in: type[BaseModel] | None = None,
-        description: str | None = None,
+        self, *, name: str, toolsets: Sequence[str], schema_in: type[BaseModel] | None, description: str | None
     ) -> None:
         _check_name(name)
-        self.agent = agent
         self._name = name
         self._toolsets = tuple(toolsets)
         self._schema_in = schema_in
@@ -80,6 +73,25 @@ class AgentEntry:
     @property
     def description(self) -> str | None:
         return self._description
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name!r}, toolsets={list(self._toolsets)})"
+
+
+class AgentEntry(_Described):
+    """A pydantic-ai `Agent` as an entry. The agent gets the `CallScope` as `deps`."""
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        name: str,
+        toolsets: Sequence[str] = (),
+        schema_in: type[BaseModel] | None = None,
+        description: str | None = None,
+    ) -> None:
+        super().__init__(name=name, toolsets=toolsets, schema_in=schema_in, description=description)
+        self.agent = agent
 
     def _prompt(self, input_data: Any) -> Any:
         if self._schema_in is not None:
@@ -108,11 +120,8 @@ class AgentEntry:
         scope.all_messages = result.all_messages()
         return result.output
 
-    def __repr__(self) -> str:
-        return f"AgentEntry({self._name!r}, toolsets={list(self._toolsets)})"
 
-
-class FunctionEntry:
+class FunctionEntry(_Described):
     """An async function `(scope, input) -> output` that orchestrates with the scope's tools and agents."""
 
     def __init__(
@@ -124,36 +133,13 @@ class FunctionEntry:
         schema_in: type[BaseModel] | None = None,
         description: str | None = None,
     ) -> None:
-        _check_name(name)
+        super().__init__(name=name, toolsets=toolsets, schema_in=schema_in, description=description)
         self.func = func
-        self._name = name
-        self._toolsets = tuple(toolsets)
-        self._schema_in = schema_in
-        self._description = description
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def toolsets(self) -> tuple[str, ...]:
-        return self._toolsets
-
-    @property
-    def schema_in(self) -> type[BaseModel] | None:
-        return self._schema_in
-
-    @property
-    def description(self) -> str | None:
-        return self._description
 
     async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
         if self._schema_in is not None:
             input_data = _validated(self._name, self._schema_in, input_data)
         return await self.func(scope, input_data)
-
-    def __repr__(self) -> str:
-        return f"FunctionEntry({self._name!r}, toolsets={list(self._toolsets)})"
 
 
 @overload
