@@ -61,13 +61,15 @@ def check_unique_tools(entry: str, tools_by_toolset: Iterable[tuple[str, Iterabl
             owner[tool_name] = name
 
 
-def _known_tool_names(toolset: AbstractToolset[Any]) -> Iterable[str]:
-    """Tool names known without a run: `Toolset` classes and `FunctionToolset`s; others are checked by pydantic-ai."""
+def known_tool_names(toolset: object) -> frozenset[str] | None:
+    """Tool names known without a run: of a `Toolset` class or instance, or a `FunctionToolset`."""
+    if isinstance(toolset, type):
+        return toolset.tool_names() if issubclass(toolset, Toolset) else None
     if isinstance(toolset, Toolset):
         return type(toolset).tool_names()
     if isinstance(toolset, FunctionToolset):
-        return toolset.tools
-    return ()
+        return frozenset(toolset.tools)
+    return None
 
 
 def _no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
@@ -146,7 +148,7 @@ class CallScope:
                 for name, spec, label in self.runtime._toolsets_of(self.entry.name)
             ]
             if len(acquired) > 1:
-                check_unique_tools(self.entry.name, ((name, _known_tool_names(ts)) for name, ts in acquired))
+                check_unique_tools(self.entry.name, ((name, known_tool_names(ts) or ()) for name, ts in acquired))
             self._instances = dict(acquired)
             # Gated per toolset name; the scope still owns (enters, exits, cleans up) the instance.
             self.toolsets = [_Borrowed(self._gate.wrap(name, toolset)) for name, toolset in acquired]

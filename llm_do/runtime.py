@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import inspect
 from collections.abc import Iterable, Mapping
 from types import TracebackType
@@ -12,10 +11,11 @@ from typing import Any
 
 from dependency_injector import containers, providers
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage
 
 from .approval import Approvals, Approver, load_policies
-from .call import CallScope, check_unique_tools
+from .call import CallScope, check_unique_tools, known_tool_names
 from .entries import Entry, entry_toolset
 from .errors import ConfigurationError
 from .lifecycle import Teardown
@@ -23,7 +23,6 @@ from .policy import ToolPolicy
 from .run import RunResult, RunState
 from .scopes import Scope, ToolsetSpec
 from .settings import RuntimeConfig
-from .toolset import Toolset
 
 __all__ = ["Runtime"]
 
@@ -94,7 +93,6 @@ class Runtime:
                 raise ConfigurationError(f"two entries are named {item.name!r}; entry names must be unique")
             self._entries[item.name] = item
         self._named: dict[str, ToolsetSpec] = {}
-        self._static_tools: dict[str, frozenset[str]] = {}
         self._per_run: list[providers.Provider[Any]] = []
         self._provider_names: dict[int, str] = {}
         self._run_state: providers.Provider[Any] | None = None
@@ -105,7 +103,7 @@ class Runtime:
             self._per_run = list(container.traverse(types=[providers.ContextLocalSingleton]))
             self._provider_names = {id(provider): name for name, provider in container.providers.items()}
         for name, source in (toolsets or {}).items():
-            self._named[name] = ToolsetSpec.coerce(source)
+            self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
         self._specs = {name: self._load_entry(item) for name, item in self._entries.items()}
         self._approvals = Approvals(
             self._load_policies(policies or {}),
@@ -120,11 +118,13 @@ class Runtime:
     # -- loading ---------------------------------------------------------------
 
     def _load_entry(self, item: Entry) -> tuple[tuple[str, ToolsetSpec, str], ...]:
-        specs = [(name, self._spec_named(item.name, name)) for name in item.toolsets]
-        check_unique_tools(item.name, ((name, self._static_tools.get(name, ())) for name, _ in specs))
-        return tuple((name, spec, f"toolset {name!r} ({spec.scope}) of entry {item.name!r}") for name, spec in specs)
+        owner = f"entry {item.name!r}"
+        specs = [(name, self._spec_named(owner, name)) for name in item.toolsets]
+        check_unique_tools(item.name, ((name, known_tool_names(spec.provides) or ()) for name, spec in specs))
+        return tuple((name, spec, f"toolset {name!r} ({spec.scope}) of {owner}") for name, spec in specs)
 
-    def _spec_named(self, entry_name: str, name: str) -> ToolsetSpec:
+    def _spec_named(self, owner: str, name: str) -> ToolsetSpec:
+        """The spec of a toolset name, checked as far as it can be without building anything."""
         spec = self._named.get(name)
         if spec is not None:
             return spec
@@ -133,21 +133,18 @@ class Runtime:
             try:
                 spec = ToolsetSpec.from_provider(provider)
             except TypeError as error:
-                raise ConfigurationError(f"entry {entry_name!r}: toolset {name!r}: {error}") from None
-            provides = getattr(provider, "provides", None)
-            if isinstance(provides, type) and issubclass(provides, Toolset):
-                self._static_tools[name] = provides.tool_names()
+                raise ConfigurationError(f"{owner}: toolset {name!r}: {error}") from None
         elif name in self._entries:
-            spec = ToolsetSpec(_memo(functools.partial(entry_toolset, self._entries[name])), Scope.GLOBAL)
-            self._static_tools[name] = frozenset({name})
+            toolset = entry_toolset(self._entries[name])
+            spec = ToolsetSpec(lambda: toolset, Scope.GLOBAL, toolset)
         else:
             known = sorted({*self._named, *(self.container.providers if self.container else ()), *self._entries})
             raise ConfigurationError(
-                f"entry {entry_name!r} names toolset {name!r}, which is neither a provider of the "
-                f"container, a runtime toolset, nor an entry (known: {', '.join(known) or 'none'}); "
+                f"{owner} names toolset {name!r}, which is neither a provider of the container, "
+                f"a runtime toolset, nor an entry (known: {', '.join(known) or 'none'}); "
                 f"declare a provider named {name!r} or fix the name"
             )
-        self._named[name] = spec
+        self._named[name] = _checked(owner, name, spec)
         return spec
 
     def _load_policies(self, policies: Mapping[str, ToolPolicy]) -> dict[str, ToolPolicy]:
@@ -168,21 +165,7 @@ class Runtime:
 
     def _static_tool_names(self, name: str) -> frozenset[str] | None:
         """The tools of a toolset name when they are known without building it."""
-        if name in self._static_tools:
-            return self._static_tools[name]
-        spec = self._named.get(name)
-        if spec is not None:
-            factory = spec.factory
-            if isinstance(factory, type) and issubclass(factory, Toolset):
-                return factory.tool_names()
-            return None  # tools only known once the toolset is built
-        provider = None if self.container is None else self.container.providers.get(name)
-        provides = getattr(provider, "provides", None)
-        if isinstance(provides, type) and issubclass(provides, Toolset):
-            return provides.tool_names()
-        if provider is None and name in self._entries:
-            return frozenset({name})
-        return None
+        return known_tool_names(self._spec_named("an approval policy", name).provides)
 
     def _toolsets_of(self, entry_name: str) -> tuple[tuple[str, ToolsetSpec, str], ...]:
         """(name, spec, teardown label) of each toolset of an entry, resolved at load."""
@@ -218,12 +201,12 @@ class Runtime:
         )
         try:
             return await task
-        except BaseException as error:
-            if not isinstance(error, asyncio.CancelledError):
-                # Until the loop turns, asyncio's wakeup callback still holds the failed task, and so
-                # the exception's frames and the run's toolsets. Turn it once so nothing outlives the run.
-                del task
-                await asyncio.sleep(0)
+        except BaseException:
+            # Until the loop turns, asyncio's wakeup callback still holds the failed task, and so the
+            # exception's frames and the run's toolsets. Turn it once so nothing outlives the run.
+            # (A second cancellation arriving here raises CancelledError, as the caller asked.)
+            del task
+            await asyncio.sleep(0)
             raise
 
     async def _run(self, target: Entry, input_data: Any, message_history: list[ModelMessage] | None) -> RunResult:
@@ -295,12 +278,14 @@ async def _resolved(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-def _memo(factory: Any) -> Any:
-    made: list[Any] = []
-
-    def once() -> Any:
-        if not made:
-            made.append(factory())
-        return made[0]
-
-    return once
+def _checked(owner: str, name: str, spec: ToolsetSpec) -> ToolsetSpec:
+    """Refuse at load a toolset whose declared class or object is not a pydantic-ai toolset."""
+    provides = spec.provides
+    built = provides if isinstance(provides, type) else type(provides)
+    if provides is not None and not issubclass(built, AbstractToolset):
+        raise ConfigurationError(
+            f"{owner}: toolset {name!r} is declared to build {built.__qualname__}, which is not a "
+            "pydantic-ai toolset; make its provider build an AbstractToolset (an llm_do.Toolset "
+            "subclass, a FunctionToolset, ...)"
+        )
+    return spec

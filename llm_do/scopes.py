@@ -61,6 +61,9 @@ class ToolsetSpec:
 
     factory: Callable[[], Any]
     scope: Scope = Scope.PER_CALL
+    provides: Any = None
+    """What the factory is declared to build, when known without calling it: a class, or (for an
+    `Object` provider) the object itself. Lets a runtime check toolsets at load time."""
 
     @classmethod
     def from_provider(cls, provider: providers.Provider[Any]) -> ToolsetSpec:
@@ -72,7 +75,10 @@ class ToolsetSpec:
                 _check_override(provider, scope)
             return provider()
 
-        return cls(create, scope)
+        declared = getattr(provider, "provides", None)
+        if not isinstance(provider, providers.Object) and not isinstance(declared, type):
+            declared = None  # a factory function, or a Resource initializer: known only once called
+        return cls(create, scope, declared)
 
     @classmethod
     def coerce(cls, value: ToolsetSpec | providers.Provider[Any] | Callable[[], Any]) -> ToolsetSpec:
@@ -82,7 +88,7 @@ class ToolsetSpec:
         if isinstance(value, providers.Provider):
             return cls.from_provider(value)
         if callable(value):
-            return cls(value, Scope.PER_CALL)
+            return cls(value, Scope.PER_CALL, value if isinstance(value, type) else None)
         raise TypeError(f"expected a ToolsetSpec, a provider or a callable, got {type(value).__name__}")
 
     async def create(self) -> Any:

@@ -13,7 +13,7 @@ from pydantic_ai import Agent
 from containers import AgentContainer
 from llm_do import AgentEntry, Handles, Runtime, Toolset, entry, open_handles, tool
 from llm_do.call import CallScope
-from llm_do.testing import LeakError, ScriptedModel, assert_no_leaks, tool_call, track_leaks
+from llm_do.testing import LeakError, ScriptedModel, assert_no_leaks, settle, tool_call, track_leaks
 
 from .helpers import by_prompt, call, text
 
@@ -110,7 +110,7 @@ async def test_nothing_outlives_its_scope_whatever_the_outcome() -> None:
             with pytest.raises(asyncio.CancelledError):
                 await task
             del task
-            await asyncio.sleep(0)  # our own task: asyncio's wakeup callback holds it until the loop turns
+        await settle()  # the cancelled run's abandoned async generators are closed by the loop
         assert_no_leaks()
         assert isinstance(app.shared(), Shared), "a global toolset is still alive, and that is no leak"
     assert leaks.leaks() == [] and open_handles() == []

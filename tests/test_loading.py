@@ -7,7 +7,7 @@ from dependency_injector import providers
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, ConfigurationError, Runtime, Toolset, ToolsetError, entry, tool
+from llm_do import AgentEntry, ConfigurationError, RunState, Runtime, Toolset, ToolsetError, entry, tool
 from llm_do.call import CallScope
 
 from .helpers import by_prompt, text
@@ -76,16 +76,26 @@ def test_a_provider_kind_without_a_scope_is_refused_at_load() -> None:
         Runtime(App(), entries=[agent_entry("clerk", ["local"])])
 
 
-async def test_a_factory_returning_a_non_toolset_is_reported_and_still_cleaned_up() -> None:
-    app = App()
+def test_a_provider_declared_to_build_a_non_toolset_is_refused_at_load() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Runtime(App(), entries=[agent_entry("clerk", ["plain"])])
+    assert str(caught.value).startswith(
+        "entry 'clerk': toolset 'plain' is declared to build NotAToolset, which is not a pydantic-ai toolset"
+    )
+    with pytest.raises(ConfigurationError, match="toolset 'state' is declared to build RunState"):
+        Runtime(App(), entries=[agent_entry("clerk", ["state"])], toolsets={"state": RunState})
+
+
+async def test_a_factory_function_returning_a_non_toolset_is_reported_and_still_cleaned_up() -> None:
     made: list[NotAToolset] = []
-    app.plain.override(providers.Factory(lambda: made.append(NotAToolset()) or made[-1]))
-    try:
-        async with Runtime(app, entries=[agent_entry("clerk", ["plain"])]) as runtime:
-            with pytest.raises(ToolsetError) as caught:
-                await runtime.run("clerk", "hi")
-    finally:
-        app.plain.reset_override()
+
+    def build() -> NotAToolset:
+        made.append(NotAToolset())
+        return made[-1]
+
+    async with Runtime(None, entries=[agent_entry("clerk", ["plain"])], toolsets={"plain": build}) as runtime:
+        with pytest.raises(ToolsetError) as caught:
+            await runtime.run("clerk", "hi")
     assert str(caught.value).startswith("entry 'clerk': toolset 'plain' was built as NotAToolset")
     assert made[0].cleaned
 
@@ -111,8 +121,12 @@ async def test_a_closed_runtime_refuses_to_run() -> None:
         await runtime.run("clerk", "x")
 
 
-async def test_duplicate_tools_of_plain_factories_are_found_when_the_call_starts() -> None:
-    runtime = Runtime(None, entries=[agent_entry("clerk", ["one", "two"])], toolsets={"one": Search, "two": Index})
+async def test_duplicate_tools_of_factory_functions_are_found_when_the_call_starts() -> None:
+    with pytest.raises(ConfigurationError, match="tool 'find' is defined by both toolset 'one' and toolset 'two'"):
+        Runtime(None, entries=[agent_entry("clerk", ["one", "two"])], toolsets={"one": Search, "two": Index})
+    runtime = Runtime(
+        None, entries=[agent_entry("clerk", ["one", "two"])], toolsets={"one": lambda: Search(), "two": lambda: Index()}
+    )
     async with runtime:
         with pytest.raises(ConfigurationError, match="entry 'clerk': tool 'find' is defined by both toolset 'one' and"):
             await runtime.run("clerk", "x")

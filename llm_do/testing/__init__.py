@@ -5,7 +5,7 @@ Everything here works without pytest. Installed, llm-do is also a pytest plugin 
 `llm_do_script`, `llm_do_override` and `llm_do_leaks`; see docs/testing.md.
 """
 
-from .leaks import LeakCheck, LeakError, assert_no_leaks, track_leaks
+from .leaks import LeakCheck, LeakError, assert_no_leaks, settle, track_leaks
 from .overrides import Overrides, override
 from .script import Returned, ScriptedModel, ScriptError, Step, ToolCall, Turn, returned, tool_call
 from .tree import call_tree
@@ -24,6 +24,7 @@ __all__ = [
     "call_tree",
     "override",
     "returned",
+    "settle",
     "tool_call",
     "track_leaks",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import inspect
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from llm_do import tracking
 from llm_do.handles import Handles, _live
 from llm_do.scopes import Scope
 
-__all__ = ["LeakCheck", "LeakError", "assert_no_leaks", "track_leaks"]
+__all__ = ["LeakCheck", "LeakError", "assert_no_leaks", "settle", "track_leaks"]
 
 _HERE = str(Path(__file__).parent)
 
@@ -74,6 +75,17 @@ def track_leaks() -> Iterator[LeakCheck]:
         yield LeakCheck(tracker)
     finally:
         tracking.active.remove(tracker)
+
+
+async def settle(turns: int = 3) -> None:
+    """Let the event loop finish releasing what finished runs left behind; await it before a check.
+
+    A run that was cancelled abandons pydantic-ai's async generators; garbage collection hands
+    them to the loop to close, and they hold the run's objects until the loop has turned.
+    """
+    for _ in range(turns):
+        gc.collect()
+        await asyncio.sleep(0)
 
 
 def assert_no_leaks() -> None:
