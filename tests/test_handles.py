@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai import Agent
 
-from llm_do import AgentEntry, Handles, Runtime, UnknownHandle, open_handles
+from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, UnknownHandle, open_handles
 
 from .helpers import by_prompt, call, returns, text
 
@@ -52,6 +52,9 @@ async def test_close_all_releases_newest_first_and_survives_a_failing_release() 
     assert len(handles) == 0
 
 
+APPROVE_ALL = RuntimeConfig(approval_mode="approve_all")  # the example's policy asks before a commit
+
+
 def app_at(tmp_path: Path) -> App:
     app = App()
     app.config.db_path.from_value(db_path_in(tmp_path))
@@ -60,7 +63,7 @@ def app_at(tmp_path: Path) -> App:
 
 async def test_the_example_clerk_commits_through_a_handle(tmp_path: Path) -> None:
     app = app_at(tmp_path)
-    async with Runtime(app, entries=[clerk]) as runtime:
+    async with Runtime(app, entries=[clerk], config=APPROVE_ALL) as runtime:
         result = await runtime.run("clerk", "Move 10 from A to B")
     assert result.output.startswith("Done: txn_") and result.output.endswith(" committed.")
     assert app.database().balances() == {"A": 90, "B": 60}
@@ -97,7 +100,7 @@ async def test_an_unknown_handle_reaches_the_model_and_the_run_goes_on(tmp_path:
 
     app = app_at(tmp_path)
     entry = AgentEntry(Agent(by_prompt(confused)), name="confused", toolsets=["db"])
-    async with Runtime(app, entries=[entry]) as runtime:
+    async with Runtime(app, entries=[entry], config=APPROVE_ALL) as runtime:
         result = await runtime.run("confused", "go")
     assert result.output.endswith(" committed")
     log = str(result.log[0].messages)

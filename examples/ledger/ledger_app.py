@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from containers import AgentContainer
-from llm_do import AgentEntry, Handles, Toolset, tool
+from llm_do import AgentEntry, Handles, ToolPolicy, Toolset, tool
 
 
 class Database:
@@ -106,6 +106,7 @@ class App(AgentContainer):
     database = providers.Singleton(Database, path=AgentContainer.config.db_path)  # global
     audit = providers.ContextLocalSingleton(Audit)  # per run
     db = providers.Factory(DatabaseToolset, db=database, audit=audit)  # per call
+    approval_policies = providers.Dict(db=ToolPolicy(tools={"commit": "ask"}))  # a commit needs a yes
 
 
 _REQUEST = re.compile(r"Move (\d+) from (\w+) to (\w+)")

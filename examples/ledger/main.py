@@ -11,13 +11,20 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from ledger_app import App, clerk, db_path_in
 
-from llm_do import Runtime
+from llm_do import Approval, ApprovalRequest, Runtime, RuntimeConfig
+
+
+def approver(request: ApprovalRequest) -> Approval:
+    """Stands in for a person at a terminal: approves, and shows what was asked."""
+    print("approval asked: ", request.description)
+    return Approval.approve()
 
 
 async def main(folder: Path) -> None:
     app = App()
     app.config.db_path.from_value(db_path_in(folder))
-    async with Runtime(app, entries=[clerk]) as runtime:
+    config = RuntimeConfig.from_container(app, approval_mode="prompt")
+    async with Runtime(app, entries=[clerk], approver=approver, config=config) as runtime:
         print("balances before:", app.database().balances())
         result = await runtime.run("clerk", "Move 10 from A to B")
         print("clerk says:     ", result.output)
