@@ -114,6 +114,7 @@ class Runtime:
         self._globals = Teardown(self.config.cleanup_timeout, Scope.GLOBAL)
         self._global_lock = asyncio.Lock()
         self._closed = False
+        self._running: set[asyncio.Task[RunResult]] = set()
 
     # -- loading ---------------------------------------------------------------
 
@@ -199,6 +200,8 @@ class Runtime:
         task = asyncio.get_running_loop().create_task(
             self._run(target, input_data, message_history), context=contextvars.copy_context()
         )
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
         try:
             return await task
         except BaseException:
@@ -253,17 +256,28 @@ class Runtime:
     # -- closing ---------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Tear down global toolsets and the container's resources. Idempotent."""
+        """Refuse new runs, wait for the runs in flight, then tear down globals and resources.
+
+        If `aclose` itself is cancelled (a shutdown deadline, say), the runs still in flight are
+        cancelled and torn down before the globals they use. Idempotent.
+        """
         if self._closed:
             return
         self._closed = True
         try:
-            await self._globals.close(None)
+            if self._running:
+                await asyncio.wait(set(self._running))
+        except asyncio.CancelledError:
+            await _cancel_and_wait(self._running)
+            raise
         finally:
-            if self.container is not None:
-                result = self.container.shutdown_resources()
-                if result is not None:
-                    await result
+            try:
+                await self._globals.close(None)
+            finally:
+                if self.container is not None:
+                    result = self.container.shutdown_resources()
+                    if result is not None:
+                        await result
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -272,6 +286,18 @@ class Runtime:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+async def _cancel_and_wait(tasks: set[asyncio.Task[RunResult]]) -> None:
+    """Cancel the tasks and wait until each has finished its teardown, whatever else is cancelled."""
+    pending = set(tasks)
+    for task in pending:
+        task.cancel()
+    while pending:
+        try:
+            _, pending = await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            continue  # a further cancellation: the runs' teardown still comes first
 
 
 async def _resolved(value: Any) -> Any:

@@ -304,3 +304,64 @@ async def test_a_failing_per_run_factory_fails_parallel_users_with_its_own_error
         with pytest.raises(Boom) as caught:
             await runtime.run("top", "top")
     assert caught.value in raised
+
+
+def closing_runtime(events: list[str], release: asyncio.Event, started: asyncio.Event) -> Runtime:
+    async def wait_for_release() -> None:
+        started.set()
+        await release.wait()
+
+    agent = Agent(by_prompt(lambda p, step, m: call("work") if step == 0 else text("done")))
+    return Runtime(
+        None,
+        entries=[AgentEntry(agent, name="job", toolsets=["shared", "c"])],
+        toolsets={
+            "shared": ToolsetSpec(lambda: _the_global(events), Scope.GLOBAL),
+            "c": lambda: Worker(events, wait_for_release),
+        },
+    )
+
+
+async def test_aclose_waits_for_runs_in_flight_before_tearing_down_globals() -> None:
+    events: list[str] = []
+    release, started = asyncio.Event(), asyncio.Event()
+    runtime = closing_runtime(events, release, started)
+    run = asyncio.create_task(runtime.run("job", "go"))
+    await started.wait()
+    closing = asyncio.create_task(runtime.aclose())
+    await asyncio.sleep(0.01)
+    assert not closing.done(), "aclose waits while a run is in flight"
+    with pytest.raises(RuntimeError, match="closed"):
+        await runtime.run("job", "again")
+    release.set()
+    assert (await run).output == "done"
+    await closing
+    assert events[-6:] == [
+        "exit c None",
+        "cleanup c",
+        "cleaned c",
+        "exit global None",
+        "cleanup global",
+        "cleaned global",
+    ]
+
+
+async def test_a_cancelled_aclose_cancels_runs_in_flight_and_still_tears_down_in_order() -> None:
+    events: list[str] = []
+    release, started = asyncio.Event(), asyncio.Event()
+    runtime = closing_runtime(events, release, started)
+    run = asyncio.create_task(runtime.run("job", "go"))
+    await started.wait()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await runtime.aclose()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert events[-6:] == [
+        "exit c CancelledError",
+        "cleanup c",
+        "cleaned c",
+        "exit global None",
+        "cleanup global",
+        "cleaned global",
+    ]
