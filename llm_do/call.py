@@ -210,8 +210,15 @@ class CallScope:
         a denial raises `ApprovalDenied`.
         """
         self._check_callable(name)
+        self.check_depth(name)  # before anyone is asked to approve a call that cannot run
         await self._gate.authorize(name, name, {"input": input_data})
         return await self._call_child(name, input_data)
+
+    def check_depth(self, name: str) -> None:
+        """Raise `MaxDepthExceeded` if calling entry `name` from here would go past `max_depth`."""
+        max_depth = self.runtime.config.max_depth
+        if self.depth + 1 > max_depth:
+            raise MaxDepthExceeded((*self.chain(), name), max_depth)
 
     def _check_callable(self, name: str) -> None:
         if name not in self.entry.toolsets:
@@ -221,9 +228,7 @@ class CallScope:
         """Run a child call; the caller has gated it (the entry's tool is wrapped like any other tool)."""
         self._check_callable(name)
         target = self.runtime.entry(name)
-        max_depth = self.runtime.config.max_depth
-        if self.depth + 1 > max_depth:
-            raise MaxDepthExceeded((*self.chain(), name), max_depth)
+        self.check_depth(name)
         async with CallScope(self.runtime, target, self._run, parent=self) as child:
             return await target.run_turn(child, input_data)
 

@@ -69,6 +69,8 @@ class CallGate:
         self, toolset: str, tool: str, args: dict[str, Any], ctx: RunContext[Any], *, requires_approval: bool
     ) -> ToolDenied | None:
         """Before a call runs: None to run it, a denial to return instead; raises `ApprovalRequired` to ask."""
+        if toolset in self.scope.runtime.entry_tools:
+            self.scope.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
         call_id = ctx.tool_call_id or ""
         key = session_key(toolset, tool, args)
         if ctx.tool_call_approved and self._grants.get(call_id) == key:

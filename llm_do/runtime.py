@@ -93,6 +93,8 @@ class Runtime:
                 raise ConfigurationError(f"two entries are named {item.name!r}; entry names must be unique")
             self._entries[item.name] = item
         self._named: dict[str, ToolsetSpec] = {}
+        self.entry_tools: set[str] = set()
+        """Toolset names that call another entry (agent-as-tool)."""
         self._per_run: list[providers.Provider[Any]] = []
         self._provider_names: dict[int, str] = {}
         self._run_state: providers.Provider[Any] | None = None
@@ -136,6 +138,7 @@ class Runtime:
             except TypeError as error:
                 raise ConfigurationError(f"{owner}: toolset {name!r}: {error}") from None
         elif name in self._entries:
+            self.entry_tools.add(name)
             toolset = entry_toolset(self._entries[name])
             spec = ToolsetSpec(lambda: toolset, Scope.GLOBAL, toolset)
         else:

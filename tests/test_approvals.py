@@ -22,6 +22,7 @@ from llm_do import (
     ApprovalDenied,
     ApprovalRequest,
     ApprovalUnavailable,
+    MaxDepthExceeded,
     Runtime,
     RuntimeConfig,
     Scope,
@@ -706,3 +707,28 @@ async def test_the_approval_wrapper_forwards_enter_exit_and_cleanup() -> None:
         pass
     await gated.cleanup()
     assert events == ["enter inner", "exit inner", "cleanup inner"]
+
+
+async def test_a_call_past_max_depth_fails_before_anyone_is_asked_to_approve_it() -> None:
+    approver = Approver("approve")
+    recurse = AgentEntry(
+        Agent(by_prompt(lambda p, step, m: call("clerk", input="again"))), name="clerk", toolsets=["clerk"]
+    )
+
+    @entry(toolsets=["clerk"])
+    async def direct(scope: CallScope, input_data: str) -> Any:
+        return await scope.call_agent("clerk", input_data)
+
+    runtime = Runtime(
+        None,
+        entries=[recurse, direct],
+        policies={"clerk": ToolPolicy(default="ask")},
+        approver=approver,
+        config=RuntimeConfig(max_depth=0),
+    )
+    async with runtime:
+        with pytest.raises(MaxDepthExceeded, match="exceeds max_depth=0: clerk -> clerk"):
+            await runtime.run("clerk", "go")
+        with pytest.raises(MaxDepthExceeded, match="exceeds max_depth=0: direct -> clerk"):
+            await runtime.run("direct", "go")
+    assert approver.asked == []
