@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -26,7 +26,8 @@ from .settings import RuntimeConfig
 
 __all__ = ["Runtime"]
 
-ToolsetSource = ToolsetSpec | providers.Provider[Any] | Any
+ToolsetSource = ToolsetSpec | providers.Provider[Any] | Callable[[], Any]
+"""A toolset spec, a provider (scope from its kind), or a plain factory (per call)."""
 
 
 class _RunScope:
