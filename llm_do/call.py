@@ -181,10 +181,11 @@ class CallScope:
     async def _finish(self, exc: BaseException | None) -> None:
         outcome: Outcome = "ok" if exc is None else "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
         state = self.state
+        parent_id = None if self.parent is None else self.parent.id
         state.calls.append(
             CallRecord(
                 id=self.id,
-                parent=None if self.parent is None else self.parent.id,
+                parent=parent_id,
                 entry=self.entry.name,
                 depth=self.depth,
                 toolsets=tuple(self.entry.toolsets),
@@ -193,7 +194,6 @@ class CallScope:
             )
         )
         if self.messages:
-            parent_id = None if self.parent is None else self.parent.id
             state.log.append(LogEntry(self.id, parent_id, self.entry.name, self.depth, tuple(self.messages)))
         try:
             await self._teardown.__aexit__(type(exc) if exc else None, exc, None)
@@ -225,8 +225,8 @@ class CallScope:
             raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
 
     async def _call_child(self, name: str, input_data: Any) -> Any:
-        """Run a child call; the caller has gated it (the entry's tool is wrapped like any other tool)."""
-        self._check_callable(name)
+        """Run a child call. The caller checked that `name` is one of this entry's toolsets (a model
+        is only offered those) and gated it; the depth limit is enforced here, whoever calls."""
         target = self.runtime.entry(name)
         self.check_depth(name)
         async with CallScope(self.runtime, target, self._run, parent=self) as child:

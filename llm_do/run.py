@@ -54,6 +54,10 @@ class RunState:
     def next_call_id(self) -> str:
         return f"call_{next(self._ids)}"
 
+    def calls_in_order(self) -> tuple[CallRecord, ...]:
+        """The finished calls in the order they started (records are added as calls finish)."""
+        return tuple(sorted(self.calls, key=lambda record: int(record.id.removeprefix("call_"))))
+
 
 @dataclass(frozen=True, slots=True)
 class RunResult:

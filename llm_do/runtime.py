@@ -43,21 +43,22 @@ class _RunScope:
     async def acquire(self, spec: ToolsetSpec, label: str) -> Any:
         """The run's one instance of a per-run spec, created on first use and owned by the run."""
         pending = self._cache.get(spec)
-        if pending is None:
-            pending = self._cache[spec] = asyncio.get_running_loop().create_future()
-            try:
-                obj = await spec.create()
-                await self.teardown.adopt(obj, label)
-            except BaseException as error:
-                del self._cache[spec]  # the next use tries again
-                if isinstance(error, asyncio.CancelledError):
-                    pending.cancel()
-                else:
-                    pending.set_exception(error)
-                    pending.exception()  # parallel waiters re-raise it; nobody else need retrieve it
-                raise
-            pending.set_result(obj)
-        return await asyncio.shield(pending)
+        if pending is not None:  # made, or being made by a parallel call of this run
+            return pending.result() if pending.done() else await asyncio.shield(pending)
+        pending = self._cache[spec] = asyncio.get_running_loop().create_future()
+        try:
+            obj = await spec.create()
+            await self.teardown.adopt(obj, label)
+        except BaseException as error:
+            del self._cache[spec]  # the next use tries again
+            if isinstance(error, asyncio.CancelledError):
+                pending.cancel()
+            else:
+                pending.set_exception(error)
+                pending.exception()  # parallel waiters re-raise it; nobody else need retrieve it
+            raise
+        pending.set_result(obj)
+        return obj
 
 
 class Runtime:
@@ -232,8 +233,7 @@ class Runtime:
                     self, target, _RunScope(state, teardown), message_history=message_history
                 ) as scope:
                     output = await target.run_turn(scope, input_data)
-                calls = sorted(state.calls, key=lambda record: int(record.id.rpartition("_")[2]))
-                result = RunResult(output, state.usage, scope.all_messages, tuple(calls), tuple(state.log))
+                result = RunResult(output, state.usage, scope.all_messages, state.calls_in_order(), tuple(state.log))
         finally:
             for provider in self._per_run:
                 provider.reset()  # type: ignore[attr-defined]

@@ -92,7 +92,7 @@ async def test_recursive_call_gets_fresh_per_call_and_shared_per_run() -> None:
     app = App()
     async with Runtime(app, entries=[recursive_clerk(children=2)]) as runtime:
         result = await runtime.run("clerk", "top")
-    top = parse(result.calls[0].entry and _probe_of(result, "call_1"))
+    top = parse(_probe_of(result, "call_1"))
     subs = [parse(_probe_of(result, record.id)) for record in result.calls[1:]]
     assert len(subs) == 2
     notes = {top["notes"], *(sub["notes"] for sub in subs)}
