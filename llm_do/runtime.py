@@ -154,7 +154,7 @@ class Runtime:
         return spec
 
     def _load_policies(self, policies: Mapping[str, ToolPolicy]) -> dict[str, ToolPolicy]:
-        declared: list[Mapping[str, ToolPolicy]] = []
+        declared: list[Mapping[str, ToolPolicy]] = [self._class_default_policies()]
         provider = None if self.container is None else self.container.providers.get("approval_policies")
         if provider is not None:
             from_container = provider()
@@ -168,6 +168,16 @@ class Runtime:
         known = {*self._named, *(self.container.providers if self.container is not None else ()), *self._entries}
         known -= {"approval_policies", "config", "run_state"}
         return load_policies(declared, self.config.approval_policies, known=known, tools_of=self._static_tool_names)
+
+    def _class_default_policies(self) -> dict[str, ToolPolicy]:
+        """`Toolset.default_policy` of each loaded toolset name whose class is known at load."""
+        defaults: dict[str, ToolPolicy] = {}
+        for name, spec in self._named.items():
+            provides = spec.provides if isinstance(spec.provides, type) else type(spec.provides)
+            policy = getattr(provides, "default_policy", None) if spec.provides is not None else None
+            if isinstance(policy, ToolPolicy):
+                defaults[name] = policy
+        return defaults
 
     def _static_tool_names(self, name: str) -> frozenset[str] | None:
         """The tools of a toolset name when they are known without building it."""

@@ -12,6 +12,8 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
+from .policy import ToolPolicy
+
 __all__ = ["Toolset", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,8 +65,13 @@ class Toolset(AbstractToolset[Any]):
     once per class, on first use, so creating an instance costs no more than the class's own
     `__init__`. A method may take a `RunContext` first; its docstring describes the tool.
     Sync methods run on the event loop thread (keep them quick, or make them `async`).
+
+    `default_policy` is the approval policy of a toolset name that builds this class when no
+    policy is declared for that name (container, `Runtime(policies=)`); settings overrides
+    (`LLM_DO_APPROVAL_POLICIES__...`) still apply on top of it.
     """
 
+    default_policy: ClassVar[ToolPolicy | None] = None
     _llm_do_described: ClassVar[dict[str, _Described] | None] = None
     _llm_do_tool_names: ClassVar[frozenset[str] | None] = None
 

@@ -246,3 +246,46 @@ def test_bad_approval_settings_fail_at_load_time() -> None:
 
     with pytest.raises(ConfigurationError, match="the approval policy for toolset 'shell' is a dict"):
         Runtime(Broken(), config=RuntimeConfig())
+
+
+class Guarded(Toolset):
+    default_policy = ToolPolicy(tools={"rm": "deny"})
+
+    @tool
+    def ls(self, path: str) -> str:
+        """List a directory."""
+        return f"listed {path}"
+
+    @tool
+    def rm(self, path: str) -> str:
+        """Remove a file."""
+        ran.append(f"rm {path}")
+        return f"removed {path}"
+
+
+class GuardedApp(AgentContainer):
+    guarded = providers.Factory(Guarded)
+
+
+async def test_a_toolset_class_default_policy_applies_until_a_policy_is_declared_for_its_name() -> None:
+    entry = job(("ls", {"path": "."}), ("rm", {"path": "a"}), toolset="guarded")
+    async with Runtime(GuardedApp(), entries=[entry]) as runtime:
+        defaulted = await runtime.run("job", "go")
+    assert defaulted.output.startswith("listed . | The call to 'rm' was not run: denied by policy")
+    assert ran == []
+    policies = {"guarded": ToolPolicy()}  # declared for the name: replaces the class default
+    async with Runtime(GuardedApp(), entries=[entry], policies=policies) as runtime:
+        declared = await runtime.run("job", "go")
+    assert declared.output == "listed . | removed a"
+    assert ran == ["rm a"]
+
+
+async def test_settings_overrides_apply_on_top_of_a_class_default_policy() -> None:
+    entry = job(("ls", {"path": "."}), ("rm", {"path": "a"}), toolset="guarded")
+    config = RuntimeConfig(approval_policies={"guarded": PolicySettings(tools={"ls": "deny"})})
+    async with Runtime(GuardedApp(), entries=[entry], config=config) as runtime:
+        result = await runtime.run("job", "go")
+    assert [part.split(": ")[1] for part in result.output.split(" | ")] == [
+        "denied by policy (toolset 'guarded' policy"
+    ] * 2
+    assert ran == []

@@ -1,0 +1,121 @@
+"""A throwaway PostgreSQL server for tests and benchmarks: `initdb` in a temporary directory, a unix
+socket only (no TCP port), stopped and deleted at the end.
+
+PostgreSQL's `initdb` refuses to run as root; as root the server runs as the OS user `postgres`.
+If the server cannot start, `PostgresUnavailable` says why: tests fail on it, they never skip.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["PostgresServer", "PostgresUnavailable", "temporary_postgres"]
+
+
+class PostgresUnavailable(RuntimeError):
+    """The throwaway server could not be started; the message says what to install or fix."""
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """A running throwaway server reachable on a unix socket in `socket_dir`."""
+
+    socket_dir: Path
+    port: int
+    user: str = "postgres"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """A libpq/asyncpg URL for `database` on this server."""
+        return f"postgresql://{self.user}@/{database}?host={self.socket_dir}&port={self.port}"
+
+    def connect_kwargs(self, database: str = "postgres") -> dict[str, object]:
+        """Keyword arguments for `asyncpg.connect` / `asyncpg.create_pool`."""
+        return {"host": str(self.socket_dir), "port": self.port, "user": self.user, "database": database}
+
+    def new_database_name(self) -> str:
+        return f"test_{secrets.token_hex(4)}"
+
+
+def _as_server_user(command: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("runuser") is None:
+        raise PostgresUnavailable("running as root needs `runuser` (util-linux) to start PostgreSQL as 'postgres'")
+    return ["runuser", "-u", "postgres", "--", *command]
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True):
+            return str(candidate)
+        raise PostgresUnavailable(
+            f"`{name}` is not on PATH: install PostgreSQL 15 (Debian: apt-get install postgresql-15) "
+            "so the suite can start a throwaway server"
+        )
+    return found
+
+
+def _run(command: list[str], what: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise PostgresUnavailable(
+            f"{what} failed (exit {done.returncode}): {done.stderr.strip() or done.stdout.strip()}"
+        )
+
+
+def _free_port_number() -> int:
+    # Only names the socket file (.s.PGSQL.<port>); picked free on TCP too so a second server never clashes.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def temporary_postgres() -> Iterator[PostgresServer]:
+    """Start a throwaway server; stop it and delete its files when the block ends."""
+    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
+    root = Path(tempfile.mkdtemp(prefix="llm-do-pg-"))
+    data, sockets, log = root / "data", root / "sock", root / "server.log"
+    sockets.mkdir()
+    if os.geteuid() == 0:
+        try:
+            server_user = pwd.getpwnam("postgres")
+        except KeyError:
+            shutil.rmtree(root, ignore_errors=True)
+            raise PostgresUnavailable("running as root needs the OS user 'postgres' to own the server") from None
+        for path in (root, sockets):
+            os.chown(path, server_user.pw_uid, server_user.pw_gid)
+    port = _free_port_number()
+    started = False
+    try:
+        _run(
+            _as_server_user([initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"]),
+            "initdb",
+        )
+        options = f"-k {sockets} -p {port} -c listen_addresses='' -c fsync=off -c max_connections=300"
+        _run(
+            _as_server_user([pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]),
+            "pg_ctl start",
+        )
+        started = True
+        yield PostgresServer(sockets, port)
+    finally:
+        if started:
+            subprocess.run(
+                _as_server_user([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+        shutil.rmtree(root, ignore_errors=True)
