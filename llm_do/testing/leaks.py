@@ -13,7 +13,7 @@ from types import CellType, FrameType, FunctionType, ModuleType
 from typing import Any
 
 from llm_do import tracking
-from llm_do.handles import Handles, _live
+from llm_do.handles import Handles, live_handle_maps
 from llm_do.scopes import Scope
 
 __all__ = ["LeakCheck", "LeakError", "assert_no_leaks", "settle", "track_leaks"]
@@ -49,7 +49,7 @@ class LeakCheck:
             if adoption.ended and adoption.scope is not Scope.GLOBAL and not adoption.handed_over():
                 found.append(_object_leak(adoption, obj))
             del obj
-        live = list(_live)
+        live = live_handle_maps()
         for handles in live:
             owner = owners.get(id(handles))
             if handles and (owner is None or owner.ended):
