@@ -25,7 +25,7 @@ from .gate import CallGate
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
-from .scopes import Scope, ToolsetSpec, ToolsetUse
+from .scopes import Scope, ToolsetSpec, ToolsetUse, is_awaitable
 from .settings import RuntimeConfig
 from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -228,11 +228,13 @@ class CallScope:
         try:
             uses = self.host.toolsets_of(self.entry.name)
             acquired = [(use.name, await self._acquire(use)) for use in uses]
-            if len(acquired) > 1:
+            if len(acquired) > 1 and not all(use.tools_known for use in uses):  # else checked at load
                 check_unique_tools(self.entry.name, ((name, known_tool_names(ts) or ()) for name, ts in acquired))
             self._instances = dict(acquired)
-            gate = self._gate
-            gate.deferring = any(gate.may_gate(name) or may_ask_for_approval(ts) for name, ts in acquired)
+            self._gate.deferring = any(
+                may_ask_for_approval(ts) if use.may_ask is None else use.may_ask
+                for use, (_, ts) in zip(uses, acquired, strict=True)
+            )
             self.toolsets = [LentToolset(toolset, name=name, scope=self) for name, toolset in acquired]
         except BaseException as exc:
             await self._finish(exc)
@@ -247,19 +249,23 @@ class CallScope:
     async def _acquire(self, use: ToolsetUse) -> AbstractToolset[Any]:
         spec = use.spec
         if spec.scope is Scope.PER_CALL:
-            obj = await spec.create()
-            await self._teardown.adopt(obj, use.label)
+            obj = spec.factory()
+            if is_awaitable(obj):
+                obj = await obj
+            entering = self._teardown.register(obj, use.label)
+            if entering is not None:
+                await entering
         elif spec.scope is Scope.PER_RUN:
             obj = await self._open_run().acquire(spec, use.label, use.name)
         else:
             obj = await self.host.acquire_global(spec, use.label)
-        if not isinstance(obj, AbstractToolset):
-            raise ToolsetError(
-                f"entry {self.entry.name!r}: toolset {use.name!r} was built as {type(obj).__qualname__}, "
-                "which is not a pydantic-ai toolset; make its provider build an AbstractToolset "
-                "(an llm_do.Toolset subclass, a FunctionToolset, ...)"
-            )
-        return obj
+        if type(obj) is spec.provides or isinstance(obj, AbstractToolset):  # the first: checked at load
+            return obj  # type: ignore[no-any-return]
+        raise ToolsetError(
+            f"entry {self.entry.name!r}: toolset {use.name!r} was built as {type(obj).__qualname__}, "
+            "which is not a pydantic-ai toolset; make its provider build an AbstractToolset "
+            "(an llm_do.Toolset subclass, a FunctionToolset, ...)"
+        )
 
     async def _finish(self, exc: BaseException | None) -> None:
         outcome: Outcome = "ok" if exc is None else "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"

@@ -105,10 +105,10 @@ class Runtime:
             self._run(target, input_data, message_history, reports), context=contextvars.copy_context()
         )
         self._running.add(task)
-        task.add_done_callback(self._running.discard)
         try:
-            return await task
+            result = await task
         except BaseException as error:
+            self._running.discard(task)  # awaiting a task ends only once it is done
             if reports:  # the run's own exception, or the caller's cancellation that ended it
                 attach_report(error, reports.pop())
             if isinstance(error, asyncio.CancelledError):
@@ -119,6 +119,8 @@ class Runtime:
             del task, error
             await asyncio.sleep(0)
             raise
+        self._running.discard(task)
+        return result
 
     async def _run(
         self,
