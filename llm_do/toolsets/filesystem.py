@@ -248,7 +248,10 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
         with os.fdopen(fd, "r+b") as file:
             if size > self.max_write_bytes:
                 raise ToolFailed(f"edit: {path!r} ({size} bytes) is larger than the {self.max_write_bytes}-byte limit")
-            text = _decode(file.read(), final=True, path=path, tool="edit")
+            data = file.read(self.max_write_bytes + 1)
+            if len(data) > self.max_write_bytes:  # it grew since fstat
+                raise ToolFailed(f"edit: {path!r} is larger than the {self.max_write_bytes}-byte limit")
+            text = _decode(data, final=True, path=path, tool="edit")
             first = text.find(old)
             if first < 0:
                 raise ToolFailed(
@@ -262,12 +265,12 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
                     f"edit: the old text occurs {len(starts)} times in {path!r} (at lines {lines}); "
                     "include more of the surrounding text so that it occurs once"
                 )
-            data = _encode(text[:first] + new + text[first + len(old) :], "edit")
-            if len(data) > self.max_write_bytes:
+            edited = _encode(text[:first] + new + text[first + len(old) :], "edit")
+            if len(edited) > self.max_write_bytes:
                 raise ToolFailed(f"edit: {path!r} would grow past the {self.max_write_bytes}-byte write limit")
             file.seek(0)
             file.truncate()
-            file.write(data)
+            file.write(edited)
         line = text.count("\n", 0, first) + 1
         return f"edited {path!r}: replaced 1 occurrence at line {line}"
 
