@@ -223,22 +223,30 @@ async def test_a_directory_flipping_to_a_symlink_during_calls_never_leads_outsid
     stop = threading.Event()
     flips = [0]
 
-    def flipper() -> None:
-        while not stop.is_set():
-            os.rename(flip, hidden)
+    failures: list[BaseException] = []
+
+    def flip_once() -> None:
+        os.rename(flip, hidden)
+        try:
+            os.symlink(outside, flip)
+        except FileExistsError:
+            pass  # mkdir made `flip` again while it was missing
+        else:
+            os.unlink(flip)
+            flips[0] += 1
+        while True:
             try:
-                os.symlink(outside, flip)
-            except FileExistsError:
-                pass  # mkdir made `flip` again while it was missing
-            else:
-                os.unlink(flip)
-                flips[0] += 1
-            while True:
-                try:
-                    os.rename(hidden, flip)
-                    break
-                except OSError:
-                    shutil.rmtree(flip, ignore_errors=True)  # a `flip` made by mkdir meanwhile
+                os.rename(hidden, flip)
+                return
+            except OSError:
+                shutil.rmtree(flip, ignore_errors=True)  # a `flip` made by mkdir meanwhile
+
+    def flipper() -> None:
+        try:
+            while not stop.is_set():
+                flip_once()
+        except BaseException as error:
+            failures.append(error)
 
     toolset = FilesystemToolset(root)
     calls = (
@@ -259,6 +267,7 @@ async def test_a_directory_flipping_to_a_symlink_during_calls_never_leads_outsid
     finally:
         stop.set()
         racer.join()
+    assert failures == []
     assert flips[0] > 0
     assert not [outcome for outcome in outcomes if SECRET in str(outcome)]
     assert not [outcome for outcome in outcomes if isinstance(outcome, str) and "deeper.txt" in outcome]
