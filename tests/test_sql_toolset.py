@@ -343,6 +343,10 @@ async def test_an_aborted_postgresql_transaction_commits_nothing(pg: Backend, ma
 
 async def test_transaction_control_in_sql_is_refused(backend: Backend, make_app: MakeApp) -> None:
     async def sneak(scope: CallScope) -> list[str]:
+        earlier = await scope.call_tool("begin")  # the one connection has run COMMIT and ROLLBACK itself
+        await scope.call_tool("commit", {"txn": earlier})
+        earlier = await scope.call_tool("begin")
+        await scope.call_tool("rollback", {"txn": earlier})
         txn = await scope.call_tool("begin")
         await scope.call_tool("execute", {"txn": txn, "sql": "UPDATE accounts SET balance = 0"})
         refused = []
@@ -354,36 +358,43 @@ async def test_transaction_control_in_sql_is_refused(backend: Backend, make_app:
         await scope.call_tool("execute", {"txn": txn, "sql": "ROLLBACK TO s"})
         return refused
 
-    app = make_app(backend.url)
+    app = make_app(backend.url, sql_pool_size=1)
     async with Runtime(app, entries=[direct(sneak)], config=approving(app)) as runtime:
         refused = (await runtime.run("direct", None)).output
+    assert len(refused) == 5
     assert all("transaction control (BEGIN, COMMIT, ROLLBACK, ...) is not run as SQL here" in m for m in refused)
     assert await backend.rows("SELECT sum(balance) FROM accounts") == [(150,)]  # the forgotten update was undone
 
 
 async def test_read_only_transactions_refuse_writes(backend: Backend, make_app: MakeApp) -> None:
-    escape = "PRAGMA query_only = OFF" if backend.kind == "sqlite" else "SET TRANSACTION READ WRITE"
+    escape = "PRAGMA query_only=OFF" if backend.kind == "sqlite" else "SET TRANSACTION READ WRITE"
+    insert = "INSERT INTO accounts VALUES ('C', 1)"
 
     async def try_writes(scope: CallScope) -> list[str]:
+        earlier = await scope.call_tool("begin")  # the one connection has run the same statements itself
+        await scope.call_tool("execute", {"txn": earlier, "sql": insert})
+        await scope.call_tool("rollback", {"txn": earlier})
         messages = []
-        for sql in ("INSERT INTO accounts VALUES ('C', 1)", escape):
+        for sql in (insert, escape):
             txn = await scope.call_tool("begin", {"read_only": True})
             with pytest.raises(ToolFailed) as raised:
                 await scope.call_tool("execute", {"txn": txn, "sql": sql})
             messages.append(raised.value.message.splitlines()[0])
+            with pytest.raises(ToolFailed):
+                await scope.call_tool("execute", {"txn": txn, "sql": insert})
             await scope.call_tool("rollback", {"txn": txn})
         return messages
 
-    app = make_app(backend.url)
+    app = make_app(backend.url, sql_pool_size=1)
     async with Runtime(app, entries=[direct(try_writes)], config=approving(app)) as runtime:
-        insert, escaped = (await runtime.run("direct", None)).output
+        refused_insert, escaped = (await runtime.run("direct", None)).output
     if backend.kind == "sqlite":
-        assert insert == (
+        assert refused_insert == (
             "execute failed: this transaction is read-only: begin a transaction with read_only=false to write"
         )
         assert escaped.startswith("execute failed: PRAGMA query_only is not allowed")
     else:
-        assert insert == "execute failed: cannot execute INSERT in a read-only transaction"
+        assert refused_insert == "execute failed: cannot execute INSERT in a read-only transaction"
         assert escaped == "execute failed: transaction read-write mode must be set before any query"
     assert await backend.rows("SELECT count(*) FROM accounts") == [(2,)]
 
@@ -474,12 +485,12 @@ async def test_values_come_back_as_json(pg: Backend, make_app: MakeApp) -> None:
     sql = (
         "SELECT 1.50::numeric AS price, DATE '2024-02-29' AS day, '\\x00ff'::bytea AS raw, "
         "'00000000-0000-0000-0000-000000000001'::uuid AS id, ARRAY[1, 2] AS list, 'NaN'::float8 AS nan, "
-        "'{\"a\": 1}'::jsonb AS doc, 1 AS n, 2 AS n"
+        "'{\"a\": 1}'::jsonb AS doc, 1 AS n, 2 AS n, $1::date + 1 AS next_day, $2::numeric * 2 AS twice"
     )
 
     async def read(scope: CallScope) -> Any:
         txn = await scope.call_tool("begin", {"read_only": True})
-        return await scope.call_tool("query", {"txn": txn, "sql": sql})
+        return await scope.call_tool("query", {"txn": txn, "sql": sql, "params": ["2024-02-28", "1.25"]})
 
     async with Runtime(make_app(pg.url), entries=[direct(read)]) as runtime:
         output = (await runtime.run("direct", None)).output
@@ -494,6 +505,8 @@ async def test_values_come_back_as_json(pg: Backend, make_app: MakeApp) -> None:
             "doc": '{"a": 1}',
             "n": 1,
             "n_2": 2,
+            "next_day": "2024-02-29",  # strings in, strings out
+            "twice": "2.50",
         }
     ]
     json.dumps(output)
@@ -535,11 +548,12 @@ async def test_tables_and_describe_show_the_schema(backend: Backend, make_app: M
         tool_call("describe", table="orders"),
         tool_call("describe", table='"Rich Accounts"'),
         tool_call("describe", table="ordrs"),
+        tool_call("describe", table="no such! name"),
         "described",
     )
     async with Runtime(make_app(backend.url), entries=[script]) as runtime:
         result = await runtime.run("clerk", "what is there?")
-    (_, tables), (_, orders), (_, view), (_, unknown) = results(result.messages)
+    (_, tables), (_, orders), (_, view), (_, unknown), (_, unparsable) = results(result.messages)
     assert tables == ['"Rich Accounts"', "accounts", "orders"]
     integer = "INTEGER" if backend.kind == "sqlite" else "integer"
     text = "TEXT" if backend.kind == "sqlite" else "text"
@@ -551,6 +565,7 @@ async def test_tables_and_describe_show_the_schema(backend: Backend, make_app: M
     assert orders[2]["default"] == "'none'" if backend.kind == "sqlite" else "'none'::text"
     assert [c["name"] for c in view] == ["name"]
     assert unknown == "describe: there is no table or view named 'ordrs'. Tables: \"Rich Accounts\", accounts, orders"
+    assert unparsable.startswith("describe: there is no table or view named 'no such! name'.")
 
 
 # -- approvals --------------------------------------------------------------------------------------
@@ -632,8 +647,8 @@ async def test_fifty_concurrent_transfers_conserve_the_total(backend: Backend, m
             database = await pool_of(app)
             stats = database.stats()
             sessions = await backend.sessions() if backend.kind == "postgresql" else []
+            leaks.assert_no_leaks()  # while the pool's connections are open: they hold nothing of the runs
         closed = database.stats()
-    leaks.assert_no_leaks()
 
     assert [result.output for result in done] == ["committed"] * 50
     balances = dict(await backend.rows("SELECT name, balance FROM accounts"))

@@ -9,10 +9,12 @@ safe to show to a model (they never contain the database URL).
 from __future__ import annotations
 
 import abc
+import asyncio
+import contextvars
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from ..errors import ConfigurationError
 
@@ -28,8 +30,11 @@ __all__ = [
     "SqlError",
     "TransactionState",
     "database_from_url",
+    "in_fresh_context",
     "open_database",
 ]
+
+T = TypeVar("T")
 
 Param: TypeAlias = str | int | float | bool | None
 """A bound parameter: a JSON scalar. `params[0]` binds `$1`, `params[1]` binds `$2`, and so on."""
@@ -144,6 +149,38 @@ class Database(abc.ABC):
     @abc.abstractmethod
     def stats(self) -> PoolStats:
         """The pool's counters."""
+
+
+async def in_fresh_context(make: Callable[[], Awaitable[T]], undo: Callable[[T], Awaitable[Any]] | None = None) -> T:
+    """`await make()` in a task with an empty context.
+
+    Event-loop handles made meanwhile (a connection's socket reader, a timeout's timer, which
+    lingers in the loop after it is cancelled) then hold nothing of the calling run. If the caller
+    is cancelled just as the task completes, `undo(result)` gives back what it got.
+    """
+
+    async def run() -> T:
+        return await make()
+
+    task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if undo is not None and task.done() and not task.cancelled() and task.exception() is None:
+            _in_background(undo(task.result()))
+        raise
+
+
+_background: set[asyncio.Task[Any]] = set()
+
+
+def _in_background(work: Awaitable[Any]) -> None:
+    async def run() -> None:
+        await work
+
+    task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
 
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

@@ -3,7 +3,8 @@
 The pool connects on demand, in a task with an empty context: a connection's event-loop handles
 (its socket reader) then hold nothing of the run that first needed it. Connections have no idle
 timer (asyncpg's re-arms one on every release, capturing the releasing run's context), carry the
-statement timeout as a server setting, and are reset (settings, role, cursors, locks) when returned.
+statement timeout as a server setting, exchange dates, times, numerics, UUIDs and JSON as text (the
+JSON scalars a model passes), and are reset (settings, role, cursors, locks) when returned.
 
 Each statement is prepared on its own, so a string holding several statements is refused by the
 server; statements that would end the transaction (COMMIT, ROLLBACK, ...) are refused before they
@@ -13,7 +14,6 @@ are sent, because the tools own the transaction.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -32,13 +32,13 @@ from .database import (
     Rows,
     SqlError,
     TransactionState,
+    in_fresh_context,
 )
 
 __all__ = ["PostgresDatabase", "leading_words"]
 
 T = TypeVar("T")
 _QUERY_CANCELED = "57014"
-_background: set[asyncio.Task[Any]] = set()
 
 _TABLES = """
 SELECT CASE WHEN n.nspname = current_schema() THEN quote_ident(c.relname)
@@ -100,28 +100,13 @@ def _refuse_transaction_control(sql: str) -> None:
         raise SqlError(TRANSACTION_CONTROL_REFUSED)
 
 
-async def _in_fresh_context(make: Callable[[], Awaitable[T]], undo: Callable[[T], Awaitable[Any]]) -> T:
-    """`await make()` in a task with an empty context; if the caller is cancelled as it completes, `undo` it."""
-
-    async def run() -> T:
-        return await make()
-
-    task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if task.done() and not task.cancelled() and task.exception() is None:
-            _in_background(undo(task.result()))
-        raise
+_AS_TEXT = ("date", "time", "timetz", "timestamp", "timestamptz", "interval", "numeric", "uuid", "json", "jsonb")
 
 
-def _in_background(work: Awaitable[Any]) -> None:
-    async def run() -> None:
-        await work
-
-    task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
-    _background.add(task)
-    task.add_done_callback(_background.discard)
+async def _as_text(connection: asyncpg.Connection[Any]) -> None:
+    """Dates, times, numbers, UUIDs and JSON travel as text: a model passes strings and reads strings."""
+    for name in _AS_TEXT:
+        await connection.set_type_codec(name, schema="pg_catalog", encoder=str, decoder=str, format="text")
 
 
 async def _reset(connection: asyncpg.Connection[Any]) -> None:
@@ -254,11 +239,12 @@ class PostgresDatabase(Database):
                     min_size=0,
                     max_size=self.pool_size,
                     max_inactive_connection_lifetime=0,
+                    init=_as_text,
                     reset=_reset,
                     server_settings={"statement_timeout": str(milliseconds), "application_name": "llm-do"},
                 )
                 try:
-                    await _in_fresh_context(lambda: pool, _close_pool)
+                    await in_fresh_context(lambda: pool, _close_pool)
                 except Exception as error:
                     raise DatabaseUnavailable(
                         self._scrubbed(f"could not set up the PostgreSQL pool: {error}")
@@ -269,7 +255,7 @@ class PostgresDatabase(Database):
     async def acquire(self) -> Connection:
         pool = await self._get_pool()
         try:
-            raw = await _in_fresh_context(lambda: pool.acquire(timeout=self.statement_timeout), pool.release)
+            raw = await in_fresh_context(lambda: pool.acquire(timeout=self.statement_timeout), pool.release)
         except TimeoutError:
             raise DatabaseUnavailable(
                 f"no database connection became free within {self.statement_timeout:g} s: all {self.pool_size} "
@@ -291,7 +277,8 @@ class PostgresDatabase(Database):
                 await raw.execute("ROLLBACK")  # else asyncpg's reset complains about an open transaction
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
                 raw.terminate()
-        await self._pool.release(raw, timeout=self.statement_timeout)
+        pool = self._pool
+        await in_fresh_context(lambda: pool.release(raw, timeout=self.statement_timeout))  # its timer too
 
     async def aclose(self) -> None:
         if self._closed:

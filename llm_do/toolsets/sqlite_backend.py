@@ -37,6 +37,7 @@ from .database import (
     PoolStats,
     Rows,
     SqlError,
+    in_fresh_context,
 )
 
 __all__ = ["SqliteDatabase", "sqlite_path"]
@@ -377,7 +378,9 @@ class SqliteDatabase(Database):
     async def acquire(self) -> Connection:
         self._check_open()
         try:
-            async with asyncio.timeout(self.statement_timeout):
+            if self._slots.locked():  # wait in a context of its own: the timeout's timer outlives the wait
+                await in_fresh_context(self._wait_for_slot, undo=self._give_back_slot)
+            else:
                 await self._slots.acquire()
         except TimeoutError:
             raise DatabaseUnavailable(
@@ -392,6 +395,13 @@ class SqliteDatabase(Database):
             raise
         self._in_use += 1
         return connection
+
+    async def _wait_for_slot(self) -> None:
+        async with asyncio.timeout(self.statement_timeout):
+            await self._slots.acquire()
+
+    async def _give_back_slot(self, _: None) -> None:
+        self._slots.release()
 
     async def _connect(self) -> SqliteConnection:
         session = _Session(self._path, self.statement_timeout)
