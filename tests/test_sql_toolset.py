@@ -7,7 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import re
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -758,3 +762,21 @@ async def test_the_database_url_is_never_shown(
 
     shown.append(caplog.text)
     assert not [text for text in shown if SECRET in text or "Sup3r" in text]
+
+
+# -- docs -------------------------------------------------------------------------------------------
+
+
+def test_the_postgresql_example_in_the_docs_prints_what_the_page_shows(pg: Backend, tmp_path: Path) -> None:
+    page = (Path(__file__).parents[1] / "docs" / "toolsets.md").read_text()
+    section = page.split("### An example on PostgreSQL", 1)[1]
+    code = re.search(r"```py\n(.*?)```", section, re.DOTALL)
+    output = re.search(r"Output:\n\n```text\n(.*?)```", section, re.DOTALL)
+    assert code is not None and output is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_DO_")} | {"LLM_DO_DATABASE_URL": pg.url}
+    done = subprocess.run(
+        [sys.executable, "-c", code.group(1)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == output.group(1)
+    assert asyncio.run(pg.rows("SELECT name, balance FROM accounts ORDER BY name")) == [("A", 70), ("B", 80)]
