@@ -541,6 +541,38 @@ async def test_a_statement_past_the_timeout_is_cancelled(backend: Backend, make_
     assert result.output == "too slow" and stats.in_use == 0
 
 
+async def test_a_write_that_times_out_loses_the_whole_transaction(backend: Backend, make_app: MakeApp) -> None:
+    endless = (
+        "INSERT INTO accounts SELECT 'x' || i, i FROM "
+        "(WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT i FROM r) AS s"
+    )
+    script = clerk(
+        tool_call("begin"),
+        tool_call("execute", txn=returned("begin"), sql=INSERT, params=["C", 1]),
+        tool_call("execute", txn=returned("begin"), sql=endless),
+        tool_call("execute", txn=returned("begin"), sql=INSERT, params=["D", 1]),
+        tool_call("commit", txn=returned("begin")),
+        "gave up",
+    )
+    app = make_app(backend.url, sql_statement_timeout=0.3)
+    async with Runtime(app, entries=[script], config=approving(app)) as runtime:
+        result = await runtime.run("clerk", "add C and D")
+    (_, txn), (_, added), (_, timed_out), (_, after), (_, commit) = results(result.messages)
+    assert added == {"rows_affected": 1}
+    if backend.kind == "sqlite":  # SQLite rolls the whole transaction back: later statements must not autocommit
+        assert timed_out.endswith(
+            f"The database rolled back {txn}: nothing in it was saved. "
+            f"Call rollback with txn='{txn}' to close the handle, then begin again."
+        )
+        assert after.startswith(f"execute refused: the database already rolled back {txn}")
+        assert commit.startswith("commit failed: nothing was committed, because the database had already rolled back")
+    else:
+        assert f"{txn} is aborted" in timed_out
+        assert after.startswith("execute failed: current transaction is aborted")
+        assert commit.startswith("commit failed: PostgreSQL rolled the transaction back instead of committing it")
+    assert await backend.rows("SELECT count(*) FROM accounts") == [(2,)]
+
+
 async def test_tables_and_describe_show_the_schema(backend: Backend, make_app: MakeApp) -> None:
     await backend.run(
         "CREATE TABLE orders (id INTEGER PRIMARY KEY, account TEXT NOT NULL REFERENCES accounts(name), "
@@ -762,6 +794,17 @@ async def test_the_database_url_is_never_shown(
 
     shown.append(caplog.text)
     assert not [text for text in shown if SECRET in text or "Sup3r" in text]
+
+
+def test_bad_sql_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_DO_SQL_MAX_ROWS", "0")
+    monkeypatch.setenv("LLM_DO_SQL_STATEMENT_TIMEOUT", "soon")
+    with pytest.raises(ConfigurationError) as raised:
+        BuiltinToolsets()
+    assert str(raised.value).splitlines()[1:3] == [
+        "  LLM_DO_SQL_STATEMENT_TIMEOUT='soon': expected a number of seconds > 0, like LLM_DO_SQL_STATEMENT_TIMEOUT=30",
+        "  LLM_DO_SQL_MAX_ROWS='0': expected a whole number >= 1, like LLM_DO_SQL_MAX_ROWS=100",
+    ]
 
 
 # -- docs -------------------------------------------------------------------------------------------
