@@ -149,13 +149,19 @@ class PostgresConnection(Connection):
         if not self.raw.is_in_transaction():
             raise SqlError("the statement ended the transaction", "ended")
 
+    def _checked(self, sql: str) -> None:
+        """Refuse a model's statement that would end the transaction, or run outside one (autocommitted)."""
+        _refuse_transaction_control(sql)
+        if self.raw.is_closed() or not self.raw.is_in_transaction():
+            raise SqlError("the transaction no longer exists in the database", "ended")
+
     async def begin(self, read_only: bool) -> None:
         # A query right after BEGIN READ ONLY takes the snapshot: from then on SET TRANSACTION READ WRITE fails.
         sql = "BEGIN READ ONLY; SELECT 1" if read_only else "BEGIN"
         await self._guarded(lambda: self.raw.execute(sql))
 
     async def fetch(self, sql: str, params: Sequence[Param], limit: int) -> Rows:
-        _refuse_transaction_control(sql)
+        self._checked(sql)
 
         async def run() -> tuple[tuple[str, ...], list[Any]]:
             statement = await self.raw.prepare(sql)
@@ -168,7 +174,7 @@ class PostgresConnection(Connection):
         return Rows(columns, [tuple(record.values()) for record in records[:limit]], len(records) > limit)
 
     async def execute(self, sql: str, params: Sequence[Param]) -> int:
-        _refuse_transaction_control(sql)
+        self._checked(sql)
 
         async def run() -> str:
             statement = await self.raw.prepare(sql)
@@ -284,9 +290,9 @@ class PostgresDatabase(Database):
         if self._closed:
             return
         self._closed = True
-        async with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
+        async with self._lock:  # a pool being made is made first
+            pool = self._pool
+        if pool is not None:  # waits for connections still lent out, then terminates them
             await _close_pool(pool, self.statement_timeout)
 
     def stats(self) -> PoolStats:

@@ -182,6 +182,11 @@ class _Session:
         if not conn.in_transaction:
             raise SqlError("the statement ended the transaction", "ended")
 
+    def _in_transaction(self) -> None:
+        """Refuse to run a model's statement outside a transaction: it would be committed at once."""
+        if self.conn is None or not self.conn.in_transaction:
+            raise SqlError("the transaction no longer exists in the database", "ended")
+
     # -- operations ------------------------------------------------------------
 
     def begin(self, read_only: bool) -> None:
@@ -191,6 +196,7 @@ class _Session:
             conn.execute("BEGIN DEFERRED" if read_only else "BEGIN IMMEDIATE")  # writers queue at begin
 
     def fetch(self, sql: str, params: Sequence[Param], limit: int) -> Rows:
+        self._in_transaction()
         with self._statement(params, user=True) as conn:
             cursor = conn.execute(sql, _bind(params))
             try:
@@ -202,6 +208,7 @@ class _Session:
         return Rows(columns, rows[:limit], len(rows) > limit)
 
     def execute(self, sql: str, params: Sequence[Param]) -> int:
+        self._in_transaction()
         with self._statement(params, user=True) as conn:
             cursor = conn.execute(sql, _bind(params))
             count = cursor.rowcount
