@@ -1,10 +1,13 @@
-"""What per-call isolation costs: llm-do runs against bare pydantic-ai runs, measured side by side.
+"""What per-call isolation costs: llm-do runs against plain pydantic-ai runs, measured side by side.
 
-The agent variants run the same scripted agent (one tool call, then text) with three toolsets of
-one tool each; the two "no agent" variants isolate llm-do's own machinery (a run in its own task
-and context, a CallScope resolving, entering and tearing down three per-call toolsets). Rounds
-interleave the variants so machine noise hits all of them alike; the report gives the median
-time per run and the ratio to the bare pydantic-ai baseline.
+Every agent variant runs the same scripted agent (one tool call, then text) with three toolsets of
+one tool each. The baseline is the fairest one a user could write: plain pydantic-ai sharing the
+same `llm_do.Toolset` objects across runs (no isolation at all). The nested variants run a parent
+agent that calls a child agent as a tool, llm-do's agent-as-tool against the same nesting written
+by hand (`usage=ctx.usage`). The "no agent" variants isolate llm-do's own machinery: a run (its own
+task and context) with one call, and each further call of that run, each call resolving, entering,
+lending and tearing down three per-call toolsets. Rounds interleave the variants so machine noise
+hits all of them alike; the report gives the median time per run and the ratio to its baseline.
 
     python benchmarks/bench_scopes.py [--rounds 15] [--runs 200]
 """
@@ -18,17 +21,25 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from llm_do import AgentEntry, CallScope, Runtime, Toolset, entry, tool
 
+Variant = Callable[[], Awaitable[Any]]
+
 
 def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if len(messages) == 1:
         return ModelResponse(parts=[ToolCallPart("read_a", {"key": "k"})])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+def parent_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart("child", {"input": "go"})])
     return ModelResponse(parts=[TextPart("done")])
 
 
@@ -62,50 +73,65 @@ class ToolsC(Toolset):
         return key
 
 
-async def main(rounds: int, runs: int) -> None:
+PER_CALL = {"a": ToolsA, "b": ToolsB, "c": ToolsC}
+
+
+def flat_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
     agent = Agent(FunctionModel(script))
-    shared = [FunctionToolset([make_tools(s)]) for s in "abc"]
+    shared_toolsets = [ToolsA(), ToolsB(), ToolsC()]
+    shared_functions = [FunctionToolset([make_tools(s)]) for s in "abc"]
+    runtime = Runtime(None, entries=[AgentEntry(agent, name="job", toolsets=["a", "b", "c"])], toolsets=PER_CALL)
+    runtimes.append(runtime)
+    return {
+        "pydantic-ai, shared Toolset objects (baseline)": lambda: agent.run("go", toolsets=shared_toolsets),
+        "pydantic-ai, shared FunctionToolsets": lambda: agent.run("go", toolsets=shared_functions),
+        "pydantic-ai, fresh FunctionToolsets per run": lambda: agent.run(
+            "go", toolsets=[FunctionToolset([make_tools(s)]) for s in "abc"]
+        ),
+        "llm-do Runtime.run, fresh Toolsets per call": lambda: runtime.run("job", "go"),
+    }
 
-    async def bare_shared() -> None:
-        await agent.run("go", toolsets=shared)
 
-    shared_classes = [ToolsA(), ToolsB(), ToolsC()]
+def nested_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
+    child = Agent(FunctionModel(script))
+    shared_toolsets = [ToolsA(), ToolsB(), ToolsC()]
 
-    async def bare_shared_toolset_classes() -> None:
-        await agent.run("go", toolsets=shared_classes)
+    async def ask_child(ctx: RunContext[None], input: str) -> str:
+        """Ask the child agent."""
+        return (await child.run(input, toolsets=shared_toolsets, usage=ctx.usage)).output
 
-    async def bare_fresh_function_toolsets() -> None:
-        await agent.run("go", toolsets=[FunctionToolset([make_tools(s)]) for s in "abc"])
+    by_hand = Agent(FunctionModel(parent_script), tools=[Tool(ask_child, name="child", takes_ctx=True)])
 
-    runtime = Runtime(
-        None,
-        entries=[AgentEntry(agent, name="job", toolsets=["a", "b", "c"])],
-        toolsets={"a": ToolsA, "b": ToolsB, "c": ToolsC},
-    )
+    parent = AgentEntry(Agent(FunctionModel(parent_script)), name="parent", toolsets=["a", "b", "c", "child"])
+    child_entry = AgentEntry(child, name="child", toolsets=["a", "b", "c"])
+    runtime = Runtime(None, entries=[parent, child_entry], toolsets=PER_CALL)
+    runtimes.append(runtime)
+    return {
+        "pydantic-ai, nested by hand, shared Toolsets (baseline)": lambda: by_hand.run("go", toolsets=shared_toolsets),
+        "llm-do agent-as-tool, fresh Toolsets per call": lambda: runtime.run("parent", "go"),
+    }
 
-    async def llm_do_per_call() -> None:
-        await runtime.run("job", "go")
 
+def machinery_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
     @entry(toolsets=["a", "b", "c"])
-    async def noop(scope: CallScope, input_data: str) -> None:
-        return None
+    async def noop(scope: CallScope, input_data: int) -> None:
+        for _ in range(input_data):
+            await scope.call_child("noop", 0)
 
-    scoped = Runtime(None, entries=[noop], toolsets={"a": ToolsA, "b": ToolsB, "c": ToolsC})
+    runtime = Runtime(None, entries=[noop], toolsets=PER_CALL)
+    runtimes.append(runtime)
 
     async def by_hand() -> None:
         ToolsA(), ToolsB(), ToolsC()
 
-    async def llm_do_scope_only() -> None:
-        await scoped.run("noop", "go")
-
-    variants: dict[str, Callable[[], Awaitable[None]]] = {
-        "pydantic-ai, shared toolsets (baseline)": bare_shared,
-        "pydantic-ai, fresh FunctionToolsets per run": bare_fresh_function_toolsets,
-        "pydantic-ai, shared llm_do.Toolset instances": bare_shared_toolset_classes,
-        "llm-do Runtime.run, fresh Toolsets per call": llm_do_per_call,
-        "no agent: three Toolsets built by hand": by_hand,
-        "no agent: llm-do run + scope, three Toolsets": llm_do_scope_only,
+    return {
+        "three Toolsets built by hand (baseline)": by_hand,
+        "llm-do run with one call": lambda: runtime.run("noop", 0),
+        "llm-do run with eleven calls": lambda: runtime.run("noop", 10),
     }
+
+
+async def measure(variants: dict[str, Variant], rounds: int, runs: int) -> dict[str, float]:
     for variant in variants.values():  # warm up: schemas, imports, caches
         for _ in range(20):
             await variant()
@@ -116,18 +142,35 @@ async def main(rounds: int, runs: int) -> None:
             for _ in range(runs):
                 await variant()
             samples[name].append((time.perf_counter() - start) / runs)
-    await runtime.aclose()
-    await scoped.aclose()
-    baseline = statistics.median(samples["pydantic-ai, shared toolsets (baseline)"])
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def report(title: str, medians: dict[str, float]) -> None:
+    baseline = next(iter(medians.values()))
+    print(f"\n{title}")
+    print(f"{'variant':58} {'per run':>11} {'ratio':>7}")
+    for name, median in medians.items():
+        ratio = f"{median / baseline:7.3f}" if baseline > 1e-5 else ""
+        print(f"{name:58} {median * 1e6:9.1f}us {ratio}")
+
+
+async def main(rounds: int, runs: int) -> None:
+    runtimes: list[Runtime] = []
+    flat = await measure(flat_variants(runtimes), rounds, runs)
+    nested = await measure(nested_variants(runtimes), rounds, runs)
+    machinery = await measure(machinery_variants(runtimes), rounds, runs * 5)
+    for runtime in runtimes:
+        await runtime.aclose()
     print(f"{rounds} rounds x {runs} runs, median per run")
-    print(f"{'variant':48} {'per run':>10} {'ratio':>7}")
-    for name, values in samples.items():
-        median = statistics.median(values)
-        print(f"{name:48} {median * 1e6:8.1f}us {median / baseline:7.3f}")
+    report("One agent run: one tool call, then text; three toolsets", flat)
+    report("Nested: a parent agent calls a child agent as a tool", nested)
+    report("No agent: llm-do's own machinery, three per-call toolsets per call", machinery)
+    one, eleven = machinery["llm-do run with one call"], machinery["llm-do run with eleven calls"]
+    print(f"\nper further call: {(eleven - one) / 10 * 1e6:.1f}us; run overhead beyond its first call: see above")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--runs", type=int, default=200)
     arguments = parser.parse_args()

@@ -63,6 +63,10 @@ _FORMS: dict[str, tuple[str, str]] = {
     "message_log": ("a file path", "logs/messages.jsonl"),
     "log_level": ("one of DEBUG, INFO, WARNING, ERROR, CRITICAL", "INFO"),
     "filesystem": ("JSON, or one variable per limit", '{"max_read_bytes": 262144}'),
+    "sql_statement_timeout": ("a number of seconds > 0", "30"),
+    "sql_pool_size": ("a whole number >= 1", "5"),
+    "sql_max_rows": ("a whole number >= 1", "100"),
+    "sql_max_bytes": ("a whole number of bytes >= 256", "65536"),
 }
 
 
@@ -112,6 +116,14 @@ class LlmDoSettings(BaseSettings):
     """Level for the `llm_do` logger, if your application configures logging from settings."""
     filesystem: FilesystemSettings = FilesystemSettings()
     """Limits of the built-in `filesystem` and `filesystem_readonly` toolsets."""
+    sql_statement_timeout: float = Field(default=30.0, gt=0)
+    """The `sql` toolset: seconds a statement (or a wait for a free connection) may take before it is cancelled."""
+    sql_pool_size: int = Field(default=5, ge=1)
+    """The `sql` toolset: connections in the database pool."""
+    sql_max_rows: int = Field(default=100, ge=1)
+    """The `sql` toolset: rows a `query` returns at most."""
+    sql_max_bytes: int = Field(default=65536, ge=256)
+    """The `sql` toolset: bytes of JSON rows a `query` returns at most."""
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -1,0 +1,227 @@
+"""The interface the `sql` toolset uses: a pool of connections to one database, whatever its backend.
+
+A backend (`sqlite_backend`, `postgres_backend`) provides a `Database` (the pool, global) whose
+`acquire()` hands out a `Connection` used by one transaction at a time. Backends raise `SqlError`
+for a failed statement and `DatabaseUnavailable` when no connection can be had; both messages are
+safe to show to a model (they never contain the database URL).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextvars
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias, TypeVar
+
+from ..errors import ConfigurationError
+
+__all__ = [
+    "TRANSACTION_CONTROL_REFUSED",
+    "Column",
+    "Connection",
+    "Database",
+    "DatabaseUnavailable",
+    "Param",
+    "PoolStats",
+    "Rows",
+    "SqlError",
+    "TransactionState",
+    "database_from_url",
+    "in_fresh_context",
+    "open_database",
+]
+
+T = TypeVar("T")
+
+Param: TypeAlias = str | int | float | bool | None
+"""A bound parameter: a JSON scalar. `params[0]` binds `$1`, `params[1]` binds `$2`, and so on."""
+
+TransactionState: TypeAlias = Literal["open", "aborted", "ended"]
+"""After a failed statement: the transaction goes on (`open`), refuses every statement until it is
+rolled back (`aborted`, PostgreSQL), or no longer exists in the database (`ended`)."""
+
+
+TRANSACTION_CONTROL_REFUSED = (
+    "transaction control (BEGIN, COMMIT, ROLLBACK, ...) is not run as SQL here: use the begin, commit and "
+    "rollback tools (SAVEPOINT, RELEASE and ROLLBACK TO a savepoint are fine)"
+)
+
+
+class SqlError(Exception):
+    """A statement failed. `message` is the database's own text; `state` says what became of the transaction."""
+
+    def __init__(self, message: str, state: TransactionState = "open") -> None:
+        super().__init__(message)
+        self.message = message
+        self.state: TransactionState = state
+
+
+class DatabaseUnavailable(Exception):
+    """No connection could be had: the pool stayed full, or the server could not be reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """The first rows of a result: column names, rows as tuples, and whether more rows exist."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a table, as `describe` reports it."""
+
+    name: str
+    type: str
+    nullable: bool
+    default: str | None
+    primary_key: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """A pool's own counters: connections open, lent out, idle; and whether it is closed."""
+
+    size: int
+    open: int
+    in_use: int
+    idle: int
+    closed: bool
+
+
+class Connection(abc.ABC):
+    """One pooled connection, used by one transaction at a time (the toolset serializes its statements)."""
+
+    @abc.abstractmethod
+    async def begin(self, read_only: bool) -> None:
+        """Start a transaction."""
+
+    @abc.abstractmethod
+    async def fetch(self, sql: str, params: Sequence[Param], limit: int) -> Rows:
+        """Run one statement and return at most `limit` rows (and whether more exist)."""
+
+    @abc.abstractmethod
+    async def execute(self, sql: str, params: Sequence[Param]) -> int:
+        """Run one statement and return the number of rows it changed (0 when not applicable)."""
+
+    @abc.abstractmethod
+    async def commit(self) -> None:
+        """Commit the transaction; `SqlError` when nothing was committed."""
+
+    @abc.abstractmethod
+    async def rollback(self) -> None:
+        """Roll the transaction back (a no-op when none is open)."""
+
+    @abc.abstractmethod
+    async def tables(self) -> list[str]:
+        """Names of the tables and views the connection can see, as they are written in SQL."""
+
+    @abc.abstractmethod
+    async def describe(self, table: str) -> list[Column] | None:
+        """The columns of a table or view, or None when there is no such table."""
+
+
+class Database(abc.ABC):
+    """A pool of connections to one database: global, closed once when the application stops."""
+
+    kind: str
+    """The backend: `sqlite` or `postgresql`."""
+    statement_timeout: float
+    """Seconds a statement, or a wait for a free connection, may take."""
+
+    @abc.abstractmethod
+    async def acquire(self) -> Connection:
+        """A connection for one transaction; `DatabaseUnavailable` when none can be had in time."""
+
+    @abc.abstractmethod
+    async def release(self, connection: Connection) -> None:
+        """Take a connection back (rolled back first if a transaction is still open)."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Close every connection; later `acquire` calls fail. Idempotent."""
+
+    @abc.abstractmethod
+    def stats(self) -> PoolStats:
+        """The pool's counters."""
+
+
+async def in_fresh_context(make: Callable[[], Awaitable[T]], undo: Callable[[T], Awaitable[Any]] | None = None) -> T:
+    """`await make()` in a task with an empty context.
+
+    Event-loop handles made meanwhile (a connection's socket reader, a timeout's timer, which
+    lingers in the loop after it is cancelled) then hold nothing of the calling run. If the caller
+    is cancelled just as the task completes, `undo(result)` gives back what it got.
+    """
+
+    async def run() -> T:
+        return await make()
+
+    task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if undo is not None and task.done() and not task.cancelled() and task.exception() is None:
+            _in_background(undo(task.result()))
+        raise
+
+
+_background: set[asyncio.Task[Any]] = set()
+
+
+def _in_background(work: Awaitable[Any]) -> None:
+    async def run() -> None:
+        await work
+
+    task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_SCHEMES = "sqlite:///path/to/file.db or postgresql://user@host/dbname"
+
+
+def database_from_url(url: str | None, *, pool_size: int = 5, statement_timeout: float = 30.0) -> Database:
+    """A pool for `url` (`sqlite:///...` or `postgresql://...`); opens no connection yet.
+
+    Errors name the setting and never the URL, which may hold a password.
+    """
+    if not url:
+        raise ConfigurationError(f"the sql toolset needs a database: set LLM_DO_DATABASE_URL ({_SCHEMES})")
+    scheme = url.partition("://")[0].lower() if _SCHEME.match(url) else None
+    if scheme == "sqlite":
+        from .sqlite_backend import SqliteDatabase, sqlite_path
+
+        return SqliteDatabase(sqlite_path(url), pool_size=pool_size, statement_timeout=statement_timeout)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from .postgres_backend import PostgresDatabase
+        except ImportError:
+            raise ConfigurationError(
+                "LLM_DO_DATABASE_URL names a PostgreSQL database, but asyncpg is not installed: "
+                "pip install 'llm-do[postgres]'"
+            ) from None
+        return PostgresDatabase(url, pool_size=pool_size, statement_timeout=statement_timeout)
+    what = f"has the scheme {scheme!r}, which the sql toolset does not know" if scheme else "is not a URL"
+    raise ConfigurationError(f"LLM_DO_DATABASE_URL {what}; use {_SCHEMES}")
+
+
+async def open_database(
+    url: str | None, *, pool_size: int = 5, statement_timeout: float = 30.0
+) -> AsyncIterator[Database]:
+    """The pool for a `providers.Resource`: made on first use, closed by `shutdown_resources()`.
+
+    The pool opens connections lazily, so this yields at once; the Resource is async only so that
+    closing can wait for the connections to close.
+    """
+    database = database_from_url(url, pool_size=pool_size, statement_timeout=statement_timeout)
+    try:
+        yield database
+    finally:
+        await database.aclose()
