@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,7 +13,7 @@ from typing import Annotated, Any, Literal, get_args
 from dependency_injector import providers
 from pydantic import AfterValidator, BaseModel, BeforeValidator, DirectoryPath, Field, SecretStr, ValidationError
 from pydantic_ai.models import Model
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _ParseError
 
 from .errors import InvalidSettings
@@ -39,6 +41,24 @@ def _url(value: SecretStr) -> SecretStr:
     return value
 
 
+def _comma_list(value: Any) -> Any:
+    """`git, ls` or `["git", "ls"]` from the environment; a list given in code passes as is."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        return json.loads(text)
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _program_names(names: list[str]) -> list[str]:
+    for name in names:
+        bare = name and "/" not in name and name not in (".", "..")
+        if not name or any(c.isspace() for c in name) or not (bare or os.path.isabs(name)):
+            raise ValueError(f"{name!r} is not a program name or an absolute path")
+    return names
+
+
 def _upper(value: Any) -> Any:
     return value.upper() if isinstance(value, str) else value
 
@@ -54,6 +74,8 @@ _FORMS: dict[str, tuple[str, str]] = {
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
     "message_log": ("a file path", "logs/messages.jsonl"),
     "log_level": ("one of DEBUG, INFO, WARNING, ERROR, CRITICAL", "INFO"),
+    "shell_allow": ("program names or absolute paths, separated by commas (or a JSON list)", "git,ls,rg"),
+    "shell_timeout": ("a number of seconds > 0", "30"),
 }
 
 
@@ -88,6 +110,10 @@ class LlmDoSettings(BaseSettings):
     """Where your application writes the message log, if anywhere."""
     log_level: Annotated[LogLevel, BeforeValidator(_upper)] = "WARNING"
     """Level for the `llm_do` logger, if your application configures logging from settings."""
+    shell_allow: Annotated[list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_program_names)] = []
+    """Programs the built-in `shell` toolset may run, with any arguments (see docs/toolsets.md)."""
+    shell_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a `shell` command may run before its whole process group is killed."""
 
     def __init__(self, **values: Any) -> None:
         try:
