@@ -53,8 +53,9 @@ def _comma_list(value: Any) -> Any:
 
 def _program_names(names: list[str]) -> list[str]:
     for name in names:
-        bare = name and "/" not in name and name not in (".", "..")
-        if not name or any(c.isspace() for c in name) or not (bare or os.path.isabs(name)):
+        bare = "/" not in name and name not in (".", "..")
+        absolute = os.path.isabs(name) and os.path.basename(name) not in ("", ".", "..")
+        if not name or any(c.isspace() or c == "\0" for c in name) or not (bare or absolute):
             raise ValueError(f"{name!r} is not a program name or an absolute path")
     return names
 

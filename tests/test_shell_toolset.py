@@ -234,6 +234,7 @@ async def test_metacharacters_reach_the_program_as_plain_arguments(root: Path) -
         ("sub/up", "leads outside the project root"),
         ("missing", "is not a directory under the project root"),
         ("file.txt", "is not a directory under the project root"),
+        ("loop", "cannot be resolved (a symbolic link loop?)"),
     ],
 )
 async def test_cwd_must_stay_inside_the_project_root(root: Path, cwd: str, complaint: str) -> None:
@@ -242,10 +243,11 @@ async def test_cwd_must_stay_inside_the_project_root(root: Path, cwd: str, compl
     (root.parent / "outside").mkdir()
     (root / "out").symlink_to(root.parent / "outside")
     (root / "sub" / "up").symlink_to(root.parent)
+    (root / "loop").symlink_to(root / "loop")
     with pytest.raises(ToolFailed) as refused:
         await call_run(shell(root, ["touch"]), ["touch", "escaped"], cwd=cwd)
-    assert str(refused.value) == f"run: cwd {cwd!r} {complaint}" or complaint in str(refused.value)
-    assert f"cwd {cwd!r}" in str(refused.value)
+    assert str(refused.value).startswith(f"run: cwd {cwd!r} ")
+    assert complaint in str(refused.value)
     assert not list(root.parent.rglob("escaped"))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 __all__ = ["Completed", "run_in_process_group"]
 
-_PROC = Path("/proc")
+_PROC = "/proc"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,24 +163,24 @@ async def _within(future: asyncio.Future[None], seconds: float) -> bool:
 
 
 async def end_process_group(group: int, grace: float) -> None:
-    """SIGTERM every process of `group`; SIGKILL whatever is still alive after `grace` seconds.
+    """SIGTERM every process of `group`; SIGKILL the group if anything still runs after `grace` seconds.
 
     SIGKILL is also sent when this wait is cancelled, so a second cancellation cannot leave
     processes behind.
     """
-    if not group_is_alive(group) or not _signal(group, signal.SIGTERM):
-        return
+    if not _signal(group, signal.SIGTERM):
+        return  # nothing left in the group
+    ended = False
     try:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
         pause = 0.005
-        while loop.time() < deadline:
+        while not ended and loop.time() < deadline:
             await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
-            if not group_is_alive(group):
-                return
+            ended = not group_is_alive(group)
             pause = min(pause * 2, 0.1)
     finally:
-        if group_is_alive(group):
+        if not ended:
             _signal(group, signal.SIGKILL)
 
 
@@ -204,7 +204,8 @@ def _has_running_member(group: int) -> bool:
         return True
     for pid in pids:
         try:
-            stat = (_PROC / pid / "stat").read_bytes()
+            with open(f"{_PROC}/{pid}/stat", "rb") as file:
+                stat = file.read()
         except OSError:
             continue  # it ended while we looked
         state, _parent, member_of = stat[stat.rindex(b")") + 2 :].split(maxsplit=3)[:3]
@@ -214,8 +215,9 @@ def _has_running_member(group: int) -> bool:
 
 
 def _signal(group: int, signum: int) -> bool:
+    """Send `signum` to `group`; False when nothing in it could be signalled (gone, or not ours)."""
     try:
         os.killpg(group, signum)
-    except ProcessLookupError:
+    except OSError:
         return False
     return True

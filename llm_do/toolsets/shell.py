@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -86,16 +87,30 @@ def _rules(allow: AllowSpec) -> dict[str, ShellRule]:
         return {}
     if isinstance(allow, str):
         raise TypeError(f"allow must be a list of programs, not the string {allow!r}")
+    items: tuple[_Item, ...]
     if isinstance(allow, Mapping):
-        items = [ShellRule(program, patterns) for program, patterns in allow.items()]
+        items = tuple((program, _hashable(args)) for program, args in allow.items())
     else:
-        items = [item if isinstance(item, ShellRule) else ShellRule(item) for item in allow]
+        items = tuple(item if isinstance(item, ShellRule) else (item, None) for item in allow)
+    return dict(_parsed(items))  # a copy: the cached one stays untouched
+
+
+_Item: TypeAlias = ShellRule | tuple[str, Sequence[str] | None]
+
+
+def _hashable(args: Sequence[str] | None) -> Sequence[str] | None:
+    return args if args is None or isinstance(args, str) else tuple(args)  # ShellRule refuses a str
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(items: tuple[_Item, ...]) -> dict[str, ShellRule]:
+    """Rules by name; cached, since a per-call toolset is built with the same allowlist every call."""
     rules: dict[str, ShellRule] = {}
-    for rule in items:
+    for item in items:
+        rule = item if isinstance(item, ShellRule) else ShellRule(*item)
         if rule.name in rules:
-            raise ValueError(
-                f"the shell allowlist names {rule.name!r} twice ({rules[rule.name].program!r}, {rule.program!r})"
-            )
+            first = rules[rule.name].program
+            raise ValueError(f"the shell allowlist names {rule.name!r} twice ({first!r}, {rule.program!r})")
         rules[rule.name] = rule
     return rules
 
@@ -135,9 +150,10 @@ class ShellToolset(Toolset):
         env: Mapping[str, str] | None = None,
         lang: str = "C.UTF-8",
     ) -> None:
-        self.root = Path(root).resolve(strict=True)
-        if not self.root.is_dir():
-            raise ValueError(f"shell toolset: root {str(root)!r} is not a directory")
+        resolved = os.path.realpath(root)
+        if not os.path.isdir(resolved):
+            raise ValueError(f"shell toolset: root {os.fspath(root)!r} is not an existing directory")
+        self.root = Path(resolved)
         self.rules = _rules(allow)
         self.timeout = 30.0 if timeout is None else float(timeout)
         if self.timeout <= 0 or max_output < 0 or kill_grace < 0:
@@ -212,7 +228,12 @@ class ShellToolset(Toolset):
                 f"run: cwd {cwd!r} is not allowed; give a directory relative to the project root, "
                 "without '..' (like 'src' or '.')"
             )
-        directory = (self.root / relative).resolve()
+        try:
+            directory = (self.root / relative).resolve()
+        except (OSError, RuntimeError):  # a symbolic link loop
+            raise ToolFailed(
+                f"run: cwd {cwd!r} cannot be resolved (a symbolic link loop?); use another directory"
+            ) from None
         if not directory.is_relative_to(self.root):
             raise ToolFailed(
                 f"run: cwd {cwd!r} leads outside the project root (through a symbolic link); use a directory inside it"
