@@ -280,7 +280,7 @@ async def test_cancelling_the_run_kills_the_whole_process_tree(root: Path) -> No
     async with Runtime(None, entries=[agent], toolsets={"shell": toolset}, config=APPROVE) as runtime:
         task = asyncio.create_task(runtime.run("operator", "go"))
         pids_file = root / "pids"
-        while not pids_file.exists() or len(pids_file.read_text().split()) < 3:
+        while not pids_file.exists() or pids_file.read_text().count("\n") < 3:  # three whole lines
             assert not task.done(), task
             await asyncio.sleep(0.01)
         pids = [int(line) for line in pids_file.read_text().split()]

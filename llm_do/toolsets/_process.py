@@ -163,7 +163,8 @@ async def _within(future: asyncio.Future[None], seconds: float) -> bool:
 
 
 async def end_process_group(group: int, grace: float) -> None:
-    """SIGTERM every process of `group`; SIGKILL the group if anything still runs after `grace` seconds.
+    """SIGTERM every process of `group`; SIGKILL the group if anything still runs after `grace` seconds,
+    then wait (as long again, at least a second) until the killed processes are gone.
 
     SIGKILL is also sent when this wait is cancelled, so a second cancellation cannot leave
     processes behind.
@@ -172,16 +173,25 @@ async def end_process_group(group: int, grace: float) -> None:
         return  # nothing left in the group
     ended = False
     try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace
-        pause = 0.005
-        while not ended and loop.time() < deadline:
-            await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
-            ended = not group_is_alive(group)
-            pause = min(pause * 2, 0.1)
+        ended = await _ended_within(group, grace)
     finally:
         if not ended:
             _signal(group, signal.SIGKILL)
+    if not ended:
+        await _ended_within(group, max(grace, 1.0))  # a signal is delivered when its target next runs
+
+
+async def _ended_within(group: int, seconds: float) -> bool:
+    """Poll until nothing in `group` runs; whether that happened within `seconds`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    pause = 0.005
+    while loop.time() < deadline:
+        await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+        if not group_is_alive(group):
+            return True
+        pause = min(pause * 2, 0.1)
+    return False
 
 
 def group_is_alive(group: int) -> bool:
