@@ -292,6 +292,43 @@ async def test_cancelling_the_run_kills_the_whole_process_tree(root: Path) -> No
     await settle()
 
 
+async def test_a_second_cancellation_during_the_grace_kills_at_once(root: Path) -> None:
+    """Through `scope.call_tool`, where each cancellation reaches the tool. (Inside an agent run, pydantic-ai
+    cancels a tool's task once and waits for it, so there the grace always runs its course.)"""
+    script = (  # the shell reports SIGTERM in `terms`; its child ignores SIGTERM
+        "trap 'echo term >> terms' TERM; (trap '' TERM; exec sleep 100) & echo $! >> pids; echo $$ >> pids; "
+        "while :; do wait; sleep 1; done"
+    )
+
+    @entry(toolsets=["shell"])
+    async def job(scope: CallScope, _: Any) -> Any:
+        return await scope.call_tool("run", {"command": ["sh", "-c", script]})
+
+    toolset = shell(root, ["sh"], timeout=100, kill_grace=600)
+    async with Runtime(None, entries=[job], toolsets={"shell": toolset}, config=APPROVE) as runtime:
+        task = asyncio.create_task(runtime.run("job", "go"))
+        await until(lambda: lines(root / "pids") == 2, task)
+        task.cancel()
+        await until(lambda: lines(root / "terms") >= 1, task)  # SIGTERM sent: the 600 s grace has begun
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    pids = [int(line) for line in (root / "pids").read_text().split()]
+    await until(lambda: not any(running(pid) for pid in pids), None, limit=30)  # far below the grace
+
+
+def lines(path: Path) -> int:
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+async def until(condition: Callable[[], bool], task: asyncio.Task[Any] | None, limit: float = 60) -> None:
+    """Poll `condition`; fail if `task` ends first or `limit` seconds pass."""
+    async with asyncio.timeout(limit):
+        while not condition():
+            assert task is None or not task.done(), task
+            await asyncio.sleep(0.01)
+
+
 async def test_background_processes_are_ended_when_the_command_exits(root: Path) -> None:
     (read,) = await model_run(
         shell(root, ["sh"]), {"command": ["sh", "-c", "sleep 100 & echo $! > pids; echo started"]}
