@@ -387,6 +387,10 @@ async def test_the_environment_is_minimal_and_holds_no_secret(root: Path, monkey
     assert home.name not in names_in(home.parent), "the private HOME is removed when the call ends"
     listed = await call_run(toolset, ["sh", "-c", 'ls -A "$HOME"; echo "$HOME"'])
     assert listed.stdout.startswith("/") and listed.stdout.count("\n") == 1, "HOME is empty"
+    chosen = await call_run(
+        shell(root, ["sh"], env={"HOME": str(root), "PATH": "/bin"}), ["sh", "-c", "echo $HOME $PATH"]
+    )
+    assert chosen.stdout == f"{root} /bin\n", "an explicit env wins"
 
 
 # -- approval and settings ----------------------------------------------------------------------

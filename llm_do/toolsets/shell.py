@@ -130,7 +130,7 @@ class ShellToolset(Toolset):
     """Run allowlisted programs without a shell, in a working directory inside the project root.
 
     Per call (declare it with `providers.Factory`). Each command runs in its own process group
-    with a minimal environment (PATH, a private empty HOME, LANG, plus `env`), no stdin, a
+    with a minimal environment (PATH, LANG, a private empty HOME, and `env`, which wins), no stdin, a
     `timeout`, and at most `max_output` bytes kept of stdout and of stderr. When the command
     ends, times out or is cancelled, its whole process group is ended: SIGTERM, then SIGKILL
     after `kill_grace` seconds. Calls need approval by default (`default_policy`).
@@ -181,7 +181,7 @@ class ShellToolset(Toolset):
         """
         rule, args = self._checked(command)
         directory = self._directory(cwd)
-        env = {**self.base_env, "HOME": self._home_directory()}
+        env = self.base_env if "HOME" in self.base_env else {**self.base_env, "HOME": self._home_directory()}
         executable = self._executable(rule, env["PATH"])
         try:
             done = await run_in_process_group(
