@@ -7,7 +7,7 @@ override a provider to configure one differently (see docs/toolsets.md).
 from dependency_injector import providers
 
 from llm_do import reveal
-from llm_do.toolsets import FilesystemToolset, ReadOnlyFilesystemToolset, SqlToolset, open_database
+from llm_do.toolsets import FilesystemToolset, ReadOnlyFilesystemToolset, ShellToolset, SqlToolset, open_database
 
 from .agent import AgentContainer
 
@@ -44,4 +44,12 @@ class BuiltinToolsets(AgentContainer):
         max_read_bytes=AgentContainer.config.filesystem.max_read_bytes,
         max_entries=AgentContainer.config.filesystem.max_entries,
         max_scanned=AgentContainer.config.filesystem.max_scanned,
+    )
+
+    # shell: allowlisted programs, no shell, confined to the project root; asks by default
+    shell = providers.Factory(
+        ShellToolset,
+        root=AgentContainer.config.project_root,
+        allow=AgentContainer.config.shell_allow,
+        timeout=AgentContainer.config.shell_timeout,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,7 +13,7 @@ from typing import Annotated, Any, Literal, get_args
 from dependency_injector import providers
 from pydantic import AfterValidator, BaseModel, BeforeValidator, DirectoryPath, Field, SecretStr, ValidationError
 from pydantic_ai.models import Model
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _ParseError
 
 from .errors import InvalidSettings
@@ -47,6 +49,25 @@ def _url(value: SecretStr) -> SecretStr:
     return value
 
 
+def _comma_list(value: Any) -> Any:
+    """`git, ls` or `["git", "ls"]` from the environment; a list given in code passes as is."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        return json.loads(text)
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _program_names(names: list[str]) -> list[str]:
+    for name in names:
+        bare = "/" not in name and name not in (".", "..")
+        absolute = os.path.isabs(name) and os.path.basename(name) not in ("", ".", "..")
+        if not name or any(c.isspace() or c == "\0" for c in name) or not (bare or absolute):
+            raise ValueError(f"{name!r} is not a program name or an absolute path")
+    return names
+
+
 def _upper(value: Any) -> Any:
     return value.upper() if isinstance(value, str) else value
 
@@ -67,6 +88,8 @@ _FORMS: dict[str, tuple[str, str]] = {
     "sql_pool_size": ("a whole number >= 1", "5"),
     "sql_max_rows": ("a whole number >= 1", "100"),
     "sql_max_bytes": ("a whole number of bytes >= 256", "65536"),
+    "shell_allow": ("program names or absolute paths, separated by commas (or a JSON list)", "git,ls,rg"),
+    "shell_timeout": ("a number of seconds > 0", "30"),
 }
 
 
@@ -124,6 +147,10 @@ class LlmDoSettings(BaseSettings):
     """The `sql` toolset: rows a `query` returns at most."""
     sql_max_bytes: int = Field(default=65536, ge=256)
     """The `sql` toolset: bytes of JSON rows a `query` returns at most."""
+    shell_allow: Annotated[list[str], NoDecode, BeforeValidator(_comma_list), AfterValidator(_program_names)] = []
+    """Programs the built-in `shell` toolset may run, with any arguments (see docs/toolsets.md)."""
+    shell_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a `shell` command may run before its whole process group is killed."""
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from ..settings import FilesystemSettings
 from .confine import ALLOWED_PATHS, ConfinedRoot, PathRefused
+from .connect import database_from_url, open_database
 from .database import (
     Column,
     Connection,
@@ -11,14 +12,18 @@ from .database import (
     PoolStats,
     Rows,
     SqlError,
-    database_from_url,
-    open_database,
 )
 from .filesystem import FilesystemToolset, ReadOnlyFilesystemToolset
+from .shell import DEFAULT_PATH, AllowSpec, CommandResult, ShellRule, ShellToolset
 from .sql import SqlToolset, Transaction
 
 __all__ = [
     "ALLOWED_PATHS",
+    "DEFAULT_PATH",
+    "AllowSpec",
+    "CommandResult",
+    "ShellRule",
+    "ShellToolset",
     "Column",
     "ConfinedRoot",
     "Connection",

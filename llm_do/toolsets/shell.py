@@ -1,0 +1,298 @@
+"""The built-in `shell` toolset: run allowlisted programs, never through a shell, inside the project root."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import ClassVar, TypeAlias
+
+from pydantic_ai.exceptions import ToolFailed
+
+from ..policy import ToolPolicy
+from ..toolset import Toolset, tool
+from ._process import Completed, run_in_process_group
+
+__all__ = ["DEFAULT_PATH", "AllowSpec", "CommandResult", "ShellRule", "ShellToolset"]
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+"""The PATH programs are looked up on and run with, unless the toolset is given another."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShellRule:
+    """One allowed program and, optionally, the arguments it may get.
+
+    `program` is a bare name looked up on the toolset's PATH (`"git"`) or an absolute path
+    (`"/opt/tools/lint"`, which the model may call by its base name too). `args` are regular
+    expressions: every argument must match one of them in full (`re.fullmatch`). `args=None`
+    allows any arguments; `args=()` allows none.
+    """
+
+    program: str
+    args: Sequence[str] | None = None
+    _patterns: tuple[re.Pattern[str], ...] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        problem = program_problem(self.program)
+        if problem:
+            raise ValueError(f"ShellRule: program {self.program!r} {problem}")
+        if isinstance(self.args, str):
+            raise TypeError(f"ShellRule({self.program!r}): args must be a list of patterns, not one string")
+        patterns = None if self.args is None else tuple(re.compile(pattern) for pattern in self.args)
+        object.__setattr__(self, "args", None if self.args is None else tuple(self.args))
+        object.__setattr__(self, "_patterns", patterns)
+
+    @property
+    def name(self) -> str:
+        """What the model calls the program: the bare name, or an absolute path's base name."""
+        return os.path.basename(self.program)
+
+    def refusal(self, args: Sequence[str]) -> str | None:
+        """Why `args` are not allowed for this program, or None when they are."""
+        if self._patterns is None:
+            return None
+        for position, argument in enumerate(args, start=1):
+            if not any(pattern.fullmatch(argument) for pattern in self._patterns):
+                allowed = ", ".join(f"'{pattern.pattern}'" for pattern in self._patterns) or "none (no arguments)"
+                return (
+                    f"argument {position} {argument!r} is not allowed for {self.name!r}; each argument must match "
+                    f"one of these patterns in full: {allowed}"
+                )
+        return None
+
+
+AllowSpec: TypeAlias = Iterable[str | ShellRule] | Mapping[str, Sequence[str] | None] | None
+"""An allowlist: program names and `ShellRule`s, or a mapping program -> argument patterns (None: any)."""
+
+
+def program_problem(program: str) -> str | None:
+    """What is wrong with an allowlisted program name, or None: a bare name, or an absolute path."""
+    if not program or any(character.isspace() or character == "\0" for character in program):
+        return "must be a program name or an absolute path, without spaces"
+    if os.path.isabs(program):
+        return None if os.path.basename(program) not in ("", ".", "..") else "must name a file"
+    if "/" in program or program in (".", ".."):
+        return "must be a bare name (looked up on PATH) or an absolute path, not a relative path"
+    return None
+
+
+def _rules(allow: AllowSpec) -> dict[str, ShellRule]:
+    if allow is None:
+        return {}
+    if isinstance(allow, str):
+        raise TypeError(f"allow must be a list of programs, not the string {allow!r}")
+    items: tuple[_Item, ...]
+    if isinstance(allow, Mapping):
+        items = tuple((program, _hashable(args)) for program, args in allow.items())
+    else:
+        items = tuple(item if isinstance(item, ShellRule) else (item, None) for item in allow)
+    return dict(_parsed(items))  # a copy: the cached one stays untouched
+
+
+_Item: TypeAlias = ShellRule | tuple[str, Sequence[str] | None]
+
+
+def _hashable(args: Sequence[str] | None) -> Sequence[str] | None:
+    return args if args is None or isinstance(args, str) else tuple(args)  # ShellRule refuses a str
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(items: tuple[_Item, ...]) -> dict[str, ShellRule]:
+    """Rules by name; cached, since a per-call toolset is built with the same allowlist every call."""
+    rules: dict[str, ShellRule] = {}
+    for item in items:
+        rule = item if isinstance(item, ShellRule) else ShellRule(*item)
+        if rule.name in rules:
+            first = rules[rule.name].program
+            raise ValueError(f"the shell allowlist names {rule.name!r} twice ({first!r}, {rule.program!r})")
+        rules[rule.name] = rule
+    return rules
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What `run` returns. `exit_code` is negative when a signal ended the program (-9: killed)."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    truncated: bool = False
+
+
+class ShellToolset(Toolset):
+    """Run allowlisted programs without a shell, in a working directory inside the project root.
+
+    Per call (declare it with `providers.Factory`). Each command runs in its own process group
+    with a minimal environment (PATH, LANG, a private empty HOME, and `env`, which wins), no stdin, a
+    `timeout`, and at most `max_output` bytes kept of stdout and of stderr. When the command
+    ends, times out or is cancelled, its whole process group is ended: SIGTERM, then SIGKILL
+    after `kill_grace` seconds. Calls need approval by default (`default_policy`).
+    """
+
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy(default="ask")
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        allow: AllowSpec,
+        *,
+        timeout: float | None = None,
+        max_output: int = 32_768,
+        kill_grace: float = 2.0,
+        path: str = DEFAULT_PATH,
+        env: Mapping[str, str] | None = None,
+        lang: str = "C.UTF-8",
+    ) -> None:
+        resolved = os.path.realpath(root)
+        if not os.path.isdir(resolved):
+            raise ValueError(f"shell toolset: root {os.fspath(root)!r} is not an existing directory")
+        self.root = Path(resolved)
+        self.rules = _rules(allow)
+        self.timeout = 30.0 if timeout is None else float(timeout)
+        if self.timeout <= 0 or max_output < 0 or kill_grace < 0:
+            raise ValueError(
+                f"shell toolset: timeout must be > 0 and max_output, kill_grace >= 0; "
+                f"got timeout={timeout!r}, max_output={max_output!r}, kill_grace={kill_grace!r}"
+            )
+        self.max_output = max_output
+        self.kill_grace = kill_grace
+        self.base_env = {"PATH": path, "LANG": lang, **(env or {})}
+        for key, value in self.base_env.items():
+            if not key or "=" in key or "\0" in key + value:
+                raise ValueError(f"shell toolset: environment variable {key!r} has an invalid name or value")
+        self._home: str | None = None
+
+    @tool
+    async def run(self, command: list[str], cwd: str = ".") -> CommandResult:
+        """Run one program and return its exit code, stdout and stderr.
+
+        Args:
+            command: the program and its arguments as separate strings, like ["git", "log", "-n", "3"]. There
+                is no shell: pipes, redirections, `;`, `&&`, `$(...)`, globs and quotes reach the program as
+                literal text. Only allowed programs run; a refusal lists them.
+            cwd: the working directory, relative to the project root (default: the root itself).
+        """
+        rule, args = self._checked(command)
+        directory = self._directory(cwd)
+        env = self.base_env if "HOME" in self.base_env else {**self.base_env, "HOME": self._home_directory()}
+        executable = self._executable(rule, env["PATH"])
+        try:
+            done = await run_in_process_group(
+                [executable, *args],
+                cwd=directory,
+                env=env,
+                time_limit=self.timeout,
+                max_output=self.max_output,
+                kill_grace=self.kill_grace,
+            )
+        except OSError as error:
+            raise ToolFailed(f"run: {rule.name!r} could not be started: {error.strerror or error}") from None
+        return self._result(done)
+
+    def _checked(self, command: list[str]) -> tuple[ShellRule, list[str]]:
+        if not command:
+            raise ToolFailed('run: the command is empty; give the program and its arguments, like ["ls", "-l"]')
+        name, args = command[0], command[1:]
+        for position, argument in enumerate(command):
+            if "\0" in argument:
+                raise ToolFailed(
+                    f"run: {'the program name' if position == 0 else f'argument {position}'} "
+                    "contains a NUL character, which no program can receive; remove it"
+                )
+        rule = self.rules.get(name) or next((r for r in self.rules.values() if r.program == name), None)
+        if rule is None:
+            allowed = ", ".join(sorted(self.rules)) or "none (the allowlist is empty)"
+            hint = ""
+            if len(command) == 1 and " " in name.strip():
+                hint = f" The command is a list of arguments, not a shell line: write {name.split()!r}."
+            raise ToolFailed(
+                f"run: program {name!r} is not allowed; allowed programs: {allowed}.{hint} Use an allowed "
+                "program, or ask the user to add this one to the allowlist (LLM_DO_SHELL_ALLOW)."
+            )
+        refusal = rule.refusal(args)
+        if refusal is not None:
+            raise ToolFailed(f"run: {refusal}.")
+        return rule, args
+
+    def _directory(self, cwd: str) -> Path:
+        relative = PurePosixPath(cwd)
+        if "\0" in cwd or relative.is_absolute() or ".." in relative.parts:
+            raise ToolFailed(
+                f"run: cwd {cwd!r} is not allowed; give a directory relative to the project root, "
+                "without '..' (like 'src' or '.')"
+            )
+        try:
+            directory = (self.root / relative).resolve()
+        except (OSError, RuntimeError):  # a symbolic link loop
+            raise ToolFailed(
+                f"run: cwd {cwd!r} cannot be resolved (a symbolic link loop?); use another directory"
+            ) from None
+        if not directory.is_relative_to(self.root):
+            raise ToolFailed(
+                f"run: cwd {cwd!r} leads outside the project root (through a symbolic link); use a directory inside it"
+            )
+        if not directory.is_dir():
+            raise ToolFailed(f"run: cwd {cwd!r} is not a directory under the project root")
+        return directory
+
+    def _executable(self, rule: ShellRule, path: str) -> str:
+        if os.path.isabs(rule.program):
+            found = rule.program if os.path.isfile(rule.program) and os.access(rule.program, os.X_OK) else None
+        else:
+            found = shutil.which(rule.program, path=path)
+        if found is None:
+            where = "does not exist or is not executable" if os.path.isabs(rule.program) else f"is not on PATH={path}"
+            raise ToolFailed(
+                f"run: program {rule.name!r} is allowed but {where}; ask the user to install it "
+                "or to allow it by its absolute path"
+            )
+        return found
+
+    def _home_directory(self) -> str:
+        if self._home is None:
+            self._home = tempfile.mkdtemp(prefix="llm-do-shell-home-")
+        return self._home
+
+    def _result(self, done: Completed) -> CommandResult:
+        stdout = done.stdout.decode("utf-8", errors="replace")
+        stderr = done.stderr.decode("utf-8", errors="replace")
+        if done.stdout_dropped:
+            stdout += self._cut_note("stdout", done.stdout_dropped)
+        if done.stderr_dropped:
+            stderr += self._cut_note("stderr", done.stderr_dropped)
+        if done.timed_out:
+            stderr += (
+                f"\n[llm-do: the command was stopped after {self.timeout:g} s (its time limit) "
+                "and all its processes were killed]"
+            )
+        if done.pipes_left_open:
+            stderr += (
+                "\n[llm-do: a process that left the command's process group kept its output open; "
+                "what it wrote later was not read]"
+            )
+        return CommandResult(
+            exit_code=done.returncode,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=done.timed_out,
+            truncated=bool(done.stdout_dropped or done.stderr_dropped),
+        )
+
+    def _cut_note(self, stream: str, dropped: int) -> str:
+        return (
+            f"\n[llm-do: {stream} truncated: {dropped} more bytes were not shown "
+            f"(at most {self.max_output} bytes per stream); narrow the command to see the rest]"
+        )
+
+    def cleanup(self) -> None:
+        """Remove the private HOME directory, if a command ran."""
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
