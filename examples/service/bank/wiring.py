@@ -19,7 +19,10 @@ from . import ledger
 from .model import teller_model
 from .toolsets import Audit, LedgerToolset
 
-__all__ = ["Bank", "BankSettings", "open_pool", "teller"]
+__all__ = ["APPLICATION", "Bank", "BankSettings", "open_pool", "teller"]
+
+APPLICATION = "llm-do-bank"
+"""The pool's connections carry this `application_name` (see them in `pg_stat_activity`)."""
 
 
 class BankSettings(LlmDoSettings):
@@ -35,7 +38,7 @@ async def open_pool(dsn: str | None, size: int) -> AsyncIterator[ledger.Pool]:
         raise ConfigurationError(
             "LLM_DO_DATABASE_URL is not set: set it to a PostgreSQL URL like postgresql://user@localhost/bank"
         )
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=size)
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=size, server_settings={"application_name": APPLICATION})
     try:
         await ledger.create_schema(pool)
         yield pool
