@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Self
 
 from dependency_injector import containers, providers
 
-from llm_do import LlmDoSettings, RunState
+from llm_do import LlmDoSettings, RunLocalSingleton, RunState
 
 
 class AgentContainer(containers.DeclarativeContainer):
@@ -18,7 +18,7 @@ class AgentContainer(containers.DeclarativeContainer):
     settings_class: ClassVar[type[LlmDoSettings]] = LlmDoSettings
 
     config = providers.Configuration()
-    run_state = providers.ContextLocalSingleton(RunState)
+    run_state = RunLocalSingleton(RunState)
     approval_policies = providers.Dict()  # toolset name -> llm_do.ToolPolicy; see docs/approvals.md
 
     def __new__(cls, **overriding_providers: Any) -> Self:

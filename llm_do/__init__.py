@@ -5,22 +5,23 @@ per run, per call); a `Runtime` runs pydantic-ai agents with fresh per-call tool
 tears down everything a call or run opened, on success, error and cancellation.
 """
 
-from .approval import Approval, ApprovalChoice, ApprovalRequest, Approver
+from .approval import Approval, ApprovalChoice, ApprovalDenied, ApprovalRequest, ApprovalUnavailable, Approver
 from .call import CallScope
 from .entries import AgentEntry, Entry, FunctionEntry, entry
 from .errors import (
-    ApprovalDenied,
-    ApprovalUnavailable,
     ConfigurationError,
     InvalidSettings,
     LlmDoError,
     MaxDepthExceeded,
+    ScopeError,
     ToolsetError,
     UnknownHandle,
 )
 from .handles import Handles, open_handles
+from .loading import CapturablePerRunWarning
 from .policy import Decision, PolicySettings, Rule, ToolPolicy, Verdict
-from .run import CallRecord, LogEntry, RunResult, RunState
+from .run import CallRecord, LogEntry, RunReport, RunResult, RunState, run_report
+from .runlocal import RunLocalSingleton
 from .runtime import Runtime
 from .scopes import Scope, ToolsetSpec
 from .settings import LlmDoSettings, RuntimeConfig, reveal
@@ -36,6 +37,7 @@ __all__ = [
     "Approver",
     "CallRecord",
     "CallScope",
+    "CapturablePerRunWarning",
     "ConfigurationError",
     "Decision",
     "Entry",
@@ -48,11 +50,14 @@ __all__ = [
     "MaxDepthExceeded",
     "PolicySettings",
     "Rule",
+    "RunLocalSingleton",
+    "RunReport",
     "RunResult",
     "RunState",
     "Runtime",
     "RuntimeConfig",
     "Scope",
+    "ScopeError",
     "ToolPolicy",
     "Toolset",
     "ToolsetError",
@@ -62,5 +67,6 @@ __all__ = [
     "entry",
     "open_handles",
     "reveal",
+    "run_report",
     "tool",
 ]

@@ -16,12 +16,14 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from pydantic_core import to_jsonable_python
 
-from .errors import ApprovalUnavailable, ConfigurationError
+from .errors import ConfigurationError, LlmDoError
 from .policy import PolicySettings, ToolPolicy, Verdict
 from .settings import ApprovalMode, ApprovalOnDeny
 
 __all__ = [
     "Approval",
+    "ApprovalDenied",
+    "ApprovalUnavailable",
     "ApprovalChoice",
     "ApprovalRequest",
     "Approvals",
@@ -83,6 +85,35 @@ class Approval:
     @classmethod
     def deny(cls, note: str | None = None) -> Approval:
         return cls("deny", note)
+
+
+class ApprovalDenied(LlmDoError):
+    """A gated call was denied, and there is no model to tell: `approval_on_deny='raise'`, or a direct call.
+
+    Direct calls are `CallScope.call_tool` and `CallScope.call_agent` from Python code.
+    """
+
+    def __init__(self, request: ApprovalRequest, why: str) -> None:
+        self.request = request
+        self.why = why
+        super().__init__(
+            f"entry {request.entry!r}: the call to tool {request.tool!r} of toolset {request.toolset!r} "
+            f"was denied: {why}. Catch ApprovalDenied to carry on, or set approval_on_deny='tell_model' "
+            "(LLM_DO_APPROVAL_ON_DENY) so that a model reads the denial as the tool's result."
+        )
+
+
+class ApprovalUnavailable(LlmDoError):
+    """A call needs approval, the mode is `prompt`, and the runtime has no approver to ask."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        self.request = request
+        super().__init__(
+            f"entry {request.entry!r} called tool {request.tool!r} of toolset {request.toolset!r}, which needs "
+            f"approval ({request.reason}), but approval_mode is 'prompt' and the Runtime has no approver. "
+            "Pass Runtime(..., approver=...) or set approval_mode (LLM_DO_APPROVAL_MODE) to "
+            "'approve_all' or 'reject_all'."
+        )
 
 
 Approver: TypeAlias = Callable[[ApprovalRequest], Approval | ApprovalChoice | Awaitable[Approval | ApprovalChoice]]
@@ -155,6 +186,7 @@ class Approvals:
         if approver is not None and not callable(approver):
             raise ConfigurationError(f"approver must be a callable taking an ApprovalRequest, got {approver!r}")
         self.policies: Mapping[str, ToolPolicy] = MappingProxyType(dict(policies))
+        self._gating = frozenset(name for name, policy in self.policies.items() if policy.may_gate)
         self.mode = mode
         self.on_deny = on_deny
         self.approver = approver
@@ -165,6 +197,10 @@ class Approvals:
     def session(self) -> frozenset[SessionKey]:
         """Calls approved for the rest of this runtime's life."""
         return frozenset(self._session)
+
+    def may_gate(self, toolset: str) -> bool:
+        """Whether the policy of a toolset name can ask or deny a call."""
+        return toolset in self._gating
 
     def policy(self, toolset: str) -> ToolPolicy:
         """The policy of a toolset name; a name without one allows every call (unless a tool asks)."""

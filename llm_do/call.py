@@ -1,43 +1,119 @@
-"""`CallScope`: one entry invocation, its toolsets, and the only surface for calling tools."""
+"""`CallScope`: one entry invocation, its toolsets, and the only surface for calling tools.
+
+Also the `Entry` protocol (what a call runs) and `CallHost` (what a call needs from the runtime
+that loaded it), so that this module depends on neither the entries nor the runtime.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from .errors import ConfigurationError, MaxDepthExceeded, ToolsetError
+from .approval import Approvals
+from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .gate import CallGate
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
-from .scopes import Scope, ToolsetSpec
-from .toolset import Toolset
+from .runscope import RunScope
+from .scopes import Scope, ToolsetSpec, ToolsetUse
+from .settings import RuntimeConfig
+from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
-if TYPE_CHECKING:
-    from .entries import Entry
-    from .runtime import Runtime, _RunScope
+__all__ = ["CallHost", "CallScope", "Entry", "LentToolset"]
 
-__all__ = ["CallScope"]
+_REQUIRES_APPROVAL = "llm_do.requires_approval"
+
+
+@runtime_checkable
+class Entry(Protocol):
+    """Something a `Runtime` can run: an agent or an orchestrating function."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def toolsets(self) -> tuple[str, ...]: ...
+    @property
+    def schema_in(self) -> type[BaseModel] | None: ...
+    @property
+    def description(self) -> str | None: ...
+
+    async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
+        """Handle one input inside `scope` and return the output."""
+        ...
+
+
+class CallHost(Protocol):
+    """What a call scope needs from the runtime that loaded its entry."""
+
+    @property
+    def config(self) -> RuntimeConfig: ...
+    @property
+    def approvals(self) -> Approvals: ...
+    @property
+    def entry_tools(self) -> frozenset[str]: ...
+    def entry(self, name: str) -> Entry: ...
+    def toolsets_of(self, entry_name: str) -> tuple[ToolsetUse, ...]: ...
+    async def acquire_global(self, spec: ToolsetSpec, label: str) -> Any: ...
 
 
 @dataclass
-class _Borrowed(WrapperToolset[Any]):
-    """Lends a scope-owned toolset to one agent run: the scope, not pydantic-ai, enters and exits it."""
+class GatedToolset(WrapperToolset[Any]):
+    """Passes each call to a tool of the wrapped toolset through the call's approval gate."""
+
+    name: str = field(kw_only=True)
+    scope: CallScope = field(kw_only=True, repr=False)
 
     @property
     def label(self) -> str:
-        return self.wrapped.label
+        return f"toolset {self.name!r} ({self.wrapped.label})"
 
-    async def __aenter__(self) -> _Borrowed:
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        self.scope._saw(ctx.messages)
+        tools = await super().get_tools(ctx)
+        for tool_name, item in tools.items():
+            if item.tool_def.kind == "unapproved":  # gated here, by the same policy and approver
+                tool_def = replace(
+                    item.tool_def,
+                    kind="function",
+                    metadata={**(item.tool_def.metadata or {}), _REQUIRES_APPROVAL: True},
+                )
+                tools[tool_name] = replace(item, tool_def=tool_def)
+        return tools
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        gate = self.scope._gate
+        requires_approval = bool((tool.tool_def.metadata or {}).get(_REQUIRES_APPROVAL))
+        denial = await gate.check(self.name, name, tool_args, ctx, requires_approval=requires_approval)
+        if denial is not None:
+            return denial
+        try:
+            return await super().call_tool(name, tool_args, ctx, tool)
+        except ApprovalRequired:
+            if ctx.tool_call_approved:
+                raise
+            denial = await gate.tool_asked(self.name, name, tool_args, ctx.tool_call_id or "")
+        if denial is not None:
+            return denial
+        return await super().call_tool(name, tool_args, replace(ctx, tool_call_approved=True), tool)
+
+
+@dataclass
+class LentToolset(GatedToolset):
+    """Lends a scope-owned toolset to one agent run: the scope, not pydantic-ai, enters and exits it."""
+
+    async def __aenter__(self) -> LentToolset:
         return self
 
     async def __aexit__(self, *args: Any) -> bool | None:
@@ -45,31 +121,9 @@ class _Borrowed(WrapperToolset[Any]):
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
         fresh = await self.wrapped.for_run(ctx)
-        return self if fresh is self.wrapped else fresh  # pydantic-ai owns a per-run copy
-
-
-def check_unique_tools(entry: str, tools_by_toolset: Iterable[tuple[str, Iterable[str]]]) -> None:
-    """Raise `ConfigurationError` when two of an entry's toolsets define the same tool name."""
-    owner: dict[str, str] = {}
-    for name, tool_names in tools_by_toolset:
-        for tool_name in tool_names:
-            if tool_name in owner:
-                raise ConfigurationError(
-                    f"entry {entry!r}: tool {tool_name!r} is defined by both toolset {owner[tool_name]!r} "
-                    f"and toolset {name!r}; rename one of the tools or drop one toolset from the entry"
-                )
-            owner[tool_name] = name
-
-
-def known_tool_names(toolset: object) -> frozenset[str] | None:
-    """Tool names known without a run: of a `Toolset` class or instance, or a `FunctionToolset`."""
-    if isinstance(toolset, type):
-        return toolset.tool_names() if issubclass(toolset, Toolset) else None
-    if isinstance(toolset, Toolset):
-        return type(toolset).tool_names()
-    if isinstance(toolset, FunctionToolset):
-        return frozenset(toolset.tools)
-    return None
+        if fresh is self.wrapped:
+            return self
+        return GatedToolset(fresh, name=self.name, scope=self.scope)  # pydantic-ai owns a per-run copy
 
 
 def _no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
@@ -83,20 +137,21 @@ class CallScope:
     """One invocation of an entry: resolves its toolsets, lends them out, and tears down what it made.
 
     Per-call toolsets are built fresh here; per-run ones come from the run, global ones from the
-    runtime. Agents run by `AgentEntry` receive the scope as `deps`. Use it as an async context
-    manager; `Runtime.run` does this for you.
+    runtime. Agents run by `AgentEntry` receive the scope as `deps`. When the call ends the scope
+    lets go of everything it held (toolsets, messages, the run), so a scope that something
+    captured during the call (a callback's context) is an empty shell that refuses use.
     """
 
     def __init__(
         self,
-        runtime: Runtime,
+        host: CallHost,
         entry: Entry,
-        run: _RunScope,
+        run: RunScope,
         *,
         parent: CallScope | None = None,
         message_history: list[ModelMessage] | None = None,
     ) -> None:
-        self.runtime = runtime
+        self.host = host
         self.entry = entry
         self.parent = parent
         self.depth: int = 0 if parent is None else parent.depth + 1
@@ -107,20 +162,26 @@ class CallScope:
         """Messages this call added (recorded in the run's log)."""
         self.all_messages: list[ModelMessage] = []
         """The whole conversation after this call, including `message_history`."""
-        self._run = run
+        self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
-        self._teardown = Teardown(runtime.config.cleanup_timeout, Scope.PER_CALL)
-        self._gate = CallGate(runtime._approvals, self)
+        self._teardown = Teardown(host.config.cleanup_timeout, Scope.PER_CALL)
+        self._gate = CallGate(host.approvals, self, host.entry_tools)
+        self._seen: list[list[ModelMessage]] = []
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """The runtime's configuration (model, max_depth, approval mode, ...)."""
+        return self.host.config
 
     @property
     def capabilities(self) -> list[AbstractCapability[Any]]:
-        """Capabilities an agent run in this scope needs: the one that resolves approval requests."""
-        return [self._gate.capability]
+        """Capabilities an agent run in this scope needs: the approval resolver, when a toolset can ask."""
+        return list(self._gate.capabilities())
 
     @property
     def state(self) -> RunState:
         """The run's shared state: usage, call records, message log."""
-        return self._run.state
+        return self._open_run().state
 
     def toolset(self, name: str) -> AbstractToolset[Any]:
         """This call's instance of the toolset `name` (unwrapped), while the call runs."""
@@ -141,17 +202,27 @@ class CallScope:
             scope = scope.parent
         return tuple(reversed(names))
 
+    def _open_run(self) -> RunScope:
+        run = self._run
+        if run is None:
+            raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; its scope can no longer be used")
+        return run
+
+    def _saw(self, messages: list[ModelMessage]) -> None:
+        """Remember an agent run's message list, to empty it when the call ends (see `_finish`)."""
+        if not self._seen or self._seen[-1] is not messages:
+            self._seen.append(messages)
+
     async def __aenter__(self) -> CallScope:
         try:
-            acquired = [
-                (name, await self._acquire(name, spec, label))
-                for name, spec, label in self.runtime._toolsets_of(self.entry.name)
-            ]
+            uses = self.host.toolsets_of(self.entry.name)
+            acquired = [(use.name, await self._acquire(use)) for use in uses]
             if len(acquired) > 1:
                 check_unique_tools(self.entry.name, ((name, known_tool_names(ts) or ()) for name, ts in acquired))
             self._instances = dict(acquired)
-            # Gated per toolset name; the scope still owns (enters, exits, cleans up) the instance.
-            self.toolsets = [_Borrowed(self._gate.wrap(name, toolset)) for name, toolset in acquired]
+            gate = self._gate
+            gate.deferring = any(gate.may_gate(name) or may_ask_for_approval(ts) for name, ts in acquired)
+            self.toolsets = [LentToolset(toolset, name=name, scope=self) for name, toolset in acquired]
         except BaseException as exc:
             await self._finish(exc)
             raise
@@ -162,17 +233,18 @@ class CallScope:
     ) -> None:
         await self._finish(exc)
 
-    async def _acquire(self, name: str, spec: ToolsetSpec, label: str) -> AbstractToolset[Any]:
+    async def _acquire(self, use: ToolsetUse) -> AbstractToolset[Any]:
+        spec = use.spec
         if spec.scope is Scope.PER_CALL:
             obj = await spec.create()
-            await self._teardown.adopt(obj, label)
+            await self._teardown.adopt(obj, use.label)
         elif spec.scope is Scope.PER_RUN:
-            obj = await self._run.acquire(spec, label)
+            obj = await self._open_run().acquire(spec, use.label, use.name)
         else:
-            obj = await self.runtime._acquire_global(spec, label)
+            obj = await self.host.acquire_global(spec, use.label)
         if not isinstance(obj, AbstractToolset):
             raise ToolsetError(
-                f"entry {self.entry.name!r}: toolset {name!r} was built as {type(obj).__qualname__}, "
+                f"entry {self.entry.name!r}: toolset {use.name!r} was built as {type(obj).__qualname__}, "
                 "which is not a pydantic-ai toolset; make its provider build an AbstractToolset "
                 "(an llm_do.Toolset subclass, a FunctionToolset, ...)"
             )
@@ -198,9 +270,21 @@ class CallScope:
         try:
             await self._teardown.__aexit__(type(exc) if exc else None, exc, None)
         finally:
-            self.toolsets = []
-            self._instances = {}
-            self._gate.clear()
+            self._release()
+
+    def _release(self) -> None:
+        """Let go of everything the call held. pydantic-ai's run context (which a callback scheduled
+        by a tool captures) keeps this scope and the agent run's message list: both end up empty."""
+        for messages in self._seen:
+            messages.clear()
+        self._seen = []
+        self.toolsets = []
+        self._instances = {}
+        self._gate.clear()
+        self._run = None
+        self.message_history = None
+        self.messages = []
+        self.all_messages = []
 
     async def call_agent(self, name: str, input_data: Any) -> Any:
         """Run the entry `name` as a child call (depth + 1) and return its output.
@@ -212,11 +296,11 @@ class CallScope:
         self._check_callable(name)
         self.check_depth(name)  # before anyone is asked to approve a call that cannot run
         await self._gate.authorize(name, name, {"input": input_data})
-        return await self._call_child(name, input_data)
+        return await self.call_child(name, input_data)
 
     def check_depth(self, name: str) -> None:
         """Raise `MaxDepthExceeded` if calling entry `name` from here would go past `max_depth`."""
-        max_depth = self.runtime.config.max_depth
+        max_depth = self.host.config.max_depth
         if self.depth + 1 > max_depth:
             raise MaxDepthExceeded((*self.chain(), name), max_depth)
 
@@ -224,12 +308,12 @@ class CallScope:
         if name not in self.entry.toolsets:
             raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
 
-    async def _call_child(self, name: str, input_data: Any) -> Any:
-        """Run a child call. The caller checked that `name` is one of this entry's toolsets (a model
-        is only offered those) and gated it; the depth limit is enforced here, whoever calls."""
-        target = self.runtime.entry(name)
+    async def call_child(self, name: str, input_data: Any) -> Any:
+        """Run entry `name` as a child call, ungated: for the agent-as-tool toolset, whose calls the
+        gate already saw. The depth limit is enforced here, whoever calls."""
+        target = self.host.entry(name)
         self.check_depth(name)
-        async with CallScope(self.runtime, target, self._run, parent=self) as child:
+        async with CallScope(self.host, target, self._open_run(), parent=self) as child:
             return await target.run_turn(child, input_data)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:
@@ -238,30 +322,30 @@ class CallScope:
         The call is gated by the approval policy of the tool's toolset, like a model's call; a
         denial raises `ApprovalDenied` (there is no model to tell).
         """
+        gate = self._gate
+        call_id = gate.direct_call_id()
         ctx: RunContext[Any] = RunContext(
-            deps=self,
-            model=_DIRECT_MODEL,
-            usage=self.state.usage,
-            tool_name=name,
-            tool_call_id=self._gate.direct_call_id(),
-            prompt=None,
+            deps=self, model=_DIRECT_MODEL, usage=self.state.usage, tool_name=name, tool_call_id=call_id, prompt=None
         )
         available: list[str] = []
-        for toolset in self.toolsets:
-            tools = await toolset.get_tools(ctx)
-            found = tools.get(name)
-            if found is None:
-                available.extend(tools)
-                continue
-            validated = found.args_validator.validate_python(args or {})
-            try:
-                return await toolset.call_tool(name, validated, ctx, found)
-            except ApprovalRequired:
-                # The same resolution as in an agent run, answered here instead of by the capability.
-                if not await self._gate.settle_direct(ctx.tool_call_id or ""):
-                    raise
-            validated = found.args_validator.validate_python(args or {})
-            return await toolset.call_tool(name, validated, replace(ctx, tool_call_approved=True), found)
+        try:
+            for toolset in self.toolsets:
+                tools = await toolset.get_tools(ctx)
+                found = tools.get(name)
+                if found is None:
+                    available.extend(tools)
+                    continue
+                validated = found.args_validator.validate_python(args or {})
+                try:
+                    return await toolset.call_tool(name, validated, ctx, found)
+                except ApprovalRequired:
+                    # The same resolution as in an agent run, answered here instead of by the capability.
+                    if not await gate.settle_direct(call_id):
+                        raise
+                validated = found.args_validator.validate_python(args or {})
+                return await toolset.call_tool(name, validated, replace(ctx, tool_call_approved=True), found)
+        finally:
+            gate.forget_direct(call_id)
         raise ToolsetError(
             f"entry {self.entry.name!r} has no tool {name!r}; its tools are: {', '.join(sorted(available)) or 'none'}"
         )

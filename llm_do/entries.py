@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
-from .call import CallScope
+from .call import CallScope, Entry
 from .errors import ToolsetError
 
 __all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset"]
 
 T = TypeVar("T")
-
-
-@runtime_checkable
-class Entry(Protocol):
-    """Something a `Runtime` can run: an agent or an orchestrating function."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def toolsets(self) -> tuple[str, ...]: ...
-    @property
-    def schema_in(self) -> type[BaseModel] | None: ...
-    @property
-    def description(self) -> str | None: ...
-
-    async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
-        """Handle one input inside `scope` and return the output."""
-        ...
 
 
 def _validated(entry_name: str, schema_in: type[BaseModel], input_data: Any) -> BaseModel:
@@ -106,7 +88,7 @@ class AgentEntry(_Described):
         )
 
     async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
-        model = scope.runtime.config.model if self.agent.model is None else None
+        model = scope.config.model if self.agent.model is None else None
         result = await self.agent.run(
             self._prompt(input_data),
             message_history=scope.message_history,
@@ -117,7 +99,7 @@ class AgentEntry(_Described):
             model=model,
         )
         scope.messages = result.new_messages()
-        scope.all_messages = result.all_messages()
+        scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends
         return result.output
 
 
@@ -182,7 +164,7 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
         scope = ctx.deps
         if not isinstance(scope, CallScope):
             raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
-        return await scope._call_child(target.name, input)
+        return await scope.call_child(target.name, input)
 
     if target.schema_in is not None:
         call.__annotations__ = {**call.__annotations__, "input": target.schema_in}

@@ -1,22 +1,20 @@
-"""Errors raised by llm-do. Each names the entry, toolset or file involved and says what to do."""
+"""Errors raised by llm-do; each names the entry, toolset or file involved and says what to do.
+
+The approval errors live in `approval`, beside the request they carry.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from pydantic_ai.exceptions import ToolFailed
 
-if TYPE_CHECKING:
-    from .approval import ApprovalRequest
-
 __all__ = [
-    "ApprovalDenied",
-    "ApprovalUnavailable",
     "ConfigurationError",
     "InvalidSettings",
     "LlmDoError",
     "MaxDepthExceeded",
+    "ScopeError",
     "ToolsetError",
     "UnknownHandle",
 ]
@@ -59,34 +57,9 @@ class MaxDepthExceeded(LlmDoError):
         )
 
 
+class ScopeError(LlmDoError):
+    """A scoped object was used outside its scope: a per-run object after its run, a call after it ended."""
+
+
 class UnknownHandle(ToolFailed):
     """A tool was given a handle that is not open in this toolset; the model sees the message."""
-
-
-class ApprovalDenied(LlmDoError):
-    """A gated call was denied, and there is no model to tell: `approval_on_deny='raise'`, or a direct call.
-
-    Direct calls are `CallScope.call_tool` and `CallScope.call_agent` from Python code.
-    """
-
-    def __init__(self, request: ApprovalRequest, why: str) -> None:
-        self.request = request
-        self.why = why
-        super().__init__(
-            f"entry {request.entry!r}: the call to tool {request.tool!r} of toolset {request.toolset!r} "
-            f"was denied: {why}. Catch ApprovalDenied to carry on, or set approval_on_deny='tell_model' "
-            "(LLM_DO_APPROVAL_ON_DENY) so that a model reads the denial as the tool's result."
-        )
-
-
-class ApprovalUnavailable(LlmDoError):
-    """A call needs approval, the mode is `prompt`, and the runtime has no approver to ask."""
-
-    def __init__(self, request: ApprovalRequest) -> None:
-        self.request = request
-        super().__init__(
-            f"entry {request.entry!r} called tool {request.tool!r} of toolset {request.toolset!r}, which needs "
-            f"approval ({request.reason}), but approval_mode is 'prompt' and the Runtime has no approver. "
-            "Pass Runtime(..., approver=...) or set approval_mode (LLM_DO_APPROVAL_MODE) to "
-            "'approve_all' or 'reject_all'."
-        )

@@ -1,39 +1,46 @@
-"""Gates: apply the runtime's approvals to the toolsets one call scope lends out.
+"""Gates: apply the runtime's approvals to the tool calls of one call scope.
 
-Built on pydantic-ai's own machinery. Every toolset a scope lends out is wrapped in an
-`ApprovalToolset` keyed by its toolset name. A call its policy does not allow raises
-`ApprovalRequired`; pydantic-ai collects the run's deferred calls (parallel ones in one batch)
-and hands them to the `HandleDeferredToolCalls` capability that `AgentEntry` passes to
-`Agent.run`, which answers each with `ToolApproved` (pydantic-ai re-runs the call) or
-`ToolDenied` (the model reads the message). We own the per-call decision itself because
-pydantic-ai's `ApprovalRequiredToolset` only answers "needs approval: yes or no"; a policy
-also denies outright, gives reasons, and lets a rule see the arguments.
+Built on pydantic-ai's own machinery. Every toolset a scope lends out passes its calls to the
+scope's `CallGate`, keyed by its toolset name. When the call's toolsets can ask or deny (a
+policy that is not all-allow, a tool declared `requires_approval`), the gate defers: a call its
+policy does not allow raises `ApprovalRequired`; pydantic-ai collects the run's deferred calls
+(parallel ones in one batch) and hands them to the `HandleDeferredToolCalls` capability that
+`AgentEntry` passes to `Agent.run`, which answers each with `ToolApproved` (pydantic-ai re-runs
+the call) or `ToolDenied` (the model reads the message). Otherwise no capability is passed
+(pydantic-ai charges every run for one) and the rare call that still needs a decision (a tool
+raising `ApprovalRequired` itself) is decided in place. We own the per-call decision because
+pydantic-ai's `ApprovalRequiredToolset` only answers "needs approval: yes or no"; a policy also
+denies outright, gives reasons, and lets a rule see the arguments.
 """
 
 from __future__ import annotations
 
-import inspect
 import itertools
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from .approval import ApprovalRequest, Approvals, SessionKey, session_key
-from .errors import ApprovalDenied
+from .approval import ApprovalDenied, ApprovalRequest, Approvals, SessionKey, session_key
 from .policy import Verdict
 
-if TYPE_CHECKING:
-    from .call import CallScope
+__all__ = ["CallGate", "GatedCall"]
 
-__all__ = ["ApprovalToolset", "CallGate"]
 
-_REQUIRES_APPROVAL = "llm_do.requires_approval"
+class GatedCall(Protocol):
+    """What a gate needs to know of the call it gates."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def depth(self) -> int: ...
+    def chain(self) -> tuple[str, ...]: ...
+    def check_depth(self, name: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,31 +53,68 @@ class _Pending:
 class CallGate:
     """One call scope's side of approvals: wraps its toolsets and resolves their deferred calls."""
 
-    def __init__(self, approvals: Approvals, scope: CallScope) -> None:
+    __slots__ = (
+        "_capability",
+        "_direct",
+        "_direct_ids",
+        "_grants",
+        "_pending",
+        "approvals",
+        "call",
+        "deferring",
+        "entry_tools",
+    )
+
+    def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
         self.approvals = approvals
-        self.scope = scope
-        self.capability: HandleDeferredToolCalls[Any] = HandleDeferredToolCalls(handler=self.resolve)
-        """Passed to `Agent.run`: answers the approval requests this gate raised."""
+        self.call = call
+        self.entry_tools = entry_tools
+        self.deferring = False
+        """True when the call's agent runs get `capabilities()`: gated calls are then deferred to it."""
+        self._capability: HandleDeferredToolCalls[Any] | None = None
         self._pending: dict[str, _Pending] = {}
         self._grants: dict[str, SessionKey] = {}
-        self._direct_ids = itertools.count(1)
+        self._direct_ids: itertools.count[int] | None = None
+        self._direct: set[str] = set()
 
-    def wrap(self, name: str, toolset: AbstractToolset[Any]) -> ApprovalToolset:
-        return ApprovalToolset(toolset, name=name, gate=self)
+    def may_gate(self, toolset: str) -> bool:
+        """Whether the policy of `toolset` can ask or deny a call."""
+        return self.approvals.may_gate(toolset)
+
+    def capabilities(self) -> list[HandleDeferredToolCalls[Any]]:
+        """The capability an agent run needs to resolve deferred calls: none unless the gate defers."""
+        if not self.deferring:
+            return []
+        if self._capability is None:
+            self._capability = HandleDeferredToolCalls(handler=self.resolve)
+        return [self._capability]
 
     def clear(self) -> None:
         self._pending.clear()
         self._grants.clear()
+        self._direct.clear()
+        self._capability = None
 
     def direct_call_id(self) -> str:
-        return f"{self.scope.id}_direct_{next(self._direct_ids)}"
+        """A tool call id for a call made from Python; its gated calls are always deferred to `settle_direct`."""
+        if self._direct_ids is None:
+            self._direct_ids = itertools.count(1)
+        call_id = f"{self.call.id}_direct_{next(self._direct_ids)}"
+        self._direct.add(call_id)
+        return call_id
+
+    def forget_direct(self, call_id: str) -> None:
+        self._direct.discard(call_id)
+
+    def _defers(self, call_id: str) -> bool:
+        return self.deferring or call_id in self._direct
 
     async def check(
         self, toolset: str, tool: str, args: dict[str, Any], ctx: RunContext[Any], *, requires_approval: bool
     ) -> ToolDenied | None:
         """Before a call runs: None to run it, a denial to return instead; raises `ApprovalRequired` to ask."""
-        if toolset in self.scope.runtime.entry_tools:
-            self.scope.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
+        if toolset in self.entry_tools:
+            self.call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
         call_id = ctx.tool_call_id or ""
         key = session_key(toolset, tool, args)
         if ctx.tool_call_approved and self._grants.get(call_id) == key:
@@ -79,7 +123,7 @@ class CallGate:
         request, verdict = await self._evaluate(toolset, tool, args, requires_approval=requires_approval)
         if verdict.decision == "allow":
             return None
-        if not ctx.tool_call_approved:
+        if not ctx.tool_call_approved and self._defers(call_id):
             self.defer(call_id, request, verdict)
         # Approved by something other than this gate (another capability, or results passed into
         # the run): that approval does not count here, so decide now.
@@ -94,10 +138,15 @@ class CallGate:
             metadata={"llm_do": {"toolset": request.toolset, "decision": verdict.decision, "reason": verdict.reason}}
         )
 
-    def tool_asked(self, toolset: str, tool: str, args: dict[str, Any], call_id: str) -> NoReturn:
-        """The wrapped tool raised `ApprovalRequired` itself: treat it as an `ask` verdict."""
+    async def tool_asked(self, toolset: str, tool: str, args: dict[str, Any], call_id: str) -> ToolDenied | None:
+        """The tool raised `ApprovalRequired` itself: an `ask` verdict. Deferred when the gate defers;
+        otherwise decided here: None to run the call again as approved, or the denial to return."""
         request = self._request(toolset, tool, args, f"tool {tool!r} asked for approval")
-        self.defer(call_id, request, Verdict("ask", request.reason))
+        verdict = Verdict("ask", request.reason)
+        if self._defers(call_id):
+            self.defer(call_id, request, verdict)
+        why = await self._settle(request, verdict)
+        return None if why is None else ToolDenied(self._message(request, why))
 
     async def resolve(self, ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults | None:
         """The `HandleDeferredToolCalls` handler: decide each call this gate deferred, in order."""
@@ -140,13 +189,13 @@ class CallGate:
         return self._request(toolset, tool, args, verdict.reason or verdict.decision), verdict
 
     def _request(self, toolset: str, tool: str, args: dict[str, Any], reason: str) -> ApprovalRequest:
-        scope = self.scope
-        chain = scope.chain()
+        call = self.call
+        chain = call.chain()
         shown = ", ".join(f"{name}={_short(value)}" for name, value in args.items())
         description = f"{' > '.join(chain)} wants to run {toolset}.{tool}({shown}): {reason}"
         return ApprovalRequest(
-            entry=scope.entry.name,
-            depth=scope.depth,
+            entry=chain[-1],
+            depth=call.depth,
             chain=chain,
             toolset=toolset,
             tool=tool,
@@ -164,56 +213,6 @@ class CallGate:
     @staticmethod
     def _message(request: ApprovalRequest, why: str) -> str:
         return f"The call to {request.tool!r} was not run: {why}. Do not retry the same call."
-
-
-@dataclass
-class ApprovalToolset(WrapperToolset[Any]):
-    """Gates the calls to a wrapped toolset by the policy of its toolset name.
-
-    It forwards `__aenter__`, `__aexit__` and `cleanup()` to the wrapped toolset. Tools declared
-    with `requires_approval=True` are offered to the model as ordinary tools and gated here
-    (as `ask` at least), so every decision goes through the same policy and approver.
-    """
-
-    name: str = field(kw_only=True)
-    gate: CallGate = field(kw_only=True, repr=False)
-
-    @property
-    def label(self) -> str:
-        return f"toolset {self.name!r} ({self.wrapped.label})"
-
-    async def cleanup(self) -> None:
-        cleanup = getattr(self.wrapped, "cleanup", None)
-        if callable(cleanup):
-            result = cleanup()
-            if inspect.isawaitable(result):
-                await result
-
-    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        tools = await super().get_tools(ctx)
-        for tool_name, item in tools.items():
-            if item.tool_def.kind == "unapproved":
-                tool_def = replace(
-                    item.tool_def,
-                    kind="function",
-                    metadata={**(item.tool_def.metadata or {}), _REQUIRES_APPROVAL: True},
-                )
-                tools[tool_name] = replace(item, tool_def=tool_def)
-        return tools
-
-    async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
-    ) -> Any:
-        requires_approval = bool((tool.tool_def.metadata or {}).get(_REQUIRES_APPROVAL))
-        denial = await self.gate.check(self.name, name, tool_args, ctx, requires_approval=requires_approval)
-        if denial is not None:
-            return denial
-        try:
-            return await super().call_tool(name, tool_args, ctx, tool)
-        except ApprovalRequired:
-            if ctx.tool_call_approved:
-                raise
-            self.gate.tool_asked(self.name, name, tool_args, ctx.tool_call_id or "")
 
 
 def _short(value: Any, limit: int = 80) -> str:

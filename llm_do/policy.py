@@ -61,6 +61,11 @@ class ToolPolicy:
             _check_decision(decision, f"ToolPolicy.tools[{tool!r}]")
         object.__setattr__(self, "tools", MappingProxyType(dict(self.tools)))
 
+    @property
+    def may_gate(self) -> bool:
+        """Whether this policy can ask or deny a call (a tool's own `requires_approval` aside)."""
+        return self.default != "allow" or self.rule is not None or any(d != "allow" for d in self.tools.values())
+
     def overridden(self, settings: PolicySettings) -> ToolPolicy:
         """This policy with the default and per-tool decisions of `settings` on top; the rule stays."""
         default = settings.default if settings.default is not None else self.default

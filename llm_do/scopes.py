@@ -10,7 +10,7 @@ from typing import Any
 
 from dependency_injector import providers
 
-__all__ = ["Scope", "ToolsetSpec", "scope_of_provider"]
+__all__ = ["Scope", "ToolsetSpec", "ToolsetUse", "scope_of_provider"]
 
 
 class Scope(enum.Enum):
@@ -97,6 +97,15 @@ class ToolsetSpec:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsetUse:
+    """One toolset name of an entry, resolved at load: its spec and the label teardown logs use."""
+
+    name: str
+    spec: ToolsetSpec
+    label: str
 
 
 def _check_override(provider: providers.Provider[Any], declared: Scope) -> None:

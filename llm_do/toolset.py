@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, overload
 
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool
 
+from .errors import ConfigurationError
 from .policy import ToolPolicy
 
-__all__ = ["Toolset", "tool"]
+__all__ = ["Toolset", "check_unique_tools", "known_tool_names", "may_ask_for_approval", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__llm_do_tool__"
@@ -74,6 +75,7 @@ class Toolset(AbstractToolset[Any]):
     default_policy: ClassVar[ToolPolicy | None] = None
     _llm_do_described: ClassVar[dict[str, _Described] | None] = None
     _llm_do_tool_names: ClassVar[frozenset[str] | None] = None
+    _llm_do_asks: ClassVar[bool | None] = None
 
     @property
     def id(self) -> str | None:
@@ -87,6 +89,15 @@ class Toolset(AbstractToolset[Any]):
             names = frozenset(options.name or attr for attr, options in _marked_methods(cls).items())
             cls._llm_do_tool_names = names
         return names
+
+    @classmethod
+    def asks_for_approval(cls) -> bool:
+        """Whether a tool of this class is declared with `requires_approval=True`."""
+        asks = cls.__dict__.get("_llm_do_asks")
+        if asks is None:
+            asks = any(options.requires_approval for options in _marked_methods(cls).values())
+            cls._llm_do_asks = asks
+        return asks
 
     @classmethod
     def _described(cls) -> dict[str, _Described]:
@@ -154,3 +165,36 @@ def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _
         validator=described.function_schema.validator,
         takes_ctx=described.function_schema.takes_ctx,
     )
+
+
+def known_tool_names(toolset: object) -> frozenset[str] | None:
+    """Tool names known without a run: of a `Toolset` class or instance, or a `FunctionToolset`."""
+    if isinstance(toolset, type):
+        return toolset.tool_names() if issubclass(toolset, Toolset) else None
+    if isinstance(toolset, Toolset):
+        return type(toolset).tool_names()
+    if isinstance(toolset, FunctionToolset):
+        return frozenset(toolset.tools)
+    return None
+
+
+def may_ask_for_approval(toolset: AbstractToolset[Any]) -> bool:
+    """Whether a tool of `toolset` is declared to need approval; True when that cannot be known."""
+    if isinstance(toolset, Toolset):
+        return type(toolset).asks_for_approval()
+    if isinstance(toolset, FunctionToolset):
+        return any(item.requires_approval for item in toolset.tools.values())
+    return True
+
+
+def check_unique_tools(entry: str, tools_by_toolset: Iterable[tuple[str, Iterable[str]]]) -> None:
+    """Raise `ConfigurationError` when two of an entry's toolsets define the same tool name."""
+    owner: dict[str, str] = {}
+    for name, tool_names in tools_by_toolset:
+        for tool_name in tool_names:
+            if tool_name in owner:
+                raise ConfigurationError(
+                    f"entry {entry!r}: tool {tool_name!r} is defined by both toolset {owner[tool_name]!r} "
+                    f"and toolset {name!r}; rename one of the tools or drop one toolset from the entry"
+                )
+            owner[tool_name] = name

@@ -16,7 +16,7 @@ from typing import Any
 
 from .scopes import Scope
 
-__all__ = ["Adoption", "Tracker", "active"]
+__all__ = ["Adoption", "Tracker", "active", "hand_over"]
 
 _ASYNCIO = str(Path(asyncio.__file__).parent)
 _LIBRARY_DIRS = (str(Path(__file__).parent), str(Path(contextlib.__file__).parent))
@@ -36,6 +36,11 @@ class Adoption:
     opened_at: tuple[str, int, str] | None
     """(file, line, function) of the innermost user code in the task that opened the scope, if any."""
     ended: bool = False
+    handed_to: weakref.ref[Any] | None = None
+    """The `RunResult` or `RunReport` that gave it to the run's caller: alive by design while that is."""
+
+    def handed_over(self) -> bool:
+        return self.handed_to is not None and self.handed_to() is not None
 
     def obj(self) -> Any:
         return None if self.ref is None else self.ref()
@@ -57,6 +62,12 @@ class Tracker:
         self.adoptions.append(adoption)
         self._running.setdefault(id(teardown), []).append(adoption)
 
+    def handed_over(self, holder: object, objs: list[object]) -> None:
+        keys = {id(obj) for obj in objs}
+        for adoption in self.adoptions:
+            if adoption.ref is not None and id(adoption.ref()) in keys:
+                adoption.handed_to = weakref.ref(holder)
+
     def ended(self, teardown: object) -> None:
         for adoption in self._running.pop(id(teardown), ()):
             adoption.ended = True
@@ -76,3 +87,9 @@ def _caller(frame: FrameType | None) -> tuple[str, int, str] | None:
             return filename, frame.f_lineno, frame.f_code.co_name
         frame = frame.f_back
     return None
+
+
+def hand_over(holder: object, objs: list[object]) -> None:
+    """Tell the active trackers that `holder` (a run's result or report) gives these objects to its caller."""
+    for tracker in active:
+        tracker.handed_over(holder, objs)

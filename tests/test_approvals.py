@@ -697,16 +697,33 @@ async def test_a_wrapped_toolset_is_entered_exited_and_cleaned_up_exactly_once()
     assert sorted(event for event in events if event.startswith("note")) == ["note boss", "note worker"]
 
 
-async def test_the_approval_wrapper_forwards_enter_exit_and_cleanup() -> None:
-    from llm_do.gate import ApprovalToolset
+class PerRunCopies(Tracked):
+    """`for_run` hands pydantic-ai a fresh copy for each agent run, which pydantic-ai enters and exits."""
 
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        return Tracked("copy", self.ran, self.events)
+
+
+async def test_a_fresh_per_run_copy_is_entered_by_pydantic_ai_and_still_gated() -> None:
+    ran: list[str] = []
     events: list[str] = []
-    inner = Tracked("inner", [], events)
-    gated = ApprovalToolset(inner, name="shell", gate=None)  # type: ignore[arg-type]
-    async with gated:
-        pass
-    await gated.cleanup()
-    assert events == ["enter inner", "exit inner", "cleanup inner"]
+    approver = Approver("deny")
+    job = AgentEntry(
+        Agent(by_prompt(first_then_echo(("ls", {"path": "."}), ("rm", {"path": "x"})))), name="job", toolsets=["shell"]
+    )
+    runtime = Runtime(
+        None,
+        entries=[job],
+        toolsets={"shell": lambda: PerRunCopies("scope", ran, events)},
+        policies={"shell": ToolPolicy(tools={"rm": "ask"})},
+        approver=approver,
+    )
+    async with runtime:
+        result = await runtime.run("job", "go")
+    assert ran == ["ls ."]  # the copy ran the allowed call; the gated one was denied
+    assert "The call to 'rm' was not run: the approver denied it" in result.output
+    assert [request.tool for request in approver.asked] == ["rm"]
+    assert events == ["enter scope", "enter copy", "exit copy", "exit scope", "cleanup scope"]
 
 
 async def test_a_call_past_max_depth_fails_before_anyone_is_asked_to_approve_it() -> None:

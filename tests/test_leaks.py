@@ -11,7 +11,7 @@ from dependency_injector import providers
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, Handles, Runtime, Toolset, entry, open_handles, tool
+from llm_do import AgentEntry, Handles, RunLocalSingleton, Runtime, Toolset, entry, open_handles, tool
 from llm_do.call import CallScope
 from llm_do.testing import LeakError, ScriptedModel, assert_no_leaks, settle, tool_call, track_leaks
 
@@ -75,7 +75,7 @@ class Shared(Toolset):
 
 
 class App(AgentContainer):
-    run_log = providers.ContextLocalSingleton(RunLog)
+    run_log = RunLocalSingleton(RunLog)
     files = providers.Factory(Files, log=run_log)
     shared = providers.Singleton(Shared)
 

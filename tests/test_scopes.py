@@ -12,7 +12,18 @@ from dependency_injector import providers
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, Scope, Toolset, ToolsetSpec, entry, tool
+from llm_do import (
+    AgentEntry,
+    Handles,
+    RunLocalSingleton,
+    Runtime,
+    RuntimeConfig,
+    Scope,
+    Toolset,
+    ToolsetSpec,
+    entry,
+    tool,
+)
 from llm_do.call import CallScope
 
 from .helpers import by_prompt, call, calls, returns, text
@@ -66,7 +77,7 @@ class Notes(Toolset):
 
 class App(AgentContainer):
     pool = providers.Singleton(Pool)
-    ledger = providers.ContextLocalSingleton(Ledger)
+    ledger = RunLocalSingleton(Ledger)
     notes = providers.Factory(Notes, pool=pool, ledger=ledger, ledger_provider=ledger.provider)
 
 

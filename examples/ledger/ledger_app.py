@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from containers import AgentContainer
-from llm_do import AgentEntry, Handles, ToolPolicy, Toolset, tool
+from llm_do import AgentEntry, Handles, RunLocalSingleton, ToolPolicy, Toolset, tool
 
 
 class Database:
@@ -104,7 +104,7 @@ class DatabaseToolset(Toolset):
 
 class App(AgentContainer):
     database = providers.Singleton(Database, path=AgentContainer.config.db_path)  # global
-    audit = providers.ContextLocalSingleton(Audit)  # per run
+    audit = RunLocalSingleton(Audit)  # per run
     db = providers.Factory(DatabaseToolset, db=database, audit=audit)  # per call
     approval_policies = providers.Dict(db=ToolPolicy(tools={"commit": "ask"}))  # a commit needs a yes
 

@@ -45,7 +45,7 @@ class LeakCheck:
                 for handles in (value, *_attributes(value)):  # its own handle maps and its helpers'
                     if isinstance(handles, Handles):
                         owners[id(handles)] = adoption
-            if adoption.ended and adoption.scope is not Scope.GLOBAL:
+            if adoption.ended and adoption.scope is not Scope.GLOBAL and not adoption.handed_over():
                 found.append(_object_leak(adoption, obj))
             del obj
         live = list(_live)
