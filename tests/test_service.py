@@ -27,10 +27,10 @@ from .postgres import PostgresServer
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples" / "service"))
 
-from bank import ledger  # noqa: E402
-from bank.app import create_app  # noqa: E402
-from bank.toolsets import Audit, LedgerToolset  # noqa: E402
-from bank.wiring import APPLICATION, Bank, open_pool  # noqa: E402
+from bank import ledger
+from bank.app import create_app
+from bank.toolsets import Audit, LedgerToolset
+from bank.wiring import APPLICATION, Bank, open_pool
 
 # -- databases and what PostgreSQL says about them ----------------------------------------------
 
@@ -92,7 +92,8 @@ async def balances(dsn: str) -> dict[str, int]:
 async def idle_in_transaction(dsn: str) -> int:
     rows = await _query(
         dsn,
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
     )
     return int(rows[0][0])
 
@@ -141,7 +142,9 @@ def handle_of(audit: list[str]) -> str:
 async def test_a_transfer_commits_and_answers_with_output_audit_and_usage(bank: Bank, database: str) -> None:
     async with asgi_client(create_app(bank)) as client:
         await seed(client, A=100, B=50)
-        response = await client.post("/transfer", json={"reference": "pay-1", "source": "A", "target": "B", "amount": 10})
+        response = await client.post(
+            "/transfer", json={"reference": "pay-1", "source": "A", "target": "B", "amount": 10}
+        )
         assert (await client.get("/accounts")).json() == {"A": 90, "B": 60}
 
     assert response.status_code == 200
@@ -209,7 +212,9 @@ async def test_an_unexpected_error_is_a_500_that_hides_its_details(bank: Bank, d
     with bank.ledger.override(providers.Factory(BrokenLedger, pool=bank.pool, audit=bank.audit)):
         async with asgi_client(create_app(bank)) as client:
             await seed(client, A=100, B=50)
-            response = await client.post("/transfer", json={"reference": "r", "source": "A", "target": "B", "amount": 1})
+            response = await client.post(
+                "/transfer", json={"reference": "r", "source": "A", "target": "B", "amount": 1}
+            )
 
     assert response.status_code == 500
     body = response.json()
@@ -407,7 +412,9 @@ async def test_a_pool_overridden_before_start_up_is_used_and_closed(
         async with asgi_client(create_app(bank)) as client:
             assert len(opened) == 1  # opened at start-up, not by the first request
             await seed(client, A=100, B=50)
-            response = await client.post("/transfer", json={"reference": "o", "source": "A", "target": "B", "amount": 1})
+            response = await client.post(
+                "/transfer", json={"reference": "o", "source": "A", "target": "B", "amount": 1}
+            )
             assert response.status_code == 200, response.text
     assert opened[0].is_closing()
     assert await balances(other_database) == {"A": 99, "B": 51}
@@ -424,7 +431,9 @@ async def test_a_pool_overridden_after_start_up_is_closed_when_the_runtime_close
         await seed(client, A=100, B=50)
         with bank.pool.override(providers.Resource(recording_pool(opened), dsn=other_database, size=2)):
             await seed(client, A=10, B=0)  # into the other database, through the overriding pool
-            response = await client.post("/transfer", json={"reference": "o", "source": "A", "target": "B", "amount": 1})
+            response = await client.post(
+                "/transfer", json={"reference": "o", "source": "A", "target": "B", "amount": 1}
+            )
             assert response.status_code == 200, response.text
         assert len(opened) == 1 and not opened[0].is_closing()
     assert original.is_closing()

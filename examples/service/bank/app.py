@@ -42,12 +42,6 @@ def _runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 
 
-async def _pool(runtime: Runtime) -> ledger.Pool:
-    assert isinstance(runtime.container, Bank)
-    pool: ledger.Pool = await runtime.container.pool()  # an async Resource resolves to an awaitable
-    return pool
-
-
 def _audit_lines(per_run: Mapping[str, Any]) -> list[str]:
     audit = per_run.get("audit")
     return list(audit.lines) if isinstance(audit, Audit) else []
@@ -77,6 +71,10 @@ def create_app(container: Bank | None = None) -> FastAPI:
     app = FastAPI(title="bank (llm-do example)", lifespan=lifespan)
     app.state.container = bank
 
+    async def pool() -> ledger.Pool:
+        made: ledger.Pool = await bank.pool()  # an async Resource resolves to an awaitable
+        return made
+
     @app.post("/transfer")
     async def transfer(body: TransferRequest, request: Request, runtime: RuntimeDep) -> Response:
         try:
@@ -101,16 +99,16 @@ def create_app(container: Bank | None = None) -> FastAPI:
         )
 
     @app.post("/accounts", status_code=201)
-    async def open_account(body: NewAccount, runtime: RuntimeDep) -> Response:
+    async def open_account(body: NewAccount) -> Response:
         try:
-            await ledger.open_account(await _pool(runtime), body.name, body.balance)
+            await ledger.open_account(await pool(), body.name, body.balance)
         except asyncpg.UniqueViolationError:
             return error_response(409, f"account {body.name!r} already exists", None)
         return JSONResponse({"name": body.name, "balance": body.balance}, status_code=201)
 
     @app.get("/accounts")
-    async def accounts(runtime: RuntimeDep) -> dict[str, int]:
-        return await ledger.balances(await _pool(runtime))
+    async def accounts() -> dict[str, int]:
+        return await ledger.balances(await pool())
 
     return app
 

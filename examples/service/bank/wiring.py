@@ -13,7 +13,7 @@ from pydantic import Field
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, ConfigurationError, LlmDoSettings, reveal
+from llm_do import AgentEntry, ConfigurationError, LlmDoSettings, RunLocalSingleton, reveal
 
 from . import ledger
 from .model import teller_model
@@ -52,7 +52,7 @@ class Bank(AgentContainer):
     pool = providers.Resource(
         open_pool, dsn=reveal(AgentContainer.config.database_url), size=AgentContainer.config.pool_size
     )
-    audit = providers.ContextLocalSingleton(Audit)  # per run  TODO(merge main): RunLocalSingleton(Audit)
+    audit = RunLocalSingleton(Audit)  # per run: emptied when the run ends
     ledger = providers.Factory(LedgerToolset, pool=pool, audit=audit)  # per call
 
 
