@@ -21,6 +21,7 @@ from dependency_injector import providers
 from fastapi import FastAPI, Request
 
 from llm_do import tool
+from llm_do.testing import track_leaks
 from llm_do.testing.lifespan import asgi_client
 
 from .postgres import PostgresServer
@@ -247,12 +248,21 @@ async def test_200_concurrent_transfers_conserve_money_and_each_gets_its_own_aud
             }
         )
 
-    async with asgi_client(create_app(bank)) as client:
-        await seed(client, **dict.fromkeys(names, 1000))
-        pool = await bank.pool()
-        responses = await asyncio.gather(*(client.post("/transfer", json=t) for t in transfers))
-        assert await idle_in_transaction(database) == 0
-        assert not pool.is_closing()
+    with track_leaks() as leaks:
+        async with asgi_client(create_app(bank)) as client:
+            await seed(client, **dict.fromkeys(names, 1000))
+            pool = await bank.pool()
+            responses = await asyncio.gather(*(client.post("/transfer", json=t) for t in transfers))
+            assert await idle_in_transaction(database) == 0
+            assert not pool.is_closing()
+            # The pool lives on, and callbacks armed inside the runs with the runs' contexts (each
+            # connection's socket reader, its idle timer) with it: yet no audit and no transaction
+            # handle of any run is kept alive by them. Known gap: those contexts hold pydantic-ai's
+            # RunContext, whose tool manager still holds llm-do's LentToolset, and so the call's
+            # toolset, until the connection is used again (a core fix: detach it at call end).
+            retained = f"{LedgerToolset.__name__} of toolset 'ledger' (per_call) of entry 'teller' outlived its scope"
+            assert [leak for leak in leaks.leaks() if not leak.startswith(retained)] == []
+            assert all(leak.endswith("held by attribute 'wrapped' of a LentToolset") for leak in leaks.leaks())
     assert pool.is_closing()  # the runtime closed the pool at shutdown ...
     await no_pool_connections(database)  # ... and PostgreSQL saw every connection go
 
@@ -286,7 +296,8 @@ async def test_200_concurrent_transfers_conserve_money_and_each_gets_its_own_aud
 @asynccontextmanager
 async def served(app: FastAPI) -> AsyncIterator[str]:
     """Serve `app` with uvicorn on a free loopback port, in this event loop; yield its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=10)
+    server = uvicorn.Server(config)  # a request still running 10 s after should_exit is cancelled
     task = asyncio.create_task(server.serve())
     try:
         await eventually(_started(server, task), "uvicorn started")
