@@ -1,5 +1,6 @@
 """Declarative containers: wiring only, no logic."""
 
 from .agent import AgentContainer
+from .builtins import BuiltinToolsets
 
-__all__ = ["AgentContainer"]
+__all__ = ["AgentContainer", "BuiltinToolsets"]

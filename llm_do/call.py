@@ -17,7 +17,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .approval import Approvals
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
@@ -25,7 +25,7 @@ from .gate import CallGate
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
-from .scopes import Scope, ToolsetSpec, ToolsetUse
+from .scopes import Scope, ToolsetSpec, ToolsetUse, is_awaitable
 from .settings import RuntimeConfig
 from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -78,7 +78,7 @@ class GatedToolset(WrapperToolset[Any]):
         return f"toolset {self.name!r} ({self.wrapped.label})"
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        self.scope._saw(ctx.messages)
+        self.scope._saw(ctx)
         tools = await super().get_tools(ctx)
         for tool_name, item in tools.items():
             if item.tool_def.kind == "unapproved":  # gated here, by the same policy and approver
@@ -126,6 +126,17 @@ class LentToolset(GatedToolset):
         return GatedToolset(fresh, name=self.name, scope=self.scope)  # pydantic-ai owns a per-run copy
 
 
+_SPENT: AbstractToolset[Any] = FunctionToolset([], id="llm_do.spent")
+"""What a lent toolset wraps once its call has ended."""
+
+
+def _forget_driving_task(ctx: RunContext[Any]) -> None:
+    """The agent run has ended: its cancellation controller no longer needs the task that drove it."""
+    cancellation = getattr(ctx, "_cancellation", None)
+    if cancellation is not None and hasattr(cancellation, "_owner"):
+        cancellation._owner = None
+
+
 def _no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
     raise ToolsetError("a tool called directly through CallScope.call_tool has no model to ask")
 
@@ -166,7 +177,7 @@ class CallScope:
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._teardown = Teardown(host.config.cleanup_timeout, Scope.PER_CALL)
         self._gate = CallGate(host.approvals, self, host.entry_tools)
-        self._seen: list[list[ModelMessage]] = []
+        self._seen: list[RunContext[Any]] = []
 
     @property
     def config(self) -> RuntimeConfig:
@@ -208,20 +219,22 @@ class CallScope:
             raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; its scope can no longer be used")
         return run
 
-    def _saw(self, messages: list[ModelMessage]) -> None:
-        """Remember an agent run's message list, to empty it when the call ends (see `_finish`)."""
-        if not self._seen or self._seen[-1] is not messages:
-            self._seen.append(messages)
+    def _saw(self, ctx: RunContext[Any]) -> None:
+        """Remember an agent run's context, to let go of what it holds when the call ends (`_release`)."""
+        if not self._seen or self._seen[-1].messages is not ctx.messages:
+            self._seen.append(ctx)
 
     async def __aenter__(self) -> CallScope:
         try:
             uses = self.host.toolsets_of(self.entry.name)
             acquired = [(use.name, await self._acquire(use)) for use in uses]
-            if len(acquired) > 1:
+            if len(acquired) > 1 and not all(use.tools_known for use in uses):  # else checked at load
                 check_unique_tools(self.entry.name, ((name, known_tool_names(ts) or ()) for name, ts in acquired))
             self._instances = dict(acquired)
-            gate = self._gate
-            gate.deferring = any(gate.may_gate(name) or may_ask_for_approval(ts) for name, ts in acquired)
+            self._gate.deferring = any(
+                may_ask_for_approval(ts) if use.may_ask is None else use.may_ask
+                for use, (_, ts) in zip(uses, acquired, strict=True)
+            )
             self.toolsets = [LentToolset(toolset, name=name, scope=self) for name, toolset in acquired]
         except BaseException as exc:
             await self._finish(exc)
@@ -236,19 +249,23 @@ class CallScope:
     async def _acquire(self, use: ToolsetUse) -> AbstractToolset[Any]:
         spec = use.spec
         if spec.scope is Scope.PER_CALL:
-            obj = await spec.create()
-            await self._teardown.adopt(obj, use.label)
+            obj = spec.factory()
+            if is_awaitable(obj):
+                obj = await obj
+            entering = self._teardown.register(obj, use.label)
+            if entering is not None:
+                await entering
         elif spec.scope is Scope.PER_RUN:
             obj = await self._open_run().acquire(spec, use.label, use.name)
         else:
             obj = await self.host.acquire_global(spec, use.label)
-        if not isinstance(obj, AbstractToolset):
-            raise ToolsetError(
-                f"entry {self.entry.name!r}: toolset {use.name!r} was built as {type(obj).__qualname__}, "
-                "which is not a pydantic-ai toolset; make its provider build an AbstractToolset "
-                "(an llm_do.Toolset subclass, a FunctionToolset, ...)"
-            )
-        return obj
+        if type(obj) is spec.provides or isinstance(obj, AbstractToolset):  # the first: checked at load
+            return obj  # type: ignore[no-any-return]
+        raise ToolsetError(
+            f"entry {self.entry.name!r}: toolset {use.name!r} was built as {type(obj).__qualname__}, "
+            "which is not a pydantic-ai toolset; make its provider build an AbstractToolset "
+            "(an llm_do.Toolset subclass, a FunctionToolset, ...)"
+        )
 
     async def _finish(self, exc: BaseException | None) -> None:
         outcome: Outcome = "ok" if exc is None else "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
@@ -273,11 +290,16 @@ class CallScope:
             self._release()
 
     def _release(self) -> None:
-        """Let go of everything the call held. pydantic-ai's run context (which a callback scheduled
-        by a tool captures) keeps this scope and the agent run's message list: both end up empty."""
-        for messages in self._seen:
-            messages.clear()
+        """Let go of everything the call held. pydantic-ai's run context, which a callback scheduled by
+        a tool captures, keeps this scope, the agent run's message list and its cancellation controller,
+        which keeps the task that drove the run (and so its result): all of them end up empty."""
+        for ctx in self._seen:
+            ctx.messages.clear()
+            _forget_driving_task(ctx)
         self._seen = []
+        for lent in self.toolsets:
+            if isinstance(lent, LentToolset):
+                lent.wrapped = _SPENT  # the run context's tool manager still lists it
         self.toolsets = []
         self._instances = {}
         self._gate.clear()

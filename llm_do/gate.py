@@ -77,10 +77,6 @@ class CallGate:
         self._direct_ids: itertools.count[int] | None = None
         self._direct: set[str] = set()
 
-    def may_gate(self, toolset: str) -> bool:
-        """Whether the policy of `toolset` can ask or deny a call."""
-        return self.approvals.may_gate(toolset)
-
     def capabilities(self) -> list[HandleDeferredToolCalls[Any]]:
         """The capability an agent run needs to resolve deferred calls: none unless the gate defers."""
         if not self.deferring:
@@ -115,6 +111,8 @@ class CallGate:
         """Before a call runs: None to run it, a denial to return instead; raises `ApprovalRequired` to ask."""
         if toolset in self.entry_tools:
             self.call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
+        if not requires_approval and not self.approvals.may_gate(toolset):
+            return None  # its policy allows every call and the tool does not ask
         call_id = ctx.tool_call_id or ""
         key = session_key(toolset, tool, args)
         if ctx.tool_call_approved and self._grants.get(call_id) == key:

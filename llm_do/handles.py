@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from .errors import UnknownHandle
 
-__all__ = ["Handles", "open_handles"]
+__all__ = ["Handles", "live_handle_maps", "open_handles"]
 
 T = TypeVar("T")
 _live: weakref.WeakSet[Handles[Any]] = weakref.WeakSet()
@@ -99,6 +99,11 @@ class Handles(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Handles({self.prefix!r}, open={list(self._open)})"
+
+
+def live_handle_maps() -> list[Handles[Any]]:
+    """Every handle map still alive in this process (for leak checks)."""
+    return list(_live)
 
 
 def open_handles() -> list[str]:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -13,7 +12,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from . import tracking
 from .handles import Handles
-from .scopes import Scope
+from .scopes import Scope, is_awaitable
 
 __all__ = ["Teardown", "logger"]
 
@@ -54,25 +53,28 @@ class Teardown:
 
     async def adopt(self, obj: object, label: str) -> bool:
         """Enter `obj` once and register its release; False when it was already owned here."""
-        key = id(obj)
-        if key in self._owned:
+        if id(obj) in self._owned:
             return False
-        self._owned.add(key)
-        for tracker in tracking.active:
-            tracker.adopted(self, self.scope, obj, label)
-        cls = type(obj)
-        cleanup = getattr(obj, "cleanup", None)
-        if callable(cleanup):
-            self.push(label, lambda _exc: cleanup())
-        aexit = getattr(cls, "__aexit__", None)
-        aenter = getattr(cls, "__aenter__", None)
-        if aexit is not None and aenter is not None and aexit is not _DEFAULT_AEXIT:
-            if aenter is not _DEFAULT_AENTER:
-                await obj.__aenter__()  # type: ignore[attr-defined]
-            self.push(label, lambda exc: _aexit(obj, exc))
-        if hasattr(obj, "__dict__"):
-            self.push(label, lambda _exc: _close_forgotten_handles(obj))
+        entering = self.register(obj, label)
+        if entering is not None:
+            await entering
         return True
+
+    def register(self, obj: object, label: str) -> Awaitable[Any] | None:
+        """Register the release of `obj` (not owned here yet); returns its `__aenter__()` to await, if any."""
+        self._owned.add(id(obj))
+        if tracking.active:
+            for tracker in tracking.active:
+                tracker.adopted(self, self.scope, obj, label)
+        enters, exits, cleans, has_dict = _protocol(type(obj))
+        if cleans or (has_dict and callable(vars(obj).get("cleanup"))):
+            cleanup = obj.cleanup  # type: ignore[attr-defined]
+            self._finalizers.append((label, lambda _exc: cleanup()))
+        if exits:
+            self._finalizers.append((label, lambda exc: _aexit(obj, exc)))
+        if has_dict:
+            self._finalizers.append((label, lambda _exc: _close_forgotten_handles(obj)))
+        return obj.__aenter__() if enters else None  # type: ignore[attr-defined]
 
     async def close(self, exc: BaseException | None) -> bool:
         """Run and forget every finalizer; True when a cancellation arrived meanwhile."""
@@ -81,10 +83,16 @@ class Teardown:
         self._owned.clear()
         while finalizers:
             label, finalizer = finalizers.pop()
-            if await _run_finalizer(label, finalizer, exc, self.timeout):
+            try:
+                result = finalizer(exc)
+            except Exception as error:
+                logger.error("cleanup of %s failed", label, exc_info=error)
+                continue
+            if result is not None and is_awaitable(result) and await _await_finalizer(label, result, self.timeout):
                 interrupted = True
-        for tracker in tracking.active:
-            tracker.ended(self)
+        if tracking.active:
+            for tracker in tracking.active:
+                tracker.ended(self)
         return interrupted
 
     async def __aenter__(self) -> Teardown:
@@ -104,8 +112,9 @@ def _aexit(obj: Any, exc: BaseException | None) -> Any:
 
 
 def _close_forgotten_handles(obj: object) -> Any:
-    if any(isinstance(value, Handles) and value for value in vars(obj).values()):
-        return _close_all(obj)
+    for value in vars(obj).values():
+        if isinstance(value, Handles) and value:
+            return _close_all(obj)
     return None
 
 
@@ -115,14 +124,23 @@ async def _close_all(obj: object) -> None:
             await value.close_all()
 
 
-async def _run_finalizer(label: str, finalizer: Finalizer, exc: BaseException | None, budget: float) -> bool:
-    try:
-        result = finalizer(exc)
-    except Exception as error:
-        logger.error("cleanup of %s failed", label, exc_info=error)
-        return False
-    if not inspect.isawaitable(result):
-        return False
+_PROTOCOLS: dict[type, tuple[bool, bool, bool, bool]] = {}
+
+
+def _protocol(cls: type) -> tuple[bool, bool, bool, bool]:
+    """(enter, exit, cleanup, has a __dict__) for instances of `cls`, worked out once per class."""
+    known = _PROTOCOLS.get(cls)
+    if known is None:
+        aexit = getattr(cls, "__aexit__", None)
+        aenter = getattr(cls, "__aenter__", None)
+        exits = aexit is not None and aenter is not None and aexit is not _DEFAULT_AEXIT
+        enters = exits and aenter is not _DEFAULT_AENTER
+        known = _PROTOCOLS[cls] = (enters, exits, callable(getattr(cls, "cleanup", None)), cls.__dictoffset__ != 0)
+    return known
+
+
+async def _await_finalizer(label: str, result: Any, budget: float) -> bool:
+    """Await an async finalizer for at most `budget` seconds; True if a cancellation arrived meanwhile."""
     task: asyncio.Future[Any] = asyncio.ensure_future(result)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget

@@ -8,9 +8,9 @@ the container and the global teardown live here; `Runtime` runs requests against
 from __future__ import annotations
 
 import asyncio
-import inspect
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from dependency_injector import containers, providers
@@ -24,9 +24,9 @@ from .lifecycle import Teardown
 from .policy import ToolPolicy
 from .run import RunState
 from .runlocal import RunLocalSingleton
-from .scopes import Scope, ToolsetSpec, ToolsetUse
+from .scopes import Scope, ToolsetSpec, ToolsetUse, is_awaitable
 from .settings import RuntimeConfig
-from .toolset import check_unique_tools, known_tool_names
+from .toolset import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
 
 __all__ = ["CapturablePerRunWarning", "Loaded", "ToolsetSource"]
 
@@ -86,6 +86,7 @@ class Loaded:
             on_deny=config.approval_on_deny,
             approver=approver,
         )
+        self._uses = {name: tuple(self._with_gating(use) for use in uses) for name, uses in self._uses.items()}
         self.globals = Teardown(config.cleanup_timeout, Scope.GLOBAL)
         self._global_lock = asyncio.Lock()
 
@@ -124,7 +125,12 @@ class Loaded:
         owner = f"entry {item.name!r}"
         specs = [(name, self._spec_named(owner, name)) for name in item.toolsets]
         check_unique_tools(item.name, ((name, known_tool_names(spec.provides) or ()) for name, spec in specs))
-        return tuple(ToolsetUse(name, spec, f"toolset {name!r} ({spec.scope}) of {owner}") for name, spec in specs)
+        return tuple(
+            ToolsetUse(
+                name, spec, f"toolset {name!r} ({spec.scope}) of {owner}", known_tool_names(spec.provides) is not None
+            )
+            for name, spec in specs
+        )
 
     def _spec_named(self, owner: str, name: str) -> ToolsetSpec:
         """The spec of a toolset name, checked as far as it can be without building anything."""
@@ -167,6 +173,17 @@ class Loaded:
         declared.append(policies)
         known = self._known() - _RESERVED
         return load_policies(declared, self.config.approval_policies, known=known, tools_of=self._static_tool_names)
+
+    def _with_gating(self, use: ToolsetUse) -> ToolsetUse:
+        """The use, with whether its calls can need an approval when that is known at load."""
+        if self.approvals.may_gate(use.name):
+            return replace(use, may_ask=True)
+        provides = use.spec.provides
+        if isinstance(provides, type) and issubclass(provides, Toolset):
+            return replace(use, may_ask=provides.asks_for_approval())
+        if provides is not None and not isinstance(provides, type):
+            return replace(use, may_ask=may_ask_for_approval(provides))
+        return use
 
     def _class_default_policies(self) -> dict[str, ToolPolicy]:
         """`Toolset.default_policy` of each loaded toolset name whose class is known at load."""
@@ -244,7 +261,7 @@ class Loaded:
 
 async def resolved(value: Any) -> Any:
     """`value`, awaited when it is awaitable (an async provider's result)."""
-    return await value if inspect.isawaitable(value) else value
+    return await value if is_awaitable(value) else value
 
 
 def _described(provider: providers.Provider[Any]) -> str:

@@ -100,14 +100,17 @@ class Runtime:
         target = self._loaded.entry(name)
         if not isinstance(entry, str) and entry is not target:
             raise ConfigurationError(f"entry {name!r} is not the one this runtime loaded under that name")
+        reports: list[RunReport] = []
         task = asyncio.get_running_loop().create_task(
-            self._run(target, input_data, message_history), context=contextvars.copy_context()
+            self._run(target, input_data, message_history, reports), context=contextvars.copy_context()
         )
         self._running.add(task)
-        task.add_done_callback(self._running.discard)
         try:
-            return await task
+            result = await task
         except BaseException as error:
+            self._running.discard(task)  # awaiting a task ends only once it is done
+            if reports:  # the run's own exception, or the caller's cancellation that ended it
+                attach_report(error, reports.pop())
             if isinstance(error, asyncio.CancelledError):
                 self._abandoned = True  # pydantic-ai's abandoned generators: settled at close
             # Until the loop turns, asyncio's wakeup callback still holds the failed task, and so the
@@ -116,8 +119,16 @@ class Runtime:
             del task, error
             await asyncio.sleep(0)
             raise
+        self._running.discard(task)
+        return result
 
-    async def _run(self, target: Entry, input_data: Any, message_history: list[ModelMessage] | None) -> RunResult:
+    async def _run(
+        self,
+        target: Entry,
+        input_data: Any,
+        message_history: list[ModelMessage] | None,
+        reports: list[RunReport],
+    ) -> RunResult:
         loaded = self._loaded
         loaded.note_resource_overrides()
         run = RunScope(Teardown(self.config.cleanup_timeout, Scope.PER_RUN), open_run_box())
@@ -138,8 +149,8 @@ class Runtime:
             if state is not None:
                 outcome: Outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
                 report = RunReport(outcome, state.usage, *_records(state), _frozen(run.per_run))
-                attach_report(error, report)
                 _handed_over(report)
+                reports.append(report)
             raise
         finally:
             run.close()

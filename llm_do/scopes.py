@@ -6,11 +6,12 @@ import enum
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import GeneratorType
 from typing import Any
 
 from dependency_injector import providers
 
-__all__ = ["Scope", "ToolsetSpec", "ToolsetUse", "scope_of_provider"]
+__all__ = ["Scope", "ToolsetSpec", "ToolsetUse", "is_awaitable", "scope_of_provider"]
 
 
 class Scope(enum.Enum):
@@ -94,7 +95,7 @@ class ToolsetSpec:
     async def create(self) -> Any:
         """Call the factory and await its result when it is awaitable."""
         result = self.factory()
-        if inspect.isawaitable(result):
+        if is_awaitable(result):
             result = await result
         return result
 
@@ -106,6 +107,18 @@ class ToolsetUse:
     name: str
     spec: ToolsetSpec
     label: str
+    tools_known: bool = False
+    """Whether its tool names were known at load (and so checked there against the entry's others)."""
+    may_ask: bool | None = None
+    """Whether a call to it can need an approval (its policy, or a tool declared `requires_approval`);
+    None when only the built instance can tell."""
+
+
+def is_awaitable(value: object) -> bool:
+    """`inspect.isawaitable`, without its slow ABC check for the common objects that are not awaitable."""
+    if hasattr(type(value), "__await__"):
+        return True
+    return isinstance(value, GeneratorType) and inspect.isawaitable(value)  # a @types.coroutine generator
 
 
 def _check_override(provider: providers.Provider[Any], declared: Scope) -> None:

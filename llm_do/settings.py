@@ -17,7 +17,15 @@ from pydantic_settings import SettingsError as _ParseError
 from .errors import InvalidSettings
 from .policy import PolicySettings
 
-__all__ = ["ApprovalMode", "ApprovalOnDeny", "LlmDoSettings", "LogLevel", "RuntimeConfig", "reveal"]
+__all__ = [
+    "ApprovalMode",
+    "ApprovalOnDeny",
+    "FilesystemSettings",
+    "LlmDoSettings",
+    "LogLevel",
+    "RuntimeConfig",
+    "reveal",
+]
 
 ApprovalMode = Literal["prompt", "approve_all", "reject_all"]
 ApprovalOnDeny = Literal["tell_model", "raise"]
@@ -54,7 +62,21 @@ _FORMS: dict[str, tuple[str, str]] = {
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
     "message_log": ("a file path", "logs/messages.jsonl"),
     "log_level": ("one of DEBUG, INFO, WARNING, ERROR, CRITICAL", "INFO"),
+    "filesystem": ("JSON, or one variable per limit", '{"max_read_bytes": 262144}'),
 }
+
+
+class FilesystemSettings(BaseModel):
+    """Limits of the built-in `filesystem` toolsets (`LLM_DO_FILESYSTEM__MAX_READ_BYTES`, ...)."""
+
+    max_read_bytes: int = Field(default=262_144, gt=0)
+    """Most bytes `read_text` returns; longer reads end with a note saying how to read on."""
+    max_write_bytes: int = Field(default=1_048_576, gt=0)
+    """Largest file `write_text` writes, and the largest file `edit` reads or writes."""
+    max_entries: int = Field(default=500, gt=0)
+    """Most entries `list_dir` and `glob` return."""
+    max_scanned: int = Field(default=50_000, gt=0)
+    """Most directory entries one `glob` looks at before it stops with a note."""
 
 
 class LlmDoSettings(BaseSettings):
@@ -88,6 +110,8 @@ class LlmDoSettings(BaseSettings):
     """Where your application writes the message log, if anywhere."""
     log_level: Annotated[LogLevel, BeforeValidator(_upper)] = "WARNING"
     """Level for the `llm_do` logger, if your application configures logging from settings."""
+    filesystem: FilesystemSettings = FilesystemSettings()
+    """Limits of the built-in `filesystem` and `filesystem_readonly` toolsets."""
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -180,8 +180,9 @@ def known_tool_names(toolset: object) -> frozenset[str] | None:
 
 def may_ask_for_approval(toolset: AbstractToolset[Any]) -> bool:
     """Whether a tool of `toolset` is declared to need approval; True when that cannot be known."""
-    if isinstance(toolset, Toolset):
-        return type(toolset).asks_for_approval()
+    cls = type(toolset)
+    if issubclass(cls, Toolset):
+        return cls.asks_for_approval()
     if isinstance(toolset, FunctionToolset):
         return any(item.requires_approval for item in toolset.tools.values())
     return True

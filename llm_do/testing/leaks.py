@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import inspect
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from types import CellType, FrameType, FunctionType, ModuleType
 from typing import Any
 
 from llm_do import tracking
-from llm_do.handles import Handles, _live
+from llm_do.handles import Handles, live_handle_maps
 from llm_do.scopes import Scope
 
 __all__ = ["LeakCheck", "LeakError", "assert_no_leaks", "settle", "track_leaks"]
@@ -48,7 +49,7 @@ class LeakCheck:
             if adoption.ended and adoption.scope is not Scope.GLOBAL and not adoption.handed_over():
                 found.append(_object_leak(adoption, obj))
             del obj
-        live = list(_live)
+        live = live_handle_maps()
         for handles in live:
             owner = owners.get(id(handles))
             if handles and (owner is None or owner.ended):
@@ -138,10 +139,59 @@ def _holders(obj: object, ignore: set[int], limit: int = 3) -> str:
     referrers = gc.get_referrers(obj)
     ignore = ignore | {id(referrers)}
     seen: list[str] = []
+    in_context = False
     for holder in referrers:  # no comprehension: on Python 3.11 its closure would hold `obj` too
-        if len(seen) < limit and id(holder) not in ignore and not _ours(holder):
+        if type(holder).__name__.startswith("hamt"):
+            in_context = True  # a context's variable map: say which snapshot, and who keeps it
+        elif len(seen) < limit and id(holder) not in ignore and not _ours(holder):
             seen.append(_holder(holder, obj, ignore))
+    if in_context:
+        seen[:0] = _context_holders(obj, limit)
     return ", ".join(seen) or "nothing visible to gc"
+
+
+def _context_holders(obj: object, limit: int) -> list[str]:
+    """Context snapshots (asyncio copies one into every callback, task and executor job) holding `obj`."""
+    found: list[str] = []
+    for context in gc.get_objects():
+        if len(found) >= limit:
+            break
+        if not isinstance(context, contextvars.Context):
+            continue
+        names = [var.name for var, value in context.items() if value is obj]
+        if not names:
+            continue
+        keepers = [_context_keeper(keeper) for keeper in gc.get_referrers(context) if _keeps_context(keeper)]
+        line = f"the value of ContextVar {names[0]!r} in a context snapshot kept by {', '.join(keepers) or 'something'}"
+        if names[0] == "_storage":  # dependency-injector's ContextLocalSingleton keeps its value there
+            line += (
+                " (a ContextLocalSingleton keeps its instance in the context, which asyncio copies into every "
+                "callback and task started during the run: declare the provider with llm_do.RunLocalSingleton)"
+            )
+        if line not in found:
+            found.append(line)
+    return found
+
+
+def _keeps_context(keeper: object) -> bool:
+    return isinstance(keeper, asyncio.Handle | asyncio.Task | asyncio.Future)
+
+
+def _context_keeper(keeper: object) -> str:
+    if isinstance(keeper, asyncio.Task):
+        return f"task {keeper.get_name()!r} running {getattr(keeper.get_coro(), '__qualname__', '?')}"
+    if isinstance(keeper, asyncio.Handle):
+        callback = getattr(keeper, "_callback", None)
+        kind = "a timer (call_later/call_at)" if isinstance(keeper, asyncio.TimerHandle) else "a callback (call_soon)"
+        return f"{kind} calling {_callable_name(callback)}"
+    return f"a {type(keeper).__qualname__}"
+
+
+def _callable_name(callback: object) -> str:
+    function = getattr(callback, "__func__", callback)
+    code = getattr(function, "__code__", None)
+    name = getattr(function, "__qualname__", repr(callback))
+    return f"{name} ({_relative(code.co_filename)}:{code.co_firstlineno})" if code is not None else name
 
 
 def _ours(holder: object) -> bool:
