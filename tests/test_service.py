@@ -255,14 +255,9 @@ async def test_200_concurrent_transfers_conserve_money_and_each_gets_its_own_aud
             responses = await asyncio.gather(*(client.post("/transfer", json=t) for t in transfers))
             assert await idle_in_transaction(database) == 0
             assert not pool.is_closing()
-            # The pool lives on, and callbacks armed inside the runs with the runs' contexts (each
-            # connection's socket reader, its idle timer) with it: yet no audit and no transaction
-            # handle of any run is kept alive by them. Known gap: those contexts hold pydantic-ai's
-            # RunContext, whose tool manager still holds llm-do's LentToolset, and so the call's
-            # toolset, until the connection is used again (a core fix: detach it at call end).
-            retained = f"{LedgerToolset.__name__} of toolset 'ledger' (per_call) of entry 'teller' outlived its scope"
-            assert [leak for leak in leaks.leaks() if not leak.startswith(retained)] == []
-            assert all(leak.endswith("held by attribute 'wrapped' of a LentToolset") for leak in leaks.leaks())
+            # The pool lives on, and so do callbacks armed inside the runs with copies of the runs'
+            # contexts (each connection's socket reader and idle timer): they keep nothing of any run.
+            leaks.assert_no_leaks()
     assert pool.is_closing()  # the runtime closed the pool at shutdown ...
     await no_pool_connections(database)  # ... and PostgreSQL saw every connection go
 
