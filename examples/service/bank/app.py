@@ -54,7 +54,10 @@ def _audit_of(error: BaseException) -> list[str]:
 
 
 def create_app(container: Bank | None = None) -> FastAPI:
-    """The service over `container` (a fresh `Bank()` from the environment when omitted)."""
+    """The service over `container` (a fresh `Bank()` from the environment when omitted).
+
+    The container is also `app.state.container`, for tests that override its providers.
+    """
     bank = container if container is not None else Bank()
 
     @asynccontextmanager
