@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench clean
+.PHONY: setup test lint typecheck pytest demo bench bench-service clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -29,6 +29,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py
+
+bench-service: $(STAMP)
+	$(PY) benchmarks/bench_service.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

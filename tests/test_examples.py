@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import asyncpg
+
+from .postgres import PostgresServer
 
 ROOT = Path(__file__).parents[1]
 
@@ -29,3 +36,45 @@ def test_ledger_demo_moves_money_in_a_real_sqlite_file() -> None:
     assert lines[3] == "balances after:  {'A': 90, 'B': 60}"
     assert lines[4] == "call call_1 entry=clerk depth=0 outcome=ok"
     assert lines[5].startswith("usage: 4 requests, ")
+
+
+async def _create_database(postgres: PostgresServer) -> str:
+    name = postgres.new_database_name()
+    conn = await asyncpg.connect(**postgres.connect_kwargs())  # type: ignore[arg-type]
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return postgres.dsn(name)
+
+
+def test_service_demo_runs_offline_against_postgres(postgres: PostgresServer) -> None:
+    database = asyncio.run(_create_database(postgres))
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "service" / "demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "LLM_DO_DATABASE_URL": database},
+    )
+    assert database not in completed.stdout + completed.stderr  # the URL is a secret
+    output = re.sub(r"txn_[0-9a-f]{8}", "txn_X", completed.stdout)
+    assert output.splitlines() == [
+        "balances before: {'A': 100, 'B': 50}",
+        "pay-1: 200 moved 10 from A to B: txn_X committed",
+        "  audit: begin txn_X",
+        "  audit: transfer 10 from A to B ref=pay-1 in txn_X",
+        "  audit: commit txn_X",
+        "pay-2: 200 moved 5 from A to B (not committed yet); I did not commit txn_X",
+        "  audit: begin txn_X",
+        "  audit: transfer 5 from A to B ref=pay-2 in txn_X",
+        "  audit: rollback txn_X (never committed)",
+        "pay-3: 404 no account named 'Z'; open it first (POST /accounts)",
+        "  audit: begin txn_X",
+        "  audit: transfer 1 from A to Z ref=pay-3 in txn_X refused: no account named 'Z'; "
+        "open it first (POST /accounts)",
+        "  audit: rollback txn_X (never committed)",
+        "balances after:  {'A': 90, 'B': 60}",
+    ]

@@ -1,0 +1,213 @@
+"""The bank service under load: llm-do against plain pydantic-ai, each behind its own uvicorn.
+
+Starts a throwaway PostgreSQL server (tests/postgres.py, unix socket only), then two uvicorn
+servers on 127.0.0.1 in subprocesses: `bank.app` (llm-do: a Runtime, a per-call ledger toolset,
+a per-run audit) and `bank.plain` (the same SQL, scripted model and HTTP plumbing with plain
+pydantic-ai: one shared FunctionToolset, per-request state in deps). Both serve `POST /transfer`
+(four model steps: begin, transfer, commit, answer). After a warm-up, rounds alternate between
+the servers, each round a fixed number of requests at a fixed concurrency; the report gives
+requests per second and p50/p99 latency (medians over rounds) and each server's RSS after
+warm-up and at the end. The load generator runs on the same machine: compare the two columns,
+not the absolute numbers. Loopback only; bounded by request count and by `--deadline` seconds.
+
+    python benchmarks/bench_service.py [--rounds 5] [--requests 200] [--concurrency 16] [--warmup 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.postgres import PostgresServer, temporary_postgres  # noqa: E402
+
+ACCOUNTS = [f"acct{number:02d}" for number in range(20)]
+START_BALANCE = 1_000_000
+VARIANTS = {"llm-do": "bank.app:create_app", "pydantic-ai": "bank.plain:create_app"}
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    url: str
+    rss_after_warmup: int = 0
+    rounds: list[tuple[float, list[float]]] = field(default_factory=list)
+    """(requests per second, latencies in seconds) of each round."""
+    errors: int = 0
+
+    def rss(self) -> int:
+        """Resident set size of the server process, in bytes."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmRSS for pid {self.process.pid}")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def create_database(postgres: PostgresServer) -> str:
+    name = postgres.new_database_name()
+    conn = await asyncpg.connect(postgres.dsn())
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return postgres.dsn(name)
+
+
+def start_server(name: str, app: str, database: str) -> Server:
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(ROOT / "examples" / "service")]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    env = {**os.environ, "LLM_DO_DATABASE_URL": database, "LLM_DO_POOL_SIZE": "10"}
+    process = subprocess.Popen(command, env=env, cwd=ROOT)
+    return Server(name, process, f"http://127.0.0.1:{port}")
+
+
+async def wait_until_up(server: Server, client: httpx.AsyncClient, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"the {server.name} server exited with {server.process.returncode} during start-up")
+        try:
+            if (await client.get(f"{server.url}/accounts")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"the {server.name} server did not answer within {within}s")
+
+
+async def load(server: Server, client: httpx.AsyncClient, requests: int, concurrency: int, seed: int) -> None:
+    """Send `requests` transfers, `concurrency` at a time; record the round."""
+    rng = random.Random(seed)
+    bodies = []
+    for number in range(requests):
+        source, target = rng.sample(ACCOUNTS, 2)
+        bodies.append({"reference": f"{server.name}-{seed}-{number}", "source": source, "target": target, "amount": 1})
+    pending = iter(bodies)
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        for body in pending:
+            started = time.perf_counter()
+            response = await client.post(f"{server.url}/transfer", json=body)
+            latencies.append(time.perf_counter() - started)
+            if response.status_code != 200:
+                server.errors += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    server.rounds.append((requests / (time.perf_counter() - started), latencies))
+
+
+def stop(server: Server) -> None:
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown: the lifespan closes the pool
+        try:
+            server.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def report(servers: list[Server], rss_end: dict[str, int], args: argparse.Namespace) -> None:
+    print(
+        f"\n{args.rounds} rounds x {args.requests} requests at concurrency {args.concurrency} "
+        f"(after {args.warmup} warm-up requests each); medians over rounds\n"
+    )
+    print("| server | requests/s | p50 | p99 | RSS after warm-up | RSS at end | errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for server in servers:
+        if not server.rounds:
+            continue
+        rps = statistics.median(rate for rate, _ in server.rounds)
+        p50 = statistics.median(percentile(lat, 0.50) for _, lat in server.rounds) * 1000
+        p99 = statistics.median(percentile(lat, 0.99) for _, lat in server.rounds) * 1000
+        mib = 1024 * 1024
+        print(
+            f"| {server.name} | {rps:.1f} | {p50:.1f} ms | {p99:.1f} ms | "
+            f"{server.rss_after_warmup / mib:.1f} MiB | {rss_end[server.name] / mib:.1f} MiB | {server.errors} |"
+        )
+
+
+async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
+    deadline = time.monotonic() + args.deadline
+    database = await create_database(postgres)
+    servers = [start_server(name, app, database) for name, app in VARIANTS.items()]
+    try:
+        limits = httpx.Limits(max_connections=args.concurrency * 2)
+        async with httpx.AsyncClient(limits=limits, timeout=60.0) as client:
+            for server in servers:
+                await wait_until_up(server, client)
+            conn = await asyncpg.connect(database)
+            try:
+                await conn.executemany(
+                    "INSERT INTO accounts (name, balance) VALUES ($1, $2)", [(a, START_BALANCE) for a in ACCOUNTS]
+                )
+            finally:
+                await conn.close()
+            for server in servers:
+                await load(server, client, args.warmup, args.concurrency, seed=0)
+                server.rounds.clear()
+                server.rss_after_warmup = server.rss()
+            for number in range(args.rounds):
+                order = servers if number % 2 == 0 else servers[::-1]
+                for server in order:
+                    if time.monotonic() > deadline:
+                        print(f"deadline of {args.deadline}s reached: stopping after {number} rounds")
+                        break
+                    await load(server, client, args.requests, args.concurrency, seed=number + 1)
+                    print(f"round {number + 1}: {server.name} {server.rounds[-1][0]:.1f} requests/s", flush=True)
+                else:
+                    continue
+                break
+            rss_end = {server.name: server.rss() for server in servers}
+            total = (await client.get(f"{servers[0].url}/accounts")).json()
+        report(servers, rss_end, args)
+        conserved = sum(total.values()) == START_BALANCE * len(ACCOUNTS)
+        print(f"\nmoney conserved across both servers: {'yes' if conserved else 'NO'}")
+    finally:
+        for server in servers:
+            stop(server)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=200, help="requests per round and server")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--warmup", type=int, default=60, help="warm-up requests per server")
+    parser.add_argument("--deadline", type=float, default=150.0, help="stop starting rounds after this many seconds")
+    args = parser.parse_args()
+    with temporary_postgres() as postgres:
+        asyncio.run(bench(postgres, args))
+
+
+if __name__ == "__main__":
+    main()

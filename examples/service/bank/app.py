@@ -1,0 +1,122 @@
+"""The FastAPI service: one teller agent run per `POST /transfer`.
+
+Serve it with `uvicorn bank.app:create_app --factory --app-dir examples/service` and
+`LLM_DO_DATABASE_URL` set to a PostgreSQL database (the `accounts` table is created if missing).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Annotated, Any
+
+import asyncpg
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from llm_do import Runtime, run_report
+
+from . import ledger
+from .model import TransferRequest
+from .toolsets import Audit
+from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
+from .wiring import Bank, teller
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger("bank")
+
+
+class NewAccount(BaseModel):
+    name: str = Field(min_length=1, max_length=64)
+    balance: int = Field(ge=0)
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.state.runtime  # put there by the lifespan
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]
+
+
+def _audit_lines(per_run: Mapping[str, Any]) -> list[str]:
+    audit = per_run.get("audit")
+    return list(audit.lines) if isinstance(audit, Audit) else []
+
+
+def _audit_of(error: BaseException) -> list[str]:
+    """The audit of the run that raised `error` (empty if the error did not come from a run)."""
+    report = run_report(error)
+    return [] if report is None else _audit_lines(report.per_run)
+
+
+def create_app(container: Bank | None = None) -> FastAPI:
+    """The service over `container` (a fresh `Bank()` from the environment when omitted).
+
+    The container is also `app.state.container`, for tests that override its providers.
+    """
+    bank = container if container is not None else Bank()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        async with AsyncExitStack() as stack:
+            stack.push_async_callback(_shutdown_resources, bank)  # also if start-up fails half-way
+            started = bank.init_resources()  # open the pool now, outside any run
+            if started is not None:
+                await started
+            runtime = await stack.enter_async_context(Runtime(bank, entries=[teller]))
+            yield {"runtime": runtime}
+            # Runtime.aclose: waits for the runs in flight, then shuts the pool down
+
+    app = FastAPI(title="bank (llm-do example)", lifespan=lifespan)
+    app.state.container = bank
+
+    async def pool() -> ledger.Pool:
+        made: ledger.Pool = await bank.pool()  # an async Resource resolves to an awaitable
+        return made
+
+    @app.post("/transfer")
+    async def transfer(body: TransferRequest, request: Request, runtime: RuntimeDep) -> Response:
+        try:
+            result = await unless_disconnected(request, runtime.run("teller", body.model_dump_json()))
+        except ClientDisconnected as gone:
+            audit = _audit_of(gone.cause) if gone.cause is not None else []
+            logger.info("client left; transfer %s cancelled; audit: %s", body.reference, audit)
+            return Response(status_code=499)  # nobody reads it
+        except ledger.BankError as error:
+            return error_response(error.status, str(error), _audit_of(error))
+        except Exception as error:
+            logger.exception("transfer %s failed", body.reference)
+            message = f"the transfer failed ({type(error).__name__}); see the server log"
+            return error_response(500, message, _audit_of(error))
+        return JSONResponse(
+            {
+                "reference": body.reference,
+                "output": result.output,
+                "audit": _audit_lines(result.per_run),
+                "usage": usage_json(result.usage),
+            }
+        )
+
+    @app.post("/accounts", status_code=201)
+    async def open_account(body: NewAccount) -> Response:
+        try:
+            await ledger.open_account(await pool(), body.name, body.balance)
+        except asyncpg.UniqueViolationError:
+            return error_response(409, f"account {body.name!r} already exists", None)
+        return JSONResponse({"name": body.name, "balance": body.balance}, status_code=201)
+
+    @app.get("/accounts")
+    async def accounts() -> dict[str, int]:
+        return await ledger.balances(await pool())
+
+    return app
+
+
+async def _shutdown_resources(bank: Bank) -> None:
+    stopped = bank.shutdown_resources()
+    if stopped is not None:
+        await stopped

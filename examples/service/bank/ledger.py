@@ -1,0 +1,134 @@
+"""The bank's data layer over asyncpg: the schema, transactions, and the errors a caller sees.
+
+Plain asyncpg, no llm-do: the llm-do toolset (`bank.toolsets`) and the plain pydantic-ai version
+(`bank.plain`) both use it, so they differ only in how the agent gets its resources.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import asyncpg
+
+__all__ = [
+    "AccountNotFound",
+    "BankError",
+    "InsufficientFunds",
+    "Transaction",
+    "balance",
+    "balances",
+    "create_schema",
+    "open_account",
+    "transfer",
+]
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+Connection: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS accounts (
+    name text PRIMARY KEY,
+    balance bigint NOT NULL CHECK (balance >= 0)
+)
+"""
+_SCHEMA_LOCK = 7_2616_3031  # an advisory lock key: servers starting together create the table once
+
+
+class BankError(Exception):
+    """An error the HTTP caller should read; `status` is the HTTP status it maps to."""
+
+    status = 400
+
+
+class AccountNotFound(BankError):
+    status = 404
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no account named {name!r}; open it first (POST /accounts)")
+
+
+class InsufficientFunds(BankError):
+    status = 409
+
+    def __init__(self, name: str, balance: int, amount: int) -> None:
+        super().__init__(f"account {name!r} holds {balance}, less than the {amount} to move")
+
+
+async def create_schema(pool: Pool) -> None:
+    """Create the accounts table if it is missing (safe when several servers start at once)."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+        await conn.execute(_SCHEMA)
+
+
+async def open_account(pool: Pool, name: str, balance: int) -> None:
+    await pool.execute("INSERT INTO accounts (name, balance) VALUES ($1, $2)", name, balance)
+
+
+async def balances(pool: Pool) -> dict[str, int]:
+    rows = await pool.fetch("SELECT name, balance FROM accounts ORDER BY name")
+    return {row["name"]: row["balance"] for row in rows}
+
+
+class Transaction:
+    """One open database transaction on a connection borrowed from the pool until commit or rollback."""
+
+    def __init__(self, pool: Pool, conn: Connection, transaction: Any) -> None:
+        self.pool = pool
+        self.conn = conn
+        self._transaction = transaction
+        self.handle = ""
+        """What the caller calls it (a toolset's `txn_...` handle)."""
+
+    @classmethod
+    async def begin(cls, pool: Pool) -> Transaction:
+        conn = await pool.acquire()
+        try:
+            transaction = conn.transaction()
+            await transaction.start()
+        except BaseException:
+            await pool.release(conn)
+            raise
+        return cls(pool, conn, transaction)
+
+    async def commit(self) -> None:
+        try:
+            await self._transaction.commit()
+        finally:
+            await self.pool.release(self.conn)
+
+    async def rollback(self) -> None:
+        try:
+            await self._transaction.rollback()
+        finally:
+            await self.pool.release(self.conn)  # a release also rolls back what a failed rollback left
+
+
+async def balance(conn: Connection, name: str) -> int:
+    value = await conn.fetchval("SELECT balance FROM accounts WHERE name = $1", name)
+    if value is None:
+        raise AccountNotFound(name)
+    return int(value)
+
+
+async def transfer(conn: Connection, source: str, target: str, amount: int) -> None:
+    """Move `amount` from `source` to `target` inside the connection's transaction.
+
+    Both rows are locked in name order, so two opposite transfers wait for each other instead of
+    deadlocking.
+    """
+    if amount <= 0:
+        raise BankError(f"the amount must be positive, got {amount}")
+    if source == target:
+        raise BankError(f"source and target are the same account {source!r}")
+    rows = await conn.fetch(
+        "SELECT name, balance FROM accounts WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE", [source, target]
+    )
+    found = {row["name"]: int(row["balance"]) for row in rows}
+    for name in (source, target):
+        if name not in found:
+            raise AccountNotFound(name)
+    if found[source] < amount:
+        raise InsufficientFunds(source, found[source], amount)
+    await conn.execute("UPDATE accounts SET balance = balance - $2 WHERE name = $1", source, amount)
+    await conn.execute("UPDATE accounts SET balance = balance + $2 WHERE name = $1", target, amount)
