@@ -21,8 +21,7 @@ from dependency_injector import providers
 from fastapi import FastAPI, Request
 
 from llm_do import tool
-from llm_do.testing import track_leaks
-from llm_do.testing.lifespan import asgi_client
+from llm_do.testing import asgi_client, track_leaks
 
 from .postgres import PostgresServer
 

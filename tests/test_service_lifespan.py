@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI, Request
 
-from llm_do.testing.lifespan import LifespanError, asgi_client, serve_lifespan
+from llm_do.testing import LifespanError, asgi_client, serve_lifespan
 
 
 def app_with(events: list[str], *, fail_at: str | None = None) -> FastAPI:

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bank.app import create_app
 
-from llm_do.testing.lifespan import asgi_client
+from llm_do.testing import asgi_client
 
 TRANSFERS: list[dict[str, Any]] = [
     {"reference": "pay-1", "source": "A", "target": "B", "amount": 10},

@@ -6,6 +6,7 @@ Everything here works without pytest. Installed, llm-do is also a pytest plugin 
 """
 
 from .leaks import LeakCheck, LeakError, assert_no_leaks, settle, track_leaks
+from .lifespan import LifespanError, asgi_client, serve_lifespan
 from .overrides import Overrides, override
 from .script import Returned, ScriptedModel, ScriptError, Step, ToolCall, Turn, returned, tool_call
 from .tree import call_tree
@@ -13,6 +14,7 @@ from .tree import call_tree
 __all__ = [
     "LeakCheck",
     "LeakError",
+    "LifespanError",
     "Overrides",
     "Returned",
     "ScriptError",
@@ -20,10 +22,12 @@ __all__ = [
     "Step",
     "ToolCall",
     "Turn",
+    "asgi_client",
     "assert_no_leaks",
     "call_tree",
     "override",
     "returned",
+    "serve_lifespan",
     "settle",
     "tool_call",
     "track_leaks",
