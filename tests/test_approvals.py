@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import HandleDeferredToolCalls
+from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
@@ -749,3 +750,69 @@ async def test_a_call_past_max_depth_fails_before_anyone_is_asked_to_approve_it(
         with pytest.raises(MaxDepthExceeded, match="exceeds max_depth=0: direct -> clerk"):
             await runtime.run("direct", "go")
     assert approver.asked == []
+
+
+class AsksAtRunTime(Toolset):
+    """Declares no approval, so its calls get no capability; one tool asks for approval while it runs."""
+
+    def __init__(self, ran: list[str]) -> None:
+        self.ran = ran
+
+    @tool
+    def migrate(self, ctx: RunContext[Any], table: str) -> str:
+        """Migrate a table; a big one needs approval."""
+        if table == "big" and not ctx.tool_call_approved:
+            raise ApprovalRequired()
+        self.ran.append(f"migrate {table}")
+        return f"migrated {table}"
+
+
+@pytest.mark.parametrize(("answer", "expected"), [("approve", ["migrate big"]), ("deny", [])])
+async def test_a_tool_asking_at_run_time_without_the_capability_is_decided_in_place(
+    answer: ApprovalChoice, expected: list[str]
+) -> None:
+    ran: list[str] = []
+    approver = Approver(answer)
+    script = first_then_echo(("migrate", {"table": "big"}))
+    runtime = Runtime(
+        None,
+        entries=[AgentEntry(Agent(by_prompt(script)), name="job", toolsets=["db"])],
+        toolsets={"db": lambda: AsksAtRunTime(ran)},
+        approver=approver,
+    )
+    async with runtime:
+        result = await runtime.run("job", "go")
+    assert ran == expected
+    assert [(r.toolset, r.tool, r.reason) for r in approver.asked] == [
+        ("db", "migrate", "tool 'migrate' asked for approval")
+    ]
+    if answer == "deny":
+        assert result.output == "The call to 'migrate' was not run: the approver denied it. Do not retry the same call."
+        assert len(denied_parts(result.messages)) == 1
+
+
+async def test_the_approval_capability_is_passed_only_where_a_toolset_can_ask_or_deny() -> None:
+    seen: dict[str, int] = {}
+
+    def counting(name: str) -> Any:
+        @entry(name=name, toolsets=[name])
+        async def count(scope: CallScope, input_data: str) -> None:
+            seen[name] = len(scope.capabilities)
+
+        return count
+
+    runtime = Runtime(
+        None,
+        entries=[counting(name) for name in ("open", "gated", "careful", "unknown")],
+        toolsets={
+            "open": lambda: AsksAtRunTime([]),
+            "gated": lambda: AsksAtRunTime([]),
+            "careful": lambda: Careful([]),
+            "unknown": lambda: FunctionToolset([]).prefixed("x"),  # a kind whose tools cannot be known
+        },
+        policies={"gated": ToolPolicy(tools={"migrate": "deny"})},
+    )
+    async with runtime:
+        for name in ("open", "gated", "careful", "unknown"):
+            await runtime.run(name, "go")
+    assert seen == {"open": 0, "gated": 1, "careful": 1, "unknown": 1}
