@@ -26,9 +26,12 @@ test: lint typecheck pytest
 
 demo: $(STAMP)
 	$(PY) examples/ledger/main.py
+	@echo
+	$(PY) examples/sql_clerk/sql_clerk.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py
+	$(PY) benchmarks/bench_memory.py
 
 bench-service: $(STAMP)
 	$(PY) benchmarks/bench_service.py

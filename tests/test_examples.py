@@ -38,6 +38,40 @@ def test_ledger_demo_moves_money_in_a_real_sqlite_file() -> None:
     assert lines[5].startswith("usage: 4 requests, ")
 
 
+def test_sql_clerk_demo_shows_handles_an_approval_and_a_rollback() -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LLM_DO_")}
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "sql_clerk" / "sql_clerk.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+        env=env,
+    )
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "balances before: {'A': 100, 'B': 0}"
+    handles = re.findall(r"the model held transaction (txn_[0-9a-f]{8});", completed.stdout)
+    assert len(handles) == 2 and handles[0] != handles[1]
+    first, second = handles
+    asked = [line.strip() for line in lines if "approval asked" in line]
+    assert asked == [
+        f"approval asked: clerk wants to run sql.execute(txn={first!r}, sql='UPDATE accounts SET balance = "
+        f"balance + $1 WHERE name = $2', params=[-10, 'A']): toolset 'sql' policy: tool 'execute' is 'ask'",
+        f"approval asked: clerk wants to run sql.execute(txn={first!r}, sql='UPDATE accounts SET balance = "
+        f"balance + $1 WHERE name = $2', params=[10, 'B']): toolset 'sql' policy: tool 'execute' is 'ask'",
+        f"approval asked: clerk wants to run sql.commit(txn={first!r}): toolset 'sql' policy: tool 'commit' is 'ask'",
+        f"approval asked: clerk wants to run sql.execute(txn={second!r}, sql='UPDATE accounts SET balance = "
+        f"balance + $1 WHERE name = $2', params=[-10, 'A']): toolset 'sql' policy: tool 'execute' is 'ask'",
+        f"approval asked: clerk wants to run sql.execute(txn={second!r}, sql='UPDATE accounts SET balance = "
+        f"balance + $1 WHERE name = $2', params=[10, 'B']): toolset 'sql' policy: tool 'execute' is 'ask'",
+    ]
+    assert f"it answered: done: {first} committed" in completed.stdout
+    assert "it answered: done: forgot to commit" in completed.stdout
+    after = [line.strip() for line in lines if line.strip().startswith("balances now")]
+    assert after == ["balances now: {'A': 90, 'B': 10}"] * 2  # the forgotten transfer was rolled back
+
+
 async def _create_database(postgres: PostgresServer) -> str:
     name = postgres.new_database_name()
     conn = await asyncpg.connect(**postgres.connect_kwargs())  # type: ignore[arg-type]
