@@ -25,7 +25,7 @@ from .gate import CallGate
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
-from .scopes import Scope, ToolsetSpec, ToolsetUse, is_awaitable
+from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, is_awaitable
 from .settings import RuntimeConfig
 from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -62,7 +62,7 @@ class CallHost(Protocol):
     @property
     def entry_tools(self) -> frozenset[str]: ...
     def entry(self, name: str) -> Entry: ...
-    def toolsets_of(self, entry_name: str) -> tuple[ToolsetUse, ...]: ...
+    def plan_of(self, entry_name: str) -> EntryPlan: ...
     async def acquire_global(self, spec: ToolsetSpec, label: str) -> Any: ...
 
 
@@ -93,7 +93,7 @@ class GatedToolset(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        gate = self.scope._gate
+        gate = self.scope._gated()
         requires_approval = bool((tool.tool_def.metadata or {}).get(_REQUIRES_APPROVAL))
         denial = await gate.check(self.name, name, tool_args, ctx, requires_approval=requires_approval)
         if denial is not None:
@@ -176,7 +176,7 @@ class CallScope:
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._teardown = Teardown(host.config.cleanup_timeout, Scope.PER_CALL)
-        self._gate = CallGate(host.approvals, self, host.entry_tools)
+        self._gate: CallGate | None = None
         self._seen: list[RunContext[Any]] = []
 
     @property
@@ -187,7 +187,7 @@ class CallScope:
     @property
     def capabilities(self) -> list[AbstractCapability[Any]]:
         """Capabilities an agent run in this scope needs: the approval resolver, when a toolset can ask."""
-        return list(self._gate.capabilities())
+        return [] if self._gate is None else list(self._gate.capabilities())
 
     @property
     def state(self) -> RunState:
@@ -219,6 +219,13 @@ class CallScope:
             raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; its scope can no longer be used")
         return run
 
+    def _gated(self) -> CallGate:
+        """The call's approval gate, made on first use (most calls never need one)."""
+        gate = self._gate
+        if gate is None:
+            gate = self._gate = CallGate(self.host.approvals, self, self.host.entry_tools)
+        return gate
+
     def _saw(self, ctx: RunContext[Any]) -> None:
         """Remember an agent run's context, to let go of what it holds when the call ends (`_release`)."""
         if not self._seen or self._seen[-1].messages is not ctx.messages:
@@ -226,16 +233,18 @@ class CallScope:
 
     async def __aenter__(self) -> CallScope:
         try:
-            uses = self.host.toolsets_of(self.entry.name)
-            acquired = [(use.name, await self._acquire(use)) for use in uses]
-            if len(acquired) > 1 and not all(use.tools_known for use in uses):  # else checked at load
-                check_unique_tools(self.entry.name, ((name, known_tool_names(ts) or ()) for name, ts in acquired))
-            self._instances = dict(acquired)
-            self._gate.deferring = any(
-                may_ask_for_approval(ts) if use.may_ask is None else use.may_ask
-                for use, (_, ts) in zip(uses, acquired, strict=True)
-            )
-            self.toolsets = [LentToolset(toolset, name=name, scope=self) for name, toolset in acquired]
+            plan = self.host.plan_of(self.entry.name)
+            uses = plan.uses
+            acquired = [(use, await self._acquire(use)) for use in uses]
+            if len(acquired) > 1 and not plan.tools_checked:
+                check_unique_tools(self.entry.name, ((use.name, known_tool_names(ts) or ()) for use, ts in acquired))
+            may_ask = plan.may_ask
+            if may_ask is None:  # some toolset's tools are known only now that it is built
+                may_ask = any(may_ask_for_approval(ts) if use.may_ask is None else use.may_ask for use, ts in acquired)
+            if may_ask:
+                self._gated().deferring = True
+            self._instances = {use.name: ts for use, ts in acquired}
+            self.toolsets = [LentToolset(ts, name=use.name, scope=self) for use, ts in acquired]
         except BaseException as exc:
             await self._finish(exc)
             raise
@@ -302,7 +311,8 @@ class CallScope:
                 lent.wrapped = _SPENT  # the run context's tool manager still lists it
         self.toolsets = []
         self._instances = {}
-        self._gate.clear()
+        if self._gate is not None:
+            self._gate.clear()
         self._run = None
         self.message_history = None
         self.messages = []
@@ -317,7 +327,7 @@ class CallScope:
         """
         self._check_callable(name)
         self.check_depth(name)  # before anyone is asked to approve a call that cannot run
-        await self._gate.authorize(name, name, {"input": input_data})
+        await self._gated().authorize(name, name, {"input": input_data})
         return await self.call_child(name, input_data)
 
     def check_depth(self, name: str) -> None:
@@ -344,7 +354,7 @@ class CallScope:
         The call is gated by the approval policy of the tool's toolset, like a model's call; a
         denial raises `ApprovalDenied` (there is no model to tell).
         """
-        gate = self._gate
+        gate = self._gated()
         call_id = gate.direct_call_id()
         ctx: RunContext[Any] = RunContext(
             deps=self, model=_DIRECT_MODEL, usage=self.state.usage, tool_name=name, tool_call_id=call_id, prompt=None

@@ -24,7 +24,7 @@ from .lifecycle import Teardown
 from .policy import ToolPolicy
 from .run import RunState
 from .runlocal import RunLocalSingleton
-from .scopes import Scope, ToolsetSpec, ToolsetUse, is_awaitable
+from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, is_awaitable
 from .settings import RuntimeConfig
 from .toolset import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -86,7 +86,9 @@ class Loaded:
             on_deny=config.approval_on_deny,
             approver=approver,
         )
-        self._uses = {name: tuple(self._with_gating(use) for use in uses) for name, uses in self._uses.items()}
+        self._plans = {
+            name: EntryPlan.of(tuple(self._with_gating(use) for use in uses)) for name, uses in self._uses.items()
+        }
         self.globals = Teardown(config.cleanup_timeout, Scope.GLOBAL)
         self._global_lock = asyncio.Lock()
 
@@ -212,9 +214,9 @@ class Loaded:
                 f"no entry named {name!r}; loaded entries: {', '.join(self.entries) or 'none'}"
             ) from None
 
-    def toolsets_of(self, entry_name: str) -> tuple[ToolsetUse, ...]:
-        """Each toolset of an entry, resolved at load."""
-        return self._uses[entry_name]
+    def plan_of(self, entry_name: str) -> EntryPlan:
+        """What a call of the entry does with its toolsets, resolved at load."""
+        return self._plans[entry_name]
 
     async def acquire_global(self, spec: ToolsetSpec, label: str) -> Any:
         """The global instance of a spec, entered once and torn down when the runtime closes."""

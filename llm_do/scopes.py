@@ -11,7 +11,7 @@ from typing import Any
 
 from dependency_injector import providers
 
-__all__ = ["Scope", "ToolsetSpec", "ToolsetUse", "is_awaitable", "scope_of_provider"]
+__all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "is_awaitable", "scope_of_provider"]
 
 
 class Scope(enum.Enum):
@@ -112,6 +112,23 @@ class ToolsetUse:
     may_ask: bool | None = None
     """Whether a call to it can need an approval (its policy, or a tool declared `requires_approval`);
     None when only the built instance can tell."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPlan:
+    """What a call of one entry does with its toolsets, worked out at load."""
+
+    uses: tuple[ToolsetUse, ...]
+    tools_checked: bool
+    """Whether every toolset's tool names were known at load, so duplicates were checked there."""
+    may_ask: bool | None
+    """Whether a call can need an approval; None when only the built toolsets can tell."""
+
+    @classmethod
+    def of(cls, uses: tuple[ToolsetUse, ...]) -> EntryPlan:
+        asks = [use.may_ask for use in uses]
+        may_ask = True if True in asks else None if None in asks else False
+        return cls(uses, all(use.tools_known for use in uses), may_ask)
 
 
 def is_awaitable(value: object) -> bool:
