@@ -7,7 +7,7 @@ that loaded it), so that this module depends on neither the entries nor the runt
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
@@ -17,11 +17,11 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset
 
 from .approval import Approvals
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
-from .gate import CallGate
+from .lending import Lending
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
@@ -29,9 +29,7 @@ from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, is_awaitable
 from .settings import RuntimeConfig
 from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
-__all__ = ["CallHost", "CallScope", "Entry", "LentToolset"]
-
-_REQUIRES_APPROVAL = "llm_do.requires_approval"
+__all__ = ["CallHost", "CallScope", "Entry"]
 
 
 @runtime_checkable
@@ -64,77 +62,6 @@ class CallHost(Protocol):
     def entry(self, name: str) -> Entry: ...
     def plan_of(self, entry_name: str) -> EntryPlan: ...
     async def acquire_global(self, spec: ToolsetSpec, label: str) -> Any: ...
-
-
-@dataclass
-class GatedToolset(WrapperToolset[Any]):
-    """Passes each call to a tool of the wrapped toolset through the call's approval gate."""
-
-    name: str = field(kw_only=True)
-    scope: CallScope = field(kw_only=True, repr=False)
-
-    @property
-    def label(self) -> str:
-        return f"toolset {self.name!r} ({self.wrapped.label})"
-
-    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        self.scope._saw(ctx)
-        tools = await super().get_tools(ctx)
-        for tool_name, item in tools.items():
-            if item.tool_def.kind == "unapproved":  # gated here, by the same policy and approver
-                tool_def = replace(
-                    item.tool_def,
-                    kind="function",
-                    metadata={**(item.tool_def.metadata or {}), _REQUIRES_APPROVAL: True},
-                )
-                tools[tool_name] = replace(item, tool_def=tool_def)
-        return tools
-
-    async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
-    ) -> Any:
-        gate = self.scope._gated()
-        requires_approval = bool((tool.tool_def.metadata or {}).get(_REQUIRES_APPROVAL))
-        denial = await gate.check(self.name, name, tool_args, ctx, requires_approval=requires_approval)
-        if denial is not None:
-            return denial
-        try:
-            return await super().call_tool(name, tool_args, ctx, tool)
-        except ApprovalRequired:
-            if ctx.tool_call_approved:
-                raise
-            denial = await gate.tool_asked(self.name, name, tool_args, ctx.tool_call_id or "")
-        if denial is not None:
-            return denial
-        return await super().call_tool(name, tool_args, replace(ctx, tool_call_approved=True), tool)
-
-
-@dataclass
-class LentToolset(GatedToolset):
-    """Lends a scope-owned toolset to one agent run: the scope, not pydantic-ai, enters and exits it."""
-
-    async def __aenter__(self) -> LentToolset:
-        return self
-
-    async def __aexit__(self, *args: Any) -> bool | None:
-        return None
-
-    async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
-        fresh = await self.wrapped.for_run(ctx)
-        if fresh is self.wrapped:
-            return self
-        return GatedToolset(fresh, name=self.name, scope=self.scope)  # pydantic-ai owns a per-run copy
-
-
-_SPENT: AbstractToolset[Any] = FunctionToolset([], id="llm_do.spent")
-"""What a lent toolset wraps once its call has ended."""
-
-
-def _forget_driving_task(ctx: RunContext[Any]) -> None:
-    """The agent run has ended: its cancellation controller no longer needs the task that drove it."""
-    cancellation = getattr(ctx, "_cancellation", None)
-    if cancellation is not None and hasattr(cancellation, "_owner"):
-        cancellation._owner = None
 
 
 def _no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
@@ -176,8 +103,7 @@ class CallScope:
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._teardown = Teardown(host.config.cleanup_timeout, Scope.PER_CALL)
-        self._gate: CallGate | None = None
-        self._seen: list[RunContext[Any]] = []
+        self._lending = Lending(host.approvals, self, host.entry_tools)
 
     @property
     def config(self) -> RuntimeConfig:
@@ -187,7 +113,7 @@ class CallScope:
     @property
     def capabilities(self) -> list[AbstractCapability[Any]]:
         """Capabilities an agent run in this scope needs: the approval resolver, when a toolset can ask."""
-        return [] if self._gate is None else list(self._gate.capabilities())
+        return self._lending.capabilities()
 
     @property
     def state(self) -> RunState:
@@ -219,18 +145,6 @@ class CallScope:
             raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; its scope can no longer be used")
         return run
 
-    def _gated(self) -> CallGate:
-        """The call's approval gate, made on first use (most calls never need one)."""
-        gate = self._gate
-        if gate is None:
-            gate = self._gate = CallGate(self.host.approvals, self, self.host.entry_tools)
-        return gate
-
-    def _saw(self, ctx: RunContext[Any]) -> None:
-        """Remember an agent run's context, to let go of what it holds when the call ends (`_release`)."""
-        if not self._seen or self._seen[-1].messages is not ctx.messages:
-            self._seen.append(ctx)
-
     async def __aenter__(self) -> CallScope:
         try:
             plan = self.host.plan_of(self.entry.name)
@@ -242,9 +156,9 @@ class CallScope:
             if may_ask is None:  # some toolset's tools are known only now that it is built
                 may_ask = any(may_ask_for_approval(ts) if use.may_ask is None else use.may_ask for use, ts in acquired)
             if may_ask:
-                self._gated().deferring = True
+                self._lending.gate().deferring = True
             self._instances = {use.name: ts for use, ts in acquired}
-            self.toolsets = [LentToolset(ts, name=use.name, scope=self) for use, ts in acquired]
+            self.toolsets = self._lending.lend([(use.name, ts) for use, ts in acquired])
         except BaseException as exc:
             await self._finish(exc)
             raise
@@ -299,20 +213,11 @@ class CallScope:
             self._release()
 
     def _release(self) -> None:
-        """Let go of everything the call held. pydantic-ai's run context, which a callback scheduled by
-        a tool captures, keeps this scope, the agent run's message list and its cancellation controller,
-        which keeps the task that drove the run (and so its result): all of them end up empty."""
-        for ctx in self._seen:
-            ctx.messages.clear()
-            _forget_driving_task(ctx)
-        self._seen = []
-        for lent in self.toolsets:
-            if isinstance(lent, LentToolset):
-                lent.wrapped = _SPENT  # the run context's tool manager still lists it
+        """Let go of everything the call held; pydantic-ai's run context, which a callback scheduled by
+        a tool may keep, still refers to this scope, which is now an empty shell."""
+        self._lending.release()
         self.toolsets = []
         self._instances = {}
-        if self._gate is not None:
-            self._gate.clear()
         self._run = None
         self.message_history = None
         self.messages = []
@@ -327,7 +232,7 @@ class CallScope:
         """
         self._check_callable(name)
         self.check_depth(name)  # before anyone is asked to approve a call that cannot run
-        await self._gated().authorize(name, name, {"input": input_data})
+        await self._lending.gate().authorize(name, name, {"input": input_data})
         return await self.call_child(name, input_data)
 
     def check_depth(self, name: str) -> None:
@@ -354,7 +259,7 @@ class CallScope:
         The call is gated by the approval policy of the tool's toolset, like a model's call; a
         denial raises `ApprovalDenied` (there is no model to tell).
         """
-        gate = self._gated()
+        gate = self._lending.gate()
         call_id = gate.direct_call_id()
         ctx: RunContext[Any] = RunContext(
             deps=self, model=_DIRECT_MODEL, usage=self.state.usage, tool_name=name, tool_call_id=call_id, prompt=None

@@ -1,0 +1,244 @@
+"""Lending a call's toolsets to pydantic-ai: gated, never entered twice, and let go of at call end.
+
+A call scope owns its toolsets; pydantic-ai only borrows them for the agent runs of the call. The
+toolsets pydantic-ai cannot tell apart from plain tool collections (`llm_do.Toolset` classes and
+`FunctionToolset`s without their own instructions or per-run copies) are lent together as one
+`LentGroup`, which lists and calls their tools in turn: pydantic-ai starts a task per toolset for
+every model request, so one toolset instead of several is measurably cheaper. Any other toolset
+is lent alone in a `LentToolset`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.messages import InstructionPart
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
+
+from .approval import Approvals
+from .gate import CallGate, GatedCall
+from .toolset import Toolset
+
+__all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending"]
+
+_REQUIRES_APPROVAL = "llm_do.requires_approval"
+_PLAIN: dict[type, bool] = {}
+
+
+class Lending:
+    """One call's loans to pydantic-ai: the wrappers, the approval gate (made on first use), and the
+    run contexts pydantic-ai made for them, which a callback scheduled by a tool may keep."""
+
+    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_lent", "_seen")
+
+    def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
+        self._approvals = approvals
+        self._call = call
+        self._entry_tools = entry_tools
+        self._gate: CallGate | None = None
+        self._lent: list[LentToolset | LentGroup] = []
+        self._seen: list[RunContext[Any]] = []
+
+    def gate(self) -> CallGate:
+        gate = self._gate
+        if gate is None:
+            gate = self._gate = CallGate(self._approvals, self._call, self._entry_tools)
+        return gate
+
+    def may_gate(self, toolset: str) -> bool:
+        """Whether a call to `toolset` may need the gate: its policy can ask or deny, or it calls an entry."""
+        return self._approvals.may_gate(toolset) or toolset in self._entry_tools
+
+    def capabilities(self) -> list[AbstractCapability[Any]]:
+        return [] if self._gate is None else list(self._gate.capabilities())
+
+    def saw(self, ctx: RunContext[Any]) -> None:
+        """Remember an agent run's context, to let go of what it holds when the call ends."""
+        if not self._seen or self._seen[-1].messages is not ctx.messages:
+            self._seen.append(ctx)
+
+    def lend(self, toolsets: Sequence[tuple[str, AbstractToolset[Any]]]) -> list[AbstractToolset[Any]]:
+        """The wrappers to hand pydantic-ai for these (name, toolset) pairs."""
+        plain = tuple((name, toolset) for name, toolset in toolsets if _is_plain(toolset))
+        lent: list[LentToolset | LentGroup] = [LentGroup(plain, self)] if plain else []
+        if len(plain) < len(toolsets):
+            lent.extend(LentToolset(ts, name=name, lending=self) for name, ts in toolsets if not _is_plain(ts))
+        self._lent = lent
+        return list(lent)
+
+    def release(self) -> None:
+        """The call has ended: pydantic-ai's run contexts (in any context a tool's callback captured)
+        keep the wrappers, the agent run's message list and its cancellation controller, which keeps
+        the task that drove the run. Empty all of them."""
+        for ctx in self._seen:
+            ctx.messages.clear()
+            _forget_driving_task(ctx)
+        self._seen = []
+        for lent in self._lent:
+            lent.let_go()
+        self._lent = []
+        if self._gate is not None:
+            self._gate.clear()
+            self._gate = None
+
+
+async def _call_gated(
+    lending: Lending,
+    toolset_name: str,
+    inner: AbstractToolset[Any],
+    name: str,
+    tool_args: dict[str, Any],
+    ctx: RunContext[Any],
+    tool: ToolsetTool[Any],
+) -> Any:
+    """Call `inner`'s tool `name` once the gate allows it, deciding approvals it asks for itself."""
+    requires_approval = bool((tool.tool_def.metadata or {}).get(_REQUIRES_APPROVAL))
+    if requires_approval or lending.may_gate(toolset_name):  # else nothing can ask or deny this call
+        denial = await lending.gate().check(toolset_name, name, tool_args, ctx, requires_approval=requires_approval)
+        if denial is not None:
+            return denial
+    try:
+        return await inner.call_tool(name, tool_args, ctx, tool)
+    except ApprovalRequired:
+        if ctx.tool_call_approved:
+            raise
+        denial = await lending.gate().tool_asked(toolset_name, name, tool_args, ctx.tool_call_id or "")
+    if denial is not None:
+        return denial
+    return await inner.call_tool(name, tool_args, replace(ctx, tool_call_approved=True), tool)
+
+
+def _gated_tools(tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
+    """Offer tools declared `requires_approval` as ordinary tools: the gate asks for them."""
+    for tool_name, item in tools.items():
+        if item.tool_def.kind == "unapproved":
+            tool_def = replace(
+                item.tool_def, kind="function", metadata={**(item.tool_def.metadata or {}), _REQUIRES_APPROVAL: True}
+            )
+            tools[tool_name] = replace(item, tool_def=tool_def)
+    return tools
+
+
+@dataclass
+class GatedToolset(WrapperToolset[Any]):
+    """Passes each call to a tool of the wrapped toolset through the call's approval gate."""
+
+    name: str = field(kw_only=True)
+    lending: Lending = field(kw_only=True, repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"toolset {self.name!r} ({self.wrapped.label})"
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        self.lending.saw(ctx)
+        return _gated_tools(await super().get_tools(ctx))
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        return await _call_gated(self.lending, self.name, self.wrapped, name, tool_args, ctx, tool)
+
+
+@dataclass
+class LentToolset(GatedToolset):
+    """Lends one scope-owned toolset to an agent run: the scope, not pydantic-ai, enters and exits it."""
+
+    async def __aenter__(self) -> LentToolset:
+        return self
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        return None
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        fresh = await self.wrapped.for_run(ctx)
+        if fresh is self.wrapped:
+            return self
+        return GatedToolset(fresh, name=self.name, lending=self.lending)  # pydantic-ai owns a per-run copy
+
+    def let_go(self) -> None:
+        self.wrapped = _SPENT
+
+
+class LentGroup(AbstractToolset[Any]):
+    """Lends several plain scope-owned toolsets to an agent run as one toolset, each still gated by its name."""
+
+    def __init__(self, members: tuple[tuple[str, AbstractToolset[Any]], ...], lending: Lending) -> None:
+        self.members = members
+        self.lending = lending
+        self._owners: dict[str, tuple[str, AbstractToolset[Any]]] = {}
+
+    @property
+    def id(self) -> str | None:
+        return None
+
+    @property
+    def label(self) -> str:
+        return "toolsets " + ", ".join(repr(name) for name, _ in self.members)
+
+    async def __aenter__(self) -> LentGroup:
+        return self
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        return None
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> list[str | InstructionPart] | None:
+        found: list[str | InstructionPart] = []
+        for _, member in self.members:
+            instructions = await member.get_instructions(ctx)
+            if isinstance(instructions, str | InstructionPart):
+                found.append(instructions)
+            elif instructions:
+                found.extend(instructions)
+        return found or None
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        self.lending.saw(ctx)
+        tools: dict[str, ToolsetTool[Any]] = {}
+        owners = self._owners
+        for name, member in self.members:
+            for tool_name, item in (await member.get_tools(ctx)).items():
+                tools[tool_name] = item
+                owners[tool_name] = (name, member)
+        return _gated_tools(tools)
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        toolset_name, member = self._owners[name]
+        return await _call_gated(self.lending, toolset_name, member, name, tool_args, ctx, tool)
+
+    def let_go(self) -> None:
+        self.members = ()
+        self._owners = {}
+
+
+_SPENT: AbstractToolset[Any] = FunctionToolset([], id="llm_do.spent")
+"""What a lent toolset wraps once its call has ended."""
+
+
+def _is_plain(toolset: AbstractToolset[Any]) -> bool:
+    """Whether pydantic-ai would treat `toolset` as a plain collection of tools: an `llm_do.Toolset`
+    or a `FunctionToolset` that makes no per-run copies and, for a `Toolset`, writes no instructions."""
+    cls = type(toolset)
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        plain = _PLAIN[cls] = (
+            issubclass(cls, Toolset | FunctionToolset)
+            and cls.for_run is AbstractToolset.for_run
+            and cls.for_run_step is AbstractToolset.for_run_step
+            and (issubclass(cls, FunctionToolset) or cls.get_instructions is AbstractToolset.get_instructions)
+        )
+    return plain
+
+
+def _forget_driving_task(ctx: RunContext[Any]) -> None:
+    """The agent run has ended: its cancellation controller no longer needs the task that drove it."""
+    cancellation = getattr(ctx, "_cancellation", None)
+    if cancellation is not None and hasattr(cancellation, "_owner"):
+        cancellation._owner = None
