@@ -9,13 +9,18 @@ task and context) with one call, and each further call of that run, each call re
 lending and tearing down three per-call toolsets. Rounds interleave the variants so machine noise
 hits all of them alike; the report gives the median time per run and the ratio to its baseline.
 
-    python benchmarks/bench_scopes.py [--rounds 15] [--runs 200]
+With `--count-calls` it reports instead the Python function calls per run (cProfile), which no
+machine noise changes: a cross-check of the timings on a busy machine.
+
+    python benchmarks/bench_scopes.py [--rounds 15] [--runs 200] [--count-calls]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import pstats
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -145,6 +150,29 @@ async def measure(variants: dict[str, Variant], rounds: int, runs: int) -> dict[
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+async def count_calls(variants: dict[str, Variant], runs: int) -> dict[str, float]:
+    """Python function calls per run of each variant, after a warm-up."""
+    counts: dict[str, float] = {}
+    for name, variant in variants.items():
+        for _ in range(20):
+            await variant()
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(runs):
+            await variant()
+        profile.disable()
+        counts[name] = pstats.Stats(profile).total_calls / runs  # type: ignore[attr-defined]
+    return counts
+
+
+def report_calls(title: str, counts: dict[str, float]) -> None:
+    baseline = next(iter(counts.values()))
+    print(f"\n{title}")
+    print(f"{'variant':58} {'calls/run':>11} {'ratio':>7}")
+    for name, count in counts.items():
+        print(f"{name:58} {count:11.0f} {count / baseline:7.3f}")
+
+
 def report(title: str, medians: dict[str, float]) -> None:
     baseline = next(iter(medians.values()))
     print(f"\n{title}")
@@ -152,6 +180,14 @@ def report(title: str, medians: dict[str, float]) -> None:
     for name, median in medians.items():
         ratio = f"{median / baseline:7.3f}" if baseline > 1e-5 else ""
         print(f"{name:58} {median * 1e6:9.1f}us {ratio}")
+
+
+async def main_counting(runs: int) -> None:
+    runtimes: list[Runtime] = []
+    report_calls("One agent run: Python function calls", await count_calls(flat_variants(runtimes), runs))
+    report_calls("Nested: Python function calls", await count_calls(nested_variants(runtimes), runs))
+    for runtime in runtimes:
+        await runtime.aclose()
 
 
 async def main(rounds: int, runs: int) -> None:
@@ -173,5 +209,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--count-calls", action="store_true", help="count Python function calls per run instead")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.rounds, arguments.runs))
+    if arguments.count_calls:
+        asyncio.run(main_counting(arguments.runs))
+    else:
+        asyncio.run(main(arguments.rounds, arguments.runs))
