@@ -1,0 +1,26 @@
+"""Record and replay models: run agents offline from a recording of a real model's responses.
+
+```python
+model = RecordingModel(real_model, "session.json")   # record while running for real
+model = ReplayModel.from_file("session.json")        # then answer from the file, offline
+```
+"""
+
+from .keys import RequestKey, current_chain, request_key
+from .record import RecordingModel
+from .recording import FORMAT_VERSION, RecordedResponse, Recording, RecordingError, ScriptStep
+from .replay import MissingResponse, ReplayModel
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MissingResponse",
+    "RecordedResponse",
+    "Recording",
+    "RecordingError",
+    "RecordingModel",
+    "ReplayModel",
+    "RequestKey",
+    "ScriptStep",
+    "current_chain",
+    "request_key",
+]

@@ -1,0 +1,187 @@
+"""What identifies a model request across runs: a hash of the conversation without its volatile fields.
+
+The key is a SHA-256 of canonical JSON made of:
+
+- the entry chain (`CallScope.chain()` of the agent run's `deps`, empty outside llm-do),
+- the names of the tools the agent offers,
+- every message so far, reduced to what the model reads: prompts, instructions, texts, tool calls
+  (name and arguments) and tool returns (name and content). Timestamps, run and conversation ids,
+  usage, model names and provider details are left out, and each tool call id is replaced by the
+  call's position in the conversation (tool returns are sorted by it), so parallel tool calls and
+  concurrent runs get the same key whatever order they ran in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestParameters
+
+__all__ = ["RequestKey", "current_chain", "request_key"]
+
+_SHOWN = 160
+"""How many characters of a prompt or tool return an error message or a recording shows."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestKey:
+    """One model request, identified: its hash, and what a person needs to recognise it."""
+
+    key: str
+    """SHA-256 (hex) of the normalised request."""
+    chain: tuple[str, ...]
+    """Entry names from the top-level call down to the one that asked (empty outside llm-do)."""
+    request_index: int
+    """How many responses the conversation already had: 0 for an agent run's first request."""
+    prompt: str | None
+    """The latest text prompt of the conversation, if any."""
+    asked: str
+    """What the request asked, shortened: its last user prompt, or the tool returns it carries."""
+
+    @property
+    def entry(self) -> str | None:
+        """The entry that asked, or `None` outside llm-do."""
+        return self.chain[-1] if self.chain else None
+
+    def describe(self) -> str:
+        """`entry chain a > b, request #1, asked: ...`, for error messages."""
+        where = " > ".join(self.chain) if self.chain else "(no llm-do entry)"
+        return f"entry chain {where}, request #{self.request_index} of its agent run, asking {self.asked}"
+
+
+def current_chain() -> tuple[str, ...]:
+    """The entry chain of the agent run making the current model request, or `()` outside llm-do."""
+    try:  # pydantic-ai sets the run context around each model request; the getter is not re-exported
+        from pydantic_ai._run_context import get_current_run_context
+    except ImportError:  # pragma: no cover - a pydantic-ai without it: keys then ignore the chain
+        return ()
+    ctx = get_current_run_context()
+    chain = getattr(getattr(ctx, "deps", None), "chain", None)
+    if not callable(chain):
+        return ()
+    names = chain()
+    return tuple(str(name) for name in names) if isinstance(names, tuple) else ()
+
+
+def request_key(
+    messages: list[ModelMessage], params: ModelRequestParameters, chain: tuple[str, ...] | None = None
+) -> RequestKey:
+    """The key of a request made with `messages` and `params` (chain: the current run's when `None`)."""
+    if chain is None:
+        chain = current_chain()
+    ordinals: dict[str, int] = {}
+    normalised = [_message(message, ordinals) for message in messages]
+    tools = sorted(tool.name for tool in (*params.function_tools, *params.output_tools))
+    payload = {"chain": list(chain), "tools": tools, "messages": normalised}
+    digest = hashlib.sha256(_canonical(payload).encode()).hexdigest()
+    return RequestKey(
+        key=digest,
+        chain=chain,
+        request_index=sum(isinstance(message, ModelResponse) for message in messages),
+        prompt=_latest_prompt(messages),
+        asked=_asked(messages),
+    )
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+
+
+def _ordinal(ordinals: dict[str, int], tool_call_id: str | None) -> int | None:
+    if tool_call_id is None:
+        return None
+    return ordinals.setdefault(tool_call_id, len(ordinals))
+
+
+def _jsonable(content: Any) -> Any:
+    if isinstance(content, str | int | float | bool) or content is None:
+        return content
+    try:
+        return json.loads(_canonical(content))
+    except (TypeError, ValueError):  # pragma: no cover - default=repr makes everything dumpable
+        return repr(content)
+
+
+def _message(message: ModelMessage, ordinals: dict[str, int]) -> dict[str, Any]:
+    if isinstance(message, ModelResponse):
+        return _response(message, ordinals)
+    return _request(message, ordinals)
+
+
+def _response(message: ModelResponse, ordinals: dict[str, int]) -> dict[str, Any]:
+    parts: list[Any] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            parts.append({"text": part.content})
+        elif isinstance(part, ToolCallPart):
+            n = _ordinal(ordinals, part.tool_call_id)
+            parts.append({"call": part.tool_name, "args": part.args_as_dict(), "n": n})
+        elif not isinstance(part, ThinkingPart):  # thinking is provider-specific, not what was asked
+            parts.append({"kind": part.part_kind})
+    return {"response": parts}
+
+
+def _request(message: ModelRequest, ordinals: dict[str, int]) -> dict[str, Any]:
+    plain: list[Any] = []
+    returns: list[tuple[int, dict[str, Any]]] = []
+    for part in message.parts:
+        if isinstance(part, UserPromptPart):
+            plain.append({"user": _jsonable(part.content)})
+        elif isinstance(part, SystemPromptPart):
+            plain.append({"system": part.content})
+        elif isinstance(part, ToolReturnPart):
+            n = _ordinal(ordinals, part.tool_call_id)
+            returns.append((n or 0, {"return": part.tool_name, "content": part.model_response_str(), "n": n}))
+        elif isinstance(part, RetryPromptPart):
+            n = _ordinal(ordinals, part.tool_call_id)
+            returns.append((n or 0, {"retry": part.tool_name, "content": part.model_response(), "n": n}))
+        else:
+            plain.append({"kind": part.part_kind})
+    returns.sort(key=lambda item: item[0])
+    return {
+        "request": [*plain, *(item for _, item in returns)],
+        "instructions": getattr(message, "instructions", None),
+    }
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _latest_prompt(messages: list[ModelMessage]) -> str | None:
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in reversed(message.parts):
+                if isinstance(part, UserPromptPart):
+                    return part.content if isinstance(part.content, str) else _canonical(_jsonable(part.content))
+    return None
+
+
+def _asked(messages: list[ModelMessage]) -> str:
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelRequest):
+        returns = [
+            f"{part.tool_name} -> {_shorten(str(part.content))}"
+            for part in last.parts
+            if isinstance(part, ToolReturnPart | RetryPromptPart)
+        ]
+        if returns:
+            return _shorten("tool returns: " + "; ".join(returns))
+    prompt = _latest_prompt(messages)
+    return "prompt " + repr(_shorten(prompt)) if prompt is not None else "(no prompt)"

@@ -1,0 +1,88 @@
+"""`RecordingModel`: passes requests to a real model and records each response under its request key."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+from .keys import request_key
+from .recording import Recording, RecordingError
+
+__all__ = ["RecordingModel"]
+
+
+class RecordingModel(WrapperModel):
+    """Wraps `wrapped` and records the response to every request it answers, for `ReplayModel`.
+
+    Nothing is written until `save()` (or the end of `async with RecordingModel(...)`, even on error):
+    the file is then replaced atomically, keeping the entries it already had for other requests.
+    Only responses and what identifies their requests are recorded: no API keys, headers or settings.
+    """
+
+    def __init__(self, wrapped: Model, path: str | os.PathLike[str]) -> None:
+        super().__init__(wrapped)
+        self.path = Path(path)
+        self.recording = Recording()
+        """What this model recorded so far (not yet merged with the file)."""
+
+    def _record(self, messages: list[ModelMessage], params: ModelRequestParameters, response: ModelResponse) -> None:
+        if response.state == "complete":
+            self.recording.record(request_key(messages, params), response)
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        response = await super().request(messages, model_settings, model_request_parameters)
+        self._record(messages, model_request_parameters, response)
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
+            yield stream
+        self._record(messages, model_request_parameters, stream.get())
+
+    def save(self) -> Recording:
+        """Merge what was recorded into the file at `path` (atomically) and return the file's new content."""
+        try:
+            older = Recording.load(self.path) if self.path.exists() else Recording()
+        except RecordingError:
+            older = Recording()  # an unreadable or older-format file is replaced, not merged
+        merged = self.recording.merged_into(older)
+        merged.save(self.path)
+        return merged
+
+    async def __aenter__(self) -> RecordingModel:
+        await super().__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        try:
+            self.save()
+        finally:
+            await super().__aexit__(exc_type, exc_val, exc_tb)
+        return None

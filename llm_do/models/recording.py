@@ -1,0 +1,244 @@
+"""The recording file: model responses keyed by request, as versioned, human-readable JSON.
+
+```json
+{"version": 1, "responses": [{"key": "...", "entry": "clerk", "chain": ["clerk"], "request_index": 0,
+  "prompt": "...", "asked": "...", "response": {"parts": [...], "usage": {...}, ...}}]}
+```
+
+An entry with a `key` answers exactly that request (see `llm_do.models.keys`). An entry without one
+is a script step: it answers any request whose entry, latest prompt and request index match the
+fields it sets (a missing field matches anything); the most specific step wins, then the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from pydantic import ValidationError
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
+
+from .keys import RequestKey
+
+__all__ = ["FORMAT_VERSION", "RecordedResponse", "Recording", "RecordingError", "ScriptStep"]
+
+FORMAT_VERSION = 1
+
+ScriptStep: TypeAlias = "str | ToolCallPart | Sequence[ToolCallPart] | ModelResponse"
+"""A final text, one tool call, several parallel tool calls, or a whole response."""
+
+
+class RecordingError(ValueError):
+    """A recording file that cannot be read: not JSON, another format version, or a malformed entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedResponse:
+    """One answer in a recording, and the request it answers."""
+
+    response: ModelResponse
+    key: str | None = None
+    """The exact request this answers; `None` for a script step matched by the fields below."""
+    entry: str | None = None
+    prompt: str | None = None
+    request_index: int | None = None
+    chain: tuple[str, ...] = ()
+    """Informational: the entry chain that asked."""
+    asked: str | None = None
+    """Informational: what the request asked, shortened."""
+
+    def specificity(self, request: RequestKey) -> int | None:
+        """How closely this answers `request` (higher is closer), or `None` when it does not."""
+        if self.key is not None:
+            return 4 if self.key == request.key else None
+        checks = (
+            (self.entry, request.entry),
+            (self.prompt, request.prompt),
+            (self.request_index, request.request_index),
+        )
+        if any(want is not None and want != have for want, have in checks):
+            return None
+        return sum(want is not None for want, _ in checks)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.key is not None:
+            data["key"] = self.key
+        for name in ("entry", "prompt", "request_index", "asked"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value
+        if self.chain:
+            data["chain"] = list(self.chain)
+        data["response"] = ModelMessagesTypeAdapter.dump_python([self.response], mode="json")[0]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> RecordedResponse:
+        if not isinstance(data, dict) or "response" not in data:
+            raise RecordingError(f"{where}: each entry of 'responses' needs a 'response' object, got {data!r:.200}")
+        try:
+            (response,) = ModelMessagesTypeAdapter.validate_python([{"kind": "response", **data["response"]}])
+        except (ValidationError, TypeError) as error:
+            raise RecordingError(f"{where}: not a model response: {error}") from None
+        assert isinstance(response, ModelResponse)
+        index = data.get("request_index")
+        return cls(
+            response=response,
+            key=_optional_str(data, "key", where),
+            entry=_optional_str(data, "entry", where),
+            prompt=_optional_str(data, "prompt", where),
+            request_index=index if isinstance(index, int) else None,
+            chain=tuple(str(name) for name in data.get("chain") or ()),
+            asked=_optional_str(data, "asked", where),
+        )
+
+
+def _optional_str(data: dict[str, Any], name: str, where: str) -> str | None:
+    value = data.get(name)
+    if value is not None and not isinstance(value, str):
+        raise RecordingError(f"{where}: {name!r} must be a string, got {value!r:.100}")
+    return value
+
+
+def _response_of(step: ScriptStep) -> ModelResponse:
+    if isinstance(step, ModelResponse):
+        return step
+    if isinstance(step, str):
+        return ModelResponse(parts=[TextPart(step)])
+    if isinstance(step, ToolCallPart):
+        return ModelResponse(parts=[step])
+    calls = list(step)
+    if not calls or not all(isinstance(part, ToolCallPart) for part in calls):
+        raise TypeError(f"a script step is a text, a ToolCallPart, ToolCallParts or a ModelResponse, got {step!r}")
+    return ModelResponse(parts=calls)
+
+
+def _stored(response: ModelResponse) -> ModelResponse:
+    """The response as a recording keeps it: without provider details (raw vendor data)."""
+    return replace(response, provider_details=None) if response.provider_details else response
+
+
+class Recording:
+    """Model responses keyed by request; `load` and `save` read and write the JSON file."""
+
+    def __init__(self, responses: Iterable[RecordedResponse] = ()) -> None:
+        self.responses: list[RecordedResponse] = list(responses)
+
+    def __len__(self) -> int:
+        return len(self.responses)
+
+    def __repr__(self) -> str:
+        return f"Recording({len(self.responses)} responses)"
+
+    # building
+
+    @classmethod
+    def from_script(
+        cls, steps: Iterable[ScriptStep], *, entry: str | None = None, prompt: str | None = None
+    ) -> Recording:
+        """A recording whose step i answers request i of an agent run (of `entry`, with `prompt`, when given)."""
+        return cls().add_script(steps, entry=entry, prompt=prompt)
+
+    def add_script(
+        self, steps: Iterable[ScriptStep], *, entry: str | None = None, prompt: str | None = None
+    ) -> Recording:
+        """Add script steps (see `from_script`); returns `self`."""
+        for index, step in enumerate(steps):
+            self.responses.append(
+                RecordedResponse(_stored(_response_of(step)), entry=entry, prompt=prompt, request_index=index)
+            )
+        return self
+
+    def record(self, request: RequestKey, response: ModelResponse) -> None:
+        """Keep `response` as the answer to `request`, replacing an earlier answer to the same request."""
+        recorded = RecordedResponse(
+            _stored(response),
+            key=request.key,
+            entry=request.entry,
+            prompt=request.prompt,
+            request_index=request.request_index,
+            chain=request.chain,
+            asked=request.asked,
+        )
+        self.responses = [item for item in self.responses if item.key != request.key]
+        self.responses.append(recorded)
+
+    def merged_into(self, older: Recording) -> Recording:
+        """`older` with this recording's entries added; an entry of this one wins for the same key."""
+        keys = {item.key for item in self.responses if item.key is not None}
+        kept = [item for item in older.responses if item.key is None or item.key not in keys]
+        return Recording([*kept, *self.responses])
+
+    # answering
+
+    def find(self, request: RequestKey) -> RecordedResponse | None:
+        """The closest answer to `request`: its exact key, else the most specific matching script step."""
+        best: RecordedResponse | None = None
+        best_score = -1
+        for item in self.responses:
+            score = item.specificity(request)
+            if score is not None and score > best_score:
+                best, best_score = item, score
+        return best
+
+    # the file
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's content. Recorded entries are sorted (by chain, request index, key) so files diff well."""
+        keyed = sorted(
+            (item for item in self.responses if item.key is not None),
+            key=lambda item: (item.chain, item.request_index or 0, item.key or ""),
+        )
+        scripted = [item for item in self.responses if item.key is None]
+        return {"version": FORMAT_VERSION, "responses": [item.to_json() for item in (*scripted, *keyed)]}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "recording") -> Recording:
+        if not isinstance(data, dict) or "version" not in data:
+            raise RecordingError(
+                f"{where}: not an llm-do recording (expected an object with 'version' and 'responses')"
+            )
+        if data["version"] != FORMAT_VERSION:
+            raise RecordingError(
+                f"{where}: recording format version {data['version']!r} is not supported (this llm-do reads "
+                f"version {FORMAT_VERSION}); re-record it with RecordingModel"
+            )
+        responses = data.get("responses")
+        if not isinstance(responses, list):
+            raise RecordingError(f"{where}: 'responses' must be a list")
+        return cls(RecordedResponse.from_json(item, f"{where}: responses[{i}]") for i, item in enumerate(responses))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Recording:
+        """Read a recording file; raises `RecordingError` when it is not a readable recording."""
+        where = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise RecordingError(f"{where}: no such recording; record one with RecordingModel") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise RecordingError(f"{where}: not JSON ({error})") from None
+        return cls.from_json(data, where)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the file atomically: a temporary file in the same directory, then a rename."""
+        target = Path(path)
+        content = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(content)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
