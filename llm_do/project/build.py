@@ -28,7 +28,7 @@ from ..toolset import known_tool_names
 from .layout import ProjectLayout, discover_project
 from .models import matches_any, model_id, resolve_model
 from .modules import ProjectModules, load_modules
-from .problems import Problem, ProjectError
+from .problems import Problem, ProjectError, raise_if_any
 from .worker import WorkerSpec, read_worker
 
 __all__ = ["DEFAULT_CONTAINER", "Project", "load_project"]
@@ -163,8 +163,7 @@ class _Builder:
         )
 
     def _raise(self) -> None:
-        ordered = sorted(self.problems, key=lambda p: (str(p.file or ""), p.line or 0))
-        raise ProjectError(ordered)
+        raise_if_any(self.problems)
 
     # -- parts -------------------------------------------------------------------
 
@@ -207,13 +206,12 @@ class _Builder:
                 Problem(where, None, f"creating the container {cls.__name__} failed: {type(error).__name__}: {error}")
             )
             return None
-        self._set_project_root(container)
+        self._set_project_root(container, getattr(cls, "settings_class", None))
         return container
 
-    def _set_project_root(self, container: containers.DeclarativeContainer) -> None:
+    def _set_project_root(self, container: containers.DeclarativeContainer, settings_class: object) -> None:
         """The project directory is the built-ins' root, unless LLM_DO_PROJECT_ROOT says otherwise."""
         config = getattr(container, "config", None)
-        settings_class = getattr(container, "settings_class", None)
         if config is None or not (isinstance(settings_class, type) and issubclass(settings_class, LlmDoSettings)):
             return
         if "project_root" not in settings_class().model_fields_set:
@@ -263,6 +261,8 @@ class _Builder:
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
+                if name in modules.unbuildable:
+                    hint = f"{modules.unbuildable[name]}. "
                 self.problems.append(
                     spec.problem(
                         f"unknown toolset {name!r}: {hint}known toolsets are {', '.join(sorted(known)) or 'none'}; "

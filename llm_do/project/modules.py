@@ -38,6 +38,8 @@ class ProjectModules:
     toolsets: dict[str, tuple[ToolsetSpec, Path]] = field(default_factory=dict)
     entries: dict[str, tuple[FunctionEntry, Path]] = field(default_factory=dict)
     container: tuple[type[containers.DeclarativeContainer], Path] | None = None
+    unbuildable: dict[str, str] = field(default_factory=dict)
+    """Toolset classes that need arguments, so are not project toolsets (a container may use them): why."""
     problems: list[Problem] = field(default_factory=list)
 
     def resolve(self, reference: str) -> Any:
@@ -157,13 +159,9 @@ def _add_class(found: ProjectModules, cls: type[AbstractToolset[Any]], path: Pat
         and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
     ]
     if required:
-        found.problems.append(
-            Problem(
-                path,
-                _line_of_class(cls),
-                f"toolset class {cls.__name__!r} needs arguments ({', '.join(required)}): a project toolset class "
-                "is built with none. Give them defaults, or declare it as a provider of the project's container",
-            )
+        found.unbuildable[toolset_name(cls)] = (
+            f"the toolset class {cls.__name__} in {path.name} needs arguments ({', '.join(required)}) and a project "
+            "toolset class is built with none: give them defaults, or declare a provider of the project's container"
         )
         return
     _add(found, "toolset", toolset_name(cls), (ToolsetSpec(cls, Scope.PER_CALL, cls), path), found.toolsets, same=cls)

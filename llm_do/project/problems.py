@@ -37,7 +37,7 @@ class ProjectError(ConfigurationError):
 
 
 def raise_if_any(problems: Iterable[Problem]) -> None:
-    """Raise one `ProjectError` carrying all `problems`, if there are any."""
-    found = list(problems)
+    """Raise one `ProjectError` carrying all `problems`, if there are any, ordered by file and line."""
+    found = sorted(problems, key=lambda problem: (str(problem.file or ""), problem.line or 0))
     if found:
         raise ProjectError(found)
