@@ -340,3 +340,19 @@ def test_a_replay_model_without_its_module_is_a_clear_problem(tmp_path: Path) ->
         assert line == 2 and "llm_do.models.replay" in message
     else:  # pragma: no cover - once the replay model exists, the hook is used
         pytest.skip("llm_do.models.replay is installed")
+
+
+def test_openai_compatible_server_settings_are_validated_and_kept_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llm_do import InvalidSettings, LlmDoSettings
+    from llm_do.project import resolve_model
+
+    monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "localhost:8000")
+    monkeypatch.setenv("LLM_DO_OPENAI_API_KEY", "sk-secret")
+    with pytest.raises(InvalidSettings) as caught:
+        LlmDoSettings()
+    assert "LLM_DO_OPENAI_BASE_URL='localhost:8000': expected a URL with a scheme" in str(caught.value)
+    monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "http://localhost:8000/v1")
+    settings = LlmDoSettings()
+    assert "sk-secret" not in repr(settings)
+    model = resolve_model("openai:local-model", root=Path("."), settings=settings.model_dump())
+    assert isinstance(model, DeferredModel) and not model.built
