@@ -49,6 +49,12 @@ def _url(value: SecretStr) -> SecretStr:
     return value
 
 
+def _plain_url(value: str) -> str:
+    if not _URL.match(value):
+        raise ValueError("not a URL with a scheme")
+    return value
+
+
 def _comma_list(value: Any) -> Any:
     """`git, ls` or `["git", "ls"]` from the environment; a list given in code passes as is."""
     if not isinstance(value, str):
@@ -90,6 +96,8 @@ _FORMS: dict[str, tuple[str, str]] = {
     "sql_max_bytes": ("a whole number of bytes >= 256", "65536"),
     "shell_allow": ("program names or absolute paths, separated by commas (or a JSON list)", "git,ls,rg"),
     "shell_timeout": ("a number of seconds > 0", "30"),
+    "openai_base_url": ("a URL with a scheme", "http://localhost:8000/v1"),
+    "openai_api_key": ("the API key of the OpenAI-compatible server", "sk-..."),
 }
 
 
@@ -151,6 +159,10 @@ class LlmDoSettings(BaseSettings):
     """Programs the built-in `shell` toolset may run, with any arguments (see docs/toolsets.md)."""
     shell_timeout: float = Field(default=30.0, gt=0)
     """Seconds a `shell` command may run before its whole process group is killed."""
+    openai_base_url: Annotated[str, AfterValidator(_plain_url)] | None = None
+    """Base URL of an OpenAI-compatible server, used for `openai:` models (e.g. a local vLLM or Ollama)."""
+    openai_api_key: SecretStr | None = None
+    """API key for `openai:` models; a secret, shown as `**********`. Unset: OpenAI's own OPENAI_API_KEY."""
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -1,0 +1,31 @@
+"""Agent projects: `.worker` files, Python modules and a container, loaded into a ready `Runtime`.
+
+See docs/projects.md. `load_project(path)` is the entry point; the rest is for tools built on it.
+"""
+
+from .build import DEFAULT_CONTAINER, Project, load_project
+from .layout import CONFIG_FILE, ProjectLayout, discover_project
+from .models import DeferredModel, resolve_model
+from .modules import ProjectModules, load_modules, toolset_name
+from .problems import Problem, ProjectError
+from .worker import FIELDS, WorkerSpec, parse_worker, read_worker
+
+__all__ = [
+    "CONFIG_FILE",
+    "DEFAULT_CONTAINER",
+    "FIELDS",
+    "DeferredModel",
+    "Problem",
+    "Project",
+    "ProjectError",
+    "ProjectLayout",
+    "ProjectModules",
+    "WorkerSpec",
+    "discover_project",
+    "load_modules",
+    "load_project",
+    "parse_worker",
+    "read_worker",
+    "resolve_model",
+    "toolset_name",
+]

@@ -1,0 +1,430 @@
+"""`load_project`: a project's workers, modules and container built into entries and a ready `Runtime`."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import Any
+
+from dependency_injector import containers
+from pydantic import BaseModel
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
+
+from ..approval import Approver
+from ..call import CallScope, Entry
+from ..entries import AgentEntry, entry_toolset
+from ..errors import ConfigurationError
+from ..policy import ToolPolicy
+from ..run import RunResult
+from ..runtime import Runtime
+from ..scopes import Scope, ToolsetSpec
+from ..settings import LlmDoSettings, RuntimeConfig
+from ..toolset import known_tool_names
+from .layout import ProjectLayout, discover_project
+from .models import matches_any, model_id, resolve_model
+from .modules import ProjectModules, load_modules
+from .problems import Problem, ProjectError, raise_if_any
+from .worker import WorkerSpec, read_worker
+
+__all__ = ["DEFAULT_CONTAINER", "Project", "load_project"]
+
+DEFAULT_CONTAINER = "containers.project:ProjectContainer"
+"""The container of a project that declares none: llm-do's built-in toolsets."""
+
+_RESERVED = frozenset({"approval_policies", "config", "run_state"})
+
+
+@dataclass
+class Project:
+    """A loaded project: its runtime, entries and defaults. `async with` it to close the runtime."""
+
+    root: Path
+    runtime: Runtime
+    entries: Mapping[str, Entry]
+    workers: Mapping[str, WorkerSpec]
+    default_entry: str | None = None
+    default_input: Any = None
+    layout: ProjectLayout | None = field(default=None, repr=False)
+
+    async def run(
+        self, entry: str | None = None, input_data: Any = None, *, message_history: list[ModelMessage] | None = None
+    ) -> RunResult:
+        """Run `entry` (default: the project's default entry) on `input_data` (default: its default input)."""
+        name = entry or self.default_entry
+        if name is None:
+            raise ConfigurationError(
+                f"the project at {self.root} has no default entry; name one of {', '.join(self.entries)}, "
+                "or set entry = NAME in its project.toml"
+            )
+        if input_data is None:
+            if self.default_input is None:
+                raise ConfigurationError(f"no input for entry {name!r}: give one, or set input = ... in project.toml")
+            input_data = self.default_input
+        return await self.runtime.run(name, input_data, message_history=message_history)
+
+    async def aclose(self) -> None:
+        """Close the runtime (its global toolsets and resources)."""
+        await self.runtime.aclose()
+
+    async def __aenter__(self) -> Project:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def load_project(
+    path: Path | str,
+    *,
+    model: Model | str | None = None,
+    config: RuntimeConfig | None = None,
+    approver: Approver | None = None,
+    default_container: type[containers.DeclarativeContainer] | str = DEFAULT_CONTAINER,
+) -> Project:
+    """Load the project at `path` (a directory, its `project.toml`, or a `.worker` file).
+
+    `model` serves the workers that name none (a model name, or a pydantic-ai `Model`); `config`
+    replaces the runtime configuration read from the container's settings; `approver` answers
+    approvals. The project's own container class, if one of its modules defines one, else
+    `default_container`, provides toolsets. Raises `ProjectError` listing every problem found.
+    """
+    layout = discover_project(path)
+    return _Builder(layout, model, config, approver, default_container).build()
+
+
+class _Builder:
+    def __init__(
+        self,
+        layout: ProjectLayout,
+        model: Model | str | None,
+        config: RuntimeConfig | None,
+        approver: Approver | None,
+        default_container: type[containers.DeclarativeContainer] | str,
+    ) -> None:
+        self.layout = layout
+        self.root = layout.root
+        self.model = model
+        self.config = config
+        self.approver = approver
+        self.default_container = default_container
+        self.problems: list[Problem] = []
+        self.toolsets: dict[str, ToolsetSpec] = {}
+        self.policies: dict[str, ToolPolicy] = {}
+        self.agents: dict[str, AgentEntry] = {}
+
+    def build(self) -> Project:
+        workers = self._parse_workers()
+        modules = load_modules(self.root, self.layout.module_files)
+        self.problems.extend(modules.problems)
+        container = self._container(modules)
+        if container is None:
+            self._raise()
+        assert container is not None
+        config = self.config if self.config is not None else self._runtime_config(container)
+        settings = _settings_of(container)
+        fallback = self.model if self.model is not None else config.model if config is not None else None
+        self.toolsets = {name: spec for name, (spec, _) in modules.toolsets.items()}
+        providers = {name: p for name, p in container.providers.items() if name not in _RESERVED}
+        self._check_names(workers, modules, providers)
+        known = {*providers, *modules.toolsets, *workers, *modules.entries}
+        for spec in workers.values():
+            self._worker(spec, known, modules, container, providers, fallback, settings, config)
+        entries: dict[str, Entry] = {**self.agents, **{name: e for name, (e, _) in modules.entries.items()}}
+        default_entry = self._default_entry(entries)
+        if self.problems or config is None:
+            self._raise()
+        assert config is not None
+        try:
+            runtime = Runtime(
+                container,
+                entries=entries.values(),
+                toolsets=self.toolsets,
+                config=config,
+                policies=self.policies,
+                approver=self.approver,
+            )
+        except ConfigurationError as error:
+            raise ProjectError([Problem(self.layout.config_file or self.root, None, str(error))]) from None
+        return Project(
+            root=self.root,
+            runtime=runtime,
+            entries=MappingProxyType(entries),
+            workers=MappingProxyType(workers),
+            default_entry=default_entry,
+            default_input=self.layout.default_input,
+            layout=self.layout,
+        )
+
+    def _raise(self) -> None:
+        raise_if_any(self.problems)
+
+    # -- parts -------------------------------------------------------------------
+
+    def _parse_workers(self) -> dict[str, WorkerSpec]:
+        workers: dict[str, WorkerSpec] = {}
+        for path in self.layout.worker_files:
+            try:
+                spec = read_worker(path)
+            except ProjectError as error:
+                self.problems.extend(error.problems)
+                continue
+            if spec.name in workers:
+                first = workers[spec.name].file.name
+                self.problems.append(
+                    spec.problem(f"a second worker named {spec.name!r} (the first is {first}); rename one", "name")
+                )
+                continue
+            workers[spec.name] = spec
+        return workers
+
+    def _container(self, modules: ProjectModules) -> containers.DeclarativeContainer | None:
+        where: Path | None = None
+        if modules.container is not None:
+            cls, where = modules.container
+        elif isinstance(self.default_container, str):
+            try:
+                cls = modules.resolve(self.default_container)
+            except LookupError as error:
+                self.problems.append(Problem(None, None, f"the default container cannot be loaded: {error}"))
+                return None
+        else:
+            cls = self.default_container
+        try:
+            container: containers.DeclarativeContainer = cls()
+        except ConfigurationError as error:  # invalid settings: named by variable
+            self.problems.append(Problem(where, None, str(error)))
+            return None
+        except Exception as error:
+            self.problems.append(
+                Problem(where, None, f"creating the container {cls.__name__} failed: {type(error).__name__}: {error}")
+            )
+            return None
+        self._set_project_root(container, getattr(cls, "settings_class", None))
+        return container
+
+    def _set_project_root(self, container: containers.DeclarativeContainer, settings_class: object) -> None:
+        """The project directory is the built-ins' root, unless LLM_DO_PROJECT_ROOT says otherwise."""
+        config = getattr(container, "config", None)
+        if config is None or not (isinstance(settings_class, type) and issubclass(settings_class, LlmDoSettings)):
+            return
+        if "project_root" not in settings_class().model_fields_set:
+            config.project_root.from_value(self.root)
+
+    def _runtime_config(self, container: containers.DeclarativeContainer) -> RuntimeConfig | None:
+        try:
+            return RuntimeConfig.from_container(container)
+        except ConfigurationError as error:
+            self.problems.append(Problem(None, None, str(error)))
+            return None
+
+    def _check_names(
+        self, workers: Mapping[str, WorkerSpec], modules: ProjectModules, providers: Mapping[str, Any]
+    ) -> None:
+        for name, spec in workers.items():
+            other = (
+                f"the entry in {modules.entries[name][1].name}"
+                if name in modules.entries
+                else f"the toolset in {modules.toolsets[name][1].name}"
+                if name in modules.toolsets
+                else "a provider of the container"
+                if name in providers
+                else None
+            )
+            if other is not None:
+                self.problems.append(
+                    spec.problem(f"worker {name!r} has the name of {other}; rename the worker (name: ...)", "name")
+                )
+        for name, (_, path) in modules.entries.items():
+            if name in modules.toolsets or name in providers:
+                self.problems.append(Problem(path, None, f"entry {name!r} has the name of a toolset; rename the entry"))
+
+    def _worker(
+        self,
+        spec: WorkerSpec,
+        known: set[str],
+        modules: ProjectModules,
+        container: containers.DeclarativeContainer,
+        providers: Mapping[str, Any],
+        fallback: Model | str | None,
+        settings: Mapping[str, Any],
+        config: RuntimeConfig | None,
+    ) -> None:
+        count = len(self.problems)
+        for index, name in enumerate(spec.toolsets):
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                if name in modules.unbuildable:
+                    hint = f"{modules.unbuildable[name]}. "
+                self.problems.append(
+                    spec.problem(
+                        f"unknown toolset {name!r}: {hint}known toolsets are {', '.join(sorted(known)) or 'none'}; "
+                        "fix the name, or define it (a provider of the project's container, a toolset in a "
+                        "project module, or another worker)",
+                        "toolsets",
+                        index,
+                    )
+                )
+        schema_in = self._model_class(spec, "input", modules)
+        output_type = self._model_class(spec, "output", modules)
+        model = self._model(spec, fallback, settings)
+        names = list(spec.toolsets)
+        for toolset, override in spec.approvals.items():
+            if toolset not in spec.toolsets:
+                self.problems.append(
+                    spec.problem(
+                        f"approvals for toolset {toolset!r}, which this worker does not use; "
+                        f"add it to toolsets or fix the name (its toolsets: {', '.join(spec.toolsets) or 'none'})",
+                        "approvals",
+                        toolset,
+                    )
+                )
+                continue
+            if toolset not in known:
+                continue
+            original = self._spec_of(toolset, providers, modules)
+            tools = known_tool_names(original.provides) if original is not None else None
+            unknown = [tool for tool in override.tools if tools is not None and tool not in tools]
+            for tool in unknown:
+                self.problems.append(
+                    spec.problem(
+                        f"approvals: toolset {toolset!r} has no tool {tool!r} "
+                        f"(its tools: {', '.join(sorted(tools or ()))}); fix the tool name",
+                        "approvals",
+                        toolset,
+                        "tools",
+                        tool,
+                    )
+                )
+            if unknown or original is None:
+                continue
+            alias = f"{toolset}@{spec.name}"
+            names[names.index(toolset)] = alias
+            self.toolsets[alias] = original
+            base = _declared_policy(container, toolset, original).overridden(override)
+            operator = config.approval_policies.get(toolset) if config is not None else None
+            self.policies[alias] = base.overridden(operator) if operator is not None else base
+        if len(self.problems) > count or model is None:
+            return
+        agent: Agent[CallScope, Any] = Agent(
+            model,
+            instructions=spec.instructions or None,
+            output_type=output_type if output_type is not None else str,
+            model_settings=dict(spec.model_settings) or None,  # type: ignore[arg-type]
+            name=spec.name,
+            deps_type=CallScope,
+        )
+        self.agents[spec.name] = AgentEntry(
+            agent, name=spec.name, toolsets=names, schema_in=schema_in, description=spec.description
+        )
+
+    def _spec_of(self, name: str, providers: Mapping[str, Any], modules: ProjectModules) -> ToolsetSpec | None:
+        if name in modules.toolsets:
+            return modules.toolsets[name][0]
+        if name in providers:
+            try:
+                return ToolsetSpec.from_provider(providers[name])
+            except TypeError:
+                return None  # the runtime reports it
+        agents = self.agents
+
+        def worker_tool() -> Any:
+            return entry_toolset(agents[name]) if name in agents else entry_toolset(modules.entries[name][0])
+
+        return ToolsetSpec(worker_tool, Scope.PER_CALL)
+
+    def _model_class(self, spec: WorkerSpec, key: str, modules: ProjectModules) -> type[BaseModel] | None:
+        reference = spec.input if key == "input" else spec.output
+        if reference is None:
+            return None
+        try:
+            found = modules.resolve(reference)
+        except LookupError as error:
+            self.problems.append(spec.problem(f"{key}: {reference!r} cannot be found: {error}; fix the reference", key))
+            return None
+        except Exception as error:
+            message = f"{key}: importing {reference!r} failed: {type(error).__name__}: {error}"
+            self.problems.append(spec.problem(message, key))
+            return None
+        if not (isinstance(found, type) and issubclass(found, BaseModel)):
+            self.problems.append(
+                spec.problem(f"{key}: {reference!r} is {found!r}, not a pydantic model class (BaseModel)", key)
+            )
+            return None
+        return found
+
+    def _model(self, spec: WorkerSpec, fallback: Model | str | None, settings: Mapping[str, Any]) -> Model | None:
+        if spec.model is not None:
+            return self._resolved(spec, spec.model, settings, "model")
+        if fallback is None:
+            self.problems.append(
+                spec.problem(
+                    f"worker {spec.name!r} has no model: set model: in its frontmatter, pass one when running it "
+                    "(--model, or model= to load_project), or set LLM_DO_MODEL",
+                    "compatible_models",
+                )
+            )
+            return None
+        if spec.compatible_models and not matches_any(fallback, spec.compatible_models):
+            self.problems.append(
+                spec.problem(
+                    f"worker {spec.name!r} needs a model matching {', '.join(map(repr, spec.compatible_models))}, "
+                    f"but the model given is {model_id(fallback)!r}; give a matching one (--model, model= or "
+                    "LLM_DO_MODEL)",
+                    "compatible_models",
+                )
+            )
+            return None
+        if isinstance(fallback, Model):
+            return fallback
+        return self._resolved(spec, fallback, settings, "model")
+
+    def _resolved(self, spec: WorkerSpec, name: str, settings: Mapping[str, Any], key: str) -> Model | None:
+        try:
+            return resolve_model(name, root=self.root, settings=settings)
+        except (ValueError, OSError) as error:
+            self.problems.append(spec.problem(f"model {name!r}: {error}", key))
+            return None
+
+    def _default_entry(self, entries: Mapping[str, Entry]) -> str | None:
+        name = self.layout.default_entry
+        if name is None:
+            return next(iter(entries)) if len(entries) == 1 else "main" if "main" in entries else None
+        if name not in entries and not self.problems:
+            config = self.layout.config_file
+            line = self.layout.line_of("entry")
+            where = f"in {config.name}" if config is not None else "given"
+            self.problems.append(
+                Problem(
+                    config or self.root,
+                    line,
+                    f"the default entry {name!r} {where} is not an entry of the project "
+                    f"(entries: {', '.join(entries) or 'none'}); fix the name",
+                )
+            )
+        return name
+
+
+def _settings_of(container: containers.DeclarativeContainer) -> Mapping[str, Any]:
+    config = getattr(container, "config", None)
+    values = config() if callable(config) else None
+    return values if isinstance(values, Mapping) else {}
+
+
+def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy:
+    """The policy a toolset name has before a worker's overrides: the container's, else its class default."""
+    provider = container.providers.get("approval_policies")
+    declared = provider() if provider is not None else None
+    if isinstance(declared, Mapping) and isinstance(declared.get(name), ToolPolicy):
+        policy: ToolPolicy = declared[name]
+        return policy
+    provides = spec.provides if isinstance(spec.provides, type) or spec.provides is None else type(spec.provides)
+    default = getattr(provides, "default_policy", None)
+    return default if isinstance(default, ToolPolicy) else ToolPolicy()

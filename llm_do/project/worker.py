@@ -1,0 +1,250 @@
+"""`WorkerSpec`: a `.worker` file (YAML frontmatter between `---` lines, then Markdown instructions) parsed
+and checked on its own, with the file line of every problem. References are resolved later, by the build."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_ai.settings import ModelSettings
+
+from ..policy import PolicySettings
+from .problems import Problem, ProjectError
+
+__all__ = ["FIELDS", "WorkerSpec", "parse_worker", "read_worker"]
+
+Loc = tuple[str | int, ...]
+
+_NAME = re.compile(r"^[A-Za-z_][\w-]*$")
+_MODEL = re.compile(r"^(test|[\w./-]+:\S+)$")
+_REFERENCE = re.compile(r"^[^:\s]+:[A-Za-z_]\w*$")
+_MODEL_SETTINGS = frozenset(get_type_hints(ModelSettings))
+
+FIELDS: dict[str, str] = {
+    "name": "the worker's name, used as entry and toolset name (default: the file name without .worker)",
+    "description": "what the worker does: the tool description another worker sees",
+    "model": "a pydantic-ai model name, like openai:gpt-5.2 (excludes compatible_models)",
+    "compatible_models": "glob patterns the model given at run time must match, like ['openai:*']",
+    "toolsets": "names of toolsets: built-ins, container providers, project toolsets, other workers",
+    "input": "a pydantic model the input must match: module:Class or path.py:Class",
+    "output": "a pydantic model the answer must match: module:Class or path.py:Class",
+    "model_settings": "pydantic-ai model settings, like {temperature: 0.2}",
+    "approvals": "approval overrides per toolset, like {shell: {default: ask}, sql: {tools: {commit: allow}}}",
+}
+"""Every frontmatter key a worker file may use, and what it is for."""
+
+_HINTS: dict[str, str] = {
+    "name": "use letters, digits, _ or -, starting with a letter or _",
+    "description": "write one line of text",
+    "model": "write provider:model-name, like model: openai:gpt-5.2",
+    "compatible_models": "write a list of glob patterns, like compatible_models: ['openai:*', 'anthropic:*']",
+    "toolsets": "write a list of names, like toolsets: [filesystem, shell]",
+    "input": "write module:Class or path.py:Class, like input: schemas:Question",
+    "output": "write module:Class or path.py:Class, like output: schemas.py:Answer",
+    "model_settings": "write a mapping, like model_settings: {temperature: 0.2}",
+    "approvals": "write approvals: {TOOLSET: {default: allow|ask|deny, tools: {TOOL: allow|ask|deny}}}",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """A parsed `.worker` file. `lines` maps a frontmatter key path, like `("toolsets", 1)`, to its file line."""
+
+    name: str
+    file: Path
+    instructions: str
+    description: str | None = None
+    model: str | None = None
+    compatible_models: tuple[str, ...] = ()
+    toolsets: tuple[str, ...] = ()
+    input: str | None = None
+    output: str | None = None
+    model_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
+    lines: Mapping[Loc, int] = field(default_factory=dict, hash=False, repr=False)
+
+    def line_of(self, *loc: str | int) -> int:
+        """The file line of a key (or list item) of the frontmatter, or of its nearest enclosing key; else 1."""
+        while loc:
+            if loc in self.lines:
+                return self.lines[loc]
+            loc = loc[:-1]
+        return 1
+
+    def problem(self, message: str, *loc: str | int) -> Problem:
+        """A problem at the line of `loc` in this worker's file."""
+        return Problem(self.file, self.line_of(*loc), message)
+
+
+class _Frontmatter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    description: str | None = None
+    model: str | None = None
+    compatible_models: list[str] | None = None
+    toolsets: list[str] = []
+    input: str | None = None
+    output: str | None = None
+    model_settings: dict[str, Any] = {}
+    approvals: dict[str, PolicySettings] = {}
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} is not a valid name")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if not _MODEL.match(value):
+            raise ValueError(f"{value!r} is not a provider:model name")
+        return value
+
+    @field_validator("compatible_models", mode="before")
+    @classmethod
+    def _patterns(cls, value: Any) -> Any:
+        value = [value] if isinstance(value, str) else value
+        if isinstance(value, list) and (not value or not all(value)):
+            raise ValueError("the list of patterns is empty")
+        return value
+
+    @field_validator("toolsets")
+    @classmethod
+    def _toolsets(cls, value: list[str]) -> list[str]:
+        seen = [name for index, name in enumerate(value) if name in value[:index]]
+        if seen:
+            raise ValueError(f"{seen[0]!r} is listed twice")
+        return value
+
+    @field_validator("input", "output")
+    @classmethod
+    def _reference(cls, value: str) -> str:
+        if not _REFERENCE.match(value):
+            raise ValueError(f"{value!r} is not a reference to a class")
+        return value
+
+    @field_validator("model_settings")
+    @classmethod
+    def _model_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if key not in _MODEL_SETTINGS:
+                close = difflib.get_close_matches(key, _MODEL_SETTINGS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown model setting {key!r}{hint}; known: {', '.join(sorted(_MODEL_SETTINGS))}")
+        return value
+
+
+def read_worker(path: Path) -> WorkerSpec:
+    """Parse the worker file at `path`; raise `ProjectError` listing all its problems."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ProjectError([Problem(path, None, f"cannot read the worker file: {error}")]) from None
+    return parse_worker(text, file=path)
+
+
+def parse_worker(text: str, *, file: Path) -> WorkerSpec:
+    """Parse the text of a worker file; raise `ProjectError` listing all its problems (with lines).
+
+    A file without a `---` first line is all instructions, with every field at its default.
+    """
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return WorkerSpec(name=file.stem, file=file, instructions=text.strip())
+    closing = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    if closing is None:
+        raise ProjectError([Problem(file, 1, "the frontmatter opened by '---' is never closed; add a '---' line")])
+    front = "\n".join(lines[1:closing]) + "\n"
+    body = "\n".join(lines[closing + 1 :]).strip()
+    try:
+        node = yaml.compose(front, Loader=yaml.SafeLoader)
+        values = yaml.safe_load(front)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 2 if mark is not None else 1
+        raise ProjectError([Problem(file, line, f"the frontmatter is not valid YAML: {error.problem}")]) from None
+    if values is None:
+        values, node = {}, None
+    if not isinstance(values, dict) or not isinstance(node, yaml.MappingNode | None):
+        raise ProjectError([Problem(file, 2, "the frontmatter must be a mapping of keys, like 'model: test'")])
+    where: dict[Loc, int] = {}
+    problems = _walk(node, (), where, file)
+    front_matter: _Frontmatter | None = None
+    try:
+        front_matter = _Frontmatter.model_validate(values)
+    except ValidationError as error:
+        problems.extend(_problem(item, where, file) for item in error.errors())
+    else:
+        if front_matter.model is not None and front_matter.compatible_models is not None:
+            problems.append(
+                Problem(
+                    file,
+                    where[("compatible_models",)],
+                    "model and compatible_models exclude each other: name one model, or list the patterns "
+                    "a model given at run time must match",
+                )
+            )
+    if problems:
+        raise ProjectError(sorted(problems, key=lambda problem: problem.line or 0))
+    assert front_matter is not None
+    return WorkerSpec(
+        name=front_matter.name or file.stem,
+        file=file,
+        instructions=body,
+        description=front_matter.description,
+        model=front_matter.model,
+        compatible_models=tuple(front_matter.compatible_models or ()),
+        toolsets=tuple(front_matter.toolsets),
+        input=front_matter.input,
+        output=front_matter.output,
+        model_settings=dict(front_matter.model_settings),
+        approvals=dict(front_matter.approvals),
+        lines=where,
+    )
+
+
+def _walk(node: yaml.Node | None, loc: Loc, where: dict[Loc, int], file: Path) -> list[Problem]:
+    """Record the file line of every key and list item below `node`; report duplicate keys."""
+    problems: list[Problem] = []
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            path = (*loc, key.value)
+            line = key.start_mark.line + 2
+            if path in where:
+                shown = ".".join(map(str, path))
+                problems.append(
+                    Problem(file, line, f"{shown!r} is given twice (first on line {where[path]}); keep one")
+                )
+                continue
+            where[path] = line
+            problems.extend(_walk(value, path, where, file))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            where[(*loc, index)] = item.start_mark.line + 2
+            problems.extend(_walk(item, (*loc, index), where, file))
+    return problems
+
+
+def _problem(item: Any, where: Mapping[Loc, int], file: Path) -> Problem:
+    loc: Loc = tuple(item["loc"])
+    line = next((where[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in where), 2)
+    key = str(loc[0]) if loc else ""
+    if item["type"] == "extra_forbidden" and len(loc) == 1:
+        close = difflib.get_close_matches(key, FIELDS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return Problem(file, line, f"unknown key {key!r}: {hint}known keys are {', '.join(FIELDS)}")
+    shown = ".".join(map(str, loc)) or "frontmatter"
+    message = str(item["msg"]).removeprefix("Value error, ")
+    if item["type"] not in ("value_error", "assertion_error"):
+        message = f"{message} (got {item['input']!r})"
+    hint = _HINTS.get(key, "")
+    return Problem(file, line, f"{shown}: {message}" + (f"; {hint}" if hint else ""))
