@@ -14,7 +14,7 @@ import asyncio
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -80,9 +80,11 @@ def clerk(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart("query", {"txn": txn, "sql": sql, "params": [payer, payee]})])
     before = {row["name"]: row["balance"] for row in looked_up[0]["rows"]}
     if before[payer] < amount:
-        return ModelResponse(parts=[ToolCallPart("rollback", {"txn": txn})]) if not returned(
-            messages, "rollback"
-        ) else ModelResponse(parts=[TextPart(f"{payer} has only {before[payer]}, so I moved nothing.")])
+        return (
+            ModelResponse(parts=[ToolCallPart("rollback", {"txn": txn})])
+            if not returned(messages, "rollback")
+            else ModelResponse(parts=[TextPart(f"{payer} has only {before[payer]}, so I moved nothing.")])
+        )
     if not returned(messages, "execute"):
         return ModelResponse(
             parts=[
@@ -134,6 +136,7 @@ def summarizer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 # orchestrator: a researcher and a critic, each one answer
 
+
 def reviewer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     instructions = info.instructions or ""
     if "researcher" in instructions:
@@ -143,7 +146,9 @@ def reviewer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(text)])
 
 
-async def record(name: str, model: FunctionModel, modes: tuple[str, ...] = ("approve_all",)) -> None:
+async def record(
+    name: str, model: FunctionModel, modes: tuple[Literal["approve_all", "reject_all"], ...] = ("approve_all",)
+) -> None:
     project = EXAMPLES / name
     (project / RECORDING).unlink(missing_ok=True)
     async with RecordingModel(model, project / RECORDING) as recorder:
