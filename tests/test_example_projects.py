@@ -21,7 +21,7 @@ REPLAY = "replay:recording.json"
 async def run_example(name: str, mode: str = "approve_all", **config: Any) -> Any:
     async with load_project(
         EXAMPLES / name, model=REPLAY, config=RuntimeConfig(approval_mode=mode, **config)
-    ) as project:  # type: ignore[arg-type]
+    ) as project:
         return await project.run()
 
 
