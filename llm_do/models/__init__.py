@@ -6,13 +6,14 @@ model = ReplayModel.from_file("session.json")        # then answer from the file
 ```
 """
 
-from .keys import RequestKey, current_chain, request_key
+from .keys import HANDLE_PATTERN, RequestKey, current_chain, request_key
 from .record import RecordingModel
 from .recording import FORMAT_VERSION, RecordedResponse, Recording, RecordingError, ScriptStep
-from .replay import MissingResponse, ReplayModel
+from .replay import MissingResponse, ReplayModel, UnknownRecordedHandle
 
 __all__ = [
     "FORMAT_VERSION",
+    "HANDLE_PATTERN",
     "MissingResponse",
     "RecordedResponse",
     "Recording",
@@ -21,6 +22,7 @@ __all__ = [
     "ReplayModel",
     "RequestKey",
     "ScriptStep",
+    "UnknownRecordedHandle",
     "current_chain",
     "request_key",
 ]

@@ -9,12 +9,17 @@ The key is a SHA-256 of canonical JSON made of:
   usage, model names and provider details are left out, and each tool call id is replaced by the
   call's position in the conversation (tool returns are sorted by it), so parallel tool calls and
   concurrent runs get the same key whatever order they ran in.
+
+Handles (`txn_1a2b3c4d`, random per run, see `llm_do.Handles`) are replaced by positional
+placeholders (`<handle#1>`, numbered by first appearance in the conversation), so a conversation
+that passes handles around has the same key on every run; `RequestKey.handles` keeps the live ones.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +37,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestParameters
 
-__all__ = ["RequestKey", "current_chain", "request_key"]
+__all__ = ["HANDLE_PATTERN", "RequestKey", "current_chain", "request_key"]
+
+HANDLE_PATTERN = re.compile(r"\b[a-z][a-z0-9_]*_[0-9a-f]{8}\b")
+"""What a handle looks like: the `prefix_1a2b3c4d` that `Handles.open` mints."""
 
 _SHOWN = 160
 """How many characters of a prompt or tool return an error message or a recording shows."""
@@ -52,6 +60,8 @@ class RequestKey:
     """The latest text prompt of the conversation, if any."""
     asked: str
     """What the request asked, shortened: its last user prompt, or the tool returns it carries."""
+    handles: tuple[str, ...] = ()
+    """The handles in the conversation, in order of first appearance (`<handle#1>` is the first)."""
 
     @property
     def entry(self) -> str | None:
@@ -85,7 +95,8 @@ def request_key(
     if chain is None:
         chain = current_chain()
     ordinals: dict[str, int] = {}
-    normalised = [_message(message, ordinals) for message in messages]
+    handles: dict[str, str] = {}
+    normalised = _without_handles([_message(message, ordinals) for message in messages], handles)
     tools = sorted(tool.name for tool in (*params.function_tools, *params.output_tools))
     payload = {"chain": list(chain), "tools": tools, "messages": normalised}
     digest = hashlib.sha256(_canonical(payload).encode()).hexdigest()
@@ -95,7 +106,23 @@ def request_key(
         request_index=sum(isinstance(message, ModelResponse) for message in messages),
         prompt=_latest_prompt(messages),
         asked=_asked(messages),
+        handles=tuple(handles),
     )
+
+
+def _without_handles(value: Any, handles: dict[str, str]) -> Any:
+    """`value` with each handle in its strings replaced by its placeholder, numbered in `handles`."""
+    if isinstance(value, str):
+        return HANDLE_PATTERN.sub(lambda match: _placeholder(handles, match.group(0)), value)
+    if isinstance(value, list):
+        return [_without_handles(item, handles) for item in value]
+    if isinstance(value, dict):  # in the canonical (sorted) order, so numbering never depends on insertion
+        return {key: _without_handles(value[key], handles) for key in sorted(value, key=str)}
+    return value
+
+
+def _placeholder(handles: dict[str, str], handle: str) -> str:
+    return handles.setdefault(handle, f"<handle#{len(handles) + 1}>")
 
 
 def _canonical(value: Any) -> str:

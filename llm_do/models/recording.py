@@ -51,6 +51,8 @@ class RecordedResponse:
     """Informational: the entry chain that asked."""
     asked: str | None = None
     """Informational: what the request asked, shortened."""
+    handles: tuple[str, ...] = ()
+    """The handles of the request this answers, in order of first appearance; replay maps them to the live ones."""
 
     def specificity(self, request: RequestKey) -> int | None:
         """How closely this answers `request` (higher is closer), or `None` when it does not."""
@@ -75,6 +77,8 @@ class RecordedResponse:
                 data[name] = value
         if self.chain:
             data["chain"] = list(self.chain)
+        if self.handles:
+            data["handles"] = list(self.handles)
         data["response"] = ModelMessagesTypeAdapter.dump_python([self.response], mode="json")[0]
         return data
 
@@ -96,7 +100,15 @@ class RecordedResponse:
             request_index=index if isinstance(index, int) else None,
             chain=tuple(str(name) for name in data.get("chain") or ()),
             asked=_optional_str(data, "asked", where),
+            handles=_handles(data, where),
         )
+
+
+def _handles(data: dict[str, Any], where: str) -> tuple[str, ...]:
+    value = data.get("handles") or []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise RecordingError(f"{where}: 'handles' must be a list of handle strings, got {value!r:.100}")
+    return tuple(value)
 
 
 def _optional_str(data: dict[str, Any], name: str, where: str) -> str | None:
@@ -165,6 +177,7 @@ class Recording:
             request_index=request.request_index,
             chain=request.chain,
             asked=request.asked,
+            handles=request.handles,
         )
         self.responses = [item for item in self.responses if item.key != request.key]
         self.responses.append(recorded)

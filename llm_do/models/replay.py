@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.settings import ModelSettings
 
-from .keys import RequestKey, request_key
-from .recording import Recording
+from .keys import HANDLE_PATTERN, RequestKey, request_key
+from .recording import RecordedResponse, Recording
 
-__all__ = ["MissingResponse", "ReplayModel"]
+__all__ = ["MissingResponse", "ReplayModel", "UnknownRecordedHandle"]
+
+_HANDLE_OR_PLACEHOLDER = re.compile(rf"{HANDLE_PATTERN.pattern}|<handle#([0-9]+)>")
 
 
 class MissingResponse(LookupError):
@@ -32,12 +35,69 @@ class MissingResponse(LookupError):
         )
 
 
+class UnknownRecordedHandle(LookupError):
+    """A recorded response passes a handle that its recorded conversation never showed, so replay cannot map it."""
+
+    def __init__(
+        self, request: RequestKey, source: str, tool_name: str, handle: str, recorded: tuple[str, ...]
+    ) -> None:
+        self.request = request
+        self.handle = handle
+        shown = ", ".join(recorded) if recorded else "none"
+        super().__init__(
+            f"{source}: the recorded response to {request.describe()} passes handle {handle!r} to tool "
+            f"{tool_name!r}, but the recorded conversation never showed that handle (it showed: {shown}). "
+            "Replay maps each recorded handle to the live handle at the same position, so it cannot tell which "
+            f"live handle this one stands for. Re-record it with RecordingModel(<a real model>, {source!r}); "
+            "a scripted step writes '<handle#1>' for the conversation's first handle."
+        )
+
+
+class _HandleMap:
+    """Recorded handles (and `<handle#N>` placeholders) to the live conversation's handles, by position."""
+
+    def __init__(self, found: RecordedResponse, request: RequestKey, source: str) -> None:
+        self.live = request.handles
+        self.recorded = found.handles
+        self.mapping = dict(zip(found.handles, request.handles, strict=False))
+        self.request = request
+        self.source = source
+
+    def text(self, text: str, tool_name: str | None) -> str:
+        """`text` with its handles mapped; in a tool call (`tool_name`), an unmapped handle is an error."""
+
+        def live(match: re.Match[str]) -> str:
+            token = match.group(0)
+            if match.group(1) is not None:  # <handle#N>
+                number = int(match.group(1))
+                if 1 <= number <= len(self.live):
+                    return self.live[number - 1]
+            elif token in self.mapping:
+                return self.mapping[token]
+            if tool_name is None:
+                return token  # prose that merely looks like a handle stays as written
+            raise UnknownRecordedHandle(self.request, self.source, tool_name, token, self.recorded)
+
+        return _HANDLE_OR_PLACEHOLDER.sub(live, text)
+
+    def value(self, value: Any, tool_name: str) -> Any:
+        """Tool-call arguments (a dict, or JSON text: handles need no escaping) with their handles mapped."""
+        if isinstance(value, str):
+            return self.text(value, tool_name)
+        if isinstance(value, list):
+            return [self.value(item, tool_name) for item in value]
+        if isinstance(value, dict):
+            return {key: self.value(item, tool_name) for key, item in value.items()}
+        return value
+
+
 class ReplayModel(Model):
     """A model that answers each request with the response recorded for it; it never goes online.
 
     Requests are matched by `llm_do.models.keys.request_key`, a hash of the conversation without
     volatile fields, so nested calls, parallel tool calls and concurrent runs replay the same
-    whatever order they run in. Tool calls in a replayed response get ids derived from that key.
+    whatever order they run in. Tool calls in a replayed response get ids derived from that key, and
+    the handles they pass are the live conversation's handles at the recorded positions.
     Both `request` and `request_stream` are supported (a stream delivers each part whole).
     """
 
@@ -60,13 +120,22 @@ class ReplayModel(Model):
         return "replay"
 
     def answer(self, messages: list[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
-        """The recorded response to this request, with fresh deterministic tool call ids."""
+        """The recorded response to this request, with fresh deterministic tool call ids and the live handles."""
         request = request_key(messages, params)
         found = self.recording.find(request)
         if found is None:
             raise MissingResponse(request, self.source)
+        handles = _HandleMap(found, request, self.source)
         parts = [
-            replace(part, tool_call_id=f"replay_{request.key[:12]}_{index}") if isinstance(part, ToolCallPart) else part
+            replace(
+                part,
+                tool_call_id=f"replay_{request.key[:12]}_{index}",
+                args=handles.value(part.args, part.tool_name),
+            )
+            if isinstance(part, ToolCallPart)
+            else replace(part, content=handles.text(part.content, None))
+            if isinstance(part, TextPart)
+            else part
             for index, part in enumerate(found.response.parts)
         ]
         return replace(found.response, parts=parts)

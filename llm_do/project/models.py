@@ -22,7 +22,6 @@ from ..models.replay import ReplayModel
 __all__ = ["DeferredModel", "matches_any", "model_id", "resolve_model"]
 
 
-
 class DeferredModel(WrapperModel):
     """A model built from its name the first time it is used (at run time), then kept."""
 

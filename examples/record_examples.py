@@ -1,0 +1,169 @@
+"""Regenerate the examples' recordings: `python examples/record_examples.py`.
+
+Each example project ships `recording.json`, so it runs offline with `--model replay:recording.json`.
+The recordings are made here by running the projects for real, with `RecordingModel` around a
+scripted `FunctionModel` that answers the way an LLM following the workers' instructions would
+(it reads the prompts and tool results, so handles, balances and summaries are the live ones).
+Re-run this script after changing a worker's instructions, a tool or a default input: replay
+answers only the conversations it recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from llm_do import RuntimeConfig
+from llm_do.models import RecordingModel
+from llm_do.project import load_project
+
+EXAMPLES = Path(__file__).resolve().parent
+RECORDING = "recording.json"
+
+
+def prompt_of(messages: list[ModelMessage]) -> str:
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                return part.content
+    return ""
+
+
+def returned(messages: list[ModelMessage], tool_name: str) -> list[Any]:
+    """What every call to `tool_name` returned so far, in order."""
+    return [
+        part.content
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart) and part.tool_name == tool_name
+    ]
+
+
+def last_returns(messages: list[ModelMessage]) -> list[Any]:
+    last = messages[-1]
+    return [part.content for part in last.parts if isinstance(part, ToolReturnPart)]
+
+
+# bank_clerk: begin, check the balance, two updates in parallel, commit (or roll back if refused)
+
+MOVE = re.compile(r"move (\d+) from (\w+) to (\w+)", re.IGNORECASE)
+DEBIT = "UPDATE accounts SET balance = balance - $1 WHERE name = $2"
+CREDIT = "UPDATE accounts SET balance = balance + $1 WHERE name = $2"
+
+
+def clerk(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    found = MOVE.search(prompt_of(messages))
+    assert found, "the clerk's script moves money: 'move N from A to B'"
+    amount, payer, payee = int(found.group(1)), found.group(2), found.group(3)
+    begun = returned(messages, "begin")
+    if not begun:
+        return ModelResponse(parts=[ToolCallPart("begin", {})])
+    txn = begun[0]
+    looked_up = returned(messages, "query")
+    if not looked_up:
+        sql = "SELECT name, balance FROM accounts WHERE name IN ($1, $2) ORDER BY name"
+        return ModelResponse(parts=[ToolCallPart("query", {"txn": txn, "sql": sql, "params": [payer, payee]})])
+    before = {row["name"]: row["balance"] for row in looked_up[0]["rows"]}
+    if before[payer] < amount:
+        return (
+            ModelResponse(parts=[ToolCallPart("rollback", {"txn": txn})])
+            if not returned(messages, "rollback")
+            else ModelResponse(parts=[TextPart(f"{payer} has only {before[payer]}, so I moved nothing.")])
+        )
+    if not returned(messages, "execute"):
+        return ModelResponse(
+            parts=[
+                ToolCallPart("execute", {"txn": txn, "sql": DEBIT, "params": [amount, payer]}),
+                ToolCallPart("execute", {"txn": txn, "sql": CREDIT, "params": [amount, payee]}),
+            ]
+        )
+    committed = returned(messages, "commit")
+    if not committed:
+        return ModelResponse(parts=[ToolCallPart("commit", {"txn": txn})])
+    if committed[0] == f"{txn} committed":
+        after = f"{payer} now has {before[payer] - amount} and {payee} has {before[payee] + amount}"
+        return ModelResponse(parts=[TextPart(f"Done: moved {amount} from {payer} to {payee} in {txn}; {after}.")])
+    if not returned(messages, "rollback"):
+        return ModelResponse(parts=[ToolCallPart("rollback", {"txn": txn})])
+    still = f"{payer} still has {before[payer]} and {payee} has {before[payee]}"
+    return ModelResponse(
+        parts=[TextPart(f"The commit of {txn} was not approved, so I rolled it back and nothing moved: {still}.")]
+    )
+
+
+# summarizer: split a long document in two halves and summarize each with itself
+
+LEAVES = {
+    "Tidewater Harbor handled": "Container traffic rose 8% to 2.1 million and ship waits fell below a day.",
+    "The new automated cranes": "New automated cranes (38 boxes an hour, against 25) drove most of the gain.",
+    "Rail links lag behind": "Rail lags: a third of containers still leave by truck on congested roads.",
+    "The harbor board plans": "The board plans a second rail terminal by 2027 and wants the region to share the cost.",
+}
+
+
+def summarizer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    paragraphs = [paragraph.strip() for paragraph in prompt_of(messages).split("\n\n") if paragraph.strip()]
+    summaries = last_returns(messages) if len(messages) > 1 else []
+    if summaries:
+        return ModelResponse(parts=[TextPart(" ".join(str(summary) for summary in summaries))])
+    if len(paragraphs) <= 1:
+        text = paragraphs[0] if paragraphs else ""
+        leaf = next((summary for start, summary in LEAVES.items() if text.startswith(start)), text.split(". ")[0])
+        return ModelResponse(parts=[TextPart(leaf)])
+    half = (len(paragraphs) + 1) // 2
+    return ModelResponse(
+        parts=[
+            ToolCallPart("summarize", {"input": "\n\n".join(paragraphs[:half])}),
+            ToolCallPart("summarize", {"input": "\n\n".join(paragraphs[half:])}),
+        ]
+    )
+
+
+# orchestrator: a researcher and a critic, each one answer
+
+
+def reviewer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    instructions = info.instructions or ""
+    if "researcher" in instructions:
+        text = "Thursday afternoons free Monday mornings for planning, and the week's results are in by then."
+    else:
+        text = "Thursday clashes with the release freeze, and decisions taken then wait over the weekend."
+    return ModelResponse(parts=[TextPart(text)])
+
+
+async def record(
+    name: str, model: FunctionModel, modes: tuple[Literal["approve_all", "reject_all"], ...] = ("approve_all",)
+) -> None:
+    project = EXAMPLES / name
+    (project / RECORDING).unlink(missing_ok=True)
+    async with RecordingModel(model, project / RECORDING) as recorder:
+        for mode in modes:
+            async with load_project(project, model=recorder, config=RuntimeConfig(approval_mode=mode)) as loaded:
+                result = await loaded.run()
+            print(f"{name} ({mode}): {result.output}")
+
+
+async def main() -> None:
+    await record("bank_clerk", FunctionModel(clerk, model_name="clerk-script"), ("approve_all", "reject_all"))
+    await record("summarizer", FunctionModel(summarizer, model_name="summarizer-script"))
+    await record("orchestrator", FunctionModel(reviewer, model_name="reviewer-script"))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(EXAMPLES.parent))
+    asyncio.run(main())

@@ -1,0 +1,117 @@
+"""The example projects load and run offline from their recordings, with the live handles and real SQLite."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_do import RuntimeConfig
+from llm_do.errors import MaxDepthExceeded
+from llm_do.project import load_project
+from llm_do.testing import call_tree
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+REPLAY = "replay:recording.json"
+
+
+async def run_example(name: str, mode: str = "approve_all", **config: Any) -> Any:
+    async with load_project(
+        EXAMPLES / name, model=REPLAY, config=RuntimeConfig(approval_mode=mode, **config)
+    ) as project:
+        return await project.run()
+
+
+def balances(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as db:
+        return dict(db.execute("SELECT name, balance FROM accounts ORDER BY name").fetchall())
+
+
+async def test_the_clerk_moves_money_with_the_live_transaction_handle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    database = tmp_path / "bank.db"
+    monkeypatch.setenv("LLM_DO_DATABASE_URL", f"sqlite:///{database}")
+    result = await run_example("bank_clerk")
+    found = re.fullmatch(
+        r"Done: moved 30 from alice to carol in (txn_[0-9a-f]{8}); alice now has 90 and carol has 30\.", result.output
+    )
+    assert found, result.output
+    began = [
+        p.content for m in result.messages for p in m.parts if p.part_kind == "tool-return" and p.tool_name == "begin"
+    ]
+    assert found.group(1) in began  # the handle this run's database opened, not the recorded one
+    assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens) == (5, 359, 256)
+    assert result.usage.tool_calls == 5
+    assert balances(database) == {"alice": 90, "bob": 80, "carol": 30}
+
+
+async def test_a_refused_commit_leaves_the_money_where_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    database = tmp_path / "bank.db"
+    monkeypatch.setenv("LLM_DO_DATABASE_URL", f"sqlite:///{database}")
+    result = await run_example("bank_clerk", "reject_all")
+    assert re.fullmatch(
+        r"The commit of txn_[0-9a-f]{8} was not approved, so I rolled it back and nothing moved: "
+        r"alice still has 120 and carol has 0\.",
+        result.output,
+    ), result.output
+    assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens) == (6, 498, 344)
+    assert balances(database) == {"alice": 120, "bob": 80, "carol": 0}
+
+
+async def test_without_a_database_setting_each_run_starts_from_the_opening_balances(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLM_DO_DATABASE_URL", raising=False)
+    outputs = [(await run_example("bank_clerk")).output for _ in range(2)]
+    assert all(output.endswith("alice now has 90 and carol has 30.") for output in outputs)
+    assert outputs[0] != outputs[1]  # two runs, two fresh transaction handles
+
+
+SUMMARY = (
+    "Container traffic rose 8% to 2.1 million and ship waits fell below a day. New automated cranes "
+    "(38 boxes an hour, against 25) drove most of the gain. Rail lags: a third of containers still leave "
+    "by truck on congested roads. The board plans a second rail terminal by 2027 and wants the region to "
+    "share the cost."
+)
+
+
+async def test_the_summarizer_calls_itself_on_each_half_two_levels_deep() -> None:
+    result = await run_example("summarizer")
+    assert result.output == SUMMARY
+    assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens) == (10, 1049, 564)
+    assert call_tree(result).splitlines() == [
+        "summarize (ok)",
+        "  summarize (ok)",
+        "    summarize (ok)",
+        "    summarize (ok)",
+        "  summarize (ok)",
+        "    summarize (ok)",
+        "    summarize (ok)",
+    ]
+    # each call sees only its own part: the top call's conversation holds the halves, never a leaf summary
+    # of a paragraph it did not summarize itself before its children answered
+    first_request = result.messages[0]
+    assert "Rail links lag behind" in str(first_request.parts[-1].content)
+    assert len(result.messages) == 4  # prompt, two calls, their two summaries, the answer: one level only
+
+
+async def test_max_depth_stops_the_summarizer_from_going_deeper() -> None:
+    assert (await run_example("summarizer", max_depth=2)).output == SUMMARY
+    with pytest.raises(MaxDepthExceeded) as raised:
+        await run_example("summarizer", max_depth=1)
+    assert raised.value.chain == ("summarize", "summarize", "summarize")
+
+
+async def test_the_orchestrator_asks_both_workers_at_once() -> None:
+    result = await run_example("orchestrator")
+    assert result.output == (
+        "Review of: Move the team's weekly meeting from Monday morning to Thursday afternoon.\n\n"
+        "For: Thursday afternoons free Monday mornings for planning, and the week's results are in by then.\n"
+        "Against: Thursday clashes with the release freeze, and decisions taken then wait over the weekend."
+    )
+    assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens) == (2, 124, 31)
+    assert sorted(call_tree(result).splitlines()[1:]) == ["  critic (ok)", "  researcher (ok)"]
