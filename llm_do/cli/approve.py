@@ -64,7 +64,7 @@ class TerminalApprover:
         def read() -> None:
             try:
                 text = self.stdin.readline()
-            except BaseException as error:  # noqa: BLE001 - handed to the waiting coroutine
+            except BaseException as error:
                 loop.call_soon_threadsafe(_settle, line, None, error)
             else:
                 loop.call_soon_threadsafe(_settle, line, text, None)

@@ -99,9 +99,14 @@ class _Lines:
 
             def read() -> None:
                 text = sys.stdin.readline()
-                loop.call_soon_threadsafe(lambda: future.done() or future.set_result(text))
+                loop.call_soon_threadsafe(_settle, future, text)
 
             threading.Thread(target=read, name="llm-do chat input", daemon=True).start()
         text = await self._pending
         self._pending = None
         return text or None
+
+
+def _settle(future: asyncio.Future[str], text: str) -> None:
+    if not future.done():
+        future.set_result(text)

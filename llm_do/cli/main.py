@@ -80,11 +80,14 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--debug", action="store_true", help="print tracebacks")
         return sub
 
-    for name, help_ in (("run", "Run an entry once and print its output."), ("chat", "Talk to an entry, turn by turn.")):
+    for name, help_ in (
+        ("run", "Run an entry once and print its output."),
+        ("chat", "Talk to an entry, turn by turn."),
+    ):
         sub = command(name, help_)
         if name == "run":
             sub.add_argument("prompt", nargs="?", metavar="PROMPT", help="the input (else --input-json or stdin)")
-            sub.add_argument("--input-json", metavar="JSON", help="the input as JSON (for an entry with an input model)")
+            sub.add_argument("--input-json", metavar="JSON", help="the input as JSON (for an input model)")
             sub.add_argument("--json", action="store_true", help="print one JSON document: output, usage, calls")
         sub.add_argument("--entry", help="the entry to run (default: the project's default entry)")
         sub.add_argument("--max-depth", type=int, metavar="N", help="the deepest nesting of calls (LLM_DO_MAX_DEPTH)")
@@ -190,7 +193,9 @@ async def _run_once(
 
 
 @contextmanager
-def _session(args: argparse.Namespace, err: Console) -> Iterator[tuple[Project, Board, Live | None, RecordingModel | None]]:
+def _session(
+    args: argparse.Namespace, err: Console
+) -> Iterator[tuple[Project, Board, Live | None, RecordingModel | None]]:
     """The loaded project with its models watched, and the live display (on a terminal only)."""
     board = Board(verbosity=args.verbose, echo=lambda kind, where, text: _echo(err, kind, where, text))
     live = Live(console=err, transient=True, refresh_per_second=8, get_renderable=lambda: live_tree(board))

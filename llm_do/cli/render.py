@@ -73,7 +73,7 @@ def json_document(result: RunResult, models: Mapping[str, str]) -> dict[str, Any
     """What `--json` prints: the output, the total usage and the calls as a tree."""
     children: dict[str | None, list[dict[str, Any]]] = {}
     for call in result.calls:
-        node = {
+        node: dict[str, Any] = {
             "id": call.id,
             "entry": call.entry,
             "depth": call.depth,
