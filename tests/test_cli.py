@@ -177,5 +177,5 @@ def test_max_depth_is_applied(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     assert [c["entry"] for c in json.loads(ok.stdout)["calls"][0]["calls"]] == ["helper"]
     shallow = llm_do("run", project, "go", "--model", "replay:script.json", "--max-depth", "0", "--json")
-    assert shallow.returncode == 0, shallow.stderr
-    assert json.loads(shallow.stdout)["calls"][0]["calls"] == []
+    assert (shallow.returncode, shallow.stdout) == (1, "")
+    assert "MaxDepthExceeded: call depth 1 exceeds max_depth=0: boss -> helper" in shallow.stderr
