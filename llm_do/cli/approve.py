@@ -19,7 +19,7 @@ from ..approval import Approval, ApprovalRequest
 
 __all__ = ["TerminalApprover"]
 
-_CHOICES = "[a] approve once  [s] approve for this session  [d] deny (with a note)"
+_CHOICES = escape("[a] approve once  [s] approve for this session  [d] deny (with a note)")
 
 
 class TerminalApprover:
@@ -57,7 +57,7 @@ class TerminalApprover:
                 self.console.print(f"[red]answer a, s or d[/] ({_CHOICES})")
 
     async def _ask(self, prompt: str) -> str:
-        self.console.print(prompt, end="")
+        self.console.print(escape(prompt), end="")
         loop = asyncio.get_running_loop()
         line: asyncio.Future[str] = loop.create_future()
 

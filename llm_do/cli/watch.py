@@ -101,7 +101,8 @@ class WatchedModel(WrapperModel):
     def __init__(self, wrapped: Model, board: Board) -> None:
         super().__init__(wrapped)
         self.board = board
-        self.watched_id = model_id(wrapped)
+        name = model_id(wrapped)
+        self.watched_id = name.split(":", 1)[1] if name.startswith(f"{wrapped.system}:{wrapped.system}:") else name
 
     async def request(
         self,
