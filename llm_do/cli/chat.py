@@ -1,0 +1,112 @@
+"""`llm-do chat`: a conversation with one entry at depth 0, its history carried from turn to turn.
+
+Each turn is one run (`Project.run(..., message_history=...)`), so each turn's per-run and per-call
+resources are torn down when it ends. Ctrl-C cancels the turn in progress (its teardown runs, the
+history stays as before the turn); at the prompt it does nothing. Ctrl-D (end of input) exits,
+and the project's runtime is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import threading
+from contextlib import nullcontext
+
+from pydantic_ai.messages import ModelMessage
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+
+from ..models import RecordingModel
+from ..project import Project
+from ..run import RunResult
+from .render import output_text, usage_table
+
+__all__ = ["chat"]
+
+
+async def chat(
+    project: Project, recorder: RecordingModel | None, entry: str | None, err: Console, live: Live | None
+) -> None:
+    """Read a line, run it, print the answer; until end of input."""
+    loop = asyncio.get_running_loop()
+    turn: asyncio.Task[RunResult] | None = None
+
+    def interrupt() -> None:
+        if turn is not None and not turn.done():
+            turn.cancel()
+        else:
+            err.print("\n[dim](Ctrl-D to exit)[/]")
+
+    history: list[ModelMessage] | None = None
+    name = entry or project.default_entry
+    err.print(f"[bold]chat with {escape(str(name))}[/]: Ctrl-C ends a turn, Ctrl-D exits")
+    installed = _install(loop, interrupt)
+    try:
+        async with recorder if recorder is not None else nullcontext(), project:
+            reader = _Lines()
+            while True:
+                err.print("[bold]you>[/] ", end="")
+                line = await reader.next()
+                if line is None:
+                    err.print()
+                    break
+                if not line.strip():
+                    continue
+                turn = loop.create_task(project.run(entry, line.strip(), message_history=history))
+                try:
+                    with live if live is not None else nullcontext():
+                        result = await turn
+                except asyncio.CancelledError:
+                    if not turn.cancelled():
+                        raise  # the chat itself is being cancelled
+                    err.print("[yellow]turn cancelled[/]")
+                    continue
+                except Exception as error:
+                    err.print(f"[red]the turn failed[/]: {escape(type(error).__name__)}: {escape(str(error))}")
+                    continue
+                finally:
+                    turn = None
+                history = result.messages
+                print(output_text(result.output), flush=True)
+            err.print(usage_table((), project.runtime.usage))
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+def _install(loop: asyncio.AbstractEventLoop, handler: object) -> bool:
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, handler)  # type: ignore[arg-type]
+        return True
+    return False
+
+
+class _Lines:
+    """Lines of stdin, read in a daemon thread so the loop (and Ctrl-C) stay responsive; None at EOF."""
+
+    def __init__(self) -> None:
+        self._pending: asyncio.Future[str] | None = None
+
+    async def next(self) -> str | None:
+        if self._pending is None:  # a read still waiting (after Ctrl-C at the prompt) is reused
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[str] = loop.create_future()
+            self._pending = future
+
+            def read() -> None:
+                text = sys.stdin.readline()
+                loop.call_soon_threadsafe(_settle, future, text)
+
+            threading.Thread(target=read, name="llm-do chat input", daemon=True).start()
+        text = await self._pending
+        self._pending = None
+        return text or None
+
+
+def _settle(future: asyncio.Future[str], text: str) -> None:
+    if not future.done():
+        future.set_result(text)

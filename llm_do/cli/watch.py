@@ -1,0 +1,162 @@
+"""Watching a run as it goes: a wrapper model that reports each model request and response.
+
+Every agent of a loaded project gets its model wrapped in a `WatchedModel` (`watch_project`). The
+wrapper learns which call asks (the `CallScope` pydantic-ai hands the agent as `deps`) and tells a
+`Board`: the calls seen so far with their entry, depth, model and tokens, and, for `-v`, the tool
+calls a response asks for and the tool results the next request carries. Function entries make no
+model requests: they appear in the final tree (from `RunResult.calls`), not live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+from ..entries import AgentEntry
+from ..project import Project
+from ..project.models import model_id
+
+__all__ = ["Board", "LiveCall", "WatchedModel", "watch_project"]
+
+
+@dataclass
+class LiveCall:
+    """One call of the run, as far as its model requests show it."""
+
+    id: str
+    parent: str | None
+    entry: str
+    depth: int
+    model: str
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+Echo = Callable[[str, str, str], None]
+"""`echo(kind, where, text)`: kind is `call`, `result` or `text`; where is the entry chain."""
+
+
+class Board:
+    """The calls seen during a run, and what to echo of their tool calls (`verbosity` 1) and text (2)."""
+
+    def __init__(self, *, verbosity: int = 0, echo: Echo | None = None) -> None:
+        self.verbosity = verbosity
+        self.echo = echo
+        self.calls: dict[str, LiveCall] = {}
+        self.active: str | None = None
+        """The call that made the latest request."""
+
+    def clear(self) -> None:
+        self.calls.clear()
+        self.active = None
+
+    def models(self) -> dict[str, str]:
+        """Model name by call id."""
+        return {call.id: call.model for call in self.calls.values()}
+
+    def request(self, scope: Any, model: str, messages: list[ModelMessage]) -> None:
+        call_id = str(getattr(scope, "id", "?"))
+        if call_id not in self.calls:
+            parent = getattr(scope, "parent", None)
+            self.calls[call_id] = LiveCall(
+                call_id,
+                None if parent is None else str(parent.id),
+                _entry_name(scope),
+                int(getattr(scope, "depth", 0)),
+                model,
+            )
+        self.active = call_id
+        if self.verbosity >= 1 and self.echo is not None and messages and isinstance(messages[-1], ModelRequest):
+            for part in messages[-1].parts:
+                if isinstance(part, ToolReturnPart):
+                    self.echo("result", _where(scope), f"{part.tool_name} -> {_short(part.model_response_str())}")
+
+    def response(self, scope: Any, response: ModelResponse) -> None:
+        call = self.calls.get(str(getattr(scope, "id", "?")))
+        if call is not None:
+            call.requests += 1
+            call.input_tokens += response.usage.input_tokens
+            call.output_tokens += response.usage.output_tokens
+        if self.echo is None:
+            return
+        for part in response.parts:
+            if isinstance(part, ToolCallPart) and self.verbosity >= 1:
+                self.echo("call", _where(scope), f"{part.tool_name}({_short(part.args_as_json_str())})")
+            elif isinstance(part, TextPart) and self.verbosity >= 2 and part.content.strip():
+                self.echo("text", _where(scope), part.content)
+
+
+class WatchedModel(WrapperModel):
+    """Passes every request to `wrapped` and tells `board` about it and its response."""
+
+    def __init__(self, wrapped: Model, board: Board) -> None:
+        super().__init__(wrapped)
+        self.board = board
+        name = model_id(wrapped)
+        self.watched_id = name.split(":", 1)[1] if name.startswith(f"{wrapped.system}:{wrapped.system}:") else name
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        scope = _current_scope()
+        self.board.request(scope, self.watched_id, messages)
+        response = await super().request(messages, model_settings, model_request_parameters)
+        self.board.response(scope, response)
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        scope = run_context.deps if run_context is not None else _current_scope()
+        self.board.request(scope, self.watched_id, messages)
+        async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
+            yield stream
+        self.board.response(scope, stream.get())
+
+
+def watch_project(project: Project, board: Board) -> None:
+    """Wrap the model of every agent entry of `project` to report to `board`."""
+    for entry in project.entries.values():
+        if isinstance(entry, AgentEntry) and isinstance(entry.agent.model, Model):
+            entry.agent.model = WatchedModel(entry.agent.model, board)
+
+
+def _current_scope() -> Any:
+    try:  # pydantic-ai sets the run context around each model request; the getter is not re-exported
+        from pydantic_ai._run_context import get_current_run_context
+    except ImportError:  # pragma: no cover - a pydantic-ai without it: calls are not told apart
+        return None
+    ctx = get_current_run_context()
+    return getattr(ctx, "deps", None)
+
+
+def _entry_name(scope: Any) -> str:
+    entry = getattr(scope, "entry", None)
+    return str(getattr(entry, "name", "?"))
+
+
+def _where(scope: Any) -> str:
+    chain = getattr(scope, "chain", None)
+    return " > ".join(chain()) if callable(chain) else _entry_name(scope)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,114 @@
+"""Small projects the `llm-do` command tests run (offline: `model: test`, replay scripts, @entry functions)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic_ai.messages import ToolCallPart
+
+from llm_do.models import Recording
+
+NOTES = '''
+from pathlib import Path
+
+from llm_do import ToolPolicy, Toolset, tool
+
+
+class Notes(Toolset):
+    default_policy = ToolPolicy(default="ask")
+
+    @tool
+    def write(self, text: str) -> str:
+        """Write a note to notes.txt."""
+        Path(__file__).with_name("notes.txt").write_text(text)
+        return "written"
+'''
+
+SLOW = '''
+import asyncio
+from pathlib import Path
+
+from llm_do import Handles, Toolset, entry, tool
+
+LOG = Path(__file__).with_name("log.txt")
+
+
+def note(line):
+    with LOG.open("a") as log:
+        log.write(line + "\\n")
+
+
+class Txn:
+    def rollback(self):
+        note("rollback")
+
+
+class Slow(Toolset):
+    def __init__(self):
+        self.txns = Handles("txn")
+
+    @tool
+    async def hold(self) -> str:
+        """Open a transaction and wait."""
+        handle = self.txns.open(Txn())
+        note("waiting")
+        await asyncio.sleep(600)
+        return handle
+
+    def cleanup(self):
+        note("cleanup")
+
+
+@entry(toolsets=["slow"])
+async def main(scope, text):
+    return await scope.call_tool("hold", {})
+'''
+
+
+def hello_project(root: Path) -> Path:
+    """One worker on pydantic-ai's TestModel."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "hello.worker").write_text("---\nmodel: test\n---\nSay hi.\n")
+    return root
+
+
+def notes_project(root: Path) -> Path:
+    """A worker whose tool asks for approval, and a replay script that calls it once."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tools.py").write_text(NOTES)
+    (root / "scribe.worker").write_text("---\ntoolsets: [notes]\n---\nWrite notes.\n")
+    Recording.from_script([ToolCallPart("write", {"text": "remember the milk"}), "Noted."]).save(root / "script.json")
+    return root
+
+
+def slow_project(root: Path) -> Path:
+    """An @entry function whose tool holds a handle and waits; cleanup and rollback go to log.txt."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "flows.py").write_text(SLOW)
+    return root
+
+
+def command(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "llm_do.cli", *map(str, args)]
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLM_DO_")}
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def llm_do(*args: str | Path, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the command without a terminal (stdin is a pipe, or /dev/null)."""
+    return subprocess.run(
+        command(*args),
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment(),
+        cwd=cwd,
+    )
