@@ -80,6 +80,10 @@ class Runtime:
         """The loaded entry called `name`."""
         return self._loaded.entry(name)
 
+    def policy(self, toolset: str) -> ToolPolicy:
+        """The approval policy calls to toolset `toolset` are decided by (all-allow when none is declared)."""
+        return self._loaded.approvals.policy(toolset)
+
     # -- running ---------------------------------------------------------------
 
     async def run(

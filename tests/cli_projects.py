@@ -101,14 +101,16 @@ def environment() -> dict[str, str]:
     return env
 
 
-def llm_do(*args: str | Path, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the command without a terminal (stdin is a pipe, or /dev/null)."""
+def llm_do(
+    *args: str | Path, stdin: str | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the command without a terminal (stdin is a pipe, or /dev/null); `env` adds variables."""
     return subprocess.run(
         command(*args),
         input=stdin if stdin is not None else "",
         capture_output=True,
         text=True,
         timeout=120,
-        env=environment(),
+        env={**environment(), **(env or {})},
         cwd=cwd,
     )

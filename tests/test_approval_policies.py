@@ -289,3 +289,16 @@ async def test_settings_overrides_apply_on_top_of_a_class_default_policy() -> No
         "denied by policy (toolset 'guarded' policy"
     ] * 2
     assert ran == []
+
+
+def test_a_runtime_tells_the_policy_of_each_toolset_name() -> None:
+    runtime = Runtime(
+        App(),
+        entries=[
+            job(toolset="shell"),
+            AgentEntry(Agent(by_prompt(lambda *_: text("x"))), name="other", toolsets=["sandbox"]),
+        ],
+    )
+    assert runtime.policy("shell") == ToolPolicy(default="ask", tools={"ls": "allow"})
+    assert runtime.policy("sandbox").rule is not None
+    assert runtime.policy("unknown") == ToolPolicy()  # no policy: every call allowed

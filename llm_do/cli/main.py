@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]: the run was cancelled and torn down")
         return INTERRUPTED
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say to it
+        _quiet_stdout()
+        return ERROR
     except UsageError as error:
         err.print(f"llm-do: error: {escape(str(error))}")
         return USAGE
@@ -64,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         err.print(f"llm-do: error: {escape(_one_line(error))}")
         return ERROR
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 # -- the parser -------------------------------------------------------------------
@@ -271,10 +281,7 @@ def _load(args: argparse.Namespace, err: Console) -> Project:
 
 
 def _policy(project: Project, toolset: str) -> str:
-    approvals = getattr(getattr(project.runtime, "_loaded", None), "approvals", None)
-    policy = approvals.policy(toolset) if approvals is not None else None
-    if policy is None:
-        return "?"
+    policy = project.runtime.policy(toolset)
     parts = [f"default {policy.default}"] + [f"{tool} {decision}" for tool, decision in policy.tools.items()]
     if policy.rule is not None:
         parts.append("a rule")

@@ -62,9 +62,14 @@ def resolve_model(name: str, *, root: Path, settings: Mapping[str, Any] | None =
         return infer_model("test")
     settings = settings or {}
     base_url, api_key = settings.get("openai_base_url"), settings.get("openai_api_key")
-    if name.startswith("openai:") and (base_url or api_key):
+    if name.startswith(_OPENAI_KINDS) and (base_url or api_key):
         return DeferredModel(name, lambda: infer_model(name, provider_factory=_openai(base_url, api_key)))
     return DeferredModel(name, lambda: infer_model(name))
+
+
+_OPENAI_KINDS = ("openai:", "openai-chat:", "openai-responses:")
+"""Model kinds that `openai_base_url` and `openai_api_key` apply to: most OpenAI-compatible servers
+speak the chat completions API (`openai-chat:`); `openai:` is OpenAI's responses API."""
 
 
 def model_id(model: Model | str) -> str:
@@ -83,7 +88,7 @@ def matches_any(model: Model | str, patterns: tuple[str, ...]) -> bool:
 
 def _openai(base_url: Any, api_key: Any) -> Callable[[str], Provider[Any]]:
     def provider(name: str) -> Provider[Any]:
-        if name != "openai":
+        if name not in ("openai", "openai-chat", "openai-responses"):
             return infer_provider(name)
         from pydantic_ai.providers.openai import OpenAIProvider
 
