@@ -60,8 +60,9 @@ class Teardown:
             await entering
         return True
 
-    def register(self, obj: object, label: str) -> Awaitable[Any] | None:
-        """Register the release of `obj` (not owned here yet); returns its `__aenter__()` to await, if any."""
+    def register(self, obj: object, label: str) -> Awaitable[None] | None:
+        """Register the release of `obj` (not owned here yet). Returns what enters it (`__aenter__`),
+        to await, if it has one: its exit and handle release are registered once it has entered."""
         self._owned.add(id(obj))
         if tracking.active:
             for tracker in tracking.active:
@@ -70,11 +71,20 @@ class Teardown:
         if cleans or (has_dict and callable(vars(obj).get("cleanup"))):
             cleanup = obj.cleanup  # type: ignore[attr-defined]
             self._finalizers.append((label, lambda _exc: cleanup()))
+        if enters:
+            return self._enter(obj, label, has_dict)
+        self._registered(obj, label, exits, has_dict)
+        return None
+
+    async def _enter(self, obj: Any, label: str, has_dict: bool) -> None:
+        await obj.__aenter__()
+        self._registered(obj, label, True, has_dict)
+
+    def _registered(self, obj: object, label: str, exits: bool, has_dict: bool) -> None:
         if exits:
             self._finalizers.append((label, lambda exc: _aexit(obj, exc)))
         if has_dict:
             self._finalizers.append((label, lambda _exc: _close_forgotten_handles(obj)))
-        return obj.__aenter__() if enters else None  # type: ignore[attr-defined]
 
     async def close(self, exc: BaseException | None) -> bool:
         """Run and forget every finalizer; True when a cancellation arrived meanwhile."""

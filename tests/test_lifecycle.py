@@ -365,3 +365,30 @@ async def test_a_cancelled_aclose_cancels_runs_in_flight_and_still_tears_down_in
         "cleanup global",
         "cleaned global",
     ]
+
+
+class FailsToEnter(Tracked):
+    async def __aenter__(self) -> FailsToEnter:
+        self.events.append(f"enter {self.name} failed")
+        raise Boom("cannot connect")
+
+
+async def test_a_toolset_that_fails_to_enter_is_not_exited_and_those_before_it_are_torn_down() -> None:
+    events: list[str] = []
+    runtime = Runtime(
+        None,
+        entries=[AgentEntry(Agent(by_prompt(lambda p, s, m: text("never"))), name="job", toolsets=["a", "b"])],
+        toolsets={"a": lambda: Tracked("a", events), "b": lambda: FailsToEnter("b", events)},
+    )
+    async with runtime:
+        with pytest.raises(Boom, match="cannot connect"):
+            await runtime.run("job", "go")
+    assert events == [
+        "enter a",
+        "enter b failed",
+        "cleanup b",  # its cleanup() still runs: it was built
+        "cleaned b",
+        "exit a Boom",
+        "cleanup a",
+        "cleaned a",
+    ]
