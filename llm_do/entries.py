@@ -97,6 +97,7 @@ class AgentEntry(_Described):
             deps=scope,
             usage=scope.state.usage,
             model=model,
+            event_stream_handler=scope.host.event_stream_handler,
         )
         scope.messages = result.new_messages()
         scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from dependency_injector import containers, providers
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.toolsets import AbstractToolset
 
 from .approval import Approvals, Approver, load_policies
@@ -52,9 +53,12 @@ class Loaded:
         config: RuntimeConfig,
         policies: Mapping[str, ToolPolicy] | None,
         approver: Approver | None,
+        event_stream_handler: EventStreamHandler[Any] | None = None,
     ) -> None:
         self.container = container
         self.config = config
+        self.event_stream_handler = event_stream_handler
+        """Given to every agent run of every call: pydantic-ai then streams and passes it the events."""
         self.entries: dict[str, Entry] = {}
         for item in entries:
             if not isinstance(item, Entry):

@@ -10,6 +10,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any
 
 from dependency_injector import containers
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
@@ -43,6 +44,10 @@ class Runtime:
 
     Per-run providers declared as plain `ContextLocalSingleton` are listed in `capturable` (and
     warned about with `CapturablePerRunWarning`): declare them with `RunLocalSingleton`.
+
+    `event_stream_handler` is given to every agent run of every call (pydantic-ai's
+    `Agent.run(event_stream_handler=...)`): the model's responses are then streamed, and the handler
+    receives the events of each agent run with its `RunContext` (`ctx.deps` is the `CallScope`).
     """
 
     def __init__(
@@ -54,13 +59,20 @@ class Runtime:
         config: RuntimeConfig | None = None,
         policies: Mapping[str, ToolPolicy] | None = None,
         approver: Approver | None = None,
+        event_stream_handler: EventStreamHandler[Any] | None = None,
     ) -> None:
         self.container = container
         self.config = config if config is not None else RuntimeConfig.from_container(container)
         self.usage = RunUsage()
         """Usage summed over every run of this runtime."""
         self._loaded = Loaded(
-            container, entries=entries, toolsets=toolsets, config=self.config, policies=policies, approver=approver
+            container,
+            entries=entries,
+            toolsets=toolsets,
+            config=self.config,
+            policies=policies,
+            approver=approver,
+            event_stream_handler=event_stream_handler,
         )
         self._closed = False
         self._abandoned = False

@@ -179,3 +179,15 @@ def test_max_depth_is_applied(tmp_path: Path) -> None:
     shallow = llm_do("run", project, "go", "--model", "replay:script.json", "--max-depth", "0", "--json")
     assert (shallow.returncode, shallow.stdout) == (1, "")
     assert "MaxDepthExceeded: call depth 1 exceeds max_depth=0: boss -> helper" in shallow.stderr
+
+
+def test_vv_streams_the_models_text_a_line_at_a_time_on_stderr(tmp_path: Path) -> None:
+    project = notes_project(tmp_path / "notes")
+    Recording.from_script([ToolCallPart("write", {"text": "milk"}), "First line.\nSecond line."]).save(
+        project / "two_lines.json"
+    )
+    done = llm_do("run", project, "note it", "--model", "replay:two_lines.json", "--approve-all", "-vv")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "First line.\nSecond line.\n"
+    assert "scribe -> write(" in done.stderr  # -vv includes -v
+    assert "scribe .. First line." in done.stderr and "scribe .. Second line." in done.stderr

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 
 from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, ToolsetError, entry, tool
 from llm_do.call import CallScope
@@ -157,3 +169,22 @@ async def test_scope_toolset_gives_the_call_s_own_instance_while_it_runs() -> No
         assert (await runtime.run("peek", "x")).output == 4
         assert (await runtime.run("peek", "x")).output == 4, "a fresh instance per call"
     assert seen[0] is not seen[1]
+
+
+async def test_an_event_stream_handler_sees_every_agent_runs_events_with_its_call_scope() -> None:
+    streamed: dict[tuple[str, ...], str] = {}
+
+    async def handler(ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+        chain = ctx.deps.chain()
+        async for event in events:
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                streamed[chain] = streamed.get(chain, "") + event.part.content
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                streamed[chain] = streamed.get(chain, "") + event.delta.content_delta
+
+    child = AgentEntry(Agent(TestModel(custom_output_text="from the child")), name="child")
+    parent = AgentEntry(Agent(TestModel(custom_output_text="from the parent")), name="parent", toolsets=["child"])
+    async with Runtime(None, entries=[parent, child], event_stream_handler=handler) as runtime:
+        result = await runtime.run("parent", "go")
+    assert result.output == "from the parent"
+    assert streamed == {("parent",): "from the parent", ("parent", "child"): "from the child"}

@@ -216,9 +216,8 @@ def _session(
     model: Model | str | None = args.model
     if args.record:
         model = _recording_model(args)
-    if args.verbose >= 2:
-        err.print("[dim]-vv: model text is shown per response (whole responses; token streaming is not supported)[/]")
-    project = load_project(args.project, model=model, approver=approver)
+    stream = board.stream if args.verbose >= 2 else None
+    project = load_project(args.project, model=model, approver=approver, event_stream_handler=stream)
     watch_project(project, board)
     yield project, board, live if use_live else None, model if isinstance(model, RecordingModel) else None
 

@@ -9,13 +9,25 @@ model requests: they appear in the final tree (from `RunResult.calls`), not live
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import RunContext
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    PartDeltaEvent,
+    PartEndEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
@@ -46,7 +58,8 @@ Echo = Callable[[str, str, str], None]
 
 
 class Board:
-    """The calls seen during a run, and what to echo of their tool calls (`verbosity` 1) and text (2)."""
+    """The calls seen during a run, and what to echo of their tool calls (`verbosity` 1); `stream`
+    echoes the model's text as it streams (`verbosity` 2)."""
 
     def __init__(self, *, verbosity: int = 0, echo: Echo | None = None) -> None:
         self.verbosity = verbosity
@@ -91,8 +104,24 @@ class Board:
         for part in response.parts:
             if isinstance(part, ToolCallPart) and self.verbosity >= 1:
                 self.echo("call", _where(scope), f"{part.tool_name}({_short(part.args_as_json_str())})")
-            elif isinstance(part, TextPart) and self.verbosity >= 2 and part.content.strip():
-                self.echo("text", _where(scope), part.content)
+
+    async def stream(self, ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+        """An event stream handler (`-vv`): echo the model's text as it streams, a line at a time."""
+        where = _where(ctx.deps)
+        pending = ""
+        async for event in events:
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                pending += event.part.content
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                pending += event.delta.content_delta
+            elif isinstance(event, PartEndEvent) and pending:
+                pending += "\n"
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                if line.strip() and self.echo is not None:
+                    self.echo("text", where, line)
+        if pending.strip() and self.echo is not None:
+            self.echo("text", where, pending)
 
 
 class WatchedModel(WrapperModel):

@@ -12,6 +12,7 @@ from typing import Any
 from dependency_injector import containers
 from pydantic import BaseModel
 from pydantic_ai import Agent
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
@@ -87,16 +88,18 @@ def load_project(
     config: RuntimeConfig | None = None,
     approver: Approver | None = None,
     default_container: type[containers.DeclarativeContainer] | str = DEFAULT_CONTAINER,
+    event_stream_handler: EventStreamHandler[Any] | None = None,
 ) -> Project:
     """Load the project at `path` (a directory, its `project.toml`, or a `.worker` file).
 
     `model` serves the workers that name none (a model name, or a pydantic-ai `Model`); `config`
     replaces the runtime configuration read from the container's settings; `approver` answers
-    approvals. The project's own container class, if one of its modules defines one, else
+    approvals; `event_stream_handler` receives every agent run's streamed events (see `Runtime`).
+    The project's own container class, if one of its modules defines one, else
     `default_container`, provides toolsets. Raises `ProjectError` listing every problem found.
     """
     layout = discover_project(path)
-    return _Builder(layout, model, config, approver, default_container).build()
+    return _Builder(layout, model, config, approver, default_container, event_stream_handler).build()
 
 
 class _Builder:
@@ -107,8 +110,10 @@ class _Builder:
         config: RuntimeConfig | None,
         approver: Approver | None,
         default_container: type[containers.DeclarativeContainer] | str,
+        event_stream_handler: EventStreamHandler[Any] | None = None,
     ) -> None:
         self.layout = layout
+        self.event_stream_handler = event_stream_handler
         self.root = layout.root
         self.model = model
         self.config = config
@@ -149,6 +154,7 @@ class _Builder:
                 config=config,
                 policies=self.policies,
                 approver=self.approver,
+                event_stream_handler=self.event_stream_handler,
             )
         except ConfigurationError as error:
             raise ProjectError([Problem(self.layout.config_file or self.root, None, str(error))]) from None
