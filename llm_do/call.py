@@ -30,7 +30,7 @@ from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, is_awaitable
 from .settings import RuntimeConfig
 from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
-__all__ = ["CallHost", "CallScope", "Entry"]
+__all__ = ["CallHost", "CallScope", "Entry", "current_scope"]
 
 
 @runtime_checkable
@@ -65,6 +65,20 @@ class CallHost(Protocol):
     def entry(self, name: str) -> Entry: ...
     def plan_of(self, entry_name: str) -> EntryPlan: ...
     async def acquire_global(self, spec: ToolsetSpec, label: str) -> Any: ...
+
+
+def current_scope() -> CallScope | None:
+    """The call scope of the agent run now making a model request or running a tool, if any.
+
+    pydantic-ai keeps the current `RunContext` in a context variable around both; its getter is not
+    re-exported, so a pydantic-ai without it gives None.
+    """
+    try:
+        from pydantic_ai._run_context import get_current_run_context
+    except ImportError:  # pragma: no cover - depends on pydantic-ai's internals
+        return None
+    deps = getattr(get_current_run_context(), "deps", None)
+    return deps if isinstance(deps, CallScope) else None
 
 
 def _no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:

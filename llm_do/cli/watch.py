@@ -32,6 +32,7 @@ from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
+from ..call import current_scope
 from ..entries import AgentEntry
 from ..project import Project
 from ..project.models import model_id
@@ -139,7 +140,7 @@ class WatchedModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        scope = _current_scope()
+        scope = current_scope()
         self.board.request(scope, self.watched_id, messages)
         response = await super().request(messages, model_settings, model_request_parameters)
         self.board.response(scope, response)
@@ -153,7 +154,7 @@ class WatchedModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
-        scope = run_context.deps if run_context is not None else _current_scope()
+        scope = run_context.deps if run_context is not None else current_scope()
         self.board.request(scope, self.watched_id, messages)
         async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
             yield stream
@@ -165,15 +166,6 @@ def watch_project(project: Project, board: Board) -> None:
     for entry in project.entries.values():
         if isinstance(entry, AgentEntry) and isinstance(entry.agent.model, Model):
             entry.agent.model = WatchedModel(entry.agent.model, board)
-
-
-def _current_scope() -> Any:
-    try:  # pydantic-ai sets the run context around each model request; the getter is not re-exported
-        from pydantic_ai._run_context import get_current_run_context
-    except ImportError:  # pragma: no cover - a pydantic-ai without it: calls are not told apart
-        return None
-    ctx = get_current_run_context()
-    return getattr(ctx, "deps", None)
 
 
 def _entry_name(scope: Any) -> str:

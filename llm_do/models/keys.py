@@ -37,6 +37,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestParameters
 
+from ..call import current_scope
+
 __all__ = ["HANDLE_PATTERN", "RequestKey", "current_chain", "request_key"]
 
 HANDLE_PATTERN = re.compile(r"\b[a-z][a-z0-9_]*_[0-9a-f]{8}\b")
@@ -76,16 +78,8 @@ class RequestKey:
 
 def current_chain() -> tuple[str, ...]:
     """The entry chain of the agent run making the current model request, or `()` outside llm-do."""
-    try:  # pydantic-ai sets the run context around each model request; the getter is not re-exported
-        from pydantic_ai._run_context import get_current_run_context
-    except ImportError:  # pragma: no cover - a pydantic-ai without it: keys then ignore the chain
-        return ()
-    ctx = get_current_run_context()
-    chain = getattr(getattr(ctx, "deps", None), "chain", None)
-    if not callable(chain):
-        return ()
-    names = chain()
-    return tuple(str(name) for name in names) if isinstance(names, tuple) else ()
+    scope = current_scope()
+    return () if scope is None else scope.chain()
 
 
 def request_key(
