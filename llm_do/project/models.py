@@ -78,7 +78,8 @@ def model_id(model: Model | str) -> str:
         return model
     if isinstance(model, DeferredModel):
         return model._name
-    return f"{model.system}:{model.model_name}"
+    name = model.model_name
+    return name if name.startswith(f"{model.system}:") else f"{model.system}:{name}"
 
 
 def matches_any(model: Model | str, patterns: tuple[str, ...]) -> bool:
