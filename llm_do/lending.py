@@ -64,10 +64,15 @@ class Lending:
 
     def lend(self, toolsets: Sequence[tuple[str, AbstractToolset[Any]]]) -> list[AbstractToolset[Any]]:
         """The wrappers to hand pydantic-ai for these (name, toolset) pairs."""
-        plain = tuple((name, toolset) for name, toolset in toolsets if _is_plain(toolset))
-        lent: list[LentToolset | LentGroup] = [LentGroup(plain, self)] if plain else []
-        if len(plain) < len(toolsets):
-            lent.extend(LentToolset(ts, name=name, lending=self) for name, ts in toolsets if not _is_plain(ts))
+        plain: list[tuple[str, AbstractToolset[Any]]] = []
+        lent: list[LentToolset | LentGroup] = []
+        for name, toolset in toolsets:
+            if _is_plain(toolset):
+                plain.append((name, toolset))
+            else:
+                lent.append(LentToolset(toolset, name=name, lending=self))
+        if plain:
+            lent.insert(0, LentGroup(tuple(plain), self))
         self._lent = lent
         return list(lent)
 

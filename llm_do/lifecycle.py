@@ -44,13 +44,6 @@ class Teardown:
         self._finalizers: list[tuple[str, Finalizer]] = []
         self._owned: set[int] = set()
 
-    def owns(self, obj: object) -> bool:
-        return id(obj) in self._owned
-
-    def push(self, label: str, finalizer: Finalizer) -> None:
-        """Register a finalizer; it runs before those pushed earlier."""
-        self._finalizers.append((label, finalizer))
-
     async def adopt(self, obj: object, label: str) -> bool:
         """Enter `obj` once and register its release; False when it was already owned here."""
         if id(obj) in self._owned:

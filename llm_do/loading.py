@@ -67,8 +67,7 @@ class Loaded:
                 raise ConfigurationError(f"two entries are named {item.name!r}; entry names must be unique")
             self.entries[item.name] = item
         self._named: dict[str, ToolsetSpec] = {}
-        entry_tools: set[str] = set()
-        self._entry_tools = entry_tools
+        self._entry_tools: set[str] = set()
         self.run_state: providers.Provider[Any] | None = None
         self.per_run: tuple[tuple[str, providers.Provider[Any]], ...] = ()
         """(name, provider) of every per-run provider but `run_state`, resolved at each run's start."""
@@ -82,7 +81,7 @@ class Loaded:
         for name, source in (toolsets or {}).items():
             self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
         self._uses = {name: self._load_entry(item) for name, item in self.entries.items()}
-        self.entry_tools = frozenset(entry_tools)
+        self.entry_tools = frozenset(self._entry_tools)
         """Toolset names that call another entry (agent-as-tool)."""
         self.approvals = Approvals(
             self._load_policies(policies or {}),

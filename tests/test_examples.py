@@ -16,15 +16,21 @@ from .postgres import PostgresServer
 ROOT = Path(__file__).parents[1]
 
 
-def test_ledger_demo_moves_money_in_a_real_sqlite_file() -> None:
-    completed = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "ledger" / "main.py")],
+def run_example(*path: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run an example script as a user would, from the repository root; fail if it fails."""
+    return subprocess.run(
+        [sys.executable, str(ROOT.joinpath("examples", *path))],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
         cwd=ROOT,
+        env=env,
     )
+
+
+def test_ledger_demo_moves_money_in_a_real_sqlite_file() -> None:
+    completed = run_example("ledger", "main.py")
     lines = completed.stdout.splitlines()
     assert lines[0] == "balances before: {'A': 100, 'B': 50}"
     txn = lines[2].removeprefix("clerk says:      Done: ").removesuffix(" committed.")
@@ -40,15 +46,7 @@ def test_ledger_demo_moves_money_in_a_real_sqlite_file() -> None:
 
 def test_sql_clerk_demo_shows_handles_an_approval_and_a_rollback() -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("LLM_DO_")}
-    completed = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "sql_clerk" / "sql_clerk.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-        env=env,
-    )
+    completed = run_example("sql_clerk", "sql_clerk.py", env=env)
     lines = completed.stdout.splitlines()
     assert lines[0] == "balances before: {'A': 100, 'B': 0}"
     handles = re.findall(r"the model held transaction (txn_[0-9a-f]{8});", completed.stdout)
@@ -84,15 +82,7 @@ async def _create_database(postgres: PostgresServer) -> str:
 
 def test_service_demo_runs_offline_against_postgres(postgres: PostgresServer) -> None:
     database = asyncio.run(_create_database(postgres))
-    completed = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "service" / "demo.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-        env={**os.environ, "LLM_DO_DATABASE_URL": database},
-    )
+    completed = run_example("service", "demo.py", env={**os.environ, "LLM_DO_DATABASE_URL": database})
     assert database not in completed.stdout + completed.stderr  # the URL is a secret
     output = re.sub(r"txn_[0-9a-f]{8}", "txn_X", completed.stdout)
     assert output.splitlines() == [

@@ -126,8 +126,14 @@ class Database(abc.ABC):
 
     kind: str
     """The backend: `sqlite` or `postgresql`."""
-    statement_timeout: float
-    """Seconds a statement, or a wait for a free connection, may take."""
+
+    def __init__(self, *, pool_size: int, statement_timeout: float) -> None:
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        self.pool_size = pool_size
+        """Connections open at most."""
+        self.statement_timeout = statement_timeout
+        """Seconds a statement, or a wait for a free connection, may take."""
 
     @abc.abstractmethod
     async def acquire(self) -> Connection:

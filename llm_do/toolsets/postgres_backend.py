@@ -225,11 +225,8 @@ class PostgresDatabase(Database):
     kind = "postgresql"
 
     def __init__(self, url: str, *, pool_size: int = 5, statement_timeout: float = 30.0) -> None:
-        if pool_size < 1:
-            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        super().__init__(pool_size=pool_size, statement_timeout=statement_timeout)
         self.__url = url
-        self.pool_size = pool_size
-        self.statement_timeout = statement_timeout
         self._pool: asyncpg.Pool[Any] | None = None
         self._lock = asyncio.Lock()
         self._in_use = 0

@@ -370,11 +370,8 @@ class SqliteDatabase(Database):
     kind = "sqlite"
 
     def __init__(self, path: str, *, pool_size: int = 5, statement_timeout: float = 30.0) -> None:
-        if pool_size < 1:
-            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        super().__init__(pool_size=pool_size, statement_timeout=statement_timeout)
         self._path = path
-        self.pool_size = pool_size
-        self.statement_timeout = statement_timeout
         self._slots = asyncio.Semaphore(pool_size)
         self._idle: list[SqliteConnection] = []
         self._all: set[SqliteConnection] = set()
