@@ -1,8 +1,8 @@
 """`llm-do check` and `llm-do list`: load a project without running it, and say what is in it or wrong with it.
 
-Workers without a model are fine here (a model can be given when running); every model that is
-named is checked: a provider pydantic-ai knows, with its package installed, or a replay file that
-exists.
+Workers without a model are fine here (a model can be given when running). `check` checks every
+model that is named: a provider pydantic-ai knows, with its package installed, or a replay file
+that exists.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..entries import AgentEntry
-from ..project import DeferredModel, Problem, Project, ProjectError, load_project, model_problem
+from ..project import Project, load_project
 from ..project.models import model_id
 from .failures import OK, classify, problems_json
 from .render import console
@@ -32,9 +32,6 @@ def check(args: argparse.Namespace) -> int:
     """`llm-do check`: every problem of the project (exit 1), or ok with its entries (exit 0)."""
     with _reported(args):
         project = _load(args)
-        problems = _model_problems(project)
-        if problems:
-            raise ProjectError(problems)
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
         if args.json:
             document = {"ok": True, "default_entry": project.default_entry, "entries": list(project.entries)}
@@ -73,7 +70,8 @@ def list_project(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace) -> Project:
-    project = load_project(args.project, model=command_line_model(args.model), models_required=False)
+    model = command_line_model(args.model)
+    project = load_project(args.project, model=model, models_required=False, models_installed=args.command == "check")
     asyncio.run(project.aclose())
     return project
 
@@ -95,26 +93,6 @@ def _reported(args: argparse.Namespace) -> Iterator[None]:
             }
             print(json.dumps(document, ensure_ascii=False), flush=True)
         raise
-
-
-def _model_problems(project: Project) -> list[Problem]:
-    """Problems of the models the workers will use that loading leaves for run time (a provider's package)."""
-    problems: list[Problem] = []
-    given: set[str] = set()
-    for name, spec in project.workers.items():
-        entry = project.entries.get(name)
-        model = entry.agent.model if isinstance(entry, AgentEntry) else None
-        if not isinstance(model, DeferredModel):
-            continue
-        problem = model_problem(model_id(model), installed=True)
-        if problem is None:
-            continue
-        if spec.model is not None:
-            problems.append(spec.problem(f"model {model_id(model)!r}: {problem}", "model"))
-        elif model_id(model) not in given:  # the model given at load, for every worker that names none
-            given.add(model_id(model))
-            problems.append(Problem(None, None, f"model {model_id(model)!r} (--model or LLM_DO_MODEL): {problem}"))
-    return problems
 
 
 def _model_of(entry: Any) -> str | None:

@@ -27,7 +27,7 @@ from ..scopes import Scope, ToolsetSpec
 from ..settings import LlmDoSettings, RuntimeConfig
 from ..toolset import known_tool_names
 from .layout import ProjectLayout, discover_project
-from .models import matches_any, model_id, resolve_model
+from .models import matches_any, model_id, model_problem, resolve_model
 from .modules import ProjectModules, load_modules
 from .problems import Problem, ProjectError, raise_if_any
 from .worker import WorkerSpec, check_worker_file
@@ -90,6 +90,7 @@ def load_project(
     default_container: type[containers.DeclarativeContainer] | str = DEFAULT_CONTAINER,
     event_stream_handler: EventStreamHandler[Any] | None = None,
     models_required: bool = True,
+    models_installed: bool = False,
 ) -> Project:
     """Load the project at `path` (a directory, its `project.toml`, or a `.worker` file).
 
@@ -100,10 +101,12 @@ def load_project(
     `default_container`, provides toolsets. Raises `ProjectError` listing every problem found.
     With `models_required=False`, a worker left without a model is not a problem (its agent has
     none: it runs with `config.model`), for tools that inspect a project without running it.
+    With `models_installed`, each model's provider package must be installed too (it is imported).
     """
     layout = discover_project(path)
     builder = _Builder(layout, model, config, approver, default_container, event_stream_handler)
     builder.models_required = models_required
+    builder.models_installed = models_installed
     return builder.build()
 
 
@@ -129,6 +132,7 @@ class _Builder:
         self.policies: dict[str, ToolPolicy] = {}
         self.agents: dict[str, AgentEntry] = {}
         self.models_required = True
+        self.models_installed = False
 
     def build(self) -> Project:
         workers = self._parse_workers()
@@ -403,10 +407,15 @@ class _Builder:
 
     def _resolved(self, spec: WorkerSpec, name: str, settings: Mapping[str, Any], key: str) -> Model | None:
         try:
-            return resolve_model(name, root=self.root, settings=settings)
+            model = resolve_model(name, root=self.root, settings=settings)
         except (ValueError, OSError) as error:
             self.problems.append(spec.problem(f"model {name!r}: {error}", key))
             return None
+        problem = model_problem(name, installed=True) if self.models_installed else None
+        if problem is not None:
+            self.problems.append(spec.problem(f"model {name!r}: {problem}", key))
+            return None
+        return model
 
     def _default_entry(self, entries: Mapping[str, Entry]) -> str | None:
         name = self.layout.default_entry
