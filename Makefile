@@ -29,7 +29,7 @@ demo: $(STAMP)
 	@echo
 	$(PY) examples/sql_clerk/sql_clerk.py
 	@echo
-	env -u LLM_DO_DATABASE_URL $(VENV)/bin/llm-do run examples/bank_clerk --model replay:recording.json --approve-all -v
+	env -u LLM_DO_DATABASE_URL $(VENV)/bin/llm-do run examples/bank_clerk --model replay:examples/bank_clerk/recording.json --approve-all -v
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py

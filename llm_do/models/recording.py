@@ -88,8 +88,13 @@ class RecordedResponse:
             raise RecordingError(f"{where}: each entry of 'responses' needs a 'response' object, got {data!r:.200}")
         try:
             (response,) = ModelMessagesTypeAdapter.validate_python([{"kind": "response", **data["response"]}])
-        except (ValidationError, TypeError) as error:
+        except TypeError as error:
             raise RecordingError(f"{where}: not a model response: {error}") from None
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(map(str, ('response', *item['loc'][2:])))}: {item['msg']}" for item in error.errors()
+            )
+            raise RecordingError(f"{where}: not a model response: {problems}") from None
         assert isinstance(response, ModelResponse)
         index = data.get("request_index")
         return cls(
