@@ -224,3 +224,14 @@ def test_check_refuses_model_names_that_run_would_refuse(tmp_path: Path) -> None
     assert messages["odd.worker"][0] == 2 and "unknown model provider 'nonsense'" in messages["odd.worker"][1]
     assert messages["other.worker"][0] == 2
     assert "pip install" in messages["other.worker"][1]  # the anthropic package is not installed here
+
+
+def test_a_malformed_script_step_is_named_with_its_field(tmp_path: Path) -> None:
+    project = hello_project(tmp_path / "hello")
+    (project / "hello.worker").write_text("Say hi.\n")
+    step = {"response": {"parts": [{"part_kind": "tool-call", "args": {}}]}}
+    (tmp_path / "bad.json").write_text(json.dumps({"version": 1, "responses": [step]}))
+    done = llm_do("run", project, "hi", "-m", "replay:bad.json", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "responses[0]: not a model response: response.parts.0.tool-call.tool_name: Field required" in done.stderr
+    assert "errors.pydantic.dev" not in done.stderr

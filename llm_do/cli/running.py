@@ -10,14 +10,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic_ai
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 from rich.console import Console
-from rich.live import Live
 from rich.markup import escape
 
 from ..entries import AgentEntry
@@ -25,10 +24,12 @@ from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
 from ..run import CallRecord, RunResult, run_report
 from ..settings import LlmDoSettings
-from .approve import TerminalApprover
 from .failures import OK, BadInput, UsageError, classify, problems_json
 from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
 from .watch import Board, watch_project
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 __all__ = ["chat", "command_line_model", "run"]
 
@@ -127,17 +128,23 @@ def _failed(
 @contextmanager
 def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_Session]:
     """The loaded project with its models watched, and the live display (on a terminal only)."""
-    live = Live(console=err, transient=True, refresh_per_second=8, get_renderable=lambda: live_tree(board))
-    use_live = err.is_terminal
+    live: Live | None = None
+    if err.is_terminal:
+        from rich.live import Live
+
+        live = Live(console=err, transient=True, refresh_per_second=8, get_renderable=lambda: live_tree(board))
     approver = None
     if not (args.approve_all or args.reject_all) and sys.stdin.isatty():
-        approver = TerminalApprover(err, pause=(lambda: _paused(live)) if use_live else nullcontext)
+        from .approve import TerminalApprover
+
+        shown = live
+        approver = TerminalApprover(err, pause=(lambda: _paused(shown)) if shown is not None else nullcontext)
     name = command_line_model(args.model)
     model: Model | str | None = _recording_model(args, name) if args.record else name
     stream = board.stream if args.verbose >= 2 else None
     project = load_project(args.project, model=model, approver=approver, event_stream_handler=stream)
     watch_project(project, board)
-    yield _Session(project, board, live if use_live else None, model if isinstance(model, RecordingModel) else None)
+    yield _Session(project, board, live, model if isinstance(model, RecordingModel) else None)
 
 
 def _board(args: argparse.Namespace, err: Console) -> Board:
