@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from .settings import LlmDoSettings, RuntimeConfig, reveal
     from .toolset import Toolset, tool
 
+__version__ = "0.1.0"
+"""The version of llm-do (the package metadata reads it from here)."""
+
 __all__ = [
     "AgentEntry",
     "Approval",

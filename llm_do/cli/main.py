@@ -76,14 +76,10 @@ COMMANDS: list[Command] = [
 
 
 def version() -> str:
-    """The installed version of llm-do."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
+    """The version of llm-do."""
+    import llm_do
 
-    try:
-        return installed("llm-do")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree that was never installed
-        return "unknown"
+    return llm_do.__version__
 
 
 class _Version(argparse.Action):
