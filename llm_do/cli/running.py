@@ -16,6 +16,7 @@ import pydantic_ai
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
+from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 
@@ -269,8 +270,6 @@ def _validated(schema: type[BaseModel], input_data: Any, name: str, source: str)
 
 
 def _jsonable(value: Any) -> Any:
-    from pydantic_core import to_jsonable_python
-
     return to_jsonable_python(value, fallback=repr)
 
 
