@@ -41,7 +41,7 @@ from llm_do import (
 )
 from llm_do.call import CallScope
 from llm_do.testing import assert_no_leaks, settle, track_leaks
-from llm_do.tracing import CURRENT
+from llm_do.tracing import current_span
 
 from .helpers import by_prompt, call, calls, returns, scripted, text
 from .test_leaks import App, worker
@@ -230,6 +230,9 @@ class Bank(Toolset):
     def wipe(self) -> str:
         """Wipe everything (asks for approval)."""
         self.log.append("wipe")
+        span = current_span()
+        assert span is not None
+        span.add_event("llm_do.test.wiped")
         return "wiped"
 
     def cleanup(self) -> None:
@@ -287,6 +290,7 @@ async def test_the_call_span_records_approvals_handles_and_teardown_errors(
         ("llm_do.handle.closed", {"llm_do.handle": opened[0]}),
         ("llm_do.approval.asked", asked_event),
         ("llm_do.approval.decided", {**where, "llm_do.approval.approved": True}),
+        ("llm_do.test.wiped", {}),  # the tool's own event, on its call's span
         ("llm_do.approval.asked", asked_event),
         (
             "llm_do.approval.decided",
@@ -424,7 +428,7 @@ async def test_without_a_tracer_provider_llm_do_records_nothing(
         @tool
         def look(self) -> str:
             """Look at the tracing state."""
-            seen.extend([CURRENT.get(), inject_trace_context()])
+            seen.extend([current_span(), inject_trace_context()])
             return "seen"
 
     # pydantic-ai's spans are recorded (the agent has its own provider); llm-do's are not.
