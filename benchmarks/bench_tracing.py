@@ -5,16 +5,20 @@ toolsets; and a parent agent calling a child agent as a tool). The baseline is l
 provider, as most users run it. The traced variants record spans with the OpenTelemetry SDK and a
 `BatchSpanProcessor` whose exporter drops the spans (so no I/O is measured): llm-do's own spans,
 pydantic-ai's instrumentation alone, and both (one trace). Rounds interleave the variants; the
-report gives the median time per run and the ratio to the baseline. With `--count-calls` it counts
-Python function calls per run instead (cProfile; the exporter's thread is not counted).
+report gives the median time per run and the ratio to the baseline: the process's CPU time
+(`time.process_time`, the exporter's thread included), which a busy machine disturbs far less than
+wall-clock time, or with `--wall` the wall-clock time. With `--count-calls` it counts Python
+function calls per run instead (cProfile; the exporter's thread is not counted).
 
-    python benchmarks/bench_tracing.py [--rounds 15] [--runs 100] [--count-calls]
+    python benchmarks/bench_tracing.py [--rounds 15] [--runs 100] [--wall | --count-calls]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
+import time
 from collections.abc import Callable, Sequence
 
 from bench_scopes import PER_CALL, Variant, count_calls, measure, parent_script, report, report_calls, script
@@ -72,7 +76,22 @@ def variants(provider: TracerProvider, runtimes: list[Runtime], *, nested: bool)
     return found
 
 
-async def main(rounds: int, runs: int, counting: bool) -> None:
+async def measure_cpu(variants: dict[str, Variant], rounds: int, runs: int) -> dict[str, float]:
+    """Median CPU time per run of each variant, rounds interleaved, after a warm-up."""
+    for variant in variants.values():
+        for _ in range(20):
+            await variant()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, variant in variants.items():
+            start = time.process_time()
+            for _ in range(runs):
+                await variant()
+            samples[name].append((time.process_time() - start) / runs)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+async def main(rounds: int, runs: int, counting: bool, wall: bool) -> None:
     exporter = Discard()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -82,8 +101,9 @@ async def main(rounds: int, runs: int, counting: bool) -> None:
         report_calls("One agent run: Python function calls", await count_calls(flat, runs))
         report_calls("Nested: Python function calls", await count_calls(nested, runs))
     else:
-        flat_times, nested_times = await measure(flat, rounds, runs), await measure(nested, rounds, runs)
-        print(f"{rounds} rounds x {runs} runs, median per run")
+        timed = measure if wall else measure_cpu
+        flat_times, nested_times = await timed(flat, rounds, runs), await timed(nested, rounds, runs)
+        print(f"{rounds} rounds x {runs} runs, median {'wall-clock' if wall else 'CPU'} time per run")
         report("One agent run: one tool call, then text; three toolsets", flat_times)
         report("Nested: a parent agent calls a child agent as a tool", nested_times)
     for runtime in runtimes:
@@ -96,6 +116,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--count-calls", action="store_true", help="count Python function calls per run instead")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--wall", action="store_true", help="measure wall-clock time instead of CPU time")
+    how.add_argument("--count-calls", action="store_true", help="count Python function calls per run instead")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.rounds, arguments.runs, arguments.count_calls))
+    asyncio.run(main(arguments.rounds, arguments.runs, arguments.count_calls, arguments.wall))
