@@ -6,6 +6,9 @@ timer (asyncpg's re-arms one on every release, capturing the releasing run's con
 statement timeout as a server setting, exchange dates, times, numerics, UUIDs and JSON as text (the
 JSON scalars a model passes), and are reset (settings, role, cursors, locks) when returned.
 
+A connection that fails under a transaction (server stopped, backend terminated, network reset or
+silent) raises `ConnectionLost` and is dropped, which frees its slot; the pool connects anew on demand.
+
 Each statement is prepared on its own, so a string holding several statements is refused by the
 server; statements that would end the transaction (COMMIT, ROLLBACK, ...) are refused before they
 are sent, because the tools own the transaction.

@@ -69,7 +69,11 @@ class Transaction:
         try:
             await self.rollback()
         except ConnectionLost as error:
-            _logger.warning("sql: forgotten transaction %s was already gone: %s", self.name, error.message)
+            _logger.warning(
+                "sql: forgotten transaction %s was lost with its connection, which rolls it back: %s",
+                self.name,
+                error.message,
+            )
 
     async def close(self) -> None:
         if not self.closed:
