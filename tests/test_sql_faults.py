@@ -383,6 +383,28 @@ async def test_backends_killed_with_pg_terminate_backend(
     await run_rounds(app, server, 2, kill, nothing, logs)
 
 
+async def test_the_server_ends_an_idle_transaction(
+    server: PostgresServer, make_app: MakeApp, logs: pytest.LogCaptureFixture
+) -> None:
+    """idle_in_transaction_session_timeout: the server ends a session left idle in a transaction."""
+
+    async def dawdle(messages: list[ModelMessage]) -> ModelResponse:
+        await asyncio.sleep(1)
+        return call("query", txn=HANDLE, sql="SELECT count(*) AS n FROM items")(messages)
+
+    script = agent(call("begin"), dawdle, call("begin"), call("query", txn=HANDLE, sql="SELECT 1 AS one"), text("ok"))
+    app = make_app(f"{server.dsn()}&idle_in_transaction_session_timeout=200", sql_pool_size=1)
+    async with Runtime(app, entries=[script], config=approving(app)) as runtime:
+        result = await runtime.run("clerk", "dawdle")
+        database = await pool_of(app)
+        assert database.stats().in_use == 0
+        await every_slot_works(database)
+    (_, first), (_, failure), (_, second), (_, rows) = tool_results(result.messages)
+    assert failure.startswith(f"query failed: {LOST}") and f"{first} is closed: the database rolled it back" in failure
+    assert second != first and rows == {"columns": ["one"], "rows": [{"one": 1}]}
+    no_errors(logs)
+
+
 # -- the network: a TCP proxy on 127.0.0.1 to the server's unix socket ----------------------------
 
 
@@ -620,4 +642,28 @@ async def test_a_bad_port_in_the_database_url_names_the_setting_and_never_the_pa
             await runtime.run("clerk", "go")
     message = str(raised.value)
     assert message.startswith("LLM_DO_DATABASE_URL has a port that is not a number from 1 to 65535; write it like ")
+    assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(
+    ("query", "problem"),
+    [
+        (
+            "sslmode=bogus",
+            "`sslmode` parameter must be one of: disable, allow, prefer, require, verify-ca, verify-full",
+        ),
+        ("target_session_attrs=s3cret-pw", "target_session_attrs is expected to be one of"),
+    ],
+)
+async def test_an_option_asyncpg_refuses_names_the_setting_and_never_the_password(
+    server: PostgresServer, query: str, problem: str, make_app: MakeApp
+) -> None:
+    url = f"postgresql://postgres:s3cret-pw@/postgres?host={server.socket_dir}&port={server.port}&{query}"
+    app = make_app(url)
+    with pytest.raises(ConfigurationError) as raised:
+        async with Runtime(app, entries=[agent(call("begin"), text("no"))]) as runtime:
+            await runtime.run("clerk", "go")
+    message = str(raised.value)
+    assert message.startswith(f"LLM_DO_DATABASE_URL cannot be used: {problem}")
+    assert message.endswith("Fix it; the form is postgresql://user:password@host:5432/dbname?option=value")
     assert "s3cret" not in message

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from ..errors import ConfigurationError
 from .database import (
     TRANSACTION_CONTROL_REFUSED,
     Column,
@@ -112,13 +114,23 @@ def _ends_connection(error: asyncpg.PostgresError) -> bool:
     """A server error after which the session is gone: connection exceptions (class 08), the server
     shutting down or the backend terminated (57P01-57P05), or any FATAL/PANIC message."""
     sqlstate = str(getattr(error, "sqlstate", None) or "")
-    return sqlstate.startswith(("08", "57P")) or getattr(error, "severity", None) in ("FATAL", "PANIC")
+    severity = getattr(error, "severity_en", None) or getattr(error, "severity", None)
+    return sqlstate.startswith(("08", "57P")) or severity in ("FATAL", "PANIC")
 
 
 def _described(error: BaseException) -> str:
     if isinstance(error, asyncpg.InterfaceError) and "released back to the pool" in str(error):
         return "the connection had already closed (the server went away or ended it)"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+@contextlib.asynccontextmanager
+async def _within(seconds: float) -> AsyncIterator[None]:
+    """`asyncio.timeout(seconds)` whose timer is made in an empty context: a cancelled timer stays in
+    the event loop until its deadline, and must hold nothing of the run that ran the statement."""
+    async with asyncio.timeout(None) as timeout:
+        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
+        yield
 
 
 _AS_TEXT = ("date", "time", "timetz", "timestamp", "timestamptz", "interval", "numeric", "uuid", "json", "jsonb")
@@ -161,7 +173,7 @@ class PostgresConnection(Connection):
             if in_transaction and not self.raw.is_in_transaction():
                 raise SqlError("the transaction no longer exists in the database", "ended")
             try:
-                async with asyncio.timeout(self._deadline):
+                async with _within(self._deadline):
                     return await work()
             except asyncpg.PostgresError as error:
                 if _ends_connection(error):
@@ -310,7 +322,7 @@ class PostgresConnection(Connection):
                 return None
             try:
                 if self.raw.is_in_transaction():  # else asyncpg's reset complains about an open transaction
-                    async with asyncio.timeout(self._deadline):
+                    async with _within(self._deadline):
                         await self.raw.execute("ROLLBACK")
                 await give(self.raw)
             except BaseException as error:
@@ -370,6 +382,13 @@ class PostgresDatabase(Database):
             raise DatabaseUnavailable(
                 f"no database connection became free within {self.statement_timeout:g} s: all {self.pool_size} "
                 "are in use by open transactions. Commit or roll back the ones you no longer need, then try again."
+            ) from None
+        except (ValueError, asyncpg.ClientConfigurationError) as error:  # asyncpg read the URL only now
+            raise ConfigurationError(
+                self._scrubbed(
+                    f"LLM_DO_DATABASE_URL cannot be used: {error}. Fix it; the form is "
+                    "postgresql://user:password@host:5432/dbname?option=value"
+                )
             ) from None
         except Exception as error:
             message = f"could not connect to PostgreSQL: {type(error).__name__}: {error}"
