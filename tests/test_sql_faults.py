@@ -667,3 +667,32 @@ async def test_an_option_asyncpg_refuses_names_the_setting_and_never_the_passwor
     assert message.startswith(f"LLM_DO_DATABASE_URL cannot be used: {problem}")
     assert message.endswith("Fix it; the form is postgresql://user:password@host:5432/dbname?option=value")
     assert "s3cret" not in message
+
+
+async def test_a_forgotten_transaction_on_a_silent_network_is_dropped_within_the_cleanup_budget(
+    server: PostgresServer, proxy: Proxy, make_app: MakeApp, logs: pytest.LogCaptureFixture
+) -> None:
+    """Default settings (a 30 s statement timeout, a 10 s cleanup budget): the rollback at call end gets
+    no answer, and the connection is dropped after 5 s, inside the budget, so teardown logs no error."""
+    silence = asyncio.Event()
+
+    async def go_silent(messages: list[ModelMessage]) -> ModelResponse:
+        proxy.flowing = False
+        silence.set()
+        return text("left it open")
+
+    script = agent(call("begin"), call("execute", txn=HANDLE, sql=INSERT, params=["x"]), go_silent)
+    app = make_app(proxy.dsn(), sql_pool_size=2)
+    async with Runtime(app, entries=[script], config=approving(app)) as runtime:
+        result = await runtime.run("clerk", "forget")
+        database = await pool_of(app)
+        assert database.stats().in_use == 0
+        proxy.flowing = True
+        await every_slot_works(database)
+    assert silence.is_set() and result.output == "left it open"
+    [warning] = [r for r in logs.records if r.name == "llm_do"]
+    assert warning.levelname == "WARNING"
+    assert warning.getMessage().endswith(f"{LOST}the server did not answer within 5 s")
+    no_errors(logs)
+    assert await _eventually_none(lambda: _in_transaction(server)) == []
+    assert await _sql(server, "SELECT count(*) FROM items") == [(0,)]

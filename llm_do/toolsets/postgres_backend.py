@@ -48,6 +48,7 @@ __all__ = ["PostgresDatabase", "leading_words"]
 T = TypeVar("T")
 _QUERY_CANCELED = "57014"
 _LOST = "the database connection was lost: "
+_ROLLBACK_WAIT = 5.0
 _logger = logging.getLogger("llm_do")
 
 _TABLES = """
@@ -162,25 +163,29 @@ class PostgresConnection(Connection):
         self.raw = raw
         self._timeout = statement_timeout
         self._deadline = statement_timeout * 2 + 1  # the server cancels at statement_timeout; this is for silence
+        self._interrupted = False  # a statement was cancelled half-way (the caller's cancellation)
         self._lock = asyncio.Lock()
         self.lost: str | None = None
         """Why the connection failed, once it has."""
         self.released = False
 
-    async def _guarded(self, work: Callable[[], Awaitable[T]], *, in_transaction: bool = False) -> T:
+    async def _guarded(
+        self, work: Callable[[], Awaitable[T]], *, in_transaction: bool = False, deadline: float | None = None
+    ) -> T:
+        deadline = self._deadline if deadline is None else deadline
         async with self._lock:
             self._check_connected()
             if in_transaction and not self.raw.is_in_transaction():
                 raise SqlError("the transaction no longer exists in the database", "ended")
             try:
-                async with _within(self._deadline):
+                async with _within(deadline):
                     return await work()
             except asyncpg.PostgresError as error:
                 if _ends_connection(error):
                     raise self._lose(f"{type(error).__name__}: {self._message(error)}") from None
                 raise SqlError(self._message(error), self._state(server_error=True)) from None
             except TimeoutError:
-                raise self._lose(f"the server did not answer within {self._deadline:g} s") from None
+                raise self._lose(f"the server did not answer within {deadline:g} s") from None
             except asyncpg.InterfaceError as error:
                 if self._gone():
                     raise self._lose(_described(error)) from None
@@ -188,6 +193,9 @@ class PostgresConnection(Connection):
                 raise SqlError(str(error), self._state(server_error=False)) from None
             except (asyncpg.InternalClientError, OSError) as error:
                 raise self._lose(_described(error)) from None
+            except asyncio.CancelledError:
+                self._interrupted = True
+                raise
 
     def _check_connected(self) -> None:
         if self.lost is not None:
@@ -285,11 +293,22 @@ class PostgresConnection(Connection):
             )
 
     async def rollback(self) -> None:
+        if self._interrupted:  # its statement may still be running: ending the session rolls back at once
+            async with self._lock:
+                self._drop()
+            return
+
         async def run() -> None:
             if self.raw.is_in_transaction():
                 await self.raw.execute("ROLLBACK")
 
-        await self._guarded(run)
+        await self._guarded(run, deadline=self._rollback_deadline)
+
+    @property
+    def _rollback_deadline(self) -> float:
+        """A rollback answers at once, or the connection is in trouble: dropping it rolls back too, so
+        never wait long (teardown has its own time budget, 10 s by default)."""
+        return min(self._deadline, _ROLLBACK_WAIT)
 
     async def tables(self) -> list[str]:
         rows = await self._guarded(lambda: self.raw.fetch(_TABLES))
@@ -317,12 +336,12 @@ class PostgresConnection(Connection):
         here, or whose caller is cancelled here, is dropped, which frees its slot all the same.
         """
         async with self._lock:
-            if self.lost is not None or self._gone():
+            if self.lost is not None or self._interrupted or self._gone():
                 self._drop()  # a protocol abort may leave a closed connection still lent out
                 return None
             try:
                 if self.raw.is_in_transaction():  # else asyncpg's reset complains about an open transaction
-                    async with _within(self._deadline):
+                    async with _within(self._rollback_deadline):
                         await self.raw.execute("ROLLBACK")
                 await give(self.raw)
             except BaseException as error:
