@@ -348,7 +348,9 @@ class PostgresConnection(Connection):
                 self._drop()
                 if not isinstance(error, Exception):
                     raise
-                self.lost = _described(error)
+                self.lost = (
+                    "the server did not answer in time" if isinstance(error, TimeoutError) else _described(error)
+                )
                 return self.lost
             return None
 
