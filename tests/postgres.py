@@ -33,6 +33,8 @@ class PostgresServer:
     socket_dir: Path
     port: int
     user: str = "postgres"
+    data_dir: Path | None = None
+    """The cluster's data directory (None: the server cannot be restarted from here)."""
 
     def dsn(self, database: str = "postgres") -> str:
         """A libpq/asyncpg URL for `database` on this server."""
@@ -44,6 +46,17 @@ class PostgresServer:
 
     def new_database_name(self) -> str:
         return f"test_{secrets.token_hex(4)}"
+
+    def restart(self, mode: str = "fast") -> None:
+        """`pg_ctl restart -m MODE`: every connection is ended; returns once the server accepts connections again.
+
+        Same data directory, socket and port, so every DSN stays valid.
+        """
+        if self.data_dir is None:
+            raise PostgresUnavailable("this server was not started by temporary_postgres(): it cannot be restarted")
+        log = self.data_dir.parent / "server.log"  # pg_ctl keeps the options the server was started with
+        command = [_binary("pg_ctl"), "-D", str(self.data_dir), "-l", str(log), "-m", mode, "-w", "-t", "60", "restart"]
+        _run(_as_server_user(command), "pg_ctl restart")
 
 
 def _as_server_user(command: list[str]) -> list[str]:
@@ -109,7 +122,7 @@ def temporary_postgres() -> Iterator[PostgresServer]:
             "pg_ctl start",
         )
         started = True
-        yield PostgresServer(sockets, port)
+        yield PostgresServer(sockets, port, data_dir=data)
     finally:
         if started:
             subprocess.run(
