@@ -77,6 +77,8 @@ class Outcome:
     clear_errors: int = 0
     other_failures: int = 0
     disconnected: int = 0
+    cancelled: int = 0
+    """Runs the server cancelled because their client had left (answered 499 to nobody)."""
     money_conserved: bool | None = None
     committed_equals_successes: bool | None = None
     recovery: float | None = None
@@ -413,6 +415,7 @@ async def disconnects(
         answers = await load(url, bodies, concurrency, leave_after=leave_after)
         await _check(outcome, dsn, answers, recorder)
         cancelled = [ref for ref in leave_after if recorder.answers.get(ref, (0, {}))[0] == 499]
+        outcome.cancelled = len(cancelled)
         gone = [answer for answer in answers if answer.disconnected]
         committed_first = sum(_committed(recorder.answers.get(a.reference, (0, {}))[1].get("audit")) for a in gone)
         outcome.notes.append(
