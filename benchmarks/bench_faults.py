@@ -74,6 +74,8 @@ class Outcome:
     scenario: str
     requests: int
     successes: int = 0
+    retried: int = 0
+    """Successes whose teller met a database fault and began again (part of `successes`)."""
     clear_errors: int = 0
     other_failures: int = 0
     disconnected: int = 0
@@ -299,6 +301,8 @@ async def _check(outcome: Outcome, dsn: str, answers: list[Answer], recorder: Se
             outcome.disconnected += 1
         elif answer.success:
             outcome.successes += 1
+            assert answer.body is not None
+            outcome.retried += any("the database connection failed" in line for line in answer.body["audit"])
         elif answer.clear_error:
             outcome.clear_errors += 1
         else:
@@ -530,12 +534,13 @@ def _cell(value: object) -> str:
 
 def table(outcomes: list[Outcome]) -> str:
     head = (
-        "| scenario | requests | successes | clear errors | other failures | disconnected | money conserved "
+        "| scenario | requests | successes | of which retried | clear errors | other failures | disconnected "
+        "| money conserved "
         "| committed == successes | recovery | idle in transaction after | orphans |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|"]
     for o in outcomes:
-        cells = [o.scenario, o.requests, o.successes, o.clear_errors, o.other_failures, o.disconnected]
+        cells = [o.scenario, o.requests, o.successes, o.retried, o.clear_errors, o.other_failures, o.disconnected]
         cells += [o.money_conserved, o.committed_equals_successes, o.recovery, o.idle_in_transaction, o.orphans]
         lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     return "\n".join(lines)

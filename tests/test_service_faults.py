@@ -61,7 +61,7 @@ async def test_a_restart_of_postgresql_mid_load_loses_nothing_and_the_service_se
 ) -> None:
     outcome = await bench_faults.restart(postgres, REQUESTS, IN_FLIGHT, pool_size=10)
     _holds(outcome)
-    assert outcome.clear_errors > 0, "the restart hit no request: the test did not test anything"
+    assert outcome.clear_errors + outcome.retried > 0, "the restart hit no request: the test tested nothing"
     assert outcome.recovery is not None, "no transfer succeeded after the server was back"
 
 
