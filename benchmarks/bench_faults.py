@@ -4,7 +4,8 @@ A throwaway PostgreSQL server (tests/postgres.py, unix socket only) and, for eac
 database and a fresh app served by an in-process uvicorn server on 127.0.0.1, driven over HTTP
 with httpx (`--requests` transfers, `--concurrency` in flight, the scripted teller model):
 
-- restart: `pg_ctl restart -m fast` once a third of the requests are answered;
+- restart: PostgreSQL restarted in fast mode (`pg_ctl stop -m fast`, then `pg_ctl start`) once a
+  third of the requests are answered;
 - terminate: `pg_terminate_backend` on `--terminations` of the service's connections (its
   `application_name`), at random moments of the load;
 - disconnect: `--disconnects` clients close their connection at a random point of their request;
@@ -29,6 +30,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -253,17 +255,26 @@ async def load(
     leave_after: dict[str, float] | None = None,
     answered: Callable[[int], None] | None = None,
 ) -> list[Answer]:
-    """Send the transfers, `concurrency` at a time; a reference in `leave_after` disconnects after that many s."""
+    """Send the transfers, `concurrency` at a time.
+
+    A reference in `leave_after` disconnects after that fraction of the median time the requests
+    answered so far took (1 s until 20 have been answered): at a random point of its request.
+    """
     answers = [Answer(body["reference"]) for body in bodies]
     pending = iter(zip(bodies, answers, strict=True))
     done = 0
+    took: list[float] = []
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60.0) as client:
 
         async def worker() -> None:
             nonlocal done
             for body, answer in pending:
-                leave = None if leave_after is None else leave_after.get(answer.reference)
+                fraction = None if leave_after is None else leave_after.get(answer.reference)
+                leave = None
+                if fraction is not None:
+                    leave = fraction * (statistics.median(took[-200:]) if len(took) >= 20 else 1.0)
+                started = time.monotonic()
                 try:
                     response = await asyncio.wait_for(client.post("/transfer", json=body), leave)
                 except TimeoutError:  # the client gave up: its connection is closed mid-request
@@ -272,6 +283,7 @@ async def load(
                     answer.error = f"{type(error).__name__}: {error}"
                 else:
                     answer.status = response.status_code
+                    took.append(time.monotonic() - started)
                     try:
                         answer.body = response.json()
                     except ValueError:
@@ -302,7 +314,7 @@ async def _check(outcome: Outcome, dsn: str, answers: list[Answer], recorder: Se
         elif answer.success:
             outcome.successes += 1
             assert answer.body is not None
-            outcome.retried += any("the database connection failed" in line for line in answer.body["audit"])
+            outcome.retried += any(" failed: the database " in line for line in answer.body["audit"])
         elif answer.clear_error:
             outcome.clear_errors += 1
         else:
@@ -333,7 +345,7 @@ async def _check(outcome: Outcome, dsn: str, answers: list[Answer], recorder: Se
 
 
 async def restart(postgres: PostgresServer, requests: int, concurrency: int, pool_size: int = 20) -> Outcome:
-    """(a) `pg_ctl restart -m fast` once a third of the requests are answered."""
+    """(a) PostgreSQL restarted in fast mode once a third of the requests are answered."""
     outcome = Outcome("restart", requests)
     async with bank_service(postgres, pool_size) as (dsn, url, recorder):
         third = asyncio.Event()
@@ -348,7 +360,7 @@ async def restart(postgres: PostgresServer, requests: int, concurrency: int, poo
             started = time.monotonic()
             await asyncio.to_thread(postgres.restart, "fast")
             back.append(time.monotonic())
-            outcome.notes.append(f"pg_ctl restart took {back[0] - started:.2f} s")
+            outcome.notes.append(f"the restart (pg_ctl stop -m fast, then start) took {back[0] - started:.2f} s")
 
         fault = asyncio.create_task(restarter())
         answers = await load(url, transfers(requests, 1), concurrency, answered=answered)
@@ -414,17 +426,18 @@ async def disconnects(
     bodies = transfers(requests, 3)
     leaving = rng.sample(range(requests), count)
     async with bank_service(postgres, pool_size) as (dsn, url, recorder):
-        # a request takes about concurrency / throughput seconds here: leave somewhere inside that
-        leave_after = {bodies[index]["reference"]: rng.uniform(0.005, 0.6) for index in leaving}
+        leave_after = {bodies[index]["reference"]: rng.uniform(0.01, 1.0) for index in leaving}
         answers = await load(url, bodies, concurrency, leave_after=leave_after)
         await _check(outcome, dsn, answers, recorder)
         cancelled = [ref for ref in leave_after if recorder.answers.get(ref, (0, {}))[0] == 499]
         outcome.cancelled = len(cancelled)
         gone = [answer for answer in answers if answer.disconnected]
         committed_first = sum(_committed(recorder.answers.get(a.reference, (0, {}))[1].get("audit")) for a in gone)
+        unseen = sum(a.reference not in recorder.answers for a in gone)
         outcome.notes.append(
-            f"{len(gone)} clients left before their answer: {len(cancelled)} runs cancelled by the server "
-            f"(rolled back), {committed_first} had committed before the client left"
+            f"{len(gone)} of {count} clients left before their answer: {len(cancelled)} runs cancelled by the "
+            f"server, {committed_first} had committed before the client left, {unseen} requests never reached "
+            "the app"
         )
         open_txn = [
             ref
@@ -528,7 +541,7 @@ def _cell(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "**NO**"
     if isinstance(value, float):
-        return f"{value:.2f} s"
+        return f"{value * 1000:.0f} ms"
     return str(value)
 
 

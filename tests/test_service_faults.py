@@ -178,7 +178,8 @@ async def test_a_backend_ended_under_a_tool_is_a_tool_error_and_the_teller_begin
     audit = response.json()["audit"]
     first, second = _txns(audit)
     assert audit[0] == f"begin {first}"
-    assert audit[1].startswith(f"transfer 10 from A to B ref=pay-1 in {first} failed: the database connection failed (")
+    moved = f"transfer 10 from A to B ref=pay-1 in {first}"
+    assert audit[1].startswith(f"{moved} failed: the database connection was lost (")
     assert audit[1].endswith(f"{first} is gone and nothing in it was committed: call begin to start again.")
     assert audit[2:] == [f"begin {second}", f"transfer 10 from A to B ref=pay-1 in {second}", f"commit {second}"]
     assert await _state(database) == ({"A": 90, "B": 60}, ["pay-1"], 0)
@@ -190,7 +191,7 @@ async def test_a_commit_whose_backend_ended_is_looked_up_and_said_not_committed(
     assert response.status_code == 200, response.text
     audit = response.json()["audit"]
     first, second = _txns(audit)
-    assert audit[2].startswith(f"commit {first} failed: the database connection failed (")
+    assert audit[2].startswith(f"commit {first} failed: the database connection was lost (")
     assert audit[2].endswith(f"{first} was not committed and is gone: call begin to start again.")
     assert audit[3:] == [f"begin {second}", f"transfer 10 from A to B ref=pay-1 in {second}", f"commit {second}"]
     assert await _state(database) == ({"A": 90, "B": 60}, ["pay-1"], 0)

@@ -66,8 +66,10 @@ class LedgerToolset(Toolset):
         self.audit = audit
         self.txns: Handles[ledger.Transaction] = Handles("txn", on_forget=partial(_roll_back_forgotten, audit))
 
-    def _fault(self, what: str, error: BaseException, outcome: str) -> ToolFailed:
-        message = f"{what} failed: the database connection failed ({_describe(error)}). {outcome}"
+    def _fault(
+        self, what: str, error: BaseException, outcome: str, problem: str = "the database connection was lost"
+    ) -> ToolFailed:
+        message = f"{what} failed: {problem} ({_describe(error)}). {outcome}"
         self.audit.fault = message
         self.audit.record(message)
         return ToolFailed(message)
@@ -90,7 +92,8 @@ class LedgerToolset(Toolset):
         except Exception as error:
             if not ledger.is_database_fault(error):
                 raise
-            raise self._fault("begin", error, "No transaction was opened: call begin to try again.") from error
+            outcome = "No transaction was opened: call begin to try again."
+            raise self._fault("begin", error, outcome, "the database could not be reached") from error
         txn.handle = self.txns.open(txn)
         self.audit.record(f"begin {txn.handle}")
         return txn.handle
