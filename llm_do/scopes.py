@@ -132,18 +132,18 @@ class EntryPlan:
 async def built(value: Any) -> Any:
     """`value`, awaited when it is awaitable (what a provider with async dependencies returns).
 
-    dependency-injector settles that future from a callback, which fails (asyncio logs an
-    `InvalidStateError`) if the future was cancelled meanwhile. So a cancellation arriving here
-    leaves the future alone to settle, and propagates; what it builds then is dropped unentered.
+    dependency-injector settles such a future from a callback, which fails (asyncio logs an
+    `InvalidStateError`) if the future was cancelled meanwhile. So a cancellation arriving while a
+    future is awaited leaves it alone to settle, and propagates; what it builds then is dropped
+    unentered. Other awaitables (a coroutine) are awaited in place, in the caller's context.
     """
-    if not is_awaitable(value):
-        return value
-    future = asyncio.ensure_future(value)
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        future.add_done_callback(_dropped)
-        raise
+    if isinstance(value, asyncio.Future):
+        try:
+            return await asyncio.shield(value)
+        except asyncio.CancelledError:
+            value.add_done_callback(_dropped)
+            raise
+    return await value if is_awaitable(value) else value
 
 
 def _dropped(future: asyncio.Future[Any]) -> None:
