@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .scopes import Scope, ToolsetSpec
     from .settings import LlmDoSettings, RuntimeConfig, reveal
     from .toolset import Toolset, tool
+    from .tracing import continue_trace, current_traceparent, inject_trace_context
 
 __version__ = "0.1.0"
 """The version of llm-do (the package metadata reads it from here)."""
@@ -73,7 +74,10 @@ __all__ = [
     "ToolsetSpec",
     "UnknownHandle",
     "Verdict",
+    "continue_trace",
+    "current_traceparent",
     "entry",
+    "inject_trace_context",
     "open_handles",
     "reveal",
     "run_report",
@@ -117,7 +121,10 @@ _MODULES: dict[str, str] = {
     "ToolsetSpec": "scopes",
     "UnknownHandle": "errors",
     "Verdict": "policy",
+    "continue_trace": "tracing",
+    "current_traceparent": "tracing",
     "entry": "entries",
+    "inject_trace_context": "tracing",
     "open_handles": "handles",
     "reveal": "settings",
     "run_report": "run",

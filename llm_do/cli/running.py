@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         _apply_flags(args)
         given = _input(args)
-        with _session(args, err, board) as session:
+        with _exporting(args.otel), _session(args, err, board) as session:
             project = session.project
             name = args.entry or project.default_entry
             input_data = _checked_input(project, name, given, args)
@@ -146,6 +146,24 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
     project = load_project(args.project, model=model, approver=approver, event_stream_handler=stream)
     watch_project(project, board)
     yield _Session(project, board, live, model if isinstance(model, RecordingModel) else None)
+
+
+@contextmanager
+def _exporting(otel: bool) -> Iterator[None]:
+    """With --otel, export the run's trace, flushed when the run is done."""
+    if not otel:
+        yield
+        return
+    from .otel import start_exporting
+
+    try:
+        stop = start_exporting()
+    except ImportError as error:
+        raise UsageError(str(error)) from None
+    try:
+        yield
+    finally:
+        stop()
 
 
 def _board(args: argparse.Namespace, err: Console) -> Board:
