@@ -33,6 +33,8 @@ class PostgresServer:
     socket_dir: Path
     port: int
     user: str = "postgres"
+    data_dir: Path | None = None
+    """The cluster's files (for `stop`/`start`, which restart the server as a fault test needs)."""
 
     def dsn(self, database: str = "postgres") -> str:
         """A libpq/asyncpg URL for `database` on this server."""
@@ -44,6 +46,18 @@ class PostgresServer:
 
     def new_database_name(self) -> str:
         return f"test_{secrets.token_hex(4)}"
+
+    def stop(self) -> None:
+        """Stop the server now (`pg_ctl stop -m immediate`: every connection is dropped)."""
+        assert self.data_dir is not None
+        _run(_as_server_user([_binary("pg_ctl"), "-D", str(self.data_dir), "-m", "immediate", "-w", "stop"]), "stop")
+
+    def start(self) -> None:
+        """Start the stopped server again on the same socket and port."""
+        assert self.data_dir is not None
+        log = self.data_dir.parent / "server.log"
+        command = [_binary("pg_ctl"), "-D", str(self.data_dir), "-l", str(log), "-o", _options(self), "-w", "start"]
+        _run(_as_server_user(command), "pg_ctl start")
 
 
 def _as_server_user(command: list[str]) -> list[str]:
@@ -81,6 +95,10 @@ def _free_port_number() -> int:
         return int(probe.getsockname()[1])
 
 
+def _options(server: PostgresServer) -> str:
+    return f"-k {server.socket_dir} -p {server.port} -c listen_addresses='' -c fsync=off -c max_connections=300"
+
+
 @contextmanager
 def temporary_postgres() -> Iterator[PostgresServer]:
     """Start a throwaway server; stop it and delete its files when the block ends."""
@@ -103,13 +121,15 @@ def temporary_postgres() -> Iterator[PostgresServer]:
             _as_server_user([initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"]),
             "initdb",
         )
-        options = f"-k {sockets} -p {port} -c listen_addresses='' -c fsync=off -c max_connections=300"
+        server = PostgresServer(sockets, port, data_dir=data)
         _run(
-            _as_server_user([pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]),
+            _as_server_user(
+                [pg_ctl, "-D", str(data), "-l", str(log), "-o", _options(server), "-w", "-t", "60", "start"]
+            ),
             "pg_ctl start",
         )
         started = True
-        yield PostgresServer(sockets, port)
+        yield server
     finally:
         if started:
             subprocess.run(

@@ -29,6 +29,7 @@ from ..settings import LlmDoSettings
 from .approve import TerminalApprover
 from .render import final_tree, json_document, live_tree, output_text, usage_table
 from .watch import Board, watch_project
+from .worker import add_worker_command
 
 __all__ = ["UsageError", "main"]
 
@@ -109,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=_run if name == "run" else _chat)
     command("check", "Load a project and report every problem.").set_defaults(handler=_check)
     command("list", "List a project's entries, toolsets, models and policies.").set_defaults(handler=_list)
+    add_worker_command(commands)
     return parser
 
 

@@ -1,0 +1,84 @@
+"""One job = one run: run the entry on the worker's `Runtime` and store what the run left."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from ..run import RunReport, RunResult, run_report
+from ..runtime import Runtime
+from .context import JobInfo, reset_current, set_current
+from .records import calls_json, output_json, usage_json
+from .store import write_result
+
+__all__ = ["perform"]
+
+
+async def perform(
+    runtime: Runtime,
+    pool: AsyncConnectionPool[Any],
+    job: JobInfo,
+    input_data: Any,
+    cancel_reason: Callable[[], str | None],
+) -> None:
+    """Run `job` as one run of `runtime`; store its output, or its error, before returning or raising.
+
+    The run's exception (or the cancellation that ended it) is re-raised unchanged, so procrastinate
+    marks the job failed (retried if its task retries) or aborted.
+    """
+    started = datetime.now(UTC)
+    token = set_current(job)  # Runtime.run copies this context into the run
+    try:
+        result = await runtime.run(job.entry, input_data)
+    except BaseException as error:
+        cancelled = isinstance(error, asyncio.CancelledError)
+        if not (cancelled or isinstance(error, Exception)):
+            raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
+        reason = cancel_reason() if cancelled else None
+        text = f"cancelled ({reason})" if cancelled else f"{type(error).__name__}: {error}"
+        write = _store(pool, job, started, "cancelled" if cancelled else "error", None, run_report(error), text)
+        await (_shielded(write) if cancelled else write)
+        raise
+    finally:
+        reset_current(token)
+    await _store(pool, job, started, "ok", output_json(result.output), result, None)
+
+
+def _store(
+    pool: AsyncConnectionPool[Any],
+    job: JobInfo,
+    started: datetime,
+    outcome: str,
+    output: Any,
+    run: RunResult | RunReport | None,
+    error: str | None,
+) -> Awaitable[None]:
+    usage, calls = (usage_json(run.usage), calls_json(run.calls)) if run is not None else ({}, [])
+    return write_result(
+        pool,
+        job_id=job.id,
+        entry=job.entry,
+        outcome=outcome,
+        output=output,
+        usage=usage,
+        calls=calls,
+        error=error,
+        attempt=job.attempt,
+        worker=job.worker,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+    )
+
+
+async def _shielded(write: Awaitable[None]) -> None:
+    """Finish the write even if the job is cancelled again meanwhile (the row must say how it ended)."""
+    task = asyncio.ensure_future(write)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait((task,))
+        raise
