@@ -56,11 +56,20 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: fl
 class Worker:
     """`llm-do worker TARGET` in a subprocess, its output in a log file."""
 
-    def __init__(self, target: str, dsn: str, log: Path, *, concurrency: int = 4, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        target: str,
+        dsn: str,
+        log: Path,
+        *,
+        concurrency: int = 4,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+    ) -> None:
         self.log = log
         environment = {**os.environ, "LLM_DO_JOBS_DATABASE_URL": dsn, **FAST_WORKER, **(env or {})}
         environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), environment.get("PYTHONPATH", "")])
-        command = [sys.executable, "-m", "llm_do.cli", "worker", target, "--concurrency", str(concurrency), "-v"]
+        command = [sys.executable, "-m", "llm_do.cli", "worker", target, "--concurrency", str(concurrency), "-v", *args]
         with log.open("wb") as out:
             self.process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT)
 

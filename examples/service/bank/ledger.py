@@ -29,6 +29,13 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS accounts (
     name text PRIMARY KEY,
     balance bigint NOT NULL CHECK (balance >= 0)
+);
+CREATE TABLE IF NOT EXISTS transfers (
+    reference text PRIMARY KEY,
+    source text NOT NULL,
+    target text NOT NULL,
+    amount bigint NOT NULL,
+    made_at timestamptz NOT NULL DEFAULT now()
 )
 """
 _SCHEMA_LOCK = 7_2616_3031  # an advisory lock key: servers starting together create the table once
@@ -111,11 +118,13 @@ async def balance(conn: Connection, name: str) -> int:
     return int(value)
 
 
-async def transfer(conn: Connection, source: str, target: str, amount: int) -> None:
-    """Move `amount` from `source` to `target` inside the connection's transaction.
+async def transfer(conn: Connection, source: str, target: str, amount: int, reference: str) -> bool:
+    """Move `amount` from `source` to `target` inside the connection's transaction, once per `reference`.
 
-    Both rows are locked in name order, so two opposite transfers wait for each other instead of
-    deadlocking.
+    The reference is the idempotency key: it is inserted in `transfers` in the same transaction, so a
+    transfer whose reference was already committed moves nothing and returns False (a retried job, a
+    client sending twice); two concurrent ones with the same reference wait for each other. Both
+    account rows are locked in name order, so two opposite transfers wait instead of deadlocking.
     """
     if amount <= 0:
         raise BankError(f"the amount must be positive, got {amount}")
@@ -130,5 +139,16 @@ async def transfer(conn: Connection, source: str, target: str, amount: int) -> N
             raise AccountNotFound(name)
     if found[source] < amount:
         raise InsufficientFunds(source, found[source], amount)
+    first = await conn.fetchval(
+        "INSERT INTO transfers (reference, source, target, amount) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (reference) DO NOTHING RETURNING true",
+        reference,
+        source,
+        target,
+        amount,
+    )
+    if first is None:
+        return False
     await conn.execute("UPDATE accounts SET balance = balance - $2 WHERE name = $1", source, amount)
     await conn.execute("UPDATE accounts SET balance = balance + $2 WHERE name = $1", target, amount)
+    return True

@@ -54,10 +54,13 @@ class LedgerToolset(Toolset):
         """Move `amount` from `source` to `target` inside `txn`; `reference` is the request's payment reference."""
         what = f"transfer {amount} from {source} to {target} ref={reference} in {txn}"
         try:
-            await ledger.transfer(self.txns.get(txn).conn, source, target, amount)
+            moved = await ledger.transfer(self.txns.get(txn).conn, source, target, amount, reference)
         except ledger.BankError as error:
             self.audit.record(f"{what} refused: {error}")
             raise
+        if not moved:
+            self.audit.record(f"{what}: already made, nothing moved")
+            return f"transfer ref={reference} was already made; nothing moved"
         self.audit.record(what)
         return f"moved {amount} from {source} to {target} (not committed yet)"
 
