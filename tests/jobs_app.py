@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dependency_injector import providers
+from opentelemetry import trace
 from pydantic_ai import Agent
 
 from containers import AgentContainer
@@ -93,15 +94,23 @@ async def orchestrate(scope: CallScope, input_data: Any) -> str:
     return f"greeter said: {reply}"
 
 
+@entry
+async def traced(scope: CallScope, input_data: Any) -> dict[str, Any]:
+    """The trace the run is in, and the traceparent its job carried."""
+    job = current_job()
+    assert job is not None
+    return {"trace_id": format(trace.get_current_span().get_span_context().trace_id, "032x"), "job": job.traceparent}
+
+
 def make_runtime() -> Runtime:
     return Runtime(
         JobsApp(),
-        entries=[sleeper, boom, flaky, greeter, orchestrate],
+        entries=[sleeper, boom, flaky, greeter, orchestrate, traced],
         toolsets={"greet_note": JobsApp.notes},
     )
 
 
 queue = JobQueue(
-    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate"],
+    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced"],
     runtime=make_runtime,
 )

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from llm_do import ConfigurationError
 from llm_do.jobs import JobNotFound, JobQueue, JobRecord, current_job
@@ -83,6 +84,23 @@ async def test_a_deferred_run_is_run_by_a_worker_and_its_result_is_stored(
     assert {job.id for job in await queue.list("succeeded")} == {first, second}
     assert [job.id for job in await queue.list(entry="greeter")] == [second]
     assert await queue.list("todo") == []
+
+
+async def test_a_job_deferred_inside_a_span_is_run_in_that_trace(queue: JobQueue, dsn: str, tmp_path: Path) -> None:
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("web request") as span:
+        job_id = await queue.defer("traced", None)
+    untraced_id = await queue.defer("traced", None)
+    trace_id = format(span.get_span_context().trace_id, "032x")
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log")
+    try:
+        record = await finished(queue, job_id)
+        untraced = await finished(queue, untraced_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.traceparent is not None and record.traceparent.split("-")[1] == trace_id
+    assert record.output == {"trace_id": trace_id, "job": record.traceparent}
+    assert untraced.traceparent is None and untraced.output["trace_id"] != trace_id
 
 
 async def test_a_run_that_raises_marks_its_job_failed_with_its_error_and_it_is_not_retried(

@@ -28,6 +28,9 @@ def add_worker_command(commands: Any) -> None:
     sub.add_argument("--name", help="the worker's name in logs and results (default: host:pid)")
     sub.add_argument("--app-dir", default=".", metavar="DIR", help="import the module from DIR (default: .)")
     sub.add_argument("--model", help="a project's model for workers that name none")
+    sub.add_argument(
+        "--otel", action="store_true", help="export traces (OTEL_EXPORTER_OTLP_*); runs continue the job's trace"
+    )
     sub.add_argument("-v", "--verbose", action="count", default=0, help="-v: info logs; -vv: debug logs")
     sub.add_argument("--debug", action="store_true", help="print tracebacks")
     sub.set_defaults(handler=_worker)
@@ -45,7 +48,16 @@ def _worker(args: argparse.Namespace, err: Console) -> int:
     queue = _queue(args, JobQueue)
     options = WorkerOptions.from_settings(concurrency=args.concurrency, name=args.name)
     err.print(f"llm-do worker: entries {', '.join(queue.entries)}; concurrency {options.concurrency}")
-    asyncio.run(run_worker(queue, options))
+    stop_exporting = None
+    if args.otel:
+        from .otel import start_exporting
+
+        stop_exporting = start_exporting()
+    try:
+        asyncio.run(run_worker(queue, options))
+    finally:
+        if stop_exporting is not None:
+            stop_exporting()
     return 0
 
 

@@ -33,7 +33,7 @@ async def perform(
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
     try:
-        result = await runtime.run(job.entry, input_data)
+        result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent)
     except BaseException as error:
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):

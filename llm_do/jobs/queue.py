@@ -23,6 +23,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..errors import ConfigurationError
 from ..runtime import Runtime
+from ..tracing import current_traceparent
 from .context import JobInfo
 from .execute import perform
 from .records import JobNotFound, JobRecord
@@ -167,11 +168,14 @@ class JobQueue:
     ) -> int:
         """Queue one run of `entry` on `input_data` (JSON-compatible) and return the job's id.
 
-        `traceparent` (a W3C trace context) travels with the job to the worker. `delay` starts it no
+        `traceparent` (a W3C trace context; default: the current span's, when tracing is on) travels
+        with the job, and the worker's run continues that trace. `delay` starts it no
         sooner than that many seconds from now; `queueing_lock` refuses a second queued job with the
         same lock (procrastinate's `AlreadyEnqueued`).
         """
         task = self._task(entry)
+        if traceparent is None:
+            traceparent = current_traceparent()
         try:
             payload = to_jsonable_python(input_data)
         except PydanticSerializationError as error:

@@ -39,6 +39,8 @@ class JobRecord:
     attempts: int
     """Runs of this job that ended so far (procrastinate's count): 1 once a run finished, +1 per retry."""
     input: Any
+    traceparent: str | None = None
+    """The W3C trace context the job was deferred with; its run continues that trace."""
     cancel_requested: bool = False
     """A cancellation was asked for while the job ran; the worker cancels the run."""
     outcome: Literal["ok", "error", "cancelled"] | None = None

@@ -128,6 +128,7 @@ def _record(row: DictRow, tasks: dict[str, str]) -> JobRecord:
         status=row["status"],
         attempts=row["attempts"],
         input=args.get("input"),
+        traceparent=args.get("traceparent"),
         cancel_requested=bool(row["abort_requested"]) and row["status"] == "doing",
         outcome=row["outcome"],
         output=row["output"],
