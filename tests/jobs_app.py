@@ -19,7 +19,7 @@ from containers import AgentContainer
 from llm_do import AgentEntry, CallScope, Runtime, Toolset, entry, tool
 from llm_do.jobs import JobEntry, JobQueue, current_job
 
-from .helpers import call, scripted, text
+from .helpers import call, returns, scripted, text
 
 
 def _note(path: str, line: str) -> None:
@@ -46,17 +46,34 @@ class Notes(Toolset):
             _note(self.path, f"teardown {job.id} {os.getpid()}")
 
 
+class Vault(Toolset):
+    """A tool that needs approval: a worker has no terminal to ask on."""
+
+    @tool(requires_approval=True)
+    async def open_vault(self) -> str:
+        """Open the vault."""
+        return "the vault is open"
+
+
 class JobsApp(AgentContainer):
     notes = providers.Factory(Notes)
+    vault = providers.Factory(Vault)
+
+
+def _vault_answer(messages: list[Any]) -> Any:
+    return text(f"vault said: {returns(messages)[0]}")
+
+
+guarded = AgentEntry(Agent(scripted(call("open_vault"), _vault_answer)), name="guarded", toolsets=["vault"])
 
 
 @entry(toolsets=["notes"])
 async def sleeper(scope: CallScope, input_data: dict[str, Any]) -> str:
-    """Notes `started <job> <pid>`, sleeps `seconds`, notes `finished <job>`."""
+    """Notes `started <job> <pid>`, sleeps `seconds` (`then` seconds on a retry if given), notes `finished <job>`."""
     job = current_job()
     assert job is not None
     await scope.call_tool("note", {"path": input_data["path"], "line": f"started {job.id} {os.getpid()}"})
-    await asyncio.sleep(float(input_data["seconds"]))
+    await asyncio.sleep(float(input_data["then"] if job.attempt and "then" in input_data else input_data["seconds"]))
     _note(input_data["path"], f"finished {job.id} attempt {job.attempt}")
     return f"slept {input_data['seconds']}"
 
@@ -105,12 +122,12 @@ async def traced(scope: CallScope, input_data: Any) -> dict[str, Any]:
 def make_runtime() -> Runtime:
     return Runtime(
         JobsApp(),
-        entries=[sleeper, boom, flaky, greeter, orchestrate, traced],
+        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded],
         toolsets={"greet_note": JobsApp.notes},
     )
 
 
 queue = JobQueue(
-    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced"],
+    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded"],
     runtime=make_runtime,
 )

@@ -4,16 +4,19 @@ results read back from the database; cancellation, failures, retries, SIGKILL an
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from llm_do import ConfigurationError
-from llm_do.jobs import JobNotFound, JobQueue, JobRecord, current_job
+from llm_do.jobs import JobNotFound, JobQueue, JobRecord, WorkerOptions, current_job, run_worker
 
+from .jobs_app import make_runtime
 from .jobs_app import queue as app_queue
 from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
 from .postgres import PostgresServer, temporary_postgres
@@ -34,6 +37,21 @@ async def queue(dsn: str) -> AsyncIterator[JobQueue]:
     async with JobQueue(dsn, entries=ENTRIES) as opened:
         await opened.apply_schema()
         yield opened
+
+
+@asynccontextmanager
+async def in_process_worker(queue: JobQueue) -> AsyncIterator[None]:
+    """The Python API: `run_worker` in this process, stopped (gracefully) when the block ends."""
+    stop = asyncio.Event()
+    options = WorkerOptions(concurrency=2, heartbeat=0.2, stalled_timeout=1.5, poll_interval=0.2, name="in-process")
+    task = asyncio.create_task(
+        run_worker(queue, options, runtime=make_runtime, stop=stop, install_signal_handlers=False)
+    )
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
 
 
 def lines(path: Path) -> list[str]:
@@ -86,34 +104,42 @@ async def test_a_deferred_run_is_run_by_a_worker_and_its_result_is_stored(
     assert await queue.list("todo") == []
 
 
-async def test_a_job_deferred_inside_a_span_is_run_in_that_trace(queue: JobQueue, dsn: str, tmp_path: Path) -> None:
+async def test_a_job_deferred_inside_a_span_is_run_in_that_trace(queue: JobQueue) -> None:
     tracer = TracerProvider().get_tracer("test")
     with tracer.start_as_current_span("web request") as span:
         job_id = await queue.defer("traced", None)
     untraced_id = await queue.defer("traced", None)
     trace_id = format(span.get_span_context().trace_id, "032x")
-    worker = Worker(TARGET, dsn, tmp_path / "worker.log")
-    try:
+    async with in_process_worker(queue):
         record = await finished(queue, job_id)
         untraced = await finished(queue, untraced_id)
-    finally:
-        assert worker.stop() == 0, worker.output()
     assert record.traceparent is not None and record.traceparent.split("-")[1] == trace_id
     assert record.output == {"trace_id": trace_id, "job": record.traceparent}
     assert untraced.traceparent is None and untraced.output["trace_id"] != trace_id
 
 
-async def test_a_run_that_raises_marks_its_job_failed_with_its_error_and_it_is_not_retried(
-    queue: JobQueue, dsn: str, tmp_path: Path
+async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker = Worker(TARGET, dsn, tmp_path / "worker.log")
-    try:
+    monkeypatch.delenv("LLM_DO_APPROVAL_MODE", raising=False)
+    async with in_process_worker(queue):  # the default mode, prompt, and nobody to ask
+        refused = await finished(queue, await queue.defer("guarded", "open it"))
+    monkeypatch.setenv("LLM_DO_APPROVAL_MODE", "reject_all")
+    async with in_process_worker(queue):
+        denied = await finished(queue, await queue.defer("guarded", "open it"))
+    assert refused.status == "failed" and refused.error is not None
+    assert "called tool 'open_vault' of toolset 'vault', which needs approval" in refused.error
+    assert "LLM_DO_APPROVAL_MODE" in refused.error
+    assert denied.status == "succeeded" and denied.output.startswith("vault said: ")
+    assert "the vault is open" not in denied.output
+
+
+async def test_a_run_that_raises_marks_its_job_failed_with_its_error_and_it_is_not_retried(queue: JobQueue) -> None:
+    async with in_process_worker(queue):
         failed_id = await queue.defer("boom", {"n": 1})
         failed = await finished(queue, failed_id)
         retried_id = await queue.defer("flaky", "x")  # JobEntry("flaky", retry=1)
         retried = await finished(queue, retried_id)
-    finally:
-        assert worker.stop() == 0, worker.output()
     assert failed.status == "failed" and failed.outcome == "error"
     assert failed.error == "ValueError: boom on {'n': 1}"
     assert failed.attempts == 1 and failed.output is None  # ran once, not retried
@@ -123,23 +149,19 @@ async def test_a_run_that_raises_marks_its_job_failed_with_its_error_and_it_is_n
     assert [job.id for job in await queue.list(["failed", "aborted"])] == [failed_id]
 
 
-async def test_cancelling_a_queued_job_and_a_running_job(queue: JobQueue, dsn: str, tmp_path: Path) -> None:
+async def test_cancelling_a_queued_job_and_a_running_job(queue: JobQueue, tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     queued = await queue.defer("sleeper", {"path": str(notes), "seconds": 60}, delay=3600)
     assert await queue.cancel(queued) is True
     assert (await queue.get(queued)).status == "cancelled"
 
-    worker = Worker(TARGET, dsn, tmp_path / "worker.log")
-    try:
+    async with in_process_worker(queue):
         running = await queue.defer("sleeper", {"path": str(notes), "seconds": 60})
         pid = await started_by(notes, running)
-        assert pid == worker.pid
+        assert pid == os.getpid()
         assert await queue.cancel(running) is True
         record = await finished(queue, running, within=15)
-        assert worker.process.poll() is None, "the worker goes on after a cancelled job"
-        after = await finished(queue, await queue.defer("greeter", "still there?"))
-    finally:
-        assert worker.stop() == 0, worker.output()
+        after = await finished(queue, await queue.defer("greeter", "still there?"))  # the worker goes on
     assert record.status == "aborted" and record.outcome == "cancelled"
     assert record.error == "cancelled (cancel requested)"
     assert f"teardown {running} {pid}" in lines(notes), "the run's teardown ran in the worker"
@@ -177,6 +199,23 @@ async def test_a_sigkilled_workers_job_is_run_again_by_another_worker(
         f"finished {job_id} attempt 1",
         f"teardown {job_id} {survivor.pid}",
     ]
+
+
+async def test_a_job_still_running_when_its_worker_shuts_down_is_queued_again(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", env={"LLM_DO_WORKER_SHUTDOWN_TIMEOUT": "0.5"})
+    job_id = await queue.defer("sleeper", {"path": str(notes), "seconds": 60, "then": 0})
+    pid = await started_by(notes, job_id)
+    assert worker.stop() == 0, worker.output()  # SIGTERM: the job gets 0.5 s, then its run is cancelled
+    stopped = await queue.get(job_id)
+    assert stopped.status == "todo" and stopped.outcome == "cancelled", stopped
+    assert stopped.error == "cancelled (worker shutdown)"
+    assert f"teardown {job_id} {pid}" in lines(notes)
+    async with in_process_worker(queue):
+        record = await finished(queue, job_id)
+    assert record.status == "succeeded" and record.attempts == 2 and record.outcome == "ok"
 
 
 async def test_workers_reconnect_after_a_postgresql_restart(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from procrastinate import RetryStrategy
 from .context import JobInfo, current_job
 from .queue import JobEntry, JobQueue, RuntimeFactory
 from .records import FINAL_STATUSES, JobNotFound, JobRecord, JobStatus
+from .retry import WorkerShutdown
 from .settings import JobSettings
 from .worker import WorkerOptions, recover_stalled_jobs, run_worker
 
@@ -31,6 +32,7 @@ __all__ = [
     "RetryStrategy",
     "RuntimeFactory",
     "WorkerOptions",
+    "WorkerShutdown",
     "current_job",
     "recover_stalled_jobs",
     "run_worker",

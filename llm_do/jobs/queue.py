@@ -25,8 +25,9 @@ from ..errors import ConfigurationError
 from ..runtime import Runtime
 from ..tracing import current_traceparent
 from .context import JobInfo
-from .execute import perform
+from .execute import SHUTDOWN, perform
 from .records import JobNotFound, JobRecord
+from .retry import JobRetry
 from .settings import JobSettings
 from .store import create_results_table, fetch_records
 
@@ -227,9 +228,8 @@ class JobQueue:
             await self._perform(spec.name, context, input, traceparent)
 
         run_job.__name__ = run_job.__qualname__ = f"run_{spec.name}"
-        retry: int | RetryStrategy = spec.retry
         task: Task[Any, Any, Any] = self.app.task(
-            name=TASK_PREFIX + spec.name, queue=self.queue_name, retry=retry, pass_context=True
+            name=TASK_PREFIX + spec.name, queue=self.queue_name, retry=JobRetry(spec.retry), pass_context=True
         )(run_job)
         return task
 
@@ -243,7 +243,7 @@ class JobQueue:
 
         def reason() -> str | None:
             why = context.abort_reason()
-            return None if why is None else ("cancel requested" if why.value == "user_request" else "worker shutdown")
+            return None if why is None else ("cancel requested" if why.value == "user_request" else SHUTDOWN)
 
         await perform(runtime, self.pool, info, input_data, reason)
 
