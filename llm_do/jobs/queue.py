@@ -17,6 +17,7 @@ from typing import Any
 
 from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy
 from procrastinate.tasks import Task
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -111,7 +112,7 @@ class JobQueue:
             max_size=pool_size or self.pool_size,
             open=False,
             timeout=wait_timeout,
-            check=AsyncConnectionPool.check_connection,
+            configure=_autocommit,  # one round trip per statement; transactions are explicit
             name="llm-do-jobs",
         )
         try:
@@ -255,6 +256,10 @@ class JobQueue:
             raise ConfigurationError(
                 f"entry {entry!r} may not run as a job: declare it in JobQueue(entries=[...]) (declared: {declared})"
             ) from None
+
+
+async def _autocommit(conn: AsyncConnection[Any]) -> None:
+    await conn.set_autocommit(True)
 
 
 def worker_name() -> str:
