@@ -15,7 +15,7 @@ an LLM): a tool call, then text, so a run makes two requests.
    so it covers fetching, running, storing and finishing each job. Direct runs alternate with job
    rounds on an identical runtime.
 
-    python benchmarks/bench_jobs.py [--latency 0.05] [--rounds 5] [--svg docs/bench-jobs.svg]
+    python benchmarks/bench_jobs.py [--latency 0.05] [--rounds 15] [--svg docs/bench-jobs.svg]
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ async def per_direct_run(runs: int) -> float:
         return (time.perf_counter() - started) / runs
 
 
-async def per_job(dsn: str, jobs: int) -> float:
+async def per_job(dsn: str, jobs: int, concurrency: int = 1) -> float:
     async with JobQueue(dsn, entries=["adder"], runtime=make_runtime) as jobs_queue:
         await jobs_queue.apply_schema()
         conn = await asyncpg.connect(dsn)
@@ -181,7 +181,7 @@ async def per_job(dsn: str, jobs: int) -> float:
                 job_id = await jobs_queue.defer("adder", f"job {number}")
                 first = job_id if first is None else first
             stop = asyncio.Event()
-            options = WorkerOptions(concurrency=1, heartbeat=5, poll_interval=0.5, name="bench")
+            options = WorkerOptions(concurrency=concurrency, heartbeat=5, poll_interval=0.5, name="bench")
             worker = asyncio.create_task(run_worker(jobs_queue, options, stop=stop, install_signal_handlers=False))
             while await conn.fetchval("SELECT count(*) FROM llm_do_job_results") < jobs:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
@@ -264,10 +264,24 @@ async def main(args: argparse.Namespace) -> None:
                 direct.append(await per_direct_run(args.overhead_jobs))
                 jobbed.append(await per_job(dsn, args.overhead_jobs))
                 print(f"overhead round {number + 1}: direct {direct[-1] * 1000:.2f} ms, job {jobbed[-1] * 1000:.2f} ms")
+            # the same at concurrency 10: what a job costs in throughput rather than in latency
+            direct10: list[float] = []
+            jobbed10: list[float] = []
+            for _ in range(args.rounds):
+                direct10.append(1 / await direct_runs_per_second(10, args.overhead_jobs * 2))
+                jobbed10.append(await per_job(dsn, args.overhead_jobs * 2, concurrency=10))
+        d10, j10 = statistics.median(direct10), statistics.median(jobbed10)
+        paired10 = statistics.median(b - a for a, b in zip(direct10, jobbed10, strict=True))
         d, j = statistics.median(direct), statistics.median(jobbed)
+        paired = statistics.median(b - a for a, b in zip(direct, jobbed, strict=True))
         print(f"\nper run, no model latency, concurrency 1 ({args.rounds} rounds x {args.overhead_jobs}, medians):")
         print(f"| direct `Runtime.run` | {d * 1000:.2f} ms |\n| as a job | {j * 1000:.2f} ms |")
-        print(f"| overhead of a job | {(j - d) * 1000:.2f} ms |")
+        print(f"| overhead of a job (median of the rounds' differences) | {paired * 1000:.2f} ms |")
+        print(
+            f"\nper run at concurrency 10 (1 / throughput; {args.rounds} rounds x {args.overhead_jobs * 2}, medians):"
+        )
+        print(f"| direct `Runtime.run` | {d10 * 1000:.2f} ms |\n| as a job | {j10 * 1000:.2f} ms |")
+        print(f"| overhead of a job (median of the rounds' differences) | {paired10 * 1000:.2f} ms |", flush=True)
 
         # 1. throughput
         LATENCY = args.latency
@@ -299,8 +313,8 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per model request (throughput part)")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of the overhead part")
-    parser.add_argument("--overhead-jobs", type=int, default=200, help="jobs (and direct runs) per overhead round")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds of the overhead part")
+    parser.add_argument("--overhead-jobs", type=int, default=60, help="jobs (and direct runs) per overhead round")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the throughput part's job counts")
     parser.add_argument("--svg", help="write the throughput plot to this SVG file")
     asyncio.run(main(parser.parse_args()))

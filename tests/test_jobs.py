@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -274,3 +275,21 @@ async def test_the_worker_command_names_a_bad_target(dsn: str, tmp_path: Path) -
         worker = Worker(target, dsn, tmp_path / "bad.log")
         assert worker.process.wait(timeout=30) == 1
         assert expected in worker.output()
+
+
+async def test_the_worker_command_runs_a_projects_entries(dsn: str, tmp_path: Path) -> None:
+    from .test_example_projects import EXAMPLES, SUMMARY
+
+    project = EXAMPLES / "summarizer"
+    text = tomllib.loads((project / "project.toml").read_text())["input"]
+    async with JobQueue(dsn, entries=["summarize"]) as summaries:
+        await summaries.apply_schema()
+        job_id = await summaries.defer("summarize", text)
+        worker = Worker(str(project), dsn, tmp_path / "worker.log", args=("--model", "replay:recording.json"))
+        try:
+            record = await finished(summaries, job_id, within=60)
+        finally:
+            assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == SUMMARY
+    assert max(call["depth"] for call in record.calls) == 2  # the summarizer called itself, two levels deep
