@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import subprocess
+import sys
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -293,3 +295,13 @@ async def test_the_worker_command_runs_a_projects_entries(dsn: str, tmp_path: Pa
     assert record.status == "succeeded", (record, worker.output())
     assert record.output == SUMMARY
     assert max(call["depth"] for call in record.calls) == 2  # the summarizer called itself, two levels deep
+
+
+def test_llm_do_itself_never_imports_procrastinate() -> None:
+    code = (
+        "import sys, llm_do, llm_do.cli.main; "
+        "print(sorted(m for m in sys.modules if m.startswith('llm_do.jobs') "
+        "or m.split('.')[0] in ('procrastinate', 'psycopg', 'psycopg_pool')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
