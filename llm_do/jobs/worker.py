@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -65,7 +64,6 @@ async def run_worker(
     runtime: RuntimeFactory | None = None,
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
-    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Run jobs of `queue` until `stop` is set, SIGTERM/SIGINT arrives, or the task is cancelled.
 
@@ -90,8 +88,6 @@ async def run_worker(
             recovery = asyncio.create_task(_recover_forever(queue, options), name="llm-do stalled jobs")
             with _signals(stop) if install_signal_handlers else contextlib.nullcontext():
                 try:
-                    if on_ready is not None:
-                        on_ready()
                     logger.info("worker %s started (concurrency %d)", name, options.concurrency)
                     await _supervise(queue, options, name, stop)
                 finally:
