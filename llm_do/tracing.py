@@ -31,6 +31,7 @@ __all__ = [
     "Tracing",
     "add_event",
     "continue_trace",
+    "current_span",
     "current_traceparent",
     "extract_trace_context",
     "inject_trace_context",
@@ -97,6 +98,14 @@ def continue_trace(trace_parent: TraceParent | None) -> Iterator[Context]:
 
 
 # -- spans of runs and calls -----------------------------------------------------------
+
+
+def current_span() -> Span | None:
+    """The span of the llm-do call running here (in a tool too), else of the run; None when tracing is off.
+
+    Add your own events or attributes to it: `current_span().add_event("cache miss", {...})`.
+    """
+    return CURRENT.get()
 
 
 class Tracing:
