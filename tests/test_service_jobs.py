@@ -92,6 +92,8 @@ async def test_defer_read_and_cancel_through_the_endpoints(
     gone = await service.delete(f"/jobs/{first['id']}")
     assert gone.status_code == 409 and "already ended (succeeded)" in gone.json()["error"]
     assert [job["id"] for job in (await service.get("/jobs", params={"status": "cancelled"})).json()] == [queued["id"]]
+    bad = await service.get("/jobs", params={"status": "done"})
+    assert bad.status_code == 400 and "unknown job status 'done'" in bad.json()["error"]
 
 
 async def test_500_jobs_two_workers_one_sigkilled_every_job_accounted_for_and_money_conserved(

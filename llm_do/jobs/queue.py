@@ -27,7 +27,7 @@ from ..runtime import Runtime
 from ..tracing import current_traceparent
 from .context import JobInfo
 from .execute import SHUTDOWN, perform
-from .records import JobNotFound, JobRecord
+from .records import STATUSES, JobNotFound, JobRecord
 from .retry import JobRetry
 from .settings import JobSettings
 from .store import create_results_table, fetch_records
@@ -201,6 +201,9 @@ class JobQueue:
     ) -> list[JobRecord]:
         """Jobs newest first, filtered by status (one or several) and entry."""
         statuses = [status] if isinstance(status, str) else None if status is None else list(status)
+        unknown = sorted(set(statuses or ()) - STATUSES)
+        if unknown:
+            raise ValueError(f"unknown job status {', '.join(map(repr, unknown))}: use {', '.join(sorted(STATUSES))}")
         entries = None if entry is None else [entry]
         return await fetch_records(self.pool, self._task_entries, statuses=statuses, entries=entries, limit=limit)
 

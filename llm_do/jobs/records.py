@@ -5,19 +5,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic_core import to_jsonable_python
 
 from ..run import CallRecord
 
-__all__ = ["FINAL_STATUSES", "JobNotFound", "JobRecord", "JobStatus", "calls_json", "output_json", "usage_json"]
+__all__ = [
+    "FINAL_STATUSES",
+    "STATUSES",
+    "JobNotFound",
+    "JobRecord",
+    "JobStatus",
+    "calls_json",
+    "output_json",
+    "usage_json",
+]
 
 JobStatus = Literal["todo", "doing", "succeeded", "failed", "cancelled", "aborted"]
 """procrastinate's job statuses: `todo` (queued, or waiting for a retry), `doing` (a worker runs it),
 `succeeded`, `failed` (the run raised), `cancelled` (cancelled before it started), `aborted`
 (cancelled while it ran, or stopped by a worker's shutdown)."""
 
+STATUSES: frozenset[str] = frozenset(get_args(JobStatus))
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "aborted"})
 
 

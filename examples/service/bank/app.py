@@ -147,8 +147,12 @@ def create_app(container: Bank | None = None, jobs: JobQueue | None = None) -> F
         return JSONResponse(_job_json(record))
 
     @app.get("/jobs")
-    async def jobs_by_status(status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        return [_job_json(record) for record in await queue.list(status, limit=limit)]
+    async def jobs_by_status(status: str | None = None, limit: int = 100) -> Response:
+        try:
+            records = await queue.list(status, limit=limit)
+        except ValueError as error:
+            return error_response(400, str(error), None)
+        return JSONResponse([_job_json(record) for record in records])
 
     @app.post("/accounts", status_code=201)
     async def open_account(body: NewAccount) -> Response:
