@@ -27,7 +27,7 @@ from .lending import Lending
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
-from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, is_awaitable
+from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, built
 from .settings import RuntimeConfig
 from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -195,9 +195,7 @@ class CallScope:
     async def _acquire(self, use: ToolsetUse) -> AbstractToolset[Any]:
         spec = use.spec
         if spec.scope is Scope.PER_CALL:
-            obj = spec.factory()
-            if is_awaitable(obj):
-                obj = await obj
+            obj = await built(spec.factory())
             entering = self._teardown.register(obj, use.label)
             if entering is not None:
                 await entering

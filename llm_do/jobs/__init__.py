@@ -3,9 +3,9 @@
 Needs the `jobs` extra (`pip install 'llm-do[jobs]'`); llm-do's core never imports this package.
 
 ```python
-queue = JobQueue("postgresql://...", entries=["teller"], runtime=lambda: Runtime(Bank(), entries=[teller]))
+queue = JobQueue("postgresql://...", entries=["clerk"], runtime=lambda: Runtime(App(), entries=[clerk]))
 async with queue:
-    job_id = await queue.defer("teller", {"reference": "pay-1", ...})
+    job_id = await queue.defer("clerk", "Move 10 from A to B")
     record = await queue.get(job_id)     # status, output, usage, calls, error
 await run_worker(queue, WorkerOptions(concurrency=10))   # or: llm-do worker module:queue
 ```

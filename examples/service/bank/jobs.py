@@ -12,12 +12,26 @@ from contextlib import asynccontextmanager
 
 from pydantic import SecretStr
 
-from llm_do import Runtime
+from llm_do import CallScope, Runtime, entry
 from llm_do.jobs import JobQueue
 
+from . import ledger
 from .wiring import Bank, teller
 
-__all__ = ["bank_runtime", "make_queue", "queue"]
+__all__ = ["bank_runtime", "make_queue", "queue", "transfer"]
+
+
+@entry(name="transfer", toolsets=["teller"])
+async def transfer(scope: CallScope, request: str) -> str:
+    """One transfer as a job: the teller's run on the request (JSON text).
+
+    A job can run more than once (its worker died after the commit, say). The ledger makes each
+    reference at most once, so a rerun finds it made: that job is done, not failed.
+    """
+    try:
+        return str(await scope.call_agent("teller", request))
+    except ledger.AlreadyTransferred as made:
+        return str(made)
 
 
 @asynccontextmanager
@@ -28,7 +42,7 @@ async def bank_runtime(bank: Bank | None = None) -> AsyncIterator[Runtime]:
         started = container.init_resources()
         if started is not None:
             await started
-        async with Runtime(container, entries=[teller]) as runtime:
+        async with Runtime(container, entries=[teller, transfer]) as runtime:
             yield runtime
     finally:
         stopped = container.shutdown_resources()
@@ -37,10 +51,10 @@ async def bank_runtime(bank: Bank | None = None) -> AsyncIterator[Runtime]:
 
 
 def make_queue(database_url: str | SecretStr | None = None) -> JobQueue:
-    """The bank's queue: only the teller runs as a job, exactly-once by its reference (`ledger.transfer`).
+    """The bank's queue: the `transfer` entry runs as a job, made once per reference (`ledger.transfer`).
 
     `database_url` None: `LLM_DO_JOBS_DATABASE_URL`, else `LLM_DO_DATABASE_URL`, read when it opens."""
-    return JobQueue(database_url, entries=["teller"], runtime=bank_runtime)
+    return JobQueue(database_url, entries=["transfer"], runtime=bank_runtime)
 
 
 queue = make_queue()

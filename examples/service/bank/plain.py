@@ -69,13 +69,10 @@ async def transfer(ctx: RunContext[Deps], txn: str, source: str, target: str, am
     """Move `amount` from `source` to `target` inside `txn`; `reference` is the request's payment reference."""
     what = f"transfer {amount} from {source} to {target} ref={reference} in {txn}"
     try:
-        moved = await ledger.transfer(ctx.deps.txn(txn).conn, source, target, amount, reference)
+        await ledger.transfer(ctx.deps.txn(txn).conn, source, target, amount, reference)
     except ledger.BankError as error:
         ctx.deps.audit.record(f"{what} refused: {error}")
         raise
-    if not moved:
-        ctx.deps.audit.record(f"{what}: already made, nothing moved")
-        return f"transfer ref={reference} was already made; nothing moved"
     ctx.deps.audit.record(what)
     return f"moved {amount} from {source} to {target} (not committed yet)"
 
