@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli clean
+.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -43,6 +43,9 @@ bench-faults: $(STAMP)
 
 bench-cli: $(STAMP)
 	$(PY) benchmarks/bench_cli.py
+
+bench-jobs: $(STAMP)
+	$(PY) benchmarks/bench_jobs.py --svg docs/bench-jobs.svg  # published run: under nice -n -15, see docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import import_module
 
 from .failures import ERROR, USAGE, UsageError, report
+from .worker_arguments import worker_arguments
 
 __all__ = ["COMMANDS", "Command", "UsageError", "main", "parser", "version"]
 
@@ -72,6 +73,9 @@ COMMANDS: list[Command] = [
     Command("chat", "Talk to an entry, turn by turn.", _running, "running:chat"),
     Command("check", "Load a project and report every problem.", _inspect, "checking:check"),
     Command("list", "List a project's entries, toolsets, models and policies.", _inspect, "checking:list_project"),
+    Command(
+        "worker", "Run agent jobs from the PostgreSQL queue (needs the jobs extra).", worker_arguments, "worker:run"
+    ),
 ]
 """The subcommands, in the order `--help` shows them."""
 
