@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pydantic_core
 import pytest
 from dependency_injector import providers
 from hypothesis import HealthCheck, given, settings
@@ -183,6 +184,7 @@ class Harness:
             self.stats[f"{answer.tool}:{'ok' if answer.ok else 'failed'}"] += 1
             if not answer.ok:
                 assert_readable(answer)
+            pydantic_core.to_json(answer.content)  # a provider can send it back as JSON (no lone surrogates)
         self.stats["examples"] += 1
         self.stats["calls"] += len(script)
         return answers
@@ -346,6 +348,7 @@ def build_root(root: Path, outside: Path) -> None:
         os.symlink(target, root / name)
     os.link(outside / "secret.txt", root / "hard")
     os.mkfifo(root / "pipe")
+    (root / os.fsdecode(b"caf\xe9.txt")).write_text("a name that is not UTF-8\n")
 
 
 def test_fuzz_filesystem(base: Path, runner: asyncio.Runner) -> None:
