@@ -8,7 +8,8 @@ ones of an earlier call and closed ones. A `FunctionModel` replays the script th
 `Runtime.run`, one call per model response, so an example is one real agent run. For every example:
 
 - the run ends normally and every call is answered with a success or a readable failure (a string
-  the model reads, or pydantic-ai's validation retry): no exception ever leaves `Runtime.run`;
+  the model reads, or pydantic-ai's validation retry), which can be written as JSON: no exception
+  ever leaves `Runtime.run`;
 - nothing beside the root (or beside the database) is created or changed: a sibling directory is
   snapshotted before and after;
 - the database holds exactly what the script's successful commits wrote (SQLite: the committed
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import hypothesis
 import pydantic_core
 import pytest
 from dependency_injector import providers
@@ -132,6 +134,11 @@ class Answer:
     args: dict[str, Any]
     ok: bool
     content: Any
+
+    @property
+    def ran(self) -> bool:
+        """Whether the tool ran: a success, or a failure it raised (not a retry for bad arguments)."""
+        return self.ok or isinstance(self.content, str)
 
 
 @dataclass
@@ -604,8 +611,8 @@ class SqlModel:
             elif answer.tool == "commit" and answer.ok:
                 self.committed.append(self.pending.pop(txn))
                 closed.add(txn)
-            elif answer.tool == "rollback" and isinstance(txn, str) and txn in self.pending:
-                del self.pending[txn]  # a rollback closes the handle, whatever the database said
+            elif answer.tool == "rollback" and isinstance(txn, str) and txn in self.pending and answer.ran:
+                del self.pending[txn]  # a rollback that ran closes the handle, whatever the database said
                 closed.add(txn)
         self.pending.clear()  # the rest were forgotten: rolled back when the call ended
 
@@ -691,6 +698,14 @@ def fuzz_sql(
 
     @FUZZ
     @given(script=sql_scripts(outside))
+    @hypothesis.example(  # a rollback refused for its arguments leaves the transaction open, to be committed
+        script=[
+            Call("begin", {"read_only": False}),
+            Call("execute", {"txn": Ref(-1), "sql": "DELETE FROM ledger WHERE k = $1", "params": [2]}),
+            Call("rollback", {"txn": Ref(-1), "unexpected": None}),
+            Call("commit", {"txn": Ref(-1)}),
+        ]
+    )
     def example(script: list[Call]) -> None:
         if dirty[0]:  # a commit changed it (or a check failed): back to the initial rows
             reset()
