@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, overload
 
 from pydantic_ai import RunContext, Tool
+from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool
+from pydantic_core import SchemaValidator, ValidationError
 
 from .errors import ConfigurationError
 from .policy import ToolPolicy
@@ -162,9 +164,71 @@ def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _
     return _Described(
         method=attr,
         tool_def=described.tool_def,
-        validator=described.function_schema.validator,
+        validator=_TextSafeValidator(described.function_schema.validator),
         takes_ctx=described.function_schema.takes_ctx,
     )
+
+
+class _TextSafeValidator:
+    """A tool's argument validator whose errors can always be written as JSON.
+
+    A model can send text that is not valid Unicode (a lone surrogate, written `\\ud800` in JSON).
+    When such an argument fails validation, pydantic-ai could not write the error back to the model
+    and the run would fail; here the text is shown escaped instead, and the model reads the error.
+    """
+
+    def __init__(self, inner: SchemaValidator) -> None:
+        self._inner = inner
+
+    def validate_python(self, input: Any, **options: Any) -> Any:
+        try:
+            return self._inner.validate_python(input, **options)
+        except ValidationError as error:
+            raise _escaped(error) from None
+
+    def validate_json(self, input: str | bytes | bytearray, **options: Any) -> Any:
+        try:
+            return self._inner.validate_json(input, **options)
+        except ValidationError as error:
+            raise _escaped(error) from None
+
+
+def _escaped(error: ValidationError) -> Exception:
+    details = error.errors(include_url=False)
+    if not _has_lone_surrogates([(detail["loc"], detail.get("input")) for detail in details]):
+        return error
+    safe: list[Any] = [
+        {key: _escape(value) if key in ("loc", "input") else value for key, value in detail.items() if key != "msg"}
+        for detail in details
+    ]
+    try:
+        return ValidationError.from_exception_data(error.title, safe)
+    except (TypeError, ValueError, KeyError):  # an error type pydantic-core cannot rebuild
+        return ModelRetry(_escape(str(error)))
+
+
+def _has_lone_surrogates(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogates(key) or _has_lone_surrogates(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_lone_surrogates(item) for item in value)
+    return False
+
+
+def _escape(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_escape(key): _escape(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_escape(item) for item in value)
+    return value
 
 
 def known_tool_names(toolset: object) -> frozenset[str] | None:

@@ -140,6 +140,20 @@ async def test_list_dir_lists_sorted_entries_with_kinds_and_sizes(root: Path) ->
     assert empty == "empty is empty"
 
 
+async def test_names_that_are_not_utf8_are_shown_escaped(root: Path) -> None:
+    """Found by fuzzing: such a name would reach the model as a lone surrogate, which no provider can send."""
+    (root / "empty").joinpath(os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name")
+    listing, found, read = await call_tools(
+        root,
+        ("list_dir", {"path": "empty"}),
+        ("glob", {"pattern": "*.txt", "path": "empty"}),
+        ("read_text", {"path": "empty/caf\udce9.txt"}),  # the name as Python decodes it still opens it
+    )
+    assert listing == "empty: 1 entries\ncaf\\xe9.txt  (12 bytes)"
+    assert found == "empty/caf\\xe9.txt"
+    assert read == "latin-1 name"
+
+
 async def test_list_dir_shows_at_most_max_entries(root: Path) -> None:
     for n in range(12):
         (root / "empty" / f"f{n:02}").write_text("")

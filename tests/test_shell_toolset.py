@@ -21,6 +21,7 @@ from dependency_injector import providers
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, RetryPromptPart, ToolReturnPart
+from pydantic_ai.usage import RequestUsage
 
 from containers import BuiltinToolsets
 from llm_do import (
@@ -102,8 +103,11 @@ def model_reports(*commands: Mapping[str, Any]) -> AgentEntry:
 
     def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
         if step < len(commands):
-            return call("run", **commands[step])
-        return text(json.dumps([_plain(content) for content in read_back(messages)]))
+            response = call("run", **commands[step])
+        else:
+            response = text(json.dumps([_plain(content) for content in read_back(messages)]))
+        response.usage = RequestUsage(input_tokens=1, output_tokens=1)  # no estimate: args may not be JSON-able
+        return response
 
     return AgentEntry(Agent(by_prompt(script)), name="operator", toolsets=["shell"])
 
@@ -221,6 +225,23 @@ async def test_metacharacters_reach_the_program_as_plain_arguments(root: Path) -
     assert names_in(root) == []
 
 
+async def test_text_that_cannot_be_an_argument_is_refused_readably(root: Path) -> None:
+    toolset = shell(root, ["printf"])
+    read = await model_run(
+        toolset,
+        {"command": ["printf", "%s", "a\ud800b"]},
+        {"command": ["printf\udcff"]},
+        {"command": ["printf", "y" * 140_000]},
+    )
+    assert read == [
+        "run: argument 2 ('a\\ud800b') contains a lone surrogate, which is not text and cannot be passed to a "
+        "program; remove it",
+        "run: program 'printf\\udcff' is not allowed; allowed programs: printf. Use an allowed program, or ask the "
+        "user to add this one to the allowlist (LLM_DO_SHELL_ALLOW).",
+        "run: 'printf' could not be started: Argument list too long",
+    ]
+
+
 # -- the working directory ----------------------------------------------------------------------
 
 
@@ -237,6 +258,8 @@ async def test_metacharacters_reach_the_program_as_plain_arguments(root: Path) -
         ("missing", "is not a directory under the project root"),
         ("file.txt", "is not a directory under the project root"),
         ("loop", "cannot be resolved (a symbolic link loop?)"),
+        ("x" * 5000, "is not a directory under the project root"),
+        ("sub/\ud800", "contains a lone surrogate, which no directory name has; remove it"),
     ],
 )
 async def test_cwd_must_stay_inside_the_project_root(root: Path, cwd: str, complaint: str) -> None:

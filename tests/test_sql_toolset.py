@@ -485,6 +485,43 @@ async def test_placeholder_mistakes_are_explained(backend: Backend, make_app: Ma
         assert question_mark.startswith("query failed: syntax error at end of input")
 
 
+async def test_values_no_database_can_take_are_refused_readably(backend: Backend, make_app: MakeApp) -> None:
+    """Found by fuzzing: an integer beyond 64 bits and text with a lone surrogate (JSON can carry `\\ud800`)."""
+
+    async def attempts(scope: CallScope) -> list[str]:
+        txn = await scope.call_tool("begin", {})
+        messages = []
+        for sql, params in [
+            ("SELECT $1::text AS v", [2**70]),
+            ("SELECT $1::text AS v", ["a\ud800"]),
+            ("SELECT 'a\ud800' AS v", []),
+        ]:
+            with pytest.raises(ToolFailed) as raised:
+                await scope.call_tool("query", {"txn": txn, "sql": sql, "params": params})
+            messages.append(raised.value.message)
+        with pytest.raises(ToolFailed) as raised:
+            await scope.call_tool("describe", {"table": "acc\udcffounts"})
+        messages.append(raised.value.message)
+        rows = await scope.call_tool("query", {"txn": txn, "sql": "SELECT count(*) AS n FROM accounts"})
+        messages.append(repr(rows["rows"]))  # the transaction goes on
+        return messages
+
+    async with Runtime(make_app(backend.url), entries=[direct(attempts)]) as runtime:
+        huge, param, text, table, after = (await runtime.run("direct", None)).output
+    if backend.kind == "sqlite":
+        assert huge.startswith(
+            "query failed: $1 is 1180591620717411303424, beyond SQLite's 64-bit integers "
+            "(-9223372036854775808 to 9223372036854775807): pass it as text or as a float"
+        )
+    else:
+        assert huge.startswith("query failed: ")  # PostgreSQL's own message
+    surrogate = "it contains a lone surrogate (shown escaped), which is not text and cannot reach the database"
+    assert param == f"query refused: params[0] ($1) is 'a\\ud800'; {surrogate}"
+    assert text == f"query refused: the statement has '\\ud800' at character 10; {surrogate}"
+    assert table == f"describe: there is no table or view named 'acc\\udcffounts': {surrogate}"
+    assert after == "[{'n': 2}]"
+
+
 async def test_values_come_back_as_json(pg: Backend, make_app: MakeApp) -> None:
     sql = (
         "SELECT 1.50::numeric AS price, DATE '2024-02-29' AS day, '\\x00ff'::bytea AS raw, "

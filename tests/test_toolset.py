@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.usage import RequestUsage
 
 from llm_do import AgentEntry, Runtime, Toolset, tool
 
@@ -69,3 +71,33 @@ def test_positional_only_parameters_are_refused_with_the_tool_name() -> None:
 
     with pytest.raises(TypeError, match=r"tool .*Bad.odd: parameter 'value' must be passable by keyword"):
         Bad._described()
+
+
+class Flags(Toolset):
+    @tool
+    def flag(self, on: bool, level: int = 0) -> str:
+        """Set a flag."""
+        return f"on={on} level={level}"
+
+
+async def test_arguments_that_are_not_valid_unicode_get_a_readable_retry() -> None:
+    """A lone surrogate (JSON allows `\\ud800`) in a bad argument: the model reads the error, the run goes on."""
+    bad = [{"on": "\ud800"}, {"on": True, "\ud800": 1}, {"on": True, "level": "\udcff"}]
+
+    def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+        if step < len(bad):
+            response = ModelResponse(parts=[ToolCallPart("flag", bad[step])])
+        elif step == len(bad):
+            response = calls(("flag", {"on": True}))
+        else:
+            response = text(repr(returns(messages)))
+        response.usage = RequestUsage(input_tokens=1, output_tokens=1)  # no estimate from args JSON cannot hold
+        return response
+
+    agent = AgentEntry(Agent(by_prompt(script), retries=5), name="setter", toolsets=["flags"])
+    async with Runtime(None, entries=[agent], toolsets={"flags": Flags}) as runtime:
+        result = await runtime.run("setter", "go")
+    assert result.output == "['on=True level=0']"
+    retried = [part.content for message in result.messages for part in message.parts if hasattr(part, "outcome")]
+    assert [item[0]["input"] for item in retried[:3]] == ["\\ud800", "\\ud800", "\\udcff"]
+    assert [item[0]["loc"] for item in retried[:3]] == [["on"], [], ["level"]]

@@ -152,7 +152,7 @@ class ReadOnlyFilesystemToolset(Toolset):
                         found = (*below, entry.name)
                         is_dir = entry.is_dir(follow_symlinks=False)
                         if _matches(wanted, found):
-                            shown = "/".join(base + found)
+                            shown = _printable("/".join(base + found))
                             matches.append(f"{shown}/" if is_dir else _marked(shown, entry))
                         if is_dir and _matches(wanted, found, prefix=True):
                             pending.append(found)
@@ -429,11 +429,21 @@ def _counted(entries: Iterator[os.DirEntry[str]], seen: list[int]) -> Iterator[o
 
 
 def _describe(entry: os.DirEntry[str]) -> str:
+    name = _printable(entry.name)
     if entry.is_dir(follow_symlinks=False):
-        return f"{entry.name}/"
+        return f"{name}/"
     if entry.is_file(follow_symlinks=False):
-        return f"{entry.name}  ({entry.stat(follow_symlinks=False).st_size} bytes)"
-    return _marked(entry.name, entry)
+        return f"{name}  ({entry.stat(follow_symlinks=False).st_size} bytes)"
+    return _marked(name, entry)
+
+
+def _printable(name: str) -> str:
+    """A file name as text a model can be sent: bytes that are not UTF-8 are shown as `\\xff` escapes."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = name.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def _marked(shown: str, entry: os.DirEntry[str]) -> str:

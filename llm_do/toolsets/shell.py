@@ -83,6 +83,15 @@ def program_problem(program: str) -> str | None:
     return None
 
 
+def _encodable(text: str) -> bool:
+    """Whether `text` can become a file name or argument (UTF-8, or bytes kept as surrogate escapes)."""
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _shown(command: Sequence[str], limit: int = 200) -> str:
     text = repr(list(command))
     return text if len(text) <= limit else text[: limit - 4] + " ...]"
@@ -215,10 +224,13 @@ class ShellToolset(Toolset):
             raise ToolFailed('run: the command is empty; give the program and its arguments, like ["ls", "-l"]')
         name, args = command[0], command[1:]
         for position, argument in enumerate(command):
+            which = "the program name" if position == 0 else f"argument {position}"
             if "\0" in argument:
+                raise ToolFailed(f"run: {which} contains a NUL character, which no program can receive; remove it")
+            if not _encodable(argument):
                 raise ToolFailed(
-                    f"run: {'the program name' if position == 0 else f'argument {position}'} "
-                    "contains a NUL character, which no program can receive; remove it"
+                    f"run: {which} ({argument!r}) contains a lone surrogate, which is not text and cannot be "
+                    "passed to a program; remove it"
                 )
         rule = self.rules.get(name) or next((r for r in self.rules.values() if r.program == name), None)
         if rule is None:
@@ -236,6 +248,8 @@ class ShellToolset(Toolset):
         return rule, args
 
     def _directory(self, cwd: str) -> Path:
+        if not _encodable(cwd):
+            raise ToolFailed(f"run: cwd {cwd!r} contains a lone surrogate, which no directory name has; remove it")
         relative = PurePosixPath(cwd)
         if "\0" in cwd or relative.is_absolute() or ".." in relative.parts:
             raise ToolFailed(
@@ -244,15 +258,14 @@ class ShellToolset(Toolset):
             )
         try:
             directory = (self.root / relative).resolve()
-        except (OSError, RuntimeError):  # a symbolic link loop
-            raise ToolFailed(
-                f"run: cwd {cwd!r} cannot be resolved (a symbolic link loop?); use another directory"
-            ) from None
+        except (OSError, RuntimeError) as error:  # a symbolic link loop, a name too long
+            why = os.strerror(error.errno) if isinstance(error, OSError) and error.errno else "a symbolic link loop?"
+            raise ToolFailed(f"run: cwd {cwd!r} cannot be resolved ({why}); use another directory") from None
         if not directory.is_relative_to(self.root):
             raise ToolFailed(
                 f"run: cwd {cwd!r} leads outside the project root (through a symbolic link); use a directory inside it"
             )
-        if not directory.is_dir():
+        if not os.path.isdir(directory):
             raise ToolFailed(f"run: cwd {cwd!r} is not a directory under the project root")
         return directory
 

@@ -132,6 +132,7 @@ class SqlToolset(Toolset):
         Write every value as a placeholder $1, $2, ... and pass the values in `params` (params[0] is $1).
         Returns {"columns": [...], "rows": [{column: value}, ...]}; when only the first rows fit, a
         "truncated" entry says so: narrow the query (WHERE, fewer columns) or page it (LIMIT/OFFSET)."""
+        _check_text("query", sql, params)
         result = await self._in_transaction("query", txn, sql, lambda c: c.fetch(sql, params or [], self.max_rows))
         return self._shaped(result)
 
@@ -140,6 +141,7 @@ class SqlToolset(Toolset):
         """Run one statement that changes data or schema (INSERT, UPDATE, DELETE, CREATE, ...) in
         transaction `txn`, with placeholders $1, $2, ... bound to `params` (params[0] is $1).
         Returns {"rows_affected": n}. Nothing is saved until commit."""
+        _check_text("execute", sql, params)
         count = await self._in_transaction("execute", txn, sql, lambda c: c.execute(sql, params or []))
         return {"rows_affected": count}
 
@@ -211,6 +213,8 @@ class SqlToolset(Toolset):
     @tool
     async def describe(self, table: str) -> list[dict[str, Any]]:
         """The columns of a table or view: name, type, nullable, default, primary_key."""
+        if _lone_surrogate(table) is not None:
+            raise ToolFailed(f"describe: there is no table or view named {table!r}: {_NOT_TEXT}")
         columns = await self._reading(lambda connection: connection.describe(table))
         if columns is None:
             names = await self._reading(lambda connection: connection.tables())
@@ -324,6 +328,28 @@ class SqlToolset(Toolset):
 
     def __repr__(self) -> str:
         return f"SqlToolset({self.database!r}, open={list(self.txns)})"
+
+
+_NOT_TEXT = "it contains a lone surrogate (shown escaped), which is not text and cannot reach the database"
+
+
+def _check_text(tool_name: str, sql: str, params: Sequence[Param] | None) -> None:
+    """Refuse, before any handle is looked up, text that no database can take: lone surrogates."""
+    at = _lone_surrogate(sql)
+    if at is not None:
+        raise ToolFailed(f"{tool_name} refused: the statement has {sql[at]!r} at character {at + 1}; {_NOT_TEXT}")
+    for number, value in enumerate(params or [], 1):
+        if isinstance(value, str) and _lone_surrogate(value) is not None:
+            raise ToolFailed(f"{tool_name} refused: params[{number - 1}] (${number}) is {value!r}; {_NOT_TEXT}")
+
+
+def _lone_surrogate(text: str) -> int | None:
+    """Where `text` has a lone surrogate (text that cannot be UTF-8), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
 
 
 async def _abandon(transaction: Transaction) -> None:

@@ -74,8 +74,20 @@ def sqlite_path(url: str) -> str:
     return path
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _bind(params: Sequence[Param]) -> dict[str, Param]:
-    """`$1`, `?1` (and so on) are SQLite parameters named "1", ...: bind them by name, so order and repeats work."""
+    """`$1`, `?1` (and so on) are SQLite parameters named "1", ...: bind them by name, so order and repeats work.
+
+    An integer beyond SQLite's 64 bits is refused here, naming the parameter (sqlite3 would raise OverflowError).
+    """
+    for number, value in enumerate(params, 1):
+        if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+            raise SqlError(
+                f"${number} is {value}, beyond SQLite's 64-bit integers ({_INT64.start} to {_INT64.stop - 1}): "
+                "pass it as text or as a float"
+            )
     return {str(number): value for number, value in enumerate(params, 1)}
 
 
