@@ -196,10 +196,10 @@ def report(servers: list[Server], rss_end: dict[str, int], args: argparse.Namesp
         print(f"\n{ours.name} / {plain.name} requests per second, per round: {shown}")
         overall = _median_rate(ours) / _median_rate(plain)
         print(f"median of the ratios {statistics.median(ratios):.3f}; ratio of the medians {overall:.3f}")
-        cpu = [theirs / mine for mine, theirs in zip(ours.cpu, plain.cpu, strict=False)]
-        shown = ", ".join(f"{ratio:.3f}" for ratio in cpu)
+        cpu_ratios = [theirs / mine for mine, theirs in zip(ours.cpu, plain.cpu, strict=False)]
+        shown = ", ".join(f"{ratio:.3f}" for ratio in cpu_ratios)
         print(f"{plain.name} / {ours.name} CPU per request (above 1: {ours.name} spends less), per round: {shown}")
-        print(f"median {statistics.median(cpu):.3f}")
+        print(f"median {statistics.median(cpu_ratios):.3f}")
 
 
 def _median_rate(server: Server) -> float:
