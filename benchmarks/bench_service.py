@@ -19,13 +19,20 @@ to commit (the transaction is rolled back when the run ends: by the call scope i
 
     python benchmarks/bench_service.py [--rounds 5] [--requests 200] [--concurrency 16] [--warmup 60]
     python benchmarks/bench_service.py --mix --rounds 6 --requests 400 --concurrency 50 --pool-size 20
+
+`--count-calls` counts instead the Python function calls each kind of request costs the server's
+event loop thread (committed, failed mid-transaction, forgotten), with both apps in this process
+behind `llm_do.testing.asgi_client` (cProfile; no machine noise changes the counts; work done in
+worker threads is not counted).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import os
+import pstats
 import random
 import signal
 import socket
@@ -248,6 +255,66 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
             stop(server)
 
 
+KINDS: dict[str, dict[str, object]] = {
+    "committed": {"amount": 1},
+    "failed mid-transaction": {"amount": START_BALANCE * len(ACCOUNTS) + 1},
+    "forgot to commit": {"amount": 1, "forget_commit": True},
+}
+
+
+async def send(server: str, client: httpx.AsyncClient, kind: str, number: int) -> None:
+    """One transfer of the given kind; raises if it is not answered as that kind should be."""
+    source, target = ACCOUNTS[number % len(ACCOUNTS)], ACCOUNTS[(number + 1) % len(ACCOUNTS)]
+    body = {"reference": f"count-{number}", "source": source, "target": target, **KINDS[kind]}
+    response = await client.post("/transfer", json=body)
+    expected = 409 if kind == "failed mid-transaction" else 200
+    if response.status_code != expected:
+        raise RuntimeError(f"{server}: a {kind} request was answered {response.status_code}: {response.text}")
+
+
+async def count_calls(postgres: PostgresServer, requests: int) -> None:
+    """Function calls per request of each kind, llm-do against plain, in process."""
+    from contextlib import AsyncExitStack
+
+    from llm_do.testing import asgi_client
+
+    sys.path.insert(0, str(ROOT / "examples" / "service"))
+    os.environ["LLM_DO_DATABASE_URL"] = await create_database(postgres)
+    os.environ["LLM_DO_POOL_SIZE"] = "10"
+    from bank.app import create_app as llm_do_app
+    from bank.plain import create_app as plain_app
+
+    counts: dict[tuple[str, str], float] = {}
+    async with AsyncExitStack() as stack:
+        clients = {
+            "llm-do": await stack.enter_async_context(asgi_client(llm_do_app())),
+            "pydantic-ai": await stack.enter_async_context(asgi_client(plain_app())),
+        }
+        for name in ACCOUNTS:
+            await clients["llm-do"].post("/accounts", json={"name": name, "balance": START_BALANCE})
+        for kind in KINDS:
+            for server, client in clients.items():
+                for number in range(20):  # warm-up
+                    await send(server, client, kind, number)
+                profile = cProfile.Profile()
+                profile.enable()
+                for number in range(requests):
+                    await send(server, client, kind, number)
+                profile.disable()
+                counts[server, kind] = pstats.Stats(profile).total_calls / requests  # type: ignore[attr-defined]
+    print(f"\nPython function calls per request on the event loop thread ({requests} requests of each kind)\n")
+    print("| request | llm-do | pydantic-ai | ratio |")
+    print("|---|---:|---:|---:|")
+    weights = {"committed": 0.8, "failed mid-transaction": 0.1, "forgot to commit": 0.1}
+    for kind in [*KINDS, "the mix (8:1:1)"]:
+        if kind in KINDS:
+            ours, theirs = counts["llm-do", kind], counts["pydantic-ai", kind]
+        else:
+            ours = sum(counts["llm-do", k] * w for k, w in weights.items())
+            theirs = sum(counts["pydantic-ai", k] * w for k, w in weights.items())
+        print(f"| {kind} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -257,9 +324,10 @@ def main() -> None:
     parser.add_argument("--pool-size", type=int, default=10, help="connections in each server's asyncpg pool")
     parser.add_argument("--mix", action="store_true", help="10%% of runs fail mid-transaction, 10%% forget to commit")
     parser.add_argument("--deadline", type=float, default=150.0, help="stop starting rounds after this many seconds")
+    parser.add_argument("--count-calls", action="store_true", help="count function calls per request instead")
     args = parser.parse_args()
     with temporary_postgres() as postgres:
-        asyncio.run(bench(postgres, args))
+        asyncio.run(count_calls(postgres, args.requests) if args.count_calls else bench(postgres, args))
 
 
 if __name__ == "__main__":
