@@ -138,9 +138,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ACCOUNTS = [f"acct{number:02d}" for number in range(20)]
 START_BALANCE = 10**9
 
-Point = tuple[int, int, int, Counter[str], int]
+Point = tuple[int, int, int, Counter[str], int, int]
 """(runs done, gc-tracked objects, RSS in bytes, objects by type, objects once asyncio has dropped its
-cancelled timers) at a checkpoint."""
+cancelled timers, bytes traced by tracemalloc or 0 when not tracing) at a checkpoint."""
 
 
 def mixed_prompts(count: int, seed: int) -> list[str]:
@@ -194,7 +194,8 @@ async def measure_mix(
         count, resident = len(objects), rss()
         del objects
         await forget_cancelled_timers()
-        points.append((done, count, resident, by_type, len(gc.get_objects())))
+        traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+        points.append((done, count, resident, by_type, len(gc.get_objects()), traced))
     return points
 
 
@@ -213,10 +214,10 @@ def show_mix(name: str, points: list[Point]) -> None:
     first, last = points[len(points) // 2], points[-1]
     span = last[0] - first[0]
     print(f"\n{name}", flush=True)
-    for done, objects, resident, _, purged in points:
+    for done, objects, resident, _, purged, traced in points:
         print(
             f"  after {done:6d} runs: {objects:7d} objects ({purged:7d} once asyncio drops its cancelled timers), "
-            f"RSS {resident / 2**20:6.1f} MiB"
+            f"RSS {resident / 2**20:6.1f} MiB" + (f", {traced / 1024:9.1f} KiB traced" if traced else "")
         )
     growth = last[3] - first[3]
     growth.pop("collections.Counter", None)  # the checkpoints' own counts by type
@@ -224,8 +225,8 @@ def show_mix(name: str, points: list[Point]) -> None:
     print(
         f"  growth from run {first[0]} to {last[0]}: {(last[1] - first[1]) / span:+.4f} objects/run, "
         f"{(last[4] - first[4]) / span:+.4f} once asyncio drops its cancelled timers, "
-        f"RSS {(last[2] - first[2]) / span:+.1f} bytes/run; types that grew most: "
-        + (", ".join(f"{kind} +{count}" for kind, count in grown) or "none")
+        f"RSS {(last[2] - first[2]) / span:+.1f} bytes/run, traced {(last[5] - first[5]) / span:+.1f} bytes/run; "
+        "types that grew most: " + (", ".join(f"{kind} +{count}" for kind, count in grown) or "none")
     )
 
 
@@ -314,8 +315,11 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=50, help="with --mix: runs in flight")
     parser.add_argument("--pool-size", type=int, default=20, help="with --mix: connections in each asyncpg pool")
     parser.add_argument("--only", choices=["llm-do", "pydantic-ai"], help="with --mix: measure one variant only")
+    parser.add_argument("--trace", action="store_true", help="with --mix: also trace memory (tracemalloc; slower)")
     arguments = parser.parse_args()
     if arguments.mix:
+        if arguments.trace:
+            tracemalloc.start()
         run_mix(arguments)
     else:
         asyncio.run(main(arguments.runs, arguments.checkpoints))
