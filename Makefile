@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench bench-service clean
+.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,7 +20,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP)
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n auto --dist loadscope
 
 test: lint typecheck pytest
 
@@ -29,7 +29,7 @@ demo: $(STAMP)
 	@echo
 	$(PY) examples/sql_clerk/sql_clerk.py
 	@echo
-	env -u LLM_DO_DATABASE_URL $(VENV)/bin/llm-do run examples/bank_clerk --model replay:recording.json --approve-all -v
+	env -u LLM_DO_DATABASE_URL $(VENV)/bin/llm-do run examples/bank_clerk --model replay:examples/bank_clerk/recording.json --approve-all -v
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py
@@ -37,6 +37,15 @@ bench: $(STAMP)
 
 bench-service: $(STAMP)
 	$(PY) benchmarks/bench_service.py
+
+bench-faults: $(STAMP)
+	$(PY) benchmarks/bench_faults.py
+
+bench-cli: $(STAMP)
+	$(PY) benchmarks/bench_cli.py
+
+bench-jobs: $(STAMP)
+	$(PY) benchmarks/bench_jobs.py --svg docs/bench-jobs.svg  # published run: under nice -n -15, see docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

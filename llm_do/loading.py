@@ -25,7 +25,7 @@ from .lifecycle import Teardown
 from .policy import ToolPolicy
 from .run import RunState
 from .runlocal import RunLocalSingleton
-from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, is_awaitable
+from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, built
 from .settings import RuntimeConfig
 from .toolset import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -265,8 +265,8 @@ class Loaded:
 
 
 async def resolved(value: Any) -> Any:
-    """`value`, awaited when it is awaitable (an async provider's result)."""
-    return await value if is_awaitable(value) else value
+    """`value`, awaited when it is awaitable (an async provider's result; see `scopes.built`)."""
+    return await built(value)
 
 
 def _described(provider: providers.Provider[Any]) -> str:
