@@ -143,7 +143,7 @@ Point = tuple[int, int, int, Counter[str], int, int]
 cancelled timers, bytes traced by tracemalloc or 0 when not tracing) at a checkpoint."""
 
 
-def mixed_prompts(count: int, seed: int) -> list[str]:
+def mixed_prompts(variant: str, count: int, seed: int) -> list[str]:
     """Transfer requests (the teller's prompt): of ten, one fails mid-transaction, one forgets to commit."""
     from bank.model import TransferRequest
 
@@ -154,7 +154,11 @@ def mixed_prompts(count: int, seed: int) -> list[str]:
         kind = rng.randrange(10)
         amount = START_BALANCE * len(ACCOUNTS) + 1 if kind == 0 else 1  # more than any balance: refused
         request = TransferRequest(
-            reference=f"{seed}-{number}", source=source, target=target, amount=amount, forget_commit=kind == 1
+            reference=f"{variant}-{seed}-{number}",  # a transfer is made once per reference
+            source=source,
+            target=target,
+            amount=amount,
+            forget_commit=kind == 1,
         )
         prompts.append(request.model_dump_json())
     return prompts
@@ -168,7 +172,7 @@ def rss() -> int:
 
 
 async def measure_mix(
-    run: Callable[[str], Awaitable[Any]], runs: int, checkpoints: int, concurrency: int
+    variant: str, run: Callable[[str], Awaitable[Any]], runs: int, checkpoints: int, concurrency: int
 ) -> list[Point]:
     """Checkpoints of `runs` runs of the mix, `concurrency` in flight, after a warm-up of 500."""
 
@@ -181,12 +185,12 @@ async def measure_mix(
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
-    await batch(mixed_prompts(500, seed=0))
+    await batch(mixed_prompts(variant, 500, seed=0))
     points: list[Point] = []
     step = runs // checkpoints
     for done in range(0, runs + 1, step):
         if done:
-            await batch(mixed_prompts(step, seed=done))
+            await batch(mixed_prompts(variant, step, seed=done))
         await asyncio.sleep(0)
         gc.collect()
         objects = gc.get_objects()
@@ -254,7 +258,7 @@ async def mix_main(dsn: str, args: argparse.Namespace) -> None:
         if args.only != "llm-do":
             show_mix(
                 "pydantic-ai (bank.plain), its own pool",
-                await measure_mix(plain_run, args.runs, args.checkpoints, args.concurrency),
+                await measure_mix("pydantic-ai", plain_run, args.runs, args.checkpoints, args.concurrency),
             )
 
     bank = Bank()
@@ -275,7 +279,7 @@ async def mix_main(dsn: str, args: argparse.Namespace) -> None:
             if args.only != "pydantic-ai":
                 show_mix(
                     "llm-do (bank.app's Runtime), its own pool",
-                    await measure_mix(llm_do_run, args.runs, args.checkpoints, args.concurrency),
+                    await measure_mix("llm-do", llm_do_run, args.runs, args.checkpoints, args.concurrency),
                 )
     finally:
         stopped = bank.shutdown_resources()

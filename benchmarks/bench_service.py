@@ -122,7 +122,7 @@ async def wait_until_up(server: Server, client: httpx.AsyncClient, within: float
     raise RuntimeError(f"the {server.name} server did not answer within {within}s")
 
 
-def transfers(requests: int, seed: int, mix: bool) -> list[tuple[dict[str, object], int]]:
+def transfers(server: str, requests: int, seed: int, mix: bool) -> list[tuple[dict[str, object], int]]:
     """The round's request bodies with the status each should get; with `mix`, one in ten fails
     mid-transaction (409) and one in ten forgets to commit, at places drawn from `seed`."""
     rng = random.Random(seed)
@@ -131,7 +131,8 @@ def transfers(requests: int, seed: int, mix: bool) -> list[tuple[dict[str, objec
         source, target = rng.sample(ACCOUNTS, 2)
         kind = rng.randrange(10) if mix else None
         amount = START_BALANCE * len(ACCOUNTS) + 1 if kind == FAILS else 1  # more than any balance
-        body = {"reference": f"{seed}-{number}", "source": source, "target": target, "amount": amount}
+        # the same transfers for both servers; references are unique (a transfer is made once per reference)
+        body = {"reference": f"{server}-{seed}-{number}", "source": source, "target": target, "amount": amount}
         if kind == FORGETS:
             body["forget_commit"] = True
         bodies.append((body, 409 if kind == FAILS else 200))
@@ -230,7 +231,7 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
             finally:
                 await conn.close()
             for server in servers:
-                await load(server, client, transfers(args.warmup, 0, args.mix), args.concurrency)
+                await load(server, client, transfers(server.name, args.warmup, 0, args.mix), args.concurrency)
                 server.rounds.clear()
                 server.cpu.clear()
                 server.rss_after_warmup = server.rss()
@@ -240,7 +241,9 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
                     if time.monotonic() > deadline:
                         print(f"deadline of {args.deadline}s reached: stopping after {number} rounds")
                         break
-                    await load(server, client, transfers(args.requests, number + 1, args.mix), args.concurrency)
+                    await load(
+                        server, client, transfers(server.name, args.requests, number + 1, args.mix), args.concurrency
+                    )
                     print(f"round {number + 1}: {server.name} {server.rounds[-1][0]:.1f} requests/s", flush=True)
                 else:
                     continue
@@ -265,7 +268,8 @@ KINDS: dict[str, dict[str, object]] = {
 async def send(server: str, client: httpx.AsyncClient, kind: str, number: int) -> None:
     """One transfer of the given kind; raises if it is not answered as that kind should be."""
     source, target = ACCOUNTS[number % len(ACCOUNTS)], ACCOUNTS[(number + 1) % len(ACCOUNTS)]
-    body = {"reference": f"count-{number}", "source": source, "target": target, **KINDS[kind]}
+    reference = f"{server}-{kind}-{number}"
+    body = {"reference": reference, "source": source, "target": target, **KINDS[kind]}
     response = await client.post("/transfer", json=body)
     expected = 409 if kind == "failed mid-transaction" else 200
     if response.status_code != expected:
@@ -298,7 +302,7 @@ async def count_calls(postgres: PostgresServer, requests: int) -> None:
                     await send(server, client, kind, number)
                 profile = cProfile.Profile()
                 profile.enable()
-                for number in range(requests):
+                for number in range(20, 20 + requests):
                     await send(server, client, kind, number)
                 profile.disable()
                 counts[server, kind] = pstats.Stats(profile).total_calls / requests  # type: ignore[attr-defined]
