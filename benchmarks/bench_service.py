@@ -6,18 +6,33 @@ a per-run audit) and `bank.plain` (the same SQL, scripted model and HTTP plumbin
 pydantic-ai: one shared FunctionToolset, per-request state in deps). Both serve `POST /transfer`
 (four model steps: begin, transfer, commit, answer). After a warm-up, rounds alternate between
 the servers, each round a fixed number of requests at a fixed concurrency; the report gives
-requests per second and p50/p99 latency (medians over rounds) and each server's RSS after
-warm-up and at the end. The load generator runs on the same machine: compare the two columns,
-not the absolute numbers. Loopback only; bounded by request count and by `--deadline` seconds.
+requests per second and p50/p99 latency (medians over rounds), the ratio of the two servers'
+requests per second in each round, and each server's RSS after warm-up and at the end. The load
+generator runs on the same machine: compare the two columns, not the absolute numbers. Loopback
+only; bounded by request count and by `--deadline` seconds.
+
+`--mix` sends the realistic mix instead of successes only: one request in ten fails mid-transaction
+(an amount larger than any balance: the rows are locked, then `transfer` refuses and the run
+raises; the service answers 409 after rolling back) and one in ten makes the scripted model forget
+to commit (the transaction is rolled back when the run ends: by the call scope in llm-do, by a
+`finally` in the plain code). Both servers get the same requests in the same order.
 
     python benchmarks/bench_service.py [--rounds 5] [--requests 200] [--concurrency 16] [--warmup 60]
+    python benchmarks/bench_service.py --mix --rounds 6 --requests 400 --concurrency 50 --pool-size 20
+
+`--count-calls` counts instead the Python function calls each kind of request costs the server's
+event loop thread (committed, failed mid-transaction, forgotten), with both apps in this process
+behind `llm_do.testing.asgi_client` (cProfile; no machine noise changes the counts; work done in
+worker threads is not counted).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import os
+import pstats
 import random
 import signal
 import socket
@@ -39,6 +54,8 @@ from tests.postgres import PostgresServer, temporary_postgres  # noqa: E402
 ACCOUNTS = [f"acct{number:02d}" for number in range(20)]
 START_BALANCE = 1_000_000
 VARIANTS = {"llm-do": "bank.app:create_app", "pydantic-ai": "bank.plain:create_app"}
+FAILS, FORGETS = 0, 1
+"""With `--mix`: a request whose draw (0 to 9) is FAILS fails mid-transaction; FORGETS forgets to commit."""
 
 
 @dataclass
@@ -49,6 +66,8 @@ class Server:
     rss_after_warmup: int = 0
     rounds: list[tuple[float, list[float]]] = field(default_factory=list)
     """(requests per second, latencies in seconds) of each round."""
+    cpu: list[float] = field(default_factory=list)
+    """CPU seconds the server process spent per request, in each round (all its threads)."""
     errors: int = 0
 
     def rss(self) -> int:
@@ -57,6 +76,11 @@ class Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
         raise RuntimeError(f"no VmRSS for pid {self.process.pid}")
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the server process has used so far (all threads)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def free_port() -> int:
@@ -75,11 +99,11 @@ async def create_database(postgres: PostgresServer) -> str:
     return postgres.dsn(name)
 
 
-def start_server(name: str, app: str, database: str) -> Server:
+def start_server(name: str, app: str, database: str, pool_size: int) -> Server:
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(ROOT / "examples" / "service")]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
-    env = {**os.environ, "LLM_DO_DATABASE_URL": database, "LLM_DO_POOL_SIZE": "10"}
+    env = {**os.environ, "LLM_DO_DATABASE_URL": database, "LLM_DO_POOL_SIZE": str(pool_size)}
     process = subprocess.Popen(command, env=env, cwd=ROOT)
     return Server(name, process, f"http://127.0.0.1:{port}")
 
@@ -98,27 +122,44 @@ async def wait_until_up(server: Server, client: httpx.AsyncClient, within: float
     raise RuntimeError(f"the {server.name} server did not answer within {within}s")
 
 
-async def load(server: Server, client: httpx.AsyncClient, requests: int, concurrency: int, seed: int) -> None:
-    """Send `requests` transfers, `concurrency` at a time; record the round."""
+def transfers(server: str, requests: int, seed: int, mix: bool) -> list[tuple[dict[str, object], int]]:
+    """The round's request bodies with the status each should get; with `mix`, one in ten fails
+    mid-transaction (409) and one in ten forgets to commit, at places drawn from `seed`."""
     rng = random.Random(seed)
-    bodies = []
+    bodies: list[tuple[dict[str, object], int]] = []
     for number in range(requests):
         source, target = rng.sample(ACCOUNTS, 2)
-        bodies.append({"reference": f"{server.name}-{seed}-{number}", "source": source, "target": target, "amount": 1})
+        kind = rng.randrange(10) if mix else None
+        amount = START_BALANCE * len(ACCOUNTS) + 1 if kind == FAILS else 1  # more than any balance
+        # the same transfers for both servers; references are unique (a transfer is made once per reference)
+        body = {"reference": f"{server}-{seed}-{number}", "source": source, "target": target, "amount": amount}
+        if kind == FORGETS:
+            body["forget_commit"] = True
+        bodies.append((body, 409 if kind == FAILS else 200))
+    return bodies
+
+
+async def load(
+    server: Server, client: httpx.AsyncClient, bodies: list[tuple[dict[str, object], int]], concurrency: int
+) -> None:
+    """Send the transfers, `concurrency` at a time; record the round."""
+    requests = len(bodies)
     pending = iter(bodies)
     latencies: list[float] = []
 
     async def worker() -> None:
-        for body in pending:
+        for body, expected in pending:
             started = time.perf_counter()
             response = await client.post(f"{server.url}/transfer", json=body)
             latencies.append(time.perf_counter() - started)
-            if response.status_code != 200:
+            if response.status_code != expected:
                 server.errors += 1
 
+    cpu = server.cpu_seconds()
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     server.rounds.append((requests / (time.perf_counter() - started), latencies))
+    server.cpu.append((server.cpu_seconds() - cpu) / requests)
 
 
 def stop(server: Server) -> None:
@@ -137,29 +178,46 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def report(servers: list[Server], rss_end: dict[str, int], args: argparse.Namespace) -> None:
+    what = "the mix (10% fail mid-transaction, 10% forget to commit)" if args.mix else "successful transfers"
     print(
-        f"\n{args.rounds} rounds x {args.requests} requests at concurrency {args.concurrency} "
-        f"(after {args.warmup} warm-up requests each); medians over rounds\n"
+        f"\n{args.rounds} rounds x {args.requests} requests of {what} at concurrency {args.concurrency}, "
+        f"pool of {args.pool_size} (after {args.warmup} warm-up requests each); medians over rounds\n"
     )
-    print("| server | requests/s | p50 | p99 | RSS after warm-up | RSS at end | errors |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| server | requests/s | p50 | p99 | CPU per request | RSS after warm-up | RSS at end | errors |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for server in servers:
         if not server.rounds:
             continue
         rps = statistics.median(rate for rate, _ in server.rounds)
         p50 = statistics.median(percentile(lat, 0.50) for _, lat in server.rounds) * 1000
         p99 = statistics.median(percentile(lat, 0.99) for _, lat in server.rounds) * 1000
+        cpu = statistics.median(server.cpu) * 1000
         mib = 1024 * 1024
         print(
-            f"| {server.name} | {rps:.1f} | {p50:.1f} ms | {p99:.1f} ms | "
+            f"| {server.name} | {rps:.1f} | {p50:.1f} ms | {p99:.1f} ms | {cpu:.2f} ms | "
             f"{server.rss_after_warmup / mib:.1f} MiB | {rss_end[server.name] / mib:.1f} MiB | {server.errors} |"
         )
+    ours, plain = servers
+    ratios = [mine / theirs for (mine, _), (theirs, _) in zip(ours.rounds, plain.rounds, strict=False)]
+    if ratios:
+        shown = ", ".join(f"{ratio:.3f}" for ratio in ratios)
+        print(f"\n{ours.name} / {plain.name} requests per second, per round: {shown}")
+        overall = _median_rate(ours) / _median_rate(plain)
+        print(f"median of the ratios {statistics.median(ratios):.3f}; ratio of the medians {overall:.3f}")
+        cpu_ratios = [theirs / mine for mine, theirs in zip(ours.cpu, plain.cpu, strict=False)]
+        shown = ", ".join(f"{ratio:.3f}" for ratio in cpu_ratios)
+        print(f"{plain.name} / {ours.name} CPU per request (above 1: {ours.name} spends less), per round: {shown}")
+        print(f"median {statistics.median(cpu_ratios):.3f}")
+
+
+def _median_rate(server: Server) -> float:
+    return statistics.median(rate for rate, _ in server.rounds)
 
 
 async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
     deadline = time.monotonic() + args.deadline
     database = await create_database(postgres)
-    servers = [start_server(name, app, database) for name, app in VARIANTS.items()]
+    servers = [start_server(name, app, database, args.pool_size) for name, app in VARIANTS.items()]
     try:
         limits = httpx.Limits(max_connections=args.concurrency * 2)
         async with httpx.AsyncClient(limits=limits, timeout=60.0) as client:
@@ -173,8 +231,9 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
             finally:
                 await conn.close()
             for server in servers:
-                await load(server, client, args.warmup, args.concurrency, seed=0)
+                await load(server, client, transfers(server.name, args.warmup, 0, args.mix), args.concurrency)
                 server.rounds.clear()
+                server.cpu.clear()
                 server.rss_after_warmup = server.rss()
             for number in range(args.rounds):
                 order = servers if number % 2 == 0 else servers[::-1]
@@ -182,7 +241,9 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
                     if time.monotonic() > deadline:
                         print(f"deadline of {args.deadline}s reached: stopping after {number} rounds")
                         break
-                    await load(server, client, args.requests, args.concurrency, seed=number + 1)
+                    await load(
+                        server, client, transfers(server.name, args.requests, number + 1, args.mix), args.concurrency
+                    )
                     print(f"round {number + 1}: {server.name} {server.rounds[-1][0]:.1f} requests/s", flush=True)
                 else:
                     continue
@@ -197,16 +258,80 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
             stop(server)
 
 
+KINDS: dict[str, dict[str, object]] = {
+    "committed": {"amount": 1},
+    "failed mid-transaction": {"amount": START_BALANCE * len(ACCOUNTS) + 1},
+    "forgot to commit": {"amount": 1, "forget_commit": True},
+}
+
+
+async def send(server: str, client: httpx.AsyncClient, kind: str, number: int) -> None:
+    """One transfer of the given kind; raises if it is not answered as that kind should be."""
+    source, target = ACCOUNTS[number % len(ACCOUNTS)], ACCOUNTS[(number + 1) % len(ACCOUNTS)]
+    reference = f"{server}-{kind}-{number}"
+    body = {"reference": reference, "source": source, "target": target, **KINDS[kind]}
+    response = await client.post("/transfer", json=body)
+    expected = 409 if kind == "failed mid-transaction" else 200
+    if response.status_code != expected:
+        raise RuntimeError(f"{server}: a {kind} request was answered {response.status_code}: {response.text}")
+
+
+async def count_calls(postgres: PostgresServer, requests: int) -> None:
+    """Function calls per request of each kind, llm-do against plain, in process."""
+    from contextlib import AsyncExitStack
+
+    from llm_do.testing import asgi_client
+
+    sys.path.insert(0, str(ROOT / "examples" / "service"))
+    os.environ["LLM_DO_DATABASE_URL"] = await create_database(postgres)
+    os.environ["LLM_DO_POOL_SIZE"] = "10"
+    from bank.app import create_app as llm_do_app
+    from bank.plain import create_app as plain_app
+
+    counts: dict[tuple[str, str], float] = {}
+    async with AsyncExitStack() as stack:
+        clients = {
+            "llm-do": await stack.enter_async_context(asgi_client(llm_do_app())),
+            "pydantic-ai": await stack.enter_async_context(asgi_client(plain_app())),
+        }
+        for name in ACCOUNTS:
+            await clients["llm-do"].post("/accounts", json={"name": name, "balance": START_BALANCE})
+        for kind in KINDS:
+            for server, client in clients.items():
+                for number in range(20):  # warm-up
+                    await send(server, client, kind, number)
+                profile = cProfile.Profile()
+                profile.enable()
+                for number in range(20, 20 + requests):
+                    await send(server, client, kind, number)
+                profile.disable()
+                counts[server, kind] = pstats.Stats(profile).total_calls / requests  # type: ignore[attr-defined]
+    print(f"\nPython function calls per request on the event loop thread ({requests} requests of each kind)\n")
+    print("| request | llm-do | pydantic-ai | ratio |")
+    print("|---|---:|---:|---:|")
+    weights = {"committed": 0.8, "failed mid-transaction": 0.1, "forgot to commit": 0.1}
+    for kind in [*KINDS, "the mix (8:1:1)"]:
+        if kind in KINDS:
+            ours, theirs = counts["llm-do", kind], counts["pydantic-ai", kind]
+        else:
+            ours = sum(counts["llm-do", k] * w for k, w in weights.items())
+            theirs = sum(counts["pydantic-ai", k] * w for k, w in weights.items())
+        print(f"| {kind} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=200, help="requests per round and server")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=60, help="warm-up requests per server")
+    parser.add_argument("--pool-size", type=int, default=10, help="connections in each server's asyncpg pool")
+    parser.add_argument("--mix", action="store_true", help="10%% of runs fail mid-transaction, 10%% forget to commit")
     parser.add_argument("--deadline", type=float, default=150.0, help="stop starting rounds after this many seconds")
+    parser.add_argument("--count-calls", action="store_true", help="count function calls per request instead")
     args = parser.parse_args()
     with temporary_postgres() as postgres:
-        asyncio.run(bench(postgres, args))
+        asyncio.run(count_calls(postgres, args.requests) if args.count_calls else bench(postgres, args))
 
 
 if __name__ == "__main__":

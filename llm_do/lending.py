@@ -62,6 +62,13 @@ class Lending:
         if not self._seen or self._seen[-1].messages is not ctx.messages:
             self._seen.append(ctx)
 
+    def saw_current(self) -> None:
+        """Remember the run context pydantic-ai made current around a tool call of this call's agent
+        run: the one a callback the tool schedules (a pool's timer) captures with its context."""
+        ctx = _current_run_context()
+        if ctx is not None and ctx.deps is self._call and all(seen is not ctx for seen in self._seen):
+            self._seen.append(ctx)
+
     def lend(self, toolsets: Sequence[tuple[str, AbstractToolset[Any]]]) -> list[AbstractToolset[Any]]:
         """The wrappers to hand pydantic-ai for these (name, toolset) pairs."""
         plain: list[tuple[str, AbstractToolset[Any]]] = []
@@ -78,11 +85,14 @@ class Lending:
 
     def release(self) -> None:
         """The call has ended: pydantic-ai's run contexts (in any context a tool's callback captured)
-        keep the wrappers, the agent run's message list and its cancellation controller, which keeps
-        the task that drove the run. Empty all of them."""
+        keep the wrappers, the agent run's message list, its tool manager (its toolsets and
+        capabilities), its prompt and its cancellation controller, which keeps the task that drove
+        the run. Empty all of them."""
         for ctx in self._seen:
             ctx.messages.clear()
             _forget_driving_task(ctx)
+            ctx.tool_manager = None  # the run's tools, toolsets and capabilities
+            ctx.prompt = None
         self._seen = []
         for lent in self._lent:
             lent.let_go()
@@ -102,6 +112,7 @@ async def _call_gated(
     tool: ToolsetTool[Any],
 ) -> Any:
     """Call `inner`'s tool `name` once the gate allows it, deciding approvals it asks for itself."""
+    lending.saw_current()
     requires_approval = bool((tool.tool_def.metadata or {}).get(_REQUIRES_APPROVAL))
     if requires_approval or lending.may_gate(toolset_name):  # else nothing can ask or deny this call
         denial = await lending.gate().check(toolset_name, name, tool_args, ctx, requires_approval=requires_approval)
@@ -240,6 +251,14 @@ def _is_plain(toolset: AbstractToolset[Any]) -> bool:
             and (issubclass(cls, FunctionToolset) or cls.get_instructions is AbstractToolset.get_instructions)
         )
     return plain
+
+
+def _current_run_context() -> RunContext[Any] | None:
+    try:
+        from pydantic_ai._run_context import get_current_run_context
+    except ImportError:  # pragma: no cover - depends on pydantic-ai's internals
+        return None
+    return get_current_run_context()
 
 
 def _forget_driving_task(ctx: RunContext[Any]) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from dependency_injector import providers
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelResponse
+from pydantic_ai.tool_manager import ToolManager
 
 from containers import AgentContainer
 from llm_do import (
@@ -118,6 +119,11 @@ async def test_context_snapshots_taken_during_runs_keep_nothing_of_them() -> Non
             assert await alive(kind) == 0, kind
         scopes = [obj for obj in gc.get_objects() if isinstance(obj, CallScope)]
         assert all(scope.toolsets == [] and scope.all_messages == [] for scope in scopes)
+        # pydantic-ai's run context of each of those calls: no tools, toolsets, prompt or messages left
+        contexts = [obj for obj in gc.get_objects() if isinstance(obj, RunContext) and obj.deps in scopes]
+        assert contexts
+        assert all(ctx.tool_manager is None and ctx.prompt is None and ctx.messages == [] for ctx in contexts)
+        assert await alive(ToolManager) == 0
         with pytest.raises(ScopeError, match="has ended"):
             _ = scopes[0].state
         pool.close()

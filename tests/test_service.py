@@ -4,10 +4,12 @@ behind a real uvicorn server, under concurrency, with client disconnects and poo
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import re
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -447,3 +449,74 @@ async def test_a_pool_overridden_after_start_up_is_closed_when_the_runtime_close
     assert await balances(database) == {"A": 100, "B": 50}
     await no_pool_connections(database)
     await no_pool_connections(other_database)
+
+
+# -- memory under the realistic mix -----------------------------------------------------------------
+
+
+def _mixed_transfer(number: int) -> tuple[dict[str, Any], int]:
+    """The mix of the service benchmark: of ten transfers, one fails mid-transaction (more than the
+    balance: the rows are locked, then refused, 409) and one forgets to commit (rolled back, 200)."""
+    names = ["A", "B", "C"]
+    kind = number % 10
+    transfer: dict[str, Any] = {
+        "reference": f"mix-{number}",
+        "source": names[number % 3],
+        "target": names[(number + 1) % 3],
+        "amount": 10**9 if kind == 3 else 1,
+        "forget_commit": kind == 7,
+    }
+    return transfer, 409 if kind == 3 else 200
+
+
+async def _forget_cancelled_timers() -> None:
+    """Let asyncio drop the cancelled timers it still holds (it purges them all once more than half of
+    its timers are cancelled): each holds the context it was armed in. What stays alive after this
+    is held by live objects and live timers only, whose number does not depend on the run count."""
+    loop = asyncio.get_running_loop()
+    for timer in [loop.call_later(3600, _never) for _ in range(1000)]:
+        timer.cancel()
+    await asyncio.sleep(0)
+    for _ in range(3):
+        gc.collect()
+        await asyncio.sleep(0)
+
+
+def _never() -> None:
+    raise AssertionError("a cancelled timer ran")
+
+
+def _alive_by_type() -> Counter[str]:
+    gc.collect()
+    return Counter(f"{type(obj).__module__}.{type(obj).__qualname__}" for obj in gc.get_objects())
+
+
+async def test_runs_of_the_mix_leave_nothing_that_grows_with_their_number(bank: Bank, database: str) -> None:
+    """With the real asyncpg pool (whose idle and statement-cache timers keep context snapshots of
+    the runs that armed them), the objects alive after 40 and after 140 runs of the mix are the same,
+    type by type."""
+    statuses: Counter[int] = Counter()
+    async with asgi_client(create_app(bank)) as client:
+        await seed(client, A=10_000, B=10_000, C=10_000)
+
+        async def runs(numbers: range) -> None:
+            for number in numbers:
+                transfer, expected = _mixed_transfer(number)
+                response = await client.post("/transfer", json=transfer)
+                assert response.status_code == expected, response.text
+                statuses[response.status_code] += 1
+
+        await runs(range(40))  # every kind of run, every statement prepared on the connection
+        await _forget_cancelled_timers()
+        before = _alive_by_type()
+        await runs(range(40, 140))
+        await _forget_cancelled_timers()
+        after = _alive_by_type()
+        after[f"{Counter.__module__}.{Counter.__qualname__}"] -= 1  # `before` is one of them
+        held = [obj for obj in gc.get_objects() if isinstance(obj, LedgerToolset | Audit | ledger.Transaction)]
+        assert held == []
+
+    grown = {kind: after[kind] - before[kind] for kind in after if after[kind] > before[kind]}
+    assert grown == {}
+    assert statuses == {200: 126, 409: 14}
+    assert sum((await balances(database)).values()) == 30_000

@@ -36,7 +36,8 @@ class NewAccount(BaseModel):
     balance: int = Field(ge=0)
 
 
-def _runtime(request: Request) -> Runtime:
+async def _runtime(request: Request) -> Runtime:
+    # async: FastAPI runs a plain `def` dependency in its thread pool, a thread hop per request
     runtime: Runtime = request.state.runtime  # put there by the lifespan
     return runtime
 
