@@ -22,6 +22,7 @@ from .call import Entry
 from .entries import entry_toolset
 from .errors import ConfigurationError
 from .lifecycle import Teardown
+from .owned import owning
 from .policy import ToolPolicy
 from .run import RunState
 from .runlocal import RunLocalSingleton
@@ -158,7 +159,7 @@ class Loaded:
                 f"a runtime toolset, nor an entry (known: {', '.join(sorted(self._known())) or 'none'}); "
                 f"declare a provider named {name!r} or fix the name"
             )
-        self._named[name] = _checked(owner, name, spec)
+        spec = self._named[name] = _checked(owner, name, spec)
         return spec
 
     def _known(self) -> set[str]:
@@ -284,4 +285,4 @@ def _checked(owner: str, name: str, spec: ToolsetSpec) -> ToolsetSpec:
             "pydantic-ai toolset; make its provider build an AbstractToolset (an llm_do.Toolset "
             "subclass, a FunctionToolset, ...)"
         )
-    return spec
+    return owning(spec, name)
