@@ -124,6 +124,9 @@ class McpServer(AbstractToolset[Any]):
             transport = OwnedStdioTransport.replacing(transport, grace=self.options.stop_grace)
             toolset.client.transport = transport
         self.transport = transport
+        if hasattr(toolset.client, "_init_timeout"):
+            # The process's own start-up counts against the handshake's timeout: `startup_timeout` rules.
+            toolset.client._init_timeout = None
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None
         self._failures = 0
@@ -263,10 +266,11 @@ class McpServer(AbstractToolset[Any]):
             async with asyncio.timeout(self.options.startup_timeout):
                 await asyncio.shield(conn.ready)
         except BaseException as error:
-            await _halt(conn, self._stop_budget())
             if isinstance(error, asyncio.CancelledError):
+                await _halt(conn, self._stop_budget())
                 raise
-            failure = await self._start_error(error)
+            failure = await self._start_error(error)  # before stopping it: did it exit by itself?
+            await _halt(conn, self._stop_budget())
             self._failed(failure)
             raise failure from None
         return conn
@@ -322,7 +326,7 @@ class McpServer(AbstractToolset[Any]):
 
     def _lost_message(self, tool: str) -> str:
         last = self._last_error
-        why = f" ({last.exit_code=})".replace("last.", "") if last is not None and last.exit_code is not None else ""
+        why = f" (exit code {last.exit_code})" if last is not None and last.exit_code is not None else ""
         return (
             f"The MCP server {self.name!r} stopped while running tool {tool!r}{why}, so the call did not "
             "complete. The server is started again on next use; call the tool again only if repeating it is safe."

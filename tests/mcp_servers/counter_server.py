@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 from fastmcp import FastMCP
 from mcp_types import ToolAnnotations
@@ -45,8 +46,10 @@ def server_pid() -> int:
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-async def wait(seconds: float) -> str:
-    """Sleep, then say so."""
+async def wait(seconds: float, marker: str = "") -> str:
+    """Sleep, then say so. Creates the file `marker` (when given) once the wait has begun."""
+    if marker:
+        Path(marker).touch()
     await asyncio.sleep(seconds)
     return f"waited {seconds}"
 
