@@ -73,6 +73,20 @@ def agent_entry(name: str, toolsets: list[str]) -> AgentEntry:
     return AgentEntry(Agent(plan_model()), name=name, toolsets=toolsets)
 
 
+def answers_of(result: Any) -> list[Any]:
+    """What the tools returned in a run of `plan_model`, numbers parsed."""
+    return [_parsed(item) for item in json.loads(result.output)]
+
+
+def _parsed(item: Any) -> Any:
+    if isinstance(item, str):
+        try:
+            return json.loads(item)
+        except ValueError:
+            return item
+    return item
+
+
 def server_processes() -> list[int]:
     """Live (not zombie) counter-server processes started by this test process."""
     found = []

@@ -47,13 +47,14 @@ class McpOptions:
     stop_grace: float = 2.0
     """Seconds a stdio server has to exit after SIGTERM before it is killed."""
     max_restarts: int = 3
-    """Failed starts or crashes in a row (without a successful call between) before giving up."""
+    """Failed starts or crashes in a row (without a successful call between) before it backs off for `cooldown`."""
     backoff: float = 0.5
-    """Delay before the second start in a row; doubled for each further one."""
+    """Seconds before a start that follows two failures in a row; doubled for each further failure. The
+    first restart after a failure is immediate. While backing off, uses fail at once with the last error."""
     backoff_max: float = 10.0
-    """The longest delay between two starts."""
+    """The longest backoff between two starts (until `max_restarts` is passed)."""
     cooldown: float = 30.0
-    """After giving up, seconds during which uses fail at once with the last error; then one more try."""
+    """The backoff once `max_restarts` failures in a row have passed."""
 
     def __post_init__(self) -> None:
         for field in ("startup_timeout", "stop_grace", "backoff_max", "cooldown"):
@@ -78,6 +79,8 @@ class McpServerError(ToolsetError):
         advice: str = "",
     ) -> None:
         self.server = server
+        self.what = what
+        self.advice = advice
         self.target = target
         self.exit_code = exit_code
         self.stderr = stderr
@@ -130,8 +133,9 @@ class McpServer(AbstractToolset[Any]):
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None
         self._failures = 0
-        self._gave_up_at: float | None = None
+        self._next_start = 0.0
         self._last_error: McpServerError | None = None
+        self._known_tools: dict[str, ToolsetTool[Any]] | None = None
         self._closed = False
 
     # -- what pydantic-ai sees -------------------------------------------------------
@@ -185,14 +189,20 @@ class McpServer(AbstractToolset[Any]):
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         for attempt in (1, 2):
             conn = self._conn
-            if conn is None or not conn.alive:
-                conn = await self.connection()
             try:
+                if conn is None or not conn.alive:
+                    conn = await self.connection()
                 tools = await self.toolset.get_tools(ctx)
+            except McpServerError:
+                if self._known_tools is None:
+                    raise  # never started: the run cannot know what this server offers
+                logger.warning("%s is down; offering the tools it had, whose calls fail until it is back", self.label)
+                return dict(self._known_tools)
             except (ModelRetry, Exception) as error:
-                if attempt == 2 or not await self._lost(conn, error):
+                if attempt == 2 or conn is None or not await self._lost(conn, error):
                     raise
                 continue  # it died between two runs, before the watcher saw it: start it again once
+            self._known_tools = tools
             return tools
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -201,7 +211,10 @@ class McpServer(AbstractToolset[Any]):
     ) -> Any:
         conn = self._conn
         if conn is None or not conn.alive:
-            conn = await self.connection()
+            try:
+                conn = await self.connection()
+            except McpServerError as error:
+                raise ToolFailed(self._down_message(name, error)) from None
         try:
             result = await self.toolset.call_tool(name, tool_args, ctx, tool)
         except (ToolFailed, ApprovalRequired, CallDeferred):
@@ -232,7 +245,7 @@ class McpServer(AbstractToolset[Any]):
             if conn is not None:
                 self._conn = None
                 await _halt(conn, self._stop_budget())
-            await self._wait_before_start()
+            self._check_backoff()
             conn = self._conn = await self._start()
             return conn
 
@@ -246,16 +259,19 @@ class McpServer(AbstractToolset[Any]):
     def _stop_budget(self) -> float:
         return 3 * self.options.stop_grace + 2.0
 
-    async def _wait_before_start(self) -> None:
-        options = self.options
-        if self._failures > options.max_restarts:
-            if self._gave_up_at is None:
-                self._gave_up_at = time.monotonic()
-            if time.monotonic() - self._gave_up_at < options.cooldown and self._last_error is not None:
-                raise self._last_error
-            self._gave_up_at = None  # the cooldown is over: one more try
-        elif self._failures:
-            await asyncio.sleep(min(options.backoff * 2 ** (self._failures - 1), options.backoff_max))
+    def _check_backoff(self) -> None:
+        """Raise at once, without starting it, while the server is backing off after failures."""
+        wait = self._next_start - time.monotonic()
+        last = self._last_error
+        if wait > 0 and last is not None:
+            raise McpServerError(
+                self.name,
+                f"{last.what}; it is not started again for another {wait:.1f}s",
+                target=last.target,
+                exit_code=last.exit_code,
+                stderr=last.stderr,
+                advice=last.advice,
+            )
 
     async def _start(self) -> _Connection:
         conn = _Connection()
@@ -324,6 +340,11 @@ class McpServer(AbstractToolset[Any]):
         logger.warning("%s", self._last_error)
         return True
 
+    def _down_message(self, tool: str, error: McpServerError) -> str:
+        what = str(error).splitlines()[0]
+        code = f" (exit code {error.exit_code})" if error.exit_code is not None else ""
+        return f"Tool {tool!r} was not run: {what}{code}. Try again later, or do without this tool."
+
     def _lost_message(self, tool: str) -> str:
         last = self._last_error
         why = f" (exit code {last.exit_code})" if last is not None and last.exit_code is not None else ""
@@ -333,8 +354,17 @@ class McpServer(AbstractToolset[Any]):
         )
 
     def _failed(self, error: McpServerError) -> None:
+        """Count a failed start or a crash; the next start waits for the backoff (none after a first one)."""
         self._failures += 1
         self._last_error = error
+        options = self.options
+        if self._failures > options.max_restarts:
+            delay = options.cooldown
+        elif self._failures > 1:
+            delay = min(options.backoff * 2 ** (self._failures - 2), options.backoff_max)
+        else:
+            delay = 0.0
+        self._next_start = time.monotonic() + delay
 
     def _facts(self) -> tuple[int | None, tuple[str, ...]]:
         transport = self.transport
