@@ -30,6 +30,8 @@ demo: $(STAMP)
 	$(PY) examples/sql_clerk/sql_clerk.py
 	@echo
 	env -u LLM_DO_DATABASE_URL $(VENV)/bin/llm-do run examples/bank_clerk --model replay:recording.json --approve-all -v
+	@echo
+	$(VENV)/bin/llm-do run examples/notes_desk --model test --approve-all -v
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py

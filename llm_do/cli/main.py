@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..approval import ApprovalUnavailable
+from ..policy import ToolPolicy
 from ..entries import AgentEntry
 from ..models import RecordingModel
 from ..project import Project, ProjectError, discover_project, load_project, resolve_model
@@ -28,6 +29,7 @@ from ..run import RunResult, run_report
 from ..settings import LlmDoSettings
 from .approve import TerminalApprover
 from .render import final_tree, json_document, live_tree, output_text, usage_table
+from .servers import probe_and_close, report_failures, servers_table
 from .watch import Board, watch_project
 
 __all__ = ["UsageError", "main"]
@@ -117,15 +119,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace, err: Console) -> int:
     project = _load(args, err)
-    asyncio.run(project.aclose())
+    probes = asyncio.run(probe_and_close(project))  # each MCP server is started once
+    if report_failures(err, probes):
+        return ERROR
     names = ", ".join(project.entries) or "none"
-    print(f"ok: {len(project.entries)} entries ({names}); default entry: {project.default_entry or 'none'}")
+    servers = f"; {len(probes)} MCP servers started" if probes else ""
+    print(f"ok: {len(project.entries)} entries ({names}); default entry: {project.default_entry or 'none'}{servers}")
     return OK
 
 
 def _list(args: argparse.Namespace, err: Console) -> int:
     project = _load(args, err)
-    asyncio.run(project.aclose())
+    probes = asyncio.run(probe_and_close(project))
     table = Table(title=f"{project.root.name}: default entry {project.default_entry or 'none'}", title_justify="left")
     for column in ("entry", "kind", "model", "toolsets", "approvals"):
         table.add_column(column)
@@ -139,7 +144,10 @@ def _list(args: argparse.Namespace, err: Console) -> int:
             ", ".join(entry.toolsets) or "-",
             "\n".join(f"{toolset}: {_policy(project, toolset)}" for toolset in entry.toolsets) or "-",
         )
-    Console(highlight=False, width=max(100, Console().width)).print(table)
+    out = Console(highlight=False, width=max(100, Console().width))
+    out.print(table)
+    if probes:
+        out.print(servers_table(probes))
     return OK
 
 
@@ -281,6 +289,8 @@ def _load(args: argparse.Namespace, err: Console) -> Project:
 
 def _policy(project: Project, toolset: str) -> str:
     policy = project.runtime.policy(toolset)
+    if toolset in project.mcp_servers and policy == ToolPolicy():
+        return "from its tools' MCP annotations (readOnlyHint allow, others ask)"
     parts = [f"default {policy.default}"] + [f"{tool} {decision}" for tool, decision in policy.tools.items()]
     if policy.rule is not None:
         parts.append("a rule")

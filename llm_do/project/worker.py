@@ -36,6 +36,7 @@ FIELDS: dict[str, str] = {
     "output": "a pydantic model the answer must match: module:Class or path.py:Class",
     "model_settings": "pydantic-ai model settings, like {temperature: 0.2}",
     "approvals": "approval overrides per toolset, like {shell: {default: ask}, sql: {tools: {commit: allow}}}",
+    "mcp_servers": "MCP servers this worker uses, by toolset name: {NAME: {command: ..., args: [...]}} or {url: ...}",
 }
 """Every frontmatter key a worker file may use, and what it is for."""
 
@@ -49,6 +50,7 @@ _HINTS: dict[str, str] = {
     "output": "write module:Class or path.py:Class, like output: schemas.py:Answer",
     "model_settings": "write a mapping, like model_settings: {temperature: 0.2}",
     "approvals": "write approvals: {TOOLSET: {default: allow|ask|deny, tools: {TOOL: allow|ask|deny}}}",
+    "mcp_servers": "write mcp_servers: {NAME: {command: python, args: [server.py], scope: per_call}}",
 }
 
 
@@ -67,6 +69,8 @@ class WorkerSpec:
     output: str | None = None
     model_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
     approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
+    mcp_servers: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """MCP server declarations by toolset name, as written (checked when the project is built)."""
     lines: Mapping[Loc, int] = field(default_factory=dict, hash=False, repr=False)
 
     def line_of(self, *loc: str | int) -> int:
@@ -94,6 +98,7 @@ class _Frontmatter(BaseModel):
     output: str | None = None
     model_settings: dict[str, Any] = {}
     approvals: dict[str, PolicySettings] = {}
+    mcp_servers: dict[str, Any] = {}
 
     @field_validator("name")
     @classmethod
@@ -208,6 +213,7 @@ def parse_worker(text: str, *, file: Path) -> WorkerSpec:
         output=front_matter.output,
         model_settings=dict(front_matter.model_settings),
         approvals=dict(front_matter.approvals),
+        mcp_servers=dict(front_matter.mcp_servers),
         lines=where,
     )
 
