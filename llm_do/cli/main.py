@@ -20,9 +20,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..approval import ApprovalUnavailable
-from ..policy import ToolPolicy
 from ..entries import AgentEntry
 from ..models import RecordingModel
+from ..policy import ToolPolicy
 from ..project import Project, ProjectError, discover_project, load_project, resolve_model
 from ..project.models import model_id
 from ..run import RunResult, run_report
