@@ -14,20 +14,20 @@ server = FastMCP("notes", instructions="A notebook. Add notes, then read them ba
 _notes: list[str] = []
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def list_notes() -> list[str]:
     """Every note, oldest first."""
     return list(_notes)
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False))
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
 def add_note(text: str) -> str:
     """Add a note."""
     _notes.append(text)
     return f"noted for {os.environ.get('NOTES_OWNER', 'nobody')} ({len(_notes)} notes)"
 
 
-@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+@server.tool(annotations=ToolAnnotations(destructive_hint=True))
 def clear_notes() -> str:
     """Delete every note."""
     _notes.clear()

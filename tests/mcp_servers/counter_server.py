@@ -17,13 +17,13 @@ server = FastMCP("counter")
 _count = 0
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def read_count() -> int:
     """The counter's value."""
     return _count
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False))
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
 def bump(by: int = 1) -> int:
     """Add `by` to the counter and return its new value."""
     global _count
@@ -31,7 +31,7 @@ def bump(by: int = 1) -> int:
     return _count
 
 
-@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+@server.tool(annotations=ToolAnnotations(destructive_hint=True))
 def reset() -> str:
     """Set the counter back to zero."""
     global _count
@@ -45,7 +45,7 @@ def server_pid() -> int:
     return os.getpid()
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def wait(seconds: float, marker: str = "") -> str:
     """Sleep, then say so. Creates the file `marker` (when given) once the wait has begun."""
     if marker:
