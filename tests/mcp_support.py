@@ -87,8 +87,8 @@ def _parsed(item: Any) -> Any:
     return item
 
 
-def server_processes() -> list[int]:
-    """Live (not zombie) counter-server processes started by this test process."""
+def server_processes(script: str = SERVER.name) -> list[int]:
+    """Live (not zombie) processes of an MCP server script started by this test process."""
     found = []
     me = os.getpid()
     for entry in Path("/proc").iterdir():
@@ -99,7 +99,7 @@ def server_processes() -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if SERVER.name.encode() not in cmdline:
+        if script.encode() not in cmdline:
             continue
         fields = stat.rsplit(")", 1)[1].split()
         state, ppid = fields[0], int(fields[1])

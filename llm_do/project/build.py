@@ -146,7 +146,7 @@ class _Builder:
         mcp_specs, problems = mcp_toolset_specs(servers, self.root, settings)
         self.problems.extend(problems)
         self.toolsets.update(mcp_specs)
-        workers = {name: _with_servers(spec) for name, spec in workers.items()}
+        workers = {name: _with_servers(spec, servers) for name, spec in workers.items()}
         known = {*providers, *modules.toolsets, *workers, *modules.entries, *servers}
         for spec in workers.values():
             self._worker(spec, known, modules, container, providers, fallback, settings, config)
@@ -190,7 +190,12 @@ class _Builder:
         )
         self.problems.extend(problems)
         for spec in workers.values():
-            found, problems = parse_servers(spec.mcp_servers, spec.file, spec.line_of("mcp_servers"))
+            found, problems = parse_servers(
+                spec.mcp_servers,
+                spec.file,
+                spec.line_of("mcp_servers"),
+                line_of=lambda name, spec=spec: spec.line_of("mcp_servers", name),  # type: ignore[misc]
+            )
             self.problems.extend(problems)
             for name, declared in found.items():
                 if name in servers:
@@ -458,9 +463,9 @@ class _Builder:
         return name
 
 
-def _with_servers(spec: WorkerSpec) -> WorkerSpec:
-    """A worker uses the MCP servers its own frontmatter declares."""
-    extra = tuple(name for name in spec.mcp_servers if name not in spec.toolsets)
+def _with_servers(spec: WorkerSpec, servers: Mapping[str, Declared]) -> WorkerSpec:
+    """A worker uses the MCP servers its own frontmatter declares (those declared well)."""
+    extra = tuple(name for name in spec.mcp_servers if name in servers and name not in spec.toolsets)
     return replace(spec, toolsets=(*spec.toolsets, *extra)) if extra else spec
 
 

@@ -72,9 +72,15 @@ class Declared:
 
 
 def parse_servers(
-    raw: Any, file: Path, line: int | None, *, lenient: bool = False
+    raw: Any,
+    file: Path,
+    line: int | None,
+    *,
+    lenient: bool = False,
+    line_of: Callable[[str], int | None] | None = None,
 ) -> tuple[dict[str, Declared], list[Problem]]:
-    """Servers of one `mcp_servers` table (or `mcpServers` object); `lenient` drops keys other clients use."""
+    """Servers of one `mcp_servers` table (or `mcpServers` object); `lenient` drops keys other clients use.
+    `line_of(name)` gives the line of a server's own declaration, when known."""
     if not isinstance(raw, Mapping):
         return {}, [Problem(file, line, f"mcp_servers must map server names to tables, got {raw!r}")]
     found: dict[str, Declared] = {}
@@ -83,6 +89,7 @@ def parse_servers(
         if not isinstance(name, str) or not re.match(r"^[A-Za-z_][\w-]*$", name):
             problems.append(Problem(file, line, f"MCP server name {name!r}: use letters, digits, _ or -"))
             continue
+        line = (line_of(name) if line_of is not None else None) or line
         if lenient and isinstance(values, Mapping):
             values = {key: value for key, value in values.items() if key in _JSON_KEYS}
         try:
@@ -103,7 +110,10 @@ def declared_servers(
     servers: dict[str, Declared] = {}
     problems: list[Problem] = []
     if table is not None:
-        found, problems = parse_servers(table, where, line_of("mcp_servers"))
+        text = file.read_text(encoding="utf-8") if file is not None else ""
+        found, problems = parse_servers(
+            table, where, line_of("mcp_servers"), line_of=lambda name: _table_line(text, name)
+        )
         servers.update(found)
     if config_files is None:
         return servers, problems
@@ -129,6 +139,16 @@ def declared_servers(
                 problems.append(Problem(path, None, f"MCP server {server!r} is declared twice; rename one"))
             servers[server] = declared
     return servers, problems
+
+
+def _table_line(text: str, name: str) -> int | None:
+    """The line of `[mcp_servers.NAME]` (or of `NAME = {...}` under `[mcp_servers]`) in a TOML text."""
+    quoted = rf"""["']?{re.escape(name)}["']?"""
+    for pattern in (rf"^[ \t]*\[\s*mcp_servers\s*\.\s*{quoted}\s*\]", rf"^[ \t]*{quoted}\s*=\s*\{{"):
+        match = re.search(pattern, text, re.MULTILINE)
+        if match is not None:
+            return text.count("\n", 0, match.start()) + 1
+    return None
 
 
 def mcp_toolset_specs(

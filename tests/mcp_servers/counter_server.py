@@ -39,6 +39,12 @@ def reset() -> str:
     return "reset"
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def getenv(name: str) -> str:
+    """The value of an environment variable of the server process ('' when unset)."""
+    return os.environ.get(name, "")
+
+
 @server.tool
 def server_pid() -> int:
     """The server's process id."""
