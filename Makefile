@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench bench-service clean
+.PHONY: setup test lint typecheck pytest demo bench bench-service bench-mcp clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -39,6 +39,9 @@ bench: $(STAMP)
 
 bench-service: $(STAMP)
 	$(PY) benchmarks/bench_service.py
+
+bench-mcp: $(STAMP)
+	$(PY) benchmarks/bench_mcp.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
