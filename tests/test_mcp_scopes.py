@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from dependency_injector import containers, providers
 
-from llm_do import RunLocalSingleton, Runtime, entry
+from llm_do import RunLocalSingleton, Runtime, RuntimeConfig, entry
 from llm_do.mcp import McpServer
 
 from .mcp_support import agent_entry, alive, plan, server_processes, stdio_toolset
+
+APPROVE_ALL = RuntimeConfig(approval_mode="approve_all")  # tools not annotated read-only ask by default
 
 
 class Servers(containers.DeclarativeContainer):
@@ -26,7 +28,7 @@ class Servers(containers.DeclarativeContainer):
 
 
 def runtime(*entries: object) -> Runtime:
-    return Runtime(Servers(), entries=entries)  # type: ignore[arg-type]
+    return Runtime(Servers(), entries=entries, config=APPROVE_ALL)  # type: ignore[arg-type]
 
 
 def answers(output: str) -> list[object]:
@@ -206,18 +208,31 @@ async def test_a_per_call_server_killed_mid_call_leaves_nothing_and_the_run_goes
         assert server_processes() == []
 
 
-async def test_a_server_is_started_by_its_owner_task_in_an_empty_context() -> None:
+async def test_a_server_started_from_a_task_keeps_nothing_of_that_tasks_context() -> None:
     import contextvars
+    import gc
+    import weakref
 
-    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="none")
-    marker.set("caller")
-    toolset = stdio_toolset()
-    server = McpServer(toolset, name="counter")
+    class Marker:
+        pass
+
+    marker: contextvars.ContextVar[Marker] = contextvars.ContextVar("marker")
+    server = McpServer(stdio_toolset(), name="counter")
     async with server:
-        await server.connection()
-        owner = server._conn.task  # type: ignore[union-attr]
-        assert owner is not None and owner.get_name() == "llm-do MCP server counter"
-        assert owner.get_context().get(marker) == "none"
+        held = [Marker()]
+        ref = weakref.ref(held[0])
+
+        async def first_use() -> None:
+            marker.set(held[0])  # in this task's own copy of the context
+            await server.connection()
+
+        await asyncio.create_task(first_use())
+        held.clear()
+        await asyncio.sleep(0)  # the loop lets go of the finished task
+        gc.collect()
+        assert ref() is None  # the owner task and the session's tasks did not copy the caller's context
         pid = server.pid
         assert pid is not None and alive(pid)
+        owner = server._conn.task  # type: ignore[union-attr]
+        assert owner is not None and owner.get_name() == "llm-do MCP server counter"
     assert not alive(pid)

@@ -13,10 +13,12 @@ from dependency_injector import containers, providers
 from fastmcp.client.transports import StdioTransport
 from pydantic_ai.mcp import MCPToolset
 
-from llm_do import Runtime
+from llm_do import Runtime, RuntimeConfig
 from llm_do.mcp import McpOptions, McpServer, McpServerError
 
 from .mcp_support import SERVER, agent_entry, answers_of, free_port, http_server, plan, server_processes, stdio_toolset
+
+APPROVE_ALL = RuntimeConfig(approval_mode="approve_all")
 
 
 def stdio(command: str, *args: str, **env: str) -> MCPToolset[Any]:
@@ -79,7 +81,7 @@ async def test_a_failing_global_server_fails_the_run_with_a_clear_error() -> Non
     class App(containers.DeclarativeContainer):
         broken = providers.Singleton(lambda: stdio(sys.executable, str(SERVER), COUNTER_CRASH_AT_START="1"))
 
-    async with Runtime(App(), entries=[agent_entry("clerk", ["broken"])]) as rt:
+    async with Runtime(App(), entries=[agent_entry("clerk", ["broken"])], config=APPROVE_ALL) as rt:
         with pytest.raises(McpServerError, match=r"MCP server 'broken'.*crashed during start-up"):
             await rt.run("clerk", plan("read_count"))
 
@@ -88,7 +90,7 @@ async def test_a_global_server_that_died_between_runs_is_restarted_on_next_use()
     class App(containers.DeclarativeContainer):
         shared = providers.Singleton(stdio_toolset)
 
-    async with Runtime(App(), entries=[agent_entry("clerk", ["shared"])]) as rt:
+    async with Runtime(App(), entries=[agent_entry("clerk", ["shared"])], config=APPROVE_ALL) as rt:
         first = answers_of(await rt.run("clerk", plan(("bump", {"by": 3}), "server_pid")))
         (pid,) = server_processes()
         import os
@@ -115,7 +117,7 @@ async def test_a_streamable_http_server_on_loopback_is_shared_reports_a_drop_and
     url = f"http://127.0.0.1:{port}/mcp"
     marker = tmp_path / "waiting"
     app = HttpServers(url=providers.Object(url))
-    async with Runtime(app, entries=[agent_entry("clerk", ["shared"])]) as rt:
+    async with Runtime(app, entries=[agent_entry("clerk", ["shared"])], config=APPROVE_ALL) as rt:
         with http_server(port) as process:
             results = await asyncio.gather(
                 *(rt.run("clerk", plan(("bump", {"by": 1}), "server_pid")) for _ in range(10))

@@ -244,7 +244,7 @@ class McpServer(AbstractToolset[Any]):
                 return conn
             if conn is not None:
                 self._conn = None
-                await _halt(conn, self._stop_budget())
+                await _halt(conn)
             self._check_backoff()
             conn = self._conn = await self._start()
             return conn
@@ -254,7 +254,7 @@ class McpServer(AbstractToolset[Any]):
         self._closed = True
         conn, self._conn = self._conn, None
         if conn is not None:
-            await _halt(conn, self._stop_budget())
+            await _halt(conn)
 
     def _stop_budget(self) -> float:
         return 3 * self.options.stop_grace + 2.0
@@ -279,31 +279,41 @@ class McpServer(AbstractToolset[Any]):
             self._own(conn), name=f"llm-do MCP server {self.name}", context=contextvars.Context()
         )
         try:
-            async with asyncio.timeout(self.options.startup_timeout):
-                await asyncio.shield(conn.ready)
+            await asyncio.shield(conn.ready)  # the owner task times its own start: no timer in this context
         except BaseException as error:
             if isinstance(error, asyncio.CancelledError):
-                await _halt(conn, self._stop_budget())
+                await _halt(conn)
                 raise
             failure = await self._start_error(error)  # before stopping it: did it exit by itself?
-            await _halt(conn, self._stop_budget())
+            await _halt(conn)
             self._failed(failure)
             raise failure from None
         return conn
 
     async def _own(self, conn: _Connection) -> None:
-        """The owner task: enter the toolset, hold it until told to stop or the server dies, exit it."""
+        """The owner task: enter the toolset (within the start-up timeout), hold it until told to stop or
+        the server dies, then exit it and close its client. Its timers live in its own, empty context."""
         toolset = self.toolset
+        budget = self._stop_budget()
         try:
             try:
-                async with toolset:
+                async with contextlib.AsyncExitStack() as stack:
+                    starting = asyncio.timeout(self.options.startup_timeout)
+                    try:
+                        async with starting:
+                            await stack.enter_async_context(toolset)
+                    except BaseException as error:
+                        raise TimeoutError() if starting.expired() else error from error
                     conn.alive = True
                     conn.ready.set_result(None)
                     await self._watch(conn)
+                    async with asyncio.timeout(budget):
+                        await stack.aclose()
             finally:
                 conn.alive = False
                 with contextlib.suppress(Exception):
-                    await toolset.client.close()  # type: ignore[no-untyped-call]  # and a process kept alive
+                    async with asyncio.timeout(budget):
+                        await toolset.client.close()  # type: ignore[no-untyped-call]  # and a process kept alive
         except BaseException as error:
             if not conn.ready.done():
                 conn.ready.set_exception(error)
@@ -431,23 +441,17 @@ class McpServer(AbstractToolset[Any]):
         return f"McpServer({self.name!r}, {self.target!r})"
 
 
-async def _halt(conn: _Connection, budget: float) -> None:
-    """Tell the owner task to stop and wait until it has, whatever cancellation arrives meanwhile."""
+async def _halt(conn: _Connection) -> None:
+    """Tell the owner task to stop and wait until it has, whatever cancellation arrives meanwhile. The owner
+    bounds its own shutdown; no timer is armed here, so nothing keeps the caller's context afterwards."""
     conn.stop.set()
     task = conn.task
     if task is None:
         return
     interrupted = False
-    deadline = asyncio.get_running_loop().time() + budget
     while not task.done():
-        remaining = deadline - asyncio.get_running_loop().time()
-        if remaining <= 0:
-            logger.error("MCP server owner task did not stop within %ss; cancelling it", budget)
-            task.cancel()
-            deadline += budget
-            continue
         try:
-            await asyncio.wait((task,), timeout=remaining)
+            await asyncio.wait((task,))
         except asyncio.CancelledError:
             interrupted = True  # the server must still be stopped
     if interrupted:
