@@ -302,8 +302,10 @@ class McpServer(AbstractToolset[Any]):
                     try:
                         async with starting:
                             await stack.enter_async_context(toolset)
-                    except BaseException as error:
-                        raise TimeoutError() if starting.expired() else error from error
+                    except BaseException:
+                        if starting.expired():
+                            raise TimeoutError() from None
+                        raise
                     conn.alive = True
                     conn.ready.set_result(None)
                     await self._watch(conn)
