@@ -11,13 +11,18 @@ request, then answers. Rounds alternate the shared variants so noise hits them a
 reported, per run and per tool call. The per-call variant is timed on fewer runs: its cost is the
 server's start-up and shutdown.
 
-    python benchmarks/bench_mcp.py [--rounds 9] [--runs 20] [--calls 10] [--per-call-runs 5]
+With `--count-calls` it also counts the Python function calls of this process per run (cProfile, every
+task of the loop included: the client's session tasks too), which the machine's load does not change.
+
+    python benchmarks/bench_mcp.py [--rounds 9] [--runs 20] [--calls 10] [--per-call-runs 5] [--count-calls]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import pstats
 import statistics
 import sys
 import time
@@ -64,7 +69,16 @@ async def timed(runs: int, once: Any) -> float:
     return (time.perf_counter() - started) / runs
 
 
-async def main(rounds: int, runs: int, calls: int, per_call_runs: int) -> None:
+async def count_calls(runs: int, once: Any) -> float:
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(runs):
+        await once()
+    profile.disable()
+    return float(pstats.Stats(profile).total_calls) / runs  # type: ignore[attr-defined]
+
+
+async def main(rounds: int, runs: int, calls: int, per_call_runs: int, counting: bool) -> None:
     plain_toolset = toolset()
     plain = Agent(model(calls), toolsets=[plain_toolset])
     runtime = Runtime(
@@ -86,6 +100,7 @@ async def main(rounds: int, runs: int, calls: int, per_call_runs: int) -> None:
             order = list(variants) if index % 2 == 0 else list(reversed(variants))
             for name in order:
                 samples[name].append(await timed(runs, variants[name]))
+        counts = {name: await count_calls(runs, once) for name, once in variants.items()} if counting else {}
         per_call = await timed(per_call_runs, lambda: runtime.run("per_call", "go"))
     base = statistics.median(samples["pydantic-ai"])
     print(f"{rounds} rounds x {runs} runs of {calls} MCP tool calls each (stdio server); medians")
@@ -97,6 +112,10 @@ async def main(rounds: int, runs: int, calls: int, per_call_runs: int) -> None:
     print(f"per-round ratios llm-do global / pydantic-ai: {', '.join(f'{r:.3f}' for r in ratios)}")
     print(f"{'llm-do per call (a server per call)':<42}{per_call * 1e3:>10.2f}ms{'':>16}{per_call / base:>8.1f}")
     print(f"start-up and shutdown of a per-call stdio server: about {(per_call - base) * 1e3:.0f} ms per call")
+    if counts:
+        print(f"\nPython function calls per run ({runs} runs each)")
+        for name, count in counts.items():
+            print(f"{name:<42}{count:>12.0f}{count / counts['pydantic-ai']:>8.3f}")
 
 
 if __name__ == "__main__":
@@ -105,5 +124,6 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--per-call-runs", type=int, default=5)
+    parser.add_argument("--count-calls", action="store_true", help="also count Python function calls per run")
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.runs, args.calls, args.per_call_runs))
+    asyncio.run(main(args.rounds, args.runs, args.calls, args.per_call_runs, args.count_calls))

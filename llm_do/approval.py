@@ -233,8 +233,10 @@ class Approvals:
         if annotations is None or toolset in self._declared:
             return await self.policy(toolset).evaluate(toolset, tool, args, requires_approval=requires_approval)
         read_only = annotations.get("readOnlyHint") is True
-        base = _READ_ONLY if read_only else _UNMARKED
         override = self._overrides.get(toolset)
+        if read_only and override is None and not requires_approval:
+            return _READ_ONLY_VERDICT  # the common case, decided without building anything
+        base = _READ_ONLY if read_only else _UNMARKED
         policy = base if override is None else base.overridden(override)
         verdict = await policy.evaluate(toolset, tool, args, requires_approval=requires_approval)
         by_annotation = override is None or (tool not in override.tools and override.default is None)
@@ -275,6 +277,7 @@ def _hinted(annotations: Mapping[str, Any]) -> str:
 
 
 _READ_ONLY = ToolPolicy(default="allow")
+_READ_ONLY_VERDICT = Verdict("allow", "the MCP tool is annotated readOnlyHint")
 _UNMARKED = ToolPolicy(default="ask")
 
 

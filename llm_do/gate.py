@@ -123,15 +123,15 @@ class CallGate:
         if not requires_approval and annotations is None and not self.approvals.may_gate(toolset):
             return None  # its policy allows every call and the tool does not ask
         call_id = ctx.tool_call_id or ""
-        key = session_key(toolset, tool, args)
-        if ctx.tool_call_approved and self._grants.get(call_id) == key:
+        if ctx.tool_call_approved and self._grants.get(call_id) == session_key(toolset, tool, args):
             del self._grants[call_id]  # approved here, for exactly these arguments, once
             return None
-        request, verdict = await self._evaluate(
+        verdict = await self.approvals.evaluate(
             toolset, tool, args, requires_approval=requires_approval, annotations=annotations
         )
         if verdict.decision == "allow":
             return None
+        request = self._request(toolset, tool, args, verdict.reason or verdict.decision)
         if not ctx.tool_call_approved and self._defers(call_id):
             self.defer(call_id, request, verdict)
         # Approved by something other than this gate (another capability, or results passed into

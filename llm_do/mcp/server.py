@@ -167,6 +167,17 @@ class McpServer(AbstractToolset[Any]):
         conn = self._conn
         return conn is not None and conn.alive
 
+    def may_ask_for_approval(self) -> bool:
+        """Whether a call may need approval by the tools' annotations: False once the tools are known and
+        all annotated `readOnlyHint` (then no approval machinery is attached to the agent runs)."""
+        tools = self._known_tools
+        if tools is None:
+            return True
+        return not all(
+            ((tool.tool_def.metadata or {}).get("annotations") or {}).get("readOnlyHint") is True
+            for tool in tools.values()
+        )
+
     async def __aenter__(self) -> McpServer:
         self._closed = False
         return self
