@@ -258,6 +258,10 @@ class McpServer(AbstractToolset[Any]):
                 await _halt(conn)
             self._check_backoff()
             conn = self._conn = await self._start()
+            if self._closed:  # the scope ended while it was starting: it must not outlive the scope
+                self._conn = None
+                await _halt(conn)
+                raise ScopeError(f"{self.label} belongs to a scope that ended while it was starting")
             return conn
 
     async def aclose(self) -> None:
