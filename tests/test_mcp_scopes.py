@@ -236,3 +236,25 @@ async def test_a_server_started_from_a_task_keeps_nothing_of_that_tasks_context(
         owner = server._conn.task  # type: ignore[union-attr]
         assert owner is not None and owner.get_name() == "llm-do MCP server counter"
     assert not alive(pid)
+
+
+async def test_a_server_from_load_mcp_toolsets_is_owned_through_its_prefixed_wrapper(tmp_path: Path) -> None:
+    import sys
+
+    from pydantic_ai.mcp import load_mcp_toolsets
+
+    from .mcp_support import SERVER
+
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"counter": {"command": sys.executable, "args": [str(SERVER)]}}}))
+
+    class FromJson(containers.DeclarativeContainer):
+        counter = providers.Singleton(lambda: load_mcp_toolsets(config)[0])
+
+    rt = Runtime(FromJson(), entries=[agent_entry("clerk", ["counter"])], config=APPROVE_ALL)
+    result = await rt.run("clerk", plan(("counter_bump", {"by": 4}), "counter_server_pid"))
+    count, pid = answers(result.output)
+    assert count == 4 and alive(int(pid))
+    await rt.aclose()
+    assert not alive(int(pid))
+    assert server_processes() == []
