@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench bench-service bench-mcp clean
+.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-mcp clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,7 +20,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP)
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n auto --dist loadscope
 
 test: lint typecheck pytest
 
@@ -39,6 +39,9 @@ bench: $(STAMP)
 
 bench-service: $(STAMP)
 	$(PY) benchmarks/bench_service.py
+
+bench-faults: $(STAMP)
+	$(PY) benchmarks/bench_faults.py
 
 bench-mcp: $(STAMP)
 	$(PY) benchmarks/bench_mcp.py

@@ -37,6 +37,7 @@ class BuiltinToolsets(AgentContainer):
         max_write_bytes=AgentContainer.config.filesystem.max_write_bytes,
         max_entries=AgentContainer.config.filesystem.max_entries,
         max_scanned=AgentContainer.config.filesystem.max_scanned,
+        allow_hard_links=AgentContainer.config.filesystem.allow_hard_links,
     )
     filesystem_readonly = providers.Factory(
         ReadOnlyFilesystemToolset,

@@ -26,6 +26,7 @@ from .runtime import Runtime
 from .scopes import Scope, ToolsetSpec
 from .settings import LlmDoSettings, RuntimeConfig, reveal
 from .toolset import Toolset, tool
+from .tracing import continue_trace, current_traceparent, inject_trace_context
 
 __all__ = [
     "AgentEntry",
@@ -64,7 +65,10 @@ __all__ = [
     "ToolsetSpec",
     "UnknownHandle",
     "Verdict",
+    "continue_trace",
+    "current_traceparent",
     "entry",
+    "inject_trace_context",
     "open_handles",
     "reveal",
     "run_report",

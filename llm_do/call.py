@@ -20,13 +20,14 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import AbstractToolset
 
+from . import tracing
 from .approval import Approvals
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .lending import Lending
 from .lifecycle import Teardown
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
-from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, is_awaitable
+from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, built
 from .settings import RuntimeConfig
 from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -121,6 +122,7 @@ class CallScope:
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._teardown = Teardown(host.config.cleanup_timeout, Scope.PER_CALL)
         self._lending = Lending(host.approvals, self, host.entry_tools)
+        self._span: tracing.SpanScope | None = None
 
     @property
     def config(self) -> RuntimeConfig:
@@ -163,6 +165,10 @@ class CallScope:
         return run
 
     async def __aenter__(self) -> CallScope:
+        run = self._run
+        tracer = None if run is None else run.tracer
+        if tracer is not None:
+            self._span = tracing.start_call(tracer, self, self.entry.name, self.parent, tuple(self.entry.toolsets))
         try:
             plan = self.host.plan_of(self.entry.name)
             uses = plan.uses
@@ -189,9 +195,7 @@ class CallScope:
     async def _acquire(self, use: ToolsetUse) -> AbstractToolset[Any]:
         spec = use.spec
         if spec.scope is Scope.PER_CALL:
-            obj = spec.factory()
-            if is_awaitable(obj):
-                obj = await obj
+            obj = await built(spec.factory())
             entering = self._teardown.register(obj, use.label)
             if entering is not None:
                 await entering
@@ -211,23 +215,25 @@ class CallScope:
         outcome: Outcome = "ok" if exc is None else "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
         state = self.state
         parent_id = None if self.parent is None else self.parent.id
-        state.calls.append(
-            CallRecord(
-                id=self.id,
-                parent=parent_id,
-                entry=self.entry.name,
-                depth=self.depth,
-                toolsets=tuple(self.entry.toolsets),
-                outcome=outcome,
-                usage=usage_of(self.messages),
-            )
+        record = CallRecord(
+            id=self.id,
+            parent=parent_id,
+            entry=self.entry.name,
+            depth=self.depth,
+            toolsets=tuple(self.entry.toolsets),
+            outcome=outcome,
+            usage=usage_of(self.messages),
         )
+        state.calls.append(record)
         if self.messages:
             state.log.append(LogEntry(self.id, parent_id, self.entry.name, self.depth, tuple(self.messages)))
         try:
             await self._teardown.__aexit__(type(exc) if exc else None, exc, None)
         finally:
             self._release()
+            span, self._span = self._span, None
+            if span is not None:
+                span.end(outcome, exc, record.usage)
 
     def _release(self) -> None:
         """Let go of everything the call held; pydantic-ai's run context, which a callback scheduled by

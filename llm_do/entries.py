@@ -7,8 +7,10 @@ from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.models import Model
 from pydantic_ai.toolsets import FunctionToolset
 
+from . import tracing
 from .call import CallScope, Entry
 from .errors import ToolsetError
 
@@ -61,7 +63,11 @@ class _Described:
 
 
 class AgentEntry(_Described):
-    """A pydantic-ai `Agent` as an entry. The agent gets the `CallScope` as `deps`."""
+    """A pydantic-ai `Agent` as an entry. The agent gets the `CallScope` as `deps`.
+
+    An agent without a name takes the entry's, so that pydantic-ai's spans and logs name the entry
+    (`invoke_agent clerk`); an agent named otherwise runs under the entry's name.
+    """
 
     def __init__(
         self,
@@ -74,6 +80,10 @@ class AgentEntry(_Described):
     ) -> None:
         super().__init__(name=name, toolsets=toolsets, schema_in=schema_in, description=description)
         self.agent = agent
+        if agent.name is None:
+            agent.name = name
+        self._renamed = agent.name != name
+        """The agent carries another name (another entry's, say): each run overrides it with this one."""
 
     def _prompt(self, input_data: Any) -> Any:
         if self._schema_in is not None:
@@ -88,20 +98,37 @@ class AgentEntry(_Described):
         )
 
     async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
-        model = scope.config.model if self.agent.model is None else None
-        result = await self.agent.run(
-            self._prompt(input_data),
-            message_history=scope.message_history,
-            toolsets=scope.toolsets,
-            capabilities=scope.capabilities,
-            deps=scope,
-            usage=scope.state.usage,
-            model=model,
-            event_stream_handler=scope.host.event_stream_handler,
-        )
+        agent = self.agent
+        model = scope.config.model if agent.model is None else None
+        span = tracing.CURRENT.get()
+        if span is not None:
+            span.set_attribute("llm_do.model", _model_name(model if agent.model is None else agent.model))
+        renamed = agent.override(name=self._name) if self._renamed else None
+        if renamed is not None:
+            renamed.__enter__()
+        try:
+            result = await agent.run(
+                self._prompt(input_data),
+                message_history=scope.message_history,
+                toolsets=scope.toolsets,
+                capabilities=scope.capabilities,
+                deps=scope,
+                usage=scope.state.usage,
+                model=model,
+                event_stream_handler=scope.host.event_stream_handler,
+            )
+        finally:
+            if renamed is not None:
+                renamed.__exit__(None, None, None)
         scope.messages = result.new_messages()
         scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends
         return result.output
+
+
+def _model_name(model: Model | str | None) -> str:
+    if isinstance(model, Model):
+        return f"{model.system}:{model.model_name}"
+    return model or "none"
 
 
 class FunctionEntry(_Described):

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NoReturn, Protocol
 
+from opentelemetry.trace import Span
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
+from . import tracing
 from .approval import ApprovalDenied, ApprovalRequest, Approvals, SessionKey, session_key
 from .policy import Verdict
 
@@ -221,7 +223,11 @@ class CallGate:
         )
 
     async def _settle(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
-        why = await self.approvals.decide(request, verdict)
+        span = tracing.CURRENT.get()
+        if span is None:
+            why = await self.approvals.decide(request, verdict)
+        else:
+            why = await _traced_decision(span, self.approvals, request, verdict)
         if why is not None and self.approvals.on_deny == "raise":
             raise ApprovalDenied(request, why)
         return why
@@ -229,6 +235,22 @@ class CallGate:
     @staticmethod
     def _message(request: ApprovalRequest, why: str) -> str:
         return f"The call to {request.tool!r} was not run: {why}. Do not retry the same call."
+
+
+async def _traced_decision(span: Span, approvals: Approvals, request: ApprovalRequest, verdict: Verdict) -> str | None:
+    where = {"llm_do.toolset": request.toolset, "llm_do.tool": request.tool}
+    asked = {**where, "llm_do.approval.verdict": verdict.decision, "llm_do.approval.reason": request.reason}
+    tracing.add_event(span, "approval.asked", asked)
+    try:
+        why = await approvals.decide(request, verdict)
+    except Exception as error:
+        tracing.add_event(span, "approval.decided", {**where, "llm_do.approval.approved": False}, error)
+        raise
+    decided = {**where, "llm_do.approval.approved": why is None}
+    if why is not None:
+        decided["llm_do.approval.why"] = why
+    tracing.add_event(span, "approval.decided", decided)
+    return why
 
 
 def _short(value: Any, limit: int = 80) -> str:

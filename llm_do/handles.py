@@ -9,6 +9,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from . import tracing
 from .errors import UnknownHandle
 
 __all__ = ["Handles", "live_handle_maps", "open_handles"]
@@ -43,6 +44,9 @@ class Handles(Generic[T]):
             handle = f"{self.prefix}_{secrets.token_hex(4)}"
             if handle not in self._open:
                 self._open[handle] = obj
+                span = tracing.CURRENT.get()
+                if span is not None:
+                    tracing.add_event(span, "handle.opened", {"llm_do.handle": handle})
                 return handle
 
     def get(self, handle: str) -> T:
@@ -55,9 +59,13 @@ class Handles(Generic[T]):
     def pop(self, handle: str) -> T:
         """Remove an open handle (the caller now owns the object's release) and return its object."""
         try:
-            return self._open.pop(handle)
+            obj = self._open.pop(handle)
         except (KeyError, TypeError):
             raise self._unknown(handle) from None
+        span = tracing.CURRENT.get()
+        if span is not None:
+            tracing.add_event(span, "handle.closed", {"llm_do.handle": handle})
+        return obj
 
     def __contains__(self, handle: object) -> bool:
         return handle in self._open
@@ -70,14 +78,19 @@ class Handles(Generic[T]):
 
     async def close_all(self) -> None:
         """Release every open object, newest first; a failing release is logged and the rest go on."""
+        span = tracing.CURRENT.get()
         while self._open:
             handle, obj = self._open.popitem()
+            failure: Exception | None = None
             try:
                 result = self._release(obj)
                 if inspect.isawaitable(result):
                     await result
             except Exception as error:
+                failure = error
                 _logger.error("releasing forgotten handle %s failed", handle, exc_info=error)
+            if span is not None:
+                tracing.add_event(span, "handle.rolled_back", {"llm_do.handle": handle}, failure)
 
     def _release(self, obj: T) -> Any:
         if self._on_forget is not None:

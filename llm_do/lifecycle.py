@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic_ai.toolsets import AbstractToolset
 
-from . import tracking
+from . import tracing, tracking
 from .handles import Handles
 from .scopes import Scope, is_awaitable
 
@@ -89,7 +89,7 @@ class Teardown:
             try:
                 result = finalizer(exc)
             except Exception as error:
-                logger.error("cleanup of %s failed", label, exc_info=error)
+                _failed(label, error)
                 continue
             if result is not None and is_awaitable(result) and await _await_finalizer(label, result, self.timeout):
                 interrupted = True
@@ -154,6 +154,10 @@ async def _await_finalizer(label: str, result: Any, budget: float) -> bool:
             task.cancel()
             task.add_done_callback(_consume)
             logger.error("cleanup of %s did not finish within %ss and was cancelled", label, budget)
+            span = tracing.CURRENT.get()
+            if span is not None:
+                late = TimeoutError(f"did not finish within {budget}s and was cancelled")
+                tracing.add_event(span, "teardown.error", {"llm_do.finalizer": label}, late)
             return interrupted
         try:
             await asyncio.wait((task,), timeout=remaining)
@@ -161,8 +165,15 @@ async def _await_finalizer(label: str, result: Any, budget: float) -> bool:
             interrupted = True  # keep going: the remaining finalizers must still run
     failure = None if task.cancelled() else task.exception()
     if failure is not None:
-        logger.error("cleanup of %s failed", label, exc_info=failure)
+        _failed(label, failure)
     return interrupted
+
+
+def _failed(label: str, error: BaseException) -> None:
+    logger.error("cleanup of %s failed", label, exc_info=error)
+    span = tracing.CURRENT.get()
+    if span is not None:
+        tracing.add_event(span, "teardown.error", {"llm_do.finalizer": label}, error)
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

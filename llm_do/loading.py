@@ -26,7 +26,7 @@ from .owned import owning
 from .policy import ToolPolicy
 from .run import RunState
 from .runlocal import RunLocalSingleton
-from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, is_awaitable
+from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, built
 from .settings import RuntimeConfig
 from .toolset import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -271,8 +271,8 @@ class Loaded:
 
 
 async def resolved(value: Any) -> Any:
-    """`value`, awaited when it is awaitable (an async provider's result)."""
-    return await value if is_awaitable(value) else value
+    """`value`, awaited when it is awaitable (an async provider's result; see `scopes.built`)."""
+    return await built(value)
 
 
 def _described(provider: providers.Provider[Any]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from opentelemetry.trace import Tracer
+
 from .errors import ScopeError
 from .lifecycle import Teardown
 from .run import RunState
@@ -19,7 +21,7 @@ class RunScope:
     `RunLocalSingleton`s fill. `close()` forgets all of it, so that nothing a callback or task
     captured during the run can reach the run's objects afterwards."""
 
-    __slots__ = ("_cache", "_state", "box", "per_run", "teardown")
+    __slots__ = ("_cache", "_state", "box", "per_run", "teardown", "tracer")
 
     def __init__(self, teardown: Teardown, box: RunBox) -> None:
         self.teardown = teardown
@@ -28,6 +30,8 @@ class RunScope:
         """Per-run objects by provider (or toolset) name, reported to the caller."""
         self._state: RunState | None = None
         self._cache: dict[ToolsetSpec, asyncio.Future[Any]] = {}
+        self.tracer: Tracer | None = None
+        """Where the run's calls record their spans; None when tracing is off."""
 
     @property
     def state(self) -> RunState:

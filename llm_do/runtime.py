@@ -10,11 +10,13 @@ from types import MappingProxyType, TracebackType
 from typing import Any
 
 from dependency_injector import containers
+from opentelemetry import context as otel_context
+from opentelemetry.trace import TracerProvider
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from . import tracking
+from . import tracing, tracking
 from .approval import Approver
 from .call import CallScope, Entry
 from .errors import ConfigurationError
@@ -49,6 +51,9 @@ class Runtime:
     `event_stream_handler` is given to every agent run of every call (pydantic-ai's
     `Agent.run(event_stream_handler=...)`): the model's responses are then streamed, and the handler
     receives the events of each agent run with its `RunContext` (`ctx.deps` is the `CallScope`).
+
+    Runs and calls are traced with OpenTelemetry through `tracer_provider`, else the global provider
+    (nothing is recorded while none is set); see docs/observability.md.
     """
 
     def __init__(
@@ -61,6 +66,7 @@ class Runtime:
         policies: Mapping[str, ToolPolicy] | None = None,
         approver: Approver | None = None,
         event_stream_handler: EventStreamHandler[Any] | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.container = container
         self.config = config if config is not None else RuntimeConfig.from_container(container)
@@ -75,6 +81,7 @@ class Runtime:
             approver=approver,
             event_stream_handler=event_stream_handler,
         )
+        self._tracing = tracing.Tracing(tracer_provider)
         self._closed = False
         self._abandoned = False
         self._running: set[asyncio.Task[RunResult]] = set()
@@ -105,11 +112,15 @@ class Runtime:
         input_data: Any,
         *,
         message_history: list[ModelMessage] | None = None,
+        trace_parent: tracing.TraceParent | None = None,
     ) -> RunResult:
         """Run an entry as one top-level request, in a context of its own.
 
         If the run fails, its exception propagates unchanged; `llm_do.run_report(error)` gives
         what the run left (its per-run objects, usage and calls).
+
+        `trace_parent` (a W3C `traceparent`, or the mapping `llm_do.tracing.inject_trace_context()`
+        returned in another process) makes the run's span a child of that remote span.
         """
         if self._closed:
             raise RuntimeError("this Runtime is closed; create a new one")
@@ -119,7 +130,7 @@ class Runtime:
             raise ConfigurationError(f"entry {name!r} is not the one this runtime loaded under that name")
         reports: list[RunReport] = []
         task = asyncio.get_running_loop().create_task(
-            self._run(target, input_data, message_history, reports), context=contextvars.copy_context()
+            self._run(target, input_data, message_history, reports, trace_parent), context=contextvars.copy_context()
         )
         self._running.add(task)
         try:
@@ -145,10 +156,15 @@ class Runtime:
         input_data: Any,
         message_history: list[ModelMessage] | None,
         reports: list[RunReport],
+        trace_parent: tracing.TraceParent | None,
     ) -> RunResult:
         loaded = self._loaded
         loaded.note_resource_overrides()
         run = RunScope(Teardown(self.config.cleanup_timeout, Scope.PER_RUN), open_run_box())
+        if trace_parent is not None:  # this task's own context: nothing to restore
+            otel_context.attach(tracing.extract_trace_context(trace_parent))
+        tracer = run.tracer = self._tracing.tracer()
+        span = None if tracer is None else tracing.start_run(tracer, target.name, None)
         for provider in loaded.context_locals:
             provider.reset()  # type: ignore[attr-defined]
         state: RunState | None = None
@@ -163,8 +179,10 @@ class Runtime:
                     output = await target.run_turn(scope, input_data)
                     messages = scope.all_messages
         except BaseException as error:
+            outcome: Outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
+            if span is not None:
+                span.end(outcome, error, None if state is None else state.usage)
             if state is not None:
-                outcome: Outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
                 report = RunReport(outcome, state.usage, *_records(state), _frozen(run.per_run))
                 _handed_over(report)
                 reports.append(report)
@@ -175,6 +193,8 @@ class Runtime:
                 provider.reset()  # type: ignore[attr-defined]
             if state is not None:
                 self.usage.incr(state.usage)
+        if span is not None:
+            span.end("ok", None, state.usage)
         result = RunResult(output, state.usage, messages, *_records(state), _frozen(run.per_run))
         _handed_over(result)
         return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import inspect
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from typing import Any
 
 from dependency_injector import providers
 
-__all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "is_awaitable", "scope_of_provider"]
+__all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "built", "is_awaitable", "scope_of_provider"]
 
 
 class Scope(enum.Enum):
@@ -94,10 +95,7 @@ class ToolsetSpec:
 
     async def create(self) -> Any:
         """Call the factory and await its result when it is awaitable."""
-        result = self.factory()
-        if is_awaitable(result):
-            result = await result
-        return result
+        return await built(self.factory())
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +127,28 @@ class EntryPlan:
         asks = [use.may_ask for use in uses]
         may_ask = True if True in asks else None if None in asks else False
         return cls(uses, all(use.tools_known for use in uses), may_ask)
+
+
+async def built(value: Any) -> Any:
+    """`value`, awaited when it is awaitable (what a provider with async dependencies returns).
+
+    dependency-injector settles such a future from a callback, which fails (asyncio logs an
+    `InvalidStateError`) if the future was cancelled meanwhile. So a cancellation arriving while a
+    future is awaited leaves it alone to settle, and propagates; what it builds then is dropped
+    unentered. Other awaitables (a coroutine) are awaited in place, in the caller's context.
+    """
+    if isinstance(value, asyncio.Future):
+        try:
+            return await asyncio.shield(value)
+        except asyncio.CancelledError:
+            value.add_done_callback(_dropped)
+            raise
+    return await value if is_awaitable(value) else value
+
+
+def _dropped(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: the cancellation is what the caller ended with
 
 
 def is_awaitable(value: object) -> bool:

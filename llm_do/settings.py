@@ -112,6 +112,9 @@ class FilesystemSettings(BaseModel):
     """Most entries `list_dir` and `glob` return."""
     max_scanned: int = Field(default=50_000, gt=0)
     """Most directory entries one `glob` looks at before it stops with a note."""
+    allow_hard_links: bool = False
+    """Let `write_text`, `edit` and `delete` change a file that has other hard links (other names,
+    perhaps outside the root). Off: such files are only read."""
 
 
 class LlmDoSettings(BaseSettings):
@@ -218,7 +221,7 @@ def _describe(cls: type[BaseSettings], item: Any, *, given: Mapping[str, Any], l
     loc: tuple[int | str, ...] = tuple(item["loc"]) or ("?",)
     name = str(loc[0])
     variable = _variable(cls, loc)
-    where = label or (name if name in given else variable)
+    where = label or (".".join(map(str, loc)) if name in given else variable)
     if item["type"] == "missing":
         return f"{where} is required but not set"
     expected = _expected(cls, name, loc, str(item["msg"])).format(variable=variable)

@@ -1,5 +1,6 @@
 """A throwaway PostgreSQL server for tests and benchmarks: `initdb` in a temporary directory, a unix
-socket only (no TCP port), stopped and deleted at the end.
+socket only (no TCP port), stopped and deleted at the end. Fault tests stop, start and restart it
+(`PostgresServer.stop/start/restart`): same data, same socket.
 
 PostgreSQL's `initdb` refuses to run as root; as root the server runs as the OS user `postgres`.
 If the server cannot start, `PostgresUnavailable` says why: tests fail on it, they never skip.
@@ -33,6 +34,32 @@ class PostgresServer:
     socket_dir: Path
     port: int
     user: str = "postgres"
+    data_dir: Path | None = None
+    """The cluster's files, when this object may stop and start it."""
+    log: Path | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        """The unix socket file itself (`.s.PGSQL.<port>`)."""
+        return self.socket_dir / f".s.PGSQL.{self.port}"
+
+    def stop(self, mode: str = "fast") -> None:
+        """`pg_ctl stop -m <mode>` (smart, fast or immediate), waiting until the server is down."""
+        _run(_as_server_user([_binary("pg_ctl"), "-D", str(self._data()), "-m", mode, "-w", "stop"]), "pg_ctl stop")
+
+    def start(self) -> None:
+        """Start the stopped server again, on the same data directory and socket, and wait until it answers."""
+        command = [_binary("pg_ctl"), "-D", str(self._data()), "-l", str(self.log), "-o", _options(self), "-w"]
+        _run(_as_server_user([*command, "-t", "60", "start"]), "pg_ctl start")
+
+    def restart(self, mode: str = "fast") -> None:
+        self.stop(mode)
+        self.start()
+
+    def _data(self) -> Path:
+        if self.data_dir is None:
+            raise PostgresUnavailable("only a server started by temporary_postgres() can be stopped and started")
+        return self.data_dir
 
     def dsn(self, database: str = "postgres") -> str:
         """A libpq/asyncpg URL for `database` on this server."""
@@ -74,6 +101,10 @@ def _run(command: list[str], what: str) -> None:
         )
 
 
+def _options(server: PostgresServer) -> str:
+    return f"-k {server.socket_dir} -p {server.port} -c listen_addresses='' -c fsync=off -c max_connections=300"
+
+
 def _free_port_number() -> int:
     # Only names the socket file (.s.PGSQL.<port>); picked free on TCP too so a second server never clashes.
     with socket.socket() as probe:
@@ -96,20 +127,16 @@ def temporary_postgres() -> Iterator[PostgresServer]:
             raise PostgresUnavailable("running as root needs the OS user 'postgres' to own the server") from None
         for path in (root, sockets):
             os.chown(path, server_user.pw_uid, server_user.pw_gid)
-    port = _free_port_number()
+    server = PostgresServer(sockets, _free_port_number(), data_dir=data, log=log)
     started = False
     try:
         _run(
             _as_server_user([initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"]),
             "initdb",
         )
-        options = f"-k {sockets} -p {port} -c listen_addresses='' -c fsync=off -c max_connections=300"
-        _run(
-            _as_server_user([pg_ctl, "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"]),
-            "pg_ctl start",
-        )
-        started = True
-        yield PostgresServer(sockets, port)
+        started = True  # a failed start may still leave a server behind: stop it all the same
+        server.start()
+        yield server
     finally:
         if started:
             subprocess.run(

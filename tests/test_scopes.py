@@ -267,3 +267,52 @@ async def test_plain_callable_specs_work_without_a_container() -> None:
     assert len(first_counters) == 1 and first.endswith("hits=2"), "parallel calls of one run share the instance"
     assert len(second_counters) == 1 and second.endswith("hits=2")
     assert first_counters != second_counters, "two runs never share a per-run instance"
+
+
+class SlowPool:
+    """A global whose async start-up waits until the test lets it go."""
+
+    release = asyncio.Event()
+
+
+async def _slow_pool() -> Any:
+    await SlowPool.release.wait()
+    yield SlowPool()
+
+
+class Bare(Toolset):
+    """Per call, no tools."""
+
+    def __init__(self, pool: SlowPool) -> None:
+        self.pool = pool
+
+
+class SlowPoolApp(AgentContainer):
+    pool = providers.Resource(_slow_pool)
+    tools = providers.Factory(Bare, pool=pool)  # async: the pool is an async Resource
+
+
+async def test_a_call_cancelled_while_its_toolset_is_built_from_an_async_provider_logs_nothing() -> None:
+    """dependency-injector settles the future of a provider with async dependencies from a callback:
+    cancelling the call meanwhile must not make that callback fail (asyncio's InvalidStateError)."""
+    SlowPool.release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    failures: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: failures.append(context))
+    app = SlowPoolApp()
+    job = AgentEntry(Agent(by_prompt(lambda p, step, m: text("never"))), name="job", toolsets=["tools"])
+    try:
+        async with Runtime(app, entries=[job]) as runtime:
+            run = asyncio.create_task(runtime.run("job", "go"))
+            for _ in range(20):
+                await asyncio.sleep(0)  # the call is waiting for the pool
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            SlowPool.release.set()  # the pool starts, and the factory's future is settled
+            for _ in range(20):
+                await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert failures == []

@@ -71,7 +71,7 @@ async def other_database(postgres: PostgresServer) -> AsyncIterator[str]:
 @pytest.fixture
 async def bank(database: str, monkeypatch: pytest.MonkeyPatch) -> Bank:
     """The example's container, configured from the environment as in production."""
-    await _query(database, "DROP TABLE IF EXISTS accounts")  # the app creates it at start-up
+    await _query(database, "DROP TABLE IF EXISTS accounts, transfers")  # the app creates them at start-up
     monkeypatch.setenv("LLM_DO_DATABASE_URL", database)
     monkeypatch.delenv("LLM_DO_POOL_SIZE", raising=False)
     return Bank()

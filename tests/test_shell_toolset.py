@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import signal
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -460,3 +462,71 @@ def test_the_tool_offered_to_models() -> None:
     assert schema["required"] == ["command"]
     assert "There is no shell:" in " ".join(schema["properties"]["command"]["description"].split())
     assert ShellToolset.default_policy == ToolPolicy(default="ask")
+
+
+# -- a process killed from outside --------------------------------------------------------------
+
+SH_WATCHED = (  # a shell and a grandchild that ignores SIGTERM; both pids go to `pids` (grandchild first)
+    "(trap '' TERM; exec sleep 100) & echo $! >> pids; echo $$ >> pids; echo before; wait"
+)
+
+
+def group_members(group: int) -> list[int]:
+    """Live (not zombie) processes whose process group is `group`, read from /proc."""
+    members = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        state, _parent, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
+        if int(pgrp) == group and state not in ("Z", "X"):
+            members.append(int(proc.name))
+    return members
+
+
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGKILL, "SIGKILL"), (signal.SIGTERM, "SIGTERM")])
+async def test_a_command_killed_from_outside_is_a_tool_error_and_leaves_no_process(
+    root: Path, signum: int, name: str
+) -> None:
+    toolset = shell(root, ["sh", "pwd"], timeout=100, kill_grace=0.2)
+    agent = model_reports({"command": ["sh", "-c", SH_WATCHED]}, {"command": ["pwd"]})
+    async with Runtime(None, entries=[agent], toolsets={"shell": toolset}, config=APPROVE) as runtime:
+        task = asyncio.create_task(runtime.run("operator", "go"))
+        await until(lambda: lines(root / "pids") == 2, task)
+        grandchild, leader = (int(line) for line in (root / "pids").read_text().split())
+        assert os.getpgid(grandchild) == leader, "the command leads its own process group"
+        os.kill(leader, signum)  # from outside: neither the toolset nor its time limit
+        killed, after = json.loads((await task).output)
+    assert isinstance(killed, str), killed
+    assert killed.startswith("run: the command ['sh', '-c', "), killed
+    assert f"was ended by signal {name} ({int(signum)})" in killed
+    assert "stdout so far: 'before\\n'" in killed
+    assert after == {"exit_code": 0, "stdout": f"{root}\n", "stderr": ""}, "the run went on"
+    assert not running(grandchild)
+    assert group_members(leader) == [], "nothing of the group runs once the tool has answered"
+    await until(lambda: not group_exists(leader), None, limit=30)  # and once init reaps the zombies, it is gone
+
+
+def group_exists(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_a_grandchild_killed_from_outside_changes_nothing(root: Path) -> None:
+    """Only the program's own end counts: a killed background child is the program's business."""
+    script = "sleep 100 & echo $! >> pids; while [ ! -e go ]; do sleep 0.01; done; echo done"
+    toolset = shell(root, ["sh"], timeout=100, kill_grace=0.2)
+    agent = model_reports({"command": ["sh", "-c", script]})
+    async with Runtime(None, entries=[agent], toolsets={"shell": toolset}, config=APPROVE) as runtime:
+        task = asyncio.create_task(runtime.run("operator", "go"))
+        await until(lambda: lines(root / "pids") == 1, task)
+        os.kill(int((root / "pids").read_text()), signal.SIGKILL)
+        (root / "go").touch()
+        (read,) = json.loads((await task).output)
+    assert read == {"exit_code": 0, "stdout": "done\n", "stderr": ""}

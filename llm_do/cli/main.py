@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("prompt", nargs="?", metavar="PROMPT", help="the input (else --input-json or stdin)")
             sub.add_argument("--input-json", metavar="JSON", help="the input as JSON (for an input model)")
             sub.add_argument("--json", action="store_true", help="print one JSON document: output, usage, calls")
+            sub.add_argument("--otel", action="store_true", help="export a trace (OTEL_EXPORTER_OTLP_*)")
         sub.add_argument("--entry", help="the entry to run (default: the project's default entry)")
         sub.add_argument("--max-depth", type=int, metavar="N", help="the deepest nesting of calls (LLM_DO_MAX_DEPTH)")
         approvals = sub.add_mutually_exclusive_group()
@@ -154,7 +155,7 @@ def _list(args: argparse.Namespace, err: Console) -> int:
 def _run(args: argparse.Namespace, err: Console) -> int:
     _apply_flags(args)
     input_data = _input(args)
-    with _session(args, err) as (project, board, live, recorder):
+    with _exporting(args.otel), _session(args, err) as (project, board, live, recorder):
         if input_data is None:
             input_data = project.default_input
         if input_data is None:
@@ -238,6 +239,24 @@ def _recording_model(args: argparse.Namespace) -> RecordingModel:
     root = discover_project(args.project).root
     values = {"openai_base_url": settings.openai_base_url, "openai_api_key": settings.openai_api_key}
     return RecordingModel(resolve_model(name, root=root, settings=values), Path(args.record))
+
+
+@contextmanager
+def _exporting(otel: bool) -> Iterator[None]:
+    """With --otel, export the run's trace, flushed when the run is done."""
+    if not otel:
+        yield
+        return
+    from .otel import start_exporting
+
+    try:
+        stop = start_exporting()
+    except ImportError as error:
+        raise UsageError(str(error)) from None
+    try:
+        yield
+    finally:
+        stop()
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from .connect import database_from_url, open_database
 from .database import (
     Column,
     Connection,
+    ConnectionLost,
     Database,
     DatabaseUnavailable,
     Param,
@@ -27,6 +28,7 @@ __all__ = [
     "Column",
     "ConfinedRoot",
     "Connection",
+    "ConnectionLost",
     "Database",
     "DatabaseUnavailable",
     "FilesystemSettings",

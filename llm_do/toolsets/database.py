@@ -19,6 +19,7 @@ __all__ = [
     "TRANSACTION_CONTROL_REFUSED",
     "Column",
     "Connection",
+    "ConnectionLost",
     "Database",
     "DatabaseUnavailable",
     "Param",
@@ -54,6 +55,16 @@ class SqlError(Exception):
         self.state: TransactionState = state
 
 
+class ConnectionLost(SqlError):
+    """The connection under a transaction failed (server stopped, backend killed, network cut, no answer in
+    time): the transaction is gone with it (`state` is `ended`), and the pool opens a new connection next time."""
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        super().__init__(message, "ended")
+        self.outcome_unknown = outcome_unknown
+        """True when it failed during COMMIT: the server may have committed before the connection went."""
+
+
 class DatabaseUnavailable(Exception):
     """No connection could be had: the pool stayed full, or the server could not be reached."""
 
@@ -80,13 +91,18 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class PoolStats:
-    """A pool's own counters: connections open, lent out, idle; and whether it is closed."""
+    """A pool's own counters, from `Database.stats()`."""
 
     size: int
+    """Connections the pool opens at most (`pool_size`)."""
     open: int
+    """Connections open now, lent out or idle."""
     in_use: int
+    """Connections lent out: one per open transaction, and one per `tables`/`describe` call running."""
     idle: int
+    """Open connections waiting in the pool."""
     closed: bool
+    """Whether the pool is closed (later `acquire` calls fail)."""
 
 
 class Connection(abc.ABC):
@@ -110,7 +126,7 @@ class Connection(abc.ABC):
 
     @abc.abstractmethod
     async def rollback(self) -> None:
-        """Roll the transaction back (a no-op when none is open)."""
+        """Roll the transaction back (a no-op when none is open); `ConnectionLost` when the connection is gone."""
 
     @abc.abstractmethod
     async def tables(self) -> list[str]:
@@ -141,7 +157,11 @@ class Database(abc.ABC):
 
     @abc.abstractmethod
     async def release(self, connection: Connection) -> None:
-        """Take a connection back (rolled back first if a transaction is still open)."""
+        """Take a connection back (rolled back first if a transaction is still open).
+
+        Never raises for a connection that failed: the pool discards it (logging one warning) and
+        its slot is free again.
+        """
 
     @abc.abstractmethod
     async def aclose(self) -> None:

@@ -1,7 +1,9 @@
 """The built-in `filesystem` and `filesystem_readonly` toolsets: text files under one root, per call.
 
 Every path is confined to the root by `ConfinedRoot` (see `confine.py`): symbolic links are never
-followed, inside the root or out. File contents are read and written in a worker thread.
+followed, inside the root or out. A file with more than one hard link is read, but not written,
+edited or deleted unless `allow_hard_links` says so. File contents are read and written in a
+worker thread.
 """
 
 from __future__ import annotations
@@ -171,7 +173,9 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
     """The read tools, plus `write_text`, `edit`, `mkdir` and `delete` under `root`.
 
     Writes and deletes ask for approval by default (see docs/approvals.md). `write_text` and
-    `edit` handle files up to `max_write_bytes`.
+    `edit` handle files up to `max_write_bytes`. A file with more than one hard link (another name
+    for it may be outside the root) is refused to `write_text`, `edit` and `delete` unless
+    `allow_hard_links` is true; the check is made on the opened file, before anything is written.
     """
 
     default_policy: ClassVar[ToolPolicy | None] = ToolPolicy(
@@ -186,9 +190,13 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
         max_write_bytes: int = _LIMITS.max_write_bytes,
         max_entries: int = _LIMITS.max_entries,
         max_scanned: int = _LIMITS.max_scanned,
+        allow_hard_links: bool = _LIMITS.allow_hard_links,
     ) -> None:
         super().__init__(root, max_read_bytes=max_read_bytes, max_entries=max_entries, max_scanned=max_scanned)
         self.max_write_bytes = _positive("max_write_bytes", max_write_bytes)
+        if not isinstance(allow_hard_links, bool):
+            raise ValueError(f"allow_hard_links must be True or False, got {allow_hard_links!r}")
+        self.allow_hard_links = allow_hard_links
 
     @tool
     async def write_text(self, path: str, text: str) -> str:
@@ -231,7 +239,7 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
                 fd = self.root.open_entry(dir_fd, name, flags, tool="write_text", path=path)
             except OSError as error:
                 raise self.root.not_opened(dir_fd, name, error, tool="write_text", path=path, shown=path) from None
-        _regular_size(fd, "write_text", path)
+        self._unlinked(fd, _regular(fd, "write_text", path), "write_text", path)
         with os.fdopen(fd, "wb") as file:
             file.truncate(0)
             file.write(data)
@@ -244,7 +252,7 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
             if name is None:
                 raise ToolFailed(f"edit: {path!r} is the root directory, not a file")
             fd = self.root.open_entry(dir_fd, name, os.O_RDWR | os.O_NONBLOCK, tool="edit", path=path)
-        size = _regular_size(fd, "edit", path)
+        size = self._unlinked(fd, _regular(fd, "edit", path), "edit", path)
         with os.fdopen(fd, "r+b") as file:
             if size > self.max_write_bytes:
                 raise ToolFailed(f"edit: {path!r} ({size} bytes) is larger than the {self.max_write_bytes}-byte limit")
@@ -291,6 +299,8 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
                 if stat.S_ISDIR(found.st_mode):
                     os.rmdir(name, dir_fd=dir_fd)
                     return f"deleted the empty directory {path!r}"
+                if found.st_nlink > 1 and not self.allow_hard_links:
+                    raise ToolFailed(_hard_links_refused("delete", path, found.st_nlink))
                 os.unlink(name, dir_fd=dir_fd)  # a symlink itself, never its target
             except FileNotFoundError:
                 raise ToolFailed(f"delete: {path!r} does not exist") from None
@@ -302,6 +312,14 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
                 raise ToolFailed(f"delete: cannot delete {path!r}: {os.strerror(error.errno or 0)}") from None
         kind = "symbolic link" if stat.S_ISLNK(found.st_mode) else "file"
         return f"deleted the {kind} {path!r}"
+
+    def _unlinked(self, fd: int, info: os.stat_result, tool: str, path: str) -> int:
+        """The size of the file open as `fd`, unless it has other hard links and they are not allowed:
+        then `fd` is closed and the call refused. Checked on the open file, so no rename can slip past it."""
+        if info.st_nlink > 1 and not self.allow_hard_links:
+            os.close(fd)
+            raise ToolFailed(_hard_links_refused(tool, path, info.st_nlink))
+        return info.st_size
 
 
 async def _in_thread(tool: str, path: str, func: Callable[..., T], *args: object) -> T:
@@ -321,11 +339,26 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
+def _hard_links_refused(tool: str, path: str, links: int) -> str:
+    why = "" if tool == "delete" else ", so changing it here would change it there too"
+    instead = "" if tool == "delete" else "write to a new file instead, or "
+    return (
+        f"{tool}: refused {path!r}: the file has {links} hard links (other names for the same file, which "
+        f"may be outside the root){why}. Files with hard links are only read here, never changed or deleted; "
+        f"{instead}ask the user to allow hard links (LLM_DO_FILESYSTEM__ALLOW_HARD_LINKS=true)"
+    )
+
+
 def _regular_size(fd: int, tool: str, path: str) -> int:
     """The size of the regular file open as `fd`; anything else is closed and refused."""
+    return _regular(fd, tool, path).st_size
+
+
+def _regular(fd: int, tool: str, path: str) -> os.stat_result:
+    """The status of the regular file open as `fd`; anything else is closed and refused."""
     info = os.fstat(fd)
     if stat.S_ISREG(info.st_mode):
-        return info.st_size
+        return info
     os.close(fd)
     if stat.S_ISDIR(info.st_mode):
         raise ToolFailed(f"{tool}: {path!r} is a directory; list_dir shows what is in it")

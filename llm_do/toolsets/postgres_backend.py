@@ -6,6 +6,9 @@ timer (asyncpg's re-arms one on every release, capturing the releasing run's con
 statement timeout as a server setting, exchange dates, times, numerics, UUIDs and JSON as text (the
 JSON scalars a model passes), and are reset (settings, role, cursors, locks) when returned.
 
+A connection that fails under a transaction (server stopped, backend terminated, network reset or
+silent) raises `ConnectionLost` and is dropped, which frees its slot; the pool connects anew on demand.
+
 Each statement is prepared on its own, so a string holding several statements is refused by the
 server; statements that would end the transaction (COMMIT, ROLLBACK, ...) are refused before they
 are sent, because the tools own the transaction.
@@ -14,17 +17,22 @@ are sent, because the tools own the transaction.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+import contextvars
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from ..errors import ConfigurationError
 from .database import (
     TRANSACTION_CONTROL_REFUSED,
     Column,
     Connection,
+    ConnectionLost,
     Database,
     DatabaseUnavailable,
     Param,
@@ -39,6 +47,9 @@ __all__ = ["PostgresDatabase", "leading_words"]
 
 T = TypeVar("T")
 _QUERY_CANCELED = "57014"
+_LOST = "the database connection was lost: "
+_ROLLBACK_WAIT = 5.0
+_logger = logging.getLogger("llm_do")
 
 _TABLES = """
 SELECT CASE WHEN n.nspname = current_schema() THEN quote_ident(c.relname)
@@ -100,6 +111,29 @@ def _refuse_transaction_control(sql: str) -> None:
         raise SqlError(TRANSACTION_CONTROL_REFUSED)
 
 
+def _ends_connection(error: asyncpg.PostgresError) -> bool:
+    """A server error after which the session is gone: connection exceptions (class 08), the server
+    shutting down or the backend terminated (57P01-57P05), or any FATAL/PANIC message."""
+    sqlstate = str(getattr(error, "sqlstate", None) or "")
+    severity = getattr(error, "severity_en", None) or getattr(error, "severity", None)
+    return sqlstate.startswith(("08", "57P")) or severity in ("FATAL", "PANIC")
+
+
+def _described(error: BaseException) -> str:
+    if isinstance(error, asyncpg.InterfaceError) and "released back to the pool" in str(error):
+        return "the connection had already closed (the server went away or ended it)"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+@contextlib.asynccontextmanager
+async def _within(seconds: float) -> AsyncIterator[None]:
+    """`asyncio.timeout(seconds)` whose timer is made in an empty context: a cancelled timer stays in
+    the event loop until its deadline, and must hold nothing of the run that ran the statement."""
+    async with asyncio.timeout(None) as timeout:
+        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
+        yield
+
+
 _AS_TEXT = ("date", "time", "timetz", "timestamp", "timestamptz", "interval", "numeric", "uuid", "json", "jsonb")
 
 
@@ -116,22 +150,79 @@ async def _reset(connection: asyncpg.Connection[Any]) -> None:
 
 
 class PostgresConnection(Connection):
-    """A connection lent by the pool for one transaction."""
+    """A connection lent by the pool for one transaction.
+
+    One operation at a time: statements, commit, rollback and the hand-back to the pool take turns
+    (a lock), so asyncpg never sees two at once. Any failure of the connection itself (server
+    stopped, backend terminated, socket reset, no answer within twice the statement timeout plus a
+    second) raises `ConnectionLost`; the connection is then dropped, which gives its slot back to
+    the pool.
+    """
 
     def __init__(self, raw: PoolConnectionProxy[Any], statement_timeout: float) -> None:
         self.raw = raw
         self._timeout = statement_timeout
+        self._deadline = statement_timeout * 2 + 1  # the server cancels at statement_timeout; this is for silence
+        self._interrupted = False  # a statement was cancelled half-way (the caller's cancellation)
+        self._lock = asyncio.Lock()
+        self.lost: str | None = None
+        """Why the connection failed, once it has."""
+        self.released = False
 
-    async def _guarded(self, work: Callable[[], Awaitable[T]]) -> T:
+    async def _guarded(
+        self, work: Callable[[], Awaitable[T]], *, in_transaction: bool = False, deadline: float | None = None
+    ) -> T:
+        deadline = self._deadline if deadline is None else deadline
+        async with self._lock:
+            self._check_connected()
+            if in_transaction and not self.raw.is_in_transaction():
+                raise SqlError("the transaction no longer exists in the database", "ended")
+            try:
+                async with _within(deadline):
+                    return await work()
+            except asyncpg.PostgresError as error:
+                if _ends_connection(error):
+                    raise self._lose(f"{type(error).__name__}: {self._message(error)}") from None
+                raise SqlError(self._message(error), self._state(server_error=True)) from None
+            except TimeoutError:
+                raise self._lose(f"the server did not answer within {deadline:g} s") from None
+            except asyncpg.InterfaceError as error:
+                if self._gone():
+                    raise self._lose(_described(error)) from None
+                # A client-side refusal on a healthy connection (wrong number or type of parameters).
+                raise SqlError(str(error), self._state(server_error=False)) from None
+            except (asyncpg.InternalClientError, OSError) as error:
+                raise self._lose(_described(error)) from None
+            except asyncio.CancelledError:
+                self._interrupted = True
+                raise
+
+    def _check_connected(self) -> None:
+        if self.lost is not None:
+            raise ConnectionLost(_LOST + self.lost)
+        if self._gone():
+            raise self._lose("the connection had already closed (the server went away or ended it)")
+
+    def _gone(self) -> bool:
+        """Whether the connection is closed, or asyncpg already took it back from us because it closed."""
         try:
-            return await work()
-        except asyncpg.PostgresError as error:
-            raise SqlError(self._message(error), self._state(server_error=True)) from None
-        except asyncpg.InterfaceError as error:
-            raise SqlError(str(error), self._state(server_error=False)) from None
+            return self.raw.is_closed()
+        except asyncpg.InterfaceError:  # "connection has been released back to the pool"
+            return True
+
+    def _lose(self, reason: str) -> ConnectionLost:
+        if self.lost is None:
+            self.lost = reason
+        self._drop()
+        return ConnectionLost(_LOST + self.lost)
+
+    def _drop(self) -> None:
+        """Close the socket at once: asyncpg then gives the slot back to the pool, which reconnects on demand."""
+        with contextlib.suppress(asyncpg.InterfaceError):  # already taken back
+            self.raw.terminate()
 
     def _state(self, *, server_error: bool) -> TransactionState:
-        if self.raw.is_closed() or not self.raw.is_in_transaction():
+        if self._gone() or not self.raw.is_in_transaction():
             return "ended"
         return "aborted" if server_error else "open"
 
@@ -146,14 +237,8 @@ class PostgresConnection(Connection):
         return text
 
     def _still_open(self) -> None:
-        if not self.raw.is_in_transaction():
+        if not self._gone() and not self.raw.is_in_transaction():
             raise SqlError("the statement ended the transaction", "ended")
-
-    def _checked(self, sql: str) -> None:
-        """Refuse a model's statement that would end the transaction, or run outside one (autocommitted)."""
-        _refuse_transaction_control(sql)
-        if self.raw.is_closed() or not self.raw.is_in_transaction():
-            raise SqlError("the transaction no longer exists in the database", "ended")
 
     async def begin(self, read_only: bool) -> None:
         # A query right after BEGIN READ ONLY takes the snapshot: from then on SET TRANSACTION READ WRITE fails.
@@ -161,33 +246,45 @@ class PostgresConnection(Connection):
         await self._guarded(lambda: self.raw.execute(sql))
 
     async def fetch(self, sql: str, params: Sequence[Param], limit: int) -> Rows:
-        self._checked(sql)
+        _refuse_transaction_control(sql)
 
         async def run() -> tuple[tuple[str, ...], list[Any]]:
             statement = await self.raw.prepare(sql)
             cursor = await statement.cursor(*params)
             records = await cursor.fetch(limit + 1)
+            self._still_open()
             return tuple(attribute.name for attribute in statement.get_attributes()), records
 
-        columns, records = await self._guarded(run)
-        self._still_open()
+        columns, records = await self._guarded(run, in_transaction=True)
         return Rows(columns, [tuple(record.values()) for record in records[:limit]], len(records) > limit)
 
     async def execute(self, sql: str, params: Sequence[Param]) -> int:
-        self._checked(sql)
+        _refuse_transaction_control(sql)
 
         async def run() -> str:
             statement = await self.raw.prepare(sql)
             await statement.fetch(*params)
+            self._still_open()
             return statement.get_statusmsg() or ""
 
-        status = await self._guarded(run)
-        self._still_open()
+        status = await self._guarded(run, in_transaction=True)
         last = status.rpartition(" ")[2]
         return int(last) if last.isdigit() else 0
 
     async def commit(self) -> None:
-        status = await self._guarded(lambda: self.raw.execute("COMMIT"))
+        sent = False
+
+        async def run() -> str:
+            nonlocal sent
+            sent = True
+            return await self.raw.execute("COMMIT")
+
+        try:
+            status = await self._guarded(run)
+        except ConnectionLost as error:
+            if sent:  # the server may have committed before the connection went
+                raise ConnectionLost(error.message, outcome_unknown=True) from None
+            raise
         if status != "COMMIT":
             raise SqlError(
                 "PostgreSQL rolled the transaction back instead of committing it, because a statement in it "
@@ -196,8 +293,22 @@ class PostgresConnection(Connection):
             )
 
     async def rollback(self) -> None:
-        if not self.raw.is_closed() and self.raw.is_in_transaction():
-            await self._guarded(lambda: self.raw.execute("ROLLBACK"))
+        if self._interrupted:  # its statement may still be running: ending the session rolls back at once
+            async with self._lock:
+                self._drop()
+            return
+
+        async def run() -> None:
+            if self.raw.is_in_transaction():
+                await self.raw.execute("ROLLBACK")
+
+        await self._guarded(run, deadline=self._rollback_deadline)
+
+    @property
+    def _rollback_deadline(self) -> float:
+        """A rollback answers at once, or the connection is in trouble: dropping it rolls back too, so
+        never wait long (teardown has its own time budget, 10 s by default)."""
+        return min(self._deadline, _ROLLBACK_WAIT)
 
     async def tables(self) -> list[str]:
         rows = await self._guarded(lambda: self.raw.fetch(_TABLES))
@@ -217,6 +328,31 @@ class PostgresConnection(Connection):
             if error.state == "aborted":  # a name PostgreSQL cannot parse; the caller's transaction is short-lived
                 return None
             raise
+
+    async def hand_back(self, give: Callable[[PoolConnectionProxy[Any]], Awaitable[object]]) -> str | None:
+        """Roll back what is open and `give` the connection to the pool; what failed meanwhile, if anything.
+
+        A connection already lost is not given: asyncpg took it back when it closed. One that fails
+        here, or whose caller is cancelled here, is dropped, which frees its slot all the same.
+        """
+        async with self._lock:
+            if self.lost is not None or self._interrupted or self._gone():
+                self._drop()  # a protocol abort may leave a closed connection still lent out
+                return None
+            try:
+                if self.raw.is_in_transaction():  # else asyncpg's reset complains about an open transaction
+                    async with _within(self._rollback_deadline):
+                        await self.raw.execute("ROLLBACK")
+                await give(self.raw)
+            except BaseException as error:
+                self._drop()
+                if not isinstance(error, Exception):
+                    raise
+                self.lost = (
+                    "the server did not answer in time" if isinstance(error, TimeoutError) else _described(error)
+                )
+                return self.lost
+            return None
 
 
 class PostgresDatabase(Database):
@@ -260,9 +396,20 @@ class PostgresDatabase(Database):
         try:
             raw = await in_fresh_context(lambda: pool.acquire(timeout=self.statement_timeout), pool.release)
         except TimeoutError:
+            if self._in_use < self.pool_size:  # a slot was free: connecting is what took too long
+                raise DatabaseUnavailable(
+                    f"could not connect to PostgreSQL: the server did not answer within {self.statement_timeout:g} s"
+                ) from None
             raise DatabaseUnavailable(
                 f"no database connection became free within {self.statement_timeout:g} s: all {self.pool_size} "
                 "are in use by open transactions. Commit or roll back the ones you no longer need, then try again."
+            ) from None
+        except (ValueError, asyncpg.ClientConfigurationError) as error:  # asyncpg read the URL only now
+            raise ConfigurationError(
+                self._scrubbed(
+                    f"LLM_DO_DATABASE_URL cannot be used: {error}. Fix it; the form is "
+                    "postgresql://user:password@host:5432/dbname?option=value"
+                )
             ) from None
         except Exception as error:
             message = f"could not connect to PostgreSQL: {type(error).__name__}: {error}"
@@ -273,15 +420,21 @@ class PostgresDatabase(Database):
     async def release(self, connection: Connection) -> None:
         if not isinstance(connection, PostgresConnection) or self._pool is None:
             raise ValueError("this connection does not belong to this pool")
+        if connection.released:
+            return
+        connection.released = True
         self._in_use -= 1
-        raw = connection.raw
-        if not raw.is_closed() and raw.is_in_transaction():
-            try:
-                await raw.execute("ROLLBACK")  # else asyncpg's reset complains about an open transaction
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
-                raw.terminate()
-        pool = self._pool
-        await in_fresh_context(lambda: pool.release(raw, timeout=self.statement_timeout))  # its timer too
+        pool, timeout = self._pool, self.statement_timeout
+
+        async def give(raw: PoolConnectionProxy[Any]) -> None:
+            await in_fresh_context(lambda: pool.release(raw, timeout=timeout))  # its timer too
+
+        problem = await connection.hand_back(give)
+        if problem is not None:
+            _logger.warning(
+                "sql: a PostgreSQL connection failed as it was given back (%s); the pool dropped it",
+                self._scrubbed(problem),
+            )
 
     async def aclose(self) -> None:
         if self._closed:

@@ -6,6 +6,7 @@ import functools
 import os
 import re
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,18 @@ def program_problem(program: str) -> str | None:
     return None
 
 
+def _shown(command: Sequence[str], limit: int = 200) -> str:
+    text = repr(list(command))
+    return text if len(text) <= limit else text[: limit - 4] + " ...]"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} ({number})"
+    except ValueError:
+        return str(number)
+
+
 def _rules(allow: AllowSpec) -> dict[str, ShellRule]:
     if allow is None:
         return {}
@@ -117,7 +130,8 @@ def _parsed(items: tuple[_Item, ...]) -> dict[str, ShellRule]:
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
-    """What `run` returns. `exit_code` is negative when a signal ended the program (-9: killed)."""
+    """What `run` returns. `exit_code` is negative only when the time limit's signal ended the program
+    (-15, or -9 once SIGKILL was needed); a program ended by any other signal is a `ToolFailed` instead."""
 
     exit_code: int | None
     stdout: str
@@ -194,7 +208,7 @@ class ShellToolset(Toolset):
             )
         except OSError as error:
             raise ToolFailed(f"run: {rule.name!r} could not be started: {error.strerror or error}") from None
-        return self._result(done)
+        return self._result(command, done)
 
     def _checked(self, command: list[str]) -> tuple[ShellRule, list[str]]:
         if not command:
@@ -260,13 +274,20 @@ class ShellToolset(Toolset):
             self._home = tempfile.mkdtemp(prefix="llm-do-shell-home-")
         return self._home
 
-    def _result(self, done: Completed) -> CommandResult:
+    def _result(self, command: list[str], done: Completed) -> CommandResult:
         stdout = done.stdout.decode("utf-8", errors="replace")
         stderr = done.stderr.decode("utf-8", errors="replace")
         if done.stdout_dropped:
             stdout += self._cut_note("stdout", done.stdout_dropped)
         if done.stderr_dropped:
             stderr += self._cut_note("stderr", done.stderr_dropped)
+        if done.returncode is not None and done.returncode < 0 and not done.timed_out:
+            raise ToolFailed(
+                f"run: the command {_shown(command)} was ended by signal {_signal_name(-done.returncode)} before "
+                "it finished. llm-do did not send it (the time limit had not passed): it came from outside (another "
+                "process, or the system running out of memory) or from the program itself (a crash). Whatever was "
+                f"left of its processes was ended too. stdout so far: {stdout!r}; stderr so far: {stderr!r}"
+            )
         if done.timed_out:
             stderr += (
                 f"\n[llm-do: the command was stopped after {self.timeout:g} s (its time limit) "

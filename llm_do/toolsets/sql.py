@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 import decimal
 import json
+import logging
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -24,18 +25,21 @@ from pydantic_ai.exceptions import ToolFailed
 from ..handles import Handles
 from ..policy import ToolPolicy
 from ..toolset import Toolset, tool
-from .database import Connection, Database, DatabaseUnavailable, Param, Rows, SqlError
+from .database import Connection, ConnectionLost, Database, DatabaseUnavailable, Param, Rows, SqlError
 
 __all__ = ["SqlToolset", "Transaction"]
 
 T = TypeVar("T")
 _SHOWN_SQL = 500  # characters of a failed statement quoted back to the model
+_logger = logging.getLogger("llm_do")
 
 
 class Transaction:
     """One open transaction: a pooled connection, lent until `commit` or `rollback`."""
 
     def __init__(self, database: Database, connection: Connection, read_only: bool) -> None:
+        self.name = "txn"
+        """Its handle, once the toolset has given it one."""
         self.database = database
         self.connection = connection
         self.read_only = read_only
@@ -55,6 +59,21 @@ class Transaction:
             await self.connection.rollback()
         finally:
             await self.close()
+
+    async def forget(self) -> None:
+        """What happens to a transaction left open when its call ends: rolled back, never committed.
+
+        A transaction whose connection is already lost needs no rollback (the database dropped it
+        with the connection): one warning on the `llm_do` logger says so.
+        """
+        try:
+            await self.rollback()
+        except ConnectionLost as error:
+            _logger.warning(
+                "sql: forgotten transaction %s was lost with its connection, which rolls it back: %s",
+                self.name,
+                error.message,
+            )
 
     async def close(self) -> None:
         if not self.closed:
@@ -80,22 +99,32 @@ class SqlToolset(Toolset):
         self.database = database
         self.max_rows = max_rows
         self.max_bytes = max_bytes
-        self.txns: Handles[Transaction] = Handles("txn")  # forgotten ones are rolled back
+        self.txns: Handles[Transaction] = Handles("txn", on_forget=Transaction.forget)  # rolled back
+        self.lost: dict[str, str] = {}
+        """Handles closed because their connection failed, and what happened."""
 
     @tool
     async def begin(self, read_only: bool = False) -> str:
         """Open a transaction and return its handle (txn_...). Every query and execute runs in one, and
         nothing it changes is saved until commit. Pass read_only=true when you only read. Close every
         transaction with commit or rollback when you are done with it."""
-        connection = await self._acquire()
+        connection = await self._acquire("begin")
         try:
             await connection.begin(read_only)
         except BaseException as error:
             await self.database.release(connection)
+            if isinstance(error, ConnectionLost):
+                _logger.warning("sql: begin failed: %s", error.message)
+                raise ToolFailed(
+                    f"begin failed: {error.message}\nNo transaction was opened; call begin again (the pool opens "
+                    "a new connection)."
+                ) from None
             if isinstance(error, SqlError):
                 raise ToolFailed(f"begin failed: {error.message}") from None
             raise
-        return self.txns.open(Transaction(self.database, connection, read_only))
+        transaction = Transaction(self.database, connection, read_only)
+        transaction.name = self.txns.open(transaction)
+        return transaction.name
 
     @tool
     async def query(self, txn: str, sql: str, params: list[Param] | None = None) -> dict[str, Any]:
@@ -117,9 +146,9 @@ class SqlToolset(Toolset):
     @tool
     async def commit(self, txn: str) -> str:
         """Commit transaction `txn`: its changes are saved and visible to others. The handle is closed."""
-        transaction = self.txns.get(txn)
+        transaction = self._get("commit", txn)
         async with transaction.lock:
-            self._check_usable(transaction, txn)
+            self._check_usable("commit", transaction, txn)
             if transaction.gone is not None:
                 self.txns.pop(txn)
                 await _abandon(transaction)
@@ -129,6 +158,18 @@ class SqlToolset(Toolset):
                 )
             try:
                 await transaction.commit()
+            except ConnectionLost as error:
+                await self._lose(txn, transaction, error)
+                if error.outcome_unknown:
+                    raise ToolFailed(
+                        f"commit failed: {error.message}\nThe connection went while COMMIT was under way: the "
+                        f"database may or may not have committed {txn}. {txn} is closed; begin a new transaction "
+                        "and check whether its changes are there before redoing them."
+                    ) from None
+                raise ToolFailed(
+                    f"commit failed: {error.message}\nNothing was committed: the database rolled {txn} back when "
+                    f"the connection was lost. {txn} is closed; begin a new transaction and redo the work."
+                ) from None
             except SqlError as error:
                 if error.state == "open":
                     raise ToolFailed(
@@ -146,10 +187,18 @@ class SqlToolset(Toolset):
     @tool
     async def rollback(self, txn: str) -> str:
         """Roll back transaction `txn`: everything it changed is undone. The handle is closed."""
+        if txn in self.lost:
+            raise ToolFailed(self._lost_text("rollback", txn))
         transaction = self.txns.pop(txn)
         async with transaction.lock:
             try:
                 await transaction.rollback()
+            except ConnectionLost as error:
+                self._note_lost(txn, error)
+                raise ToolFailed(
+                    f"rollback: {error.message}\nThe database rolled {txn} back when the connection was lost: "
+                    f"nothing in it was saved. {txn} is closed."
+                ) from None
             except SqlError as error:
                 raise ToolFailed(f"rollback reported: {error.message}\n{txn} is closed all the same.") from None
         return f"{txn} rolled back"
@@ -171,15 +220,15 @@ class SqlToolset(Toolset):
 
     # -- helpers ---------------------------------------------------------------
 
-    async def _acquire(self) -> Connection:
+    async def _acquire(self, tool_name: str) -> Connection:
         try:
             return await self.database.acquire()
         except DatabaseUnavailable as error:
-            raise ToolFailed(str(error)) from None
+            raise ToolFailed(f"{tool_name} failed: {error}") from None
 
     async def _reading(self, read: Callable[[Connection], Awaitable[T]]) -> T:
         """`read` in a short read-only transaction of its own."""
-        connection = await self._acquire()
+        connection = await self._acquire("reading the schema")
         try:
             await connection.begin(read_only=True)
             return await read(connection)
@@ -189,18 +238,43 @@ class SqlToolset(Toolset):
             try:
                 await connection.rollback()
             except SqlError:
-                pass  # the pool discards a connection it cannot reset
+                pass  # a lost connection is discarded by the pool
             finally:
                 await self.database.release(connection)
 
-    def _check_usable(self, transaction: Transaction, txn: str) -> None:
+    def _get(self, tool_name: str, txn: str) -> Transaction:
+        if txn in self.lost:
+            raise ToolFailed(self._lost_text(tool_name, txn))
+        return self.txns.get(txn)
+
+    def _check_usable(self, tool_name: str, transaction: Transaction, txn: str) -> None:
+        if txn in self.lost:
+            raise ToolFailed(self._lost_text(tool_name, txn))
         if transaction.closed:
             raise ToolFailed(f"{txn} was closed by another tool call meanwhile; begin a new transaction")
 
+    def _lost_text(self, tool_name: str, txn: str) -> str:
+        return (
+            f"{tool_name} refused: {txn} is closed, because its database connection was lost "
+            f"({self.lost[txn]}). The database rolled it back: nothing in it was saved. Begin a new "
+            "transaction and redo the work."
+        )
+
+    def _note_lost(self, txn: str, error: ConnectionLost) -> None:
+        self.lost[txn] = error.message.removeprefix("the database connection was lost: ")
+        _logger.warning("sql: transaction %s is gone: %s", txn, error.message)
+
+    async def _lose(self, txn: str, transaction: Transaction, error: ConnectionLost) -> None:
+        """Close a handle whose connection failed: later calls naming it are told what happened."""
+        self._note_lost(txn, error)
+        if txn in self.txns and self.txns.get(txn) is transaction:
+            self.txns.pop(txn)
+        await transaction.close()  # quiet: the pool already took the connection back
+
     async def _in_transaction(self, tool_name: str, txn: str, sql: str, run: Callable[[Connection], Awaitable[T]]) -> T:
-        transaction = self.txns.get(txn)
+        transaction = self._get(tool_name, txn)
         async with transaction.lock:
-            self._check_usable(transaction, txn)
+            self._check_usable(tool_name, transaction, txn)
             if transaction.gone is not None:
                 raise ToolFailed(
                     f"{tool_name} refused: the database already rolled back {txn} ({transaction.gone}). "
@@ -208,6 +282,13 @@ class SqlToolset(Toolset):
                 )
             try:
                 return await run(transaction.connection)
+            except ConnectionLost as error:
+                await self._lose(txn, transaction, error)
+                raise ToolFailed(
+                    f"{tool_name} failed: {error.message}\nstatement: {_shown(sql)}\n{txn} is closed: the database "
+                    "rolled it back when the connection was lost, so nothing in it was saved. Begin a new "
+                    "transaction and redo the work."
+                ) from None
             except SqlError as error:
                 if error.state == "ended":
                     transaction.gone = error.message
@@ -252,8 +333,7 @@ async def _abandon(transaction: Transaction) -> None:
 
 
 def _failure(tool_name: str, txn: str, sql: str, error: SqlError) -> str:
-    shown = sql if len(sql) <= _SHOWN_SQL else sql[:_SHOWN_SQL] + " ..."
-    lines = [f"{tool_name} failed: {error.message}", f"statement: {shown}"]
+    lines = [f"{tool_name} failed: {error.message}", f"statement: {_shown(sql)}"]
     if error.state == "aborted":
         lines.append(
             f"{txn} is aborted: the database ignores every further statement in it. Call rollback with "
@@ -267,6 +347,10 @@ def _failure(tool_name: str, txn: str, sql: str, error: SqlError) -> str:
     else:
         lines.append(f"{txn} is still open; the failed statement changed nothing.")
     return "\n".join(lines)
+
+
+def _shown(sql: str) -> str:
+    return sql if len(sql) <= _SHOWN_SQL else sql[:_SHOWN_SQL] + " ..."
 
 
 def _unique(columns: Sequence[str]) -> list[str]:

@@ -85,13 +85,22 @@ def create_app(container: Bank | None = None) -> FastAPI:
         except ClientDisconnected as gone:
             audit = _audit_of(gone.cause) if gone.cause is not None else []
             logger.info("client left; transfer %s cancelled; audit: %s", body.reference, audit)
-            return Response(status_code=499)  # nobody reads it
+            return error_response(499, "the client disconnected; the transfer was cancelled", audit)  # nobody reads it
         except ledger.BankError as error:
             return error_response(error.status, str(error), _audit_of(error))
         except Exception as error:
             logger.exception("transfer %s failed", body.reference)
             message = f"the transfer failed ({type(error).__name__}); see the server log"
             return error_response(500, message, _audit_of(error))
+        run_audit = result.per_run.get("audit")
+        if isinstance(run_audit, Audit) and run_audit.fault is not None and not run_audit.committed:
+            # The database failed under the teller and it gave up: nothing was moved (or, if a
+            # commit's connection was lost and the database did not say in time, nobody knows yet).
+            if run_audit.outcome_unknown:
+                message = f"the transfer's outcome is unknown: {run_audit.fault}"
+            else:
+                message = f"the transfer was not made, the database is unavailable; retry later. {run_audit.fault}"
+            return error_response(503, message, run_audit.lines)
         return JSONResponse(
             {
                 "reference": body.reference,

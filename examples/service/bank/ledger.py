@@ -6,20 +6,24 @@ Plain asyncpg, no llm-do: the llm-do toolset (`bank.toolsets`) and the plain pyd
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeAlias
 
 import asyncpg
 
 __all__ = [
     "AccountNotFound",
+    "AlreadyTransferred",
     "BankError",
     "InsufficientFunds",
     "Transaction",
     "balance",
     "balances",
     "create_schema",
+    "is_database_fault",
     "open_account",
     "transfer",
+    "transferred",
 ]
 
 Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
@@ -29,6 +33,12 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS accounts (
     name text PRIMARY KEY,
     balance bigint NOT NULL CHECK (balance >= 0)
+);
+CREATE TABLE IF NOT EXISTS transfers (
+    reference text PRIMARY KEY,
+    source text NOT NULL,
+    target text NOT NULL,
+    amount bigint NOT NULL
 )
 """
 _SCHEMA_LOCK = 7_2616_3031  # an advisory lock key: servers starting together create the table once
@@ -38,6 +48,13 @@ class BankError(Exception):
     """An error the HTTP caller should read; `status` is the HTTP status it maps to."""
 
     status = 400
+
+
+class AlreadyTransferred(BankError):
+    status = 409
+
+    def __init__(self, reference: str) -> None:
+        super().__init__(f"a transfer with reference {reference!r} was already made; nothing more was moved")
 
 
 class AccountNotFound(BankError):
@@ -52,6 +69,23 @@ class InsufficientFunds(BankError):
 
     def __init__(self, name: str, balance: int, amount: int) -> None:
         super().__init__(f"account {name!r} holds {balance}, less than the {amount} to move")
+
+
+def is_database_fault(error: BaseException) -> bool:
+    """Whether `error` says the database or the connection to it failed, not the statement.
+
+    The server stopped, restarted or ended the backend (`pg_terminate_backend`), the socket broke,
+    or a connection could not be made; a transaction open on that connection is gone, uncommitted.
+    """
+    faults = (
+        asyncpg.PostgresConnectionError,  # class 08: connection exceptions
+        asyncpg.OperatorInterventionError,  # class 57: admin shutdown, cannot connect now, ...
+        asyncpg.InterfaceError,  # the client's side: the connection is closed
+        asyncpg.InternalClientError,
+        OSError,  # refused, reset, the socket file is gone
+        asyncio.TimeoutError,
+    )
+    return isinstance(error, faults)
 
 
 async def create_schema(pool: Pool) -> None:
@@ -79,6 +113,8 @@ class Transaction:
         self._transaction = transaction
         self.handle = ""
         """What the caller calls it (a toolset's `txn_...` handle)."""
+        self.references: list[str] = []
+        """The references of the transfers made in it (to find out whether a commit went through)."""
 
     @classmethod
     async def begin(cls, pool: Pool) -> Transaction:
@@ -111,11 +147,12 @@ async def balance(conn: Connection, name: str) -> int:
     return int(value)
 
 
-async def transfer(conn: Connection, source: str, target: str, amount: int) -> None:
-    """Move `amount` from `source` to `target` inside the connection's transaction.
+async def transfer(conn: Connection, source: str, target: str, amount: int, reference: str) -> None:
+    """Move `amount` from `source` to `target` inside the connection's transaction, as transfer `reference`.
 
-    Both rows are locked in name order, so two opposite transfers wait for each other instead of
-    deadlocking.
+    The transfer is recorded in `transfers` under its reference, once: a second transfer with the
+    same reference raises `AlreadyTransferred` and moves nothing. Both rows are locked in name
+    order, so two opposite transfers wait for each other instead of deadlocking.
     """
     if amount <= 0:
         raise BankError(f"the amount must be positive, got {amount}")
@@ -130,5 +167,20 @@ async def transfer(conn: Connection, source: str, target: str, amount: int) -> N
             raise AccountNotFound(name)
     if found[source] < amount:
         raise InsufficientFunds(source, found[source], amount)
+    inserted = await conn.fetchval(
+        "INSERT INTO transfers (reference, source, target, amount) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT (reference) DO NOTHING RETURNING true",
+        reference,
+        source,
+        target,
+        amount,
+    )
+    if not inserted:
+        raise AlreadyTransferred(reference)
     await conn.execute("UPDATE accounts SET balance = balance - $2 WHERE name = $1", source, amount)
     await conn.execute("UPDATE accounts SET balance = balance + $2 WHERE name = $1", target, amount)
+
+
+async def transferred(pool: Pool, reference: str) -> bool:
+    """Whether the transfer `reference` is committed (a reference is made at most once)."""
+    return bool(await pool.fetchval("SELECT EXISTS (SELECT 1 FROM transfers WHERE reference = $1)", reference))

@@ -1,6 +1,9 @@
 """A scripted stand-in for an LLM, so the service runs offline: it reads the transfer request
 (JSON, the run's prompt) and calls the tools an LLM would: begin, transfer, commit, then answers.
 
+When a tool fails because the database went away (a failed tool result), the teller begins again
+once if the message says to, then gives up and says why.
+
 A request with `"forget_commit": true` makes it "forget" to commit, as a real model might; the
 runtime then rolls the transaction back when the call ends.
 """
@@ -44,20 +47,34 @@ def _request(messages: list[ModelMessage]) -> TransferRequest:
     raise ValueError("the teller's prompt is not a transfer request")
 
 
-def _returned(messages: list[ModelMessage]) -> dict[str, Any]:
-    """What each tool last returned in the conversation, by tool name."""
-    found: dict[str, Any] = {}
+MAX_ATTEMPTS = 2
+"""Transactions the teller opens for one request: after a database fault it begins once more."""
+
+
+def _attempts(messages: list[ModelMessage]) -> tuple[dict[str, Any], list[str]]:
+    """What each tool returned in the current attempt (by tool name), and the failures so far.
+
+    A failed tool result (`outcome='failed'`: the database went away under the tool) ends an attempt.
+    """
+    done: dict[str, Any] = {}
+    failures: list[str] = []
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
                 if isinstance(part, ToolReturnPart):
-                    found[part.tool_name] = part.content
-    return found
+                    if part.outcome == "success":
+                        done[part.tool_name] = part.content
+                    else:
+                        failures.append(part.model_response_str())
+                        done = {}
+    return done, failures
 
 
 def teller(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     request = _request(messages)
-    done = _returned(messages)
+    done, failures = _attempts(messages)
+    if failures and not done and (len(failures) >= MAX_ATTEMPTS or "call begin" not in failures[-1]):
+        return ModelResponse(parts=[TextPart(f"I could not make the transfer: {failures[-1]}")])
     if "begin" not in done:
         return ModelResponse(parts=[ToolCallPart("begin", {})])
     txn = done["begin"]

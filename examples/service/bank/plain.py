@@ -69,7 +69,7 @@ async def transfer(ctx: RunContext[Deps], txn: str, source: str, target: str, am
     """Move `amount` from `source` to `target` inside `txn`; `reference` is the request's payment reference."""
     what = f"transfer {amount} from {source} to {target} ref={reference} in {txn}"
     try:
-        await ledger.transfer(ctx.deps.txn(txn).conn, source, target, amount)
+        await ledger.transfer(ctx.deps.txn(txn).conn, source, target, amount, reference)
     except ledger.BankError as error:
         ctx.deps.audit.record(f"{what} refused: {error}")
         raise
