@@ -137,3 +137,13 @@ async def test_a_streamable_http_server_on_loopback_is_shared_reports_a_drop_and
             await asyncio.sleep(QUICK.cooldown)  # past any backoff
             (count,) = answers_of(await rt.run("clerk", plan("read_count")))
             assert count == 0
+
+
+def test_a_toolset_that_connects_per_agent_run_is_left_to_pydantic_ai() -> None:
+    from llm_do.mcp import own_mcp_toolsets
+
+    per_user = MCPToolset("http://127.0.0.1:9/mcp", headers=lambda ctx: {"X-User": str(ctx.deps)})
+    assert own_mcp_toolsets(per_user, "per_user") is per_user
+    fixed = MCPToolset("http://127.0.0.1:9/mcp", headers={"X-User": "ada"})
+    owned = own_mcp_toolsets(fixed, "fixed")
+    assert isinstance(owned, McpServer) and own_mcp_toolsets(fixed, "fixed") is owned  # one server per toolset

@@ -505,6 +505,10 @@ def own_mcp_toolsets(obj: Any, name: str, options: McpOptions | None = None) -> 
     """`obj`, with every `MCPToolset` in it (itself, or at the end of a chain of wrapper toolsets such as
     `load_mcp_toolsets`' prefixed ones) owned by an `McpServer`. The same object gives the same server."""
     if isinstance(obj, MCPToolset):
+        if getattr(obj, "_resolves_per_run", False):
+            # `auth` or `headers` is a function of the run context: pydantic-ai makes, enters and exits a
+            # copy per agent run, in that run's task. There is no connection for a scope to own.
+            return obj
         server = vars(obj).get("_llm_do_server")
         if not isinstance(server, McpServer):
             server = McpServer(obj, name=name, options=options)
