@@ -1,6 +1,7 @@
 """Regenerate the examples' recordings: `python examples/record_examples.py`.
 
-Each example project ships `recording.json`, so it runs offline with `--model replay:recording.json`.
+Each example project ships `recording.json`, so it runs offline with
+`--model replay:examples/NAME/recording.json` (from the repository root).
 The recordings are made here by running the projects for real, with `RecordingModel` around a
 scripted `FunctionModel` that answers the way an LLM following the workers' instructions would
 (it reads the prompts and tool results, so handles, balances and summaries are the live ones).

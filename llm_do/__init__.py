@@ -5,28 +5,37 @@ per run, per call); a `Runtime` runs pydantic-ai agents with fresh per-call tool
 tears down everything a call or run opened, on success, error and cancellation.
 """
 
-from .approval import Approval, ApprovalChoice, ApprovalDenied, ApprovalRequest, ApprovalUnavailable, Approver
-from .call import CallScope
-from .entries import AgentEntry, Entry, FunctionEntry, entry
-from .errors import (
-    ConfigurationError,
-    InvalidSettings,
-    LlmDoError,
-    MaxDepthExceeded,
-    ScopeError,
-    ToolsetError,
-    UnknownHandle,
-)
-from .handles import Handles, open_handles
-from .loading import CapturablePerRunWarning
-from .policy import Decision, PolicySettings, Rule, ToolPolicy, Verdict
-from .run import CallRecord, LogEntry, RunReport, RunResult, RunState, run_report
-from .runlocal import RunLocalSingleton
-from .runtime import Runtime
-from .scopes import Scope, ToolsetSpec
-from .settings import LlmDoSettings, RuntimeConfig, reveal
-from .toolset import Toolset, tool
-from .tracing import continue_trace, current_traceparent, inject_trace_context
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .approval import Approval, ApprovalChoice, ApprovalDenied, ApprovalRequest, ApprovalUnavailable, Approver
+    from .call import CallScope
+    from .entries import AgentEntry, Entry, FunctionEntry, entry
+    from .errors import (
+        ConfigurationError,
+        InvalidSettings,
+        LlmDoError,
+        MaxDepthExceeded,
+        ScopeError,
+        ToolsetError,
+        UnknownHandle,
+    )
+    from .handles import Handles, open_handles
+    from .loading import CapturablePerRunWarning
+    from .policy import Decision, PolicySettings, Rule, ToolPolicy, Verdict
+    from .run import CallRecord, LogEntry, RunReport, RunResult, RunState, run_report
+    from .runlocal import RunLocalSingleton
+    from .runtime import Runtime
+    from .scopes import Scope, ToolsetSpec
+    from .settings import LlmDoSettings, RuntimeConfig, reveal
+    from .toolset import Toolset, tool
+    from .tracing import continue_trace, current_traceparent, inject_trace_context
+
+__version__ = "0.1.0"
+"""The version of llm-do (the package metadata reads it from here)."""
 
 __all__ = [
     "AgentEntry",
@@ -74,3 +83,65 @@ __all__ = [
     "run_report",
     "tool",
 ]
+
+_MODULES: dict[str, str] = {
+    "AgentEntry": "entries",
+    "Approval": "approval",
+    "ApprovalChoice": "approval",
+    "ApprovalDenied": "approval",
+    "ApprovalRequest": "approval",
+    "ApprovalUnavailable": "approval",
+    "Approver": "approval",
+    "CallRecord": "run",
+    "CallScope": "call",
+    "CapturablePerRunWarning": "loading",
+    "ConfigurationError": "errors",
+    "Decision": "policy",
+    "Entry": "entries",
+    "FunctionEntry": "entries",
+    "Handles": "handles",
+    "InvalidSettings": "errors",
+    "LlmDoError": "errors",
+    "LlmDoSettings": "settings",
+    "LogEntry": "run",
+    "MaxDepthExceeded": "errors",
+    "PolicySettings": "policy",
+    "Rule": "policy",
+    "RunLocalSingleton": "runlocal",
+    "RunReport": "run",
+    "RunResult": "run",
+    "RunState": "run",
+    "Runtime": "runtime",
+    "RuntimeConfig": "settings",
+    "Scope": "scopes",
+    "ScopeError": "errors",
+    "ToolPolicy": "policy",
+    "Toolset": "toolset",
+    "ToolsetError": "errors",
+    "ToolsetSpec": "scopes",
+    "UnknownHandle": "errors",
+    "Verdict": "policy",
+    "continue_trace": "tracing",
+    "current_traceparent": "tracing",
+    "entry": "entries",
+    "inject_trace_context": "tracing",
+    "open_handles": "handles",
+    "reveal": "settings",
+    "run_report": "run",
+    "tool": "toolset",
+}
+"""The module of each public name: imported when the name is first used, so that importing `llm_do`
+(as the `llm-do` command does for `--help`) does not import pydantic-ai."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llm_do' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.messages import ModelResponse, ModelResponsePart, TextPart, ToolCallPart
+from pydantic_ai.usage import RequestUsage
 
 from llm_do.models import Recording
 
@@ -84,6 +85,41 @@ def notes_project(root: Path) -> Path:
     return root
 
 
+TEAM_SCRIPT = (
+    # boss asks a and b at once; a asks c, so c starts after b but belongs under a.
+    ("boss", [[ToolCallPart("a", {"input": "part a"}), ToolCallPart("b", {"input": "part b"})], "All done."], (10, 1)),
+    ("a", [ToolCallPart("c", {"input": "part c"}), "A done."], (20, 2)),
+    ("b", ["B done."], (30, 3)),
+    ("c", ["C done."], (40, 4)),
+)
+
+
+def team_project(root: Path) -> Path:
+    """Workers nesting two deep with parallel calls (boss -> a, b; a -> c) and a script giving each
+    response of worker N its own token counts; `replay:script.json` answers them."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "boss.worker").write_text("---\ntoolsets: [a, b]\n---\nDelegate.\n")
+    (root / "a.worker").write_text("---\ntoolsets: [c]\n---\nDelegate to c.\n")
+    (root / "b.worker").write_text("Answer.\n")
+    (root / "c.worker").write_text("Answer.\n")
+    (root / "project.toml").write_text('entry = "boss"\n')
+    script = Recording()
+    for entry, steps, (tokens_in, tokens_out) in TEAM_SCRIPT:
+        usage = RequestUsage(input_tokens=tokens_in, output_tokens=tokens_out)
+        script.add_script([ModelResponse(parts=_parts(step), usage=usage) for step in steps], entry=entry)
+    script.save(root / "script.json")
+    return root
+
+
+def _parts(step: object) -> list[ModelResponsePart]:
+    if isinstance(step, str):
+        return [TextPart(step)]
+    if isinstance(step, list):
+        return list(step)
+    assert isinstance(step, ToolCallPart)
+    return [step]
+
+
 def slow_project(root: Path) -> Path:
     """An @entry function whose tool holds a handle and waits; cleanup and rollback go to log.txt."""
     root.mkdir(parents=True, exist_ok=True)
@@ -102,15 +138,26 @@ def environment() -> dict[str, str]:
 
 
 def llm_do(
-    *args: str | Path, stdin: str | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
+    *args: str | Path,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str | None] | None = None,
+    python: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run the command without a terminal (stdin is a pipe, or /dev/null); `env` adds variables."""
+    """Run the command without a terminal (stdin is a pipe, or /dev/null); `env` adds variables (None
+    removes one); `python` adds interpreter options (like `-X importtime`)."""
+    variables = environment()
+    for name, value in (env or {}).items():
+        if value is None:
+            variables.pop(name, None)
+        else:
+            variables[name] = value
     return subprocess.run(
-        command(*args),
+        [sys.executable, *python, *command(*args)[1:]],
         input=stdin if stdin is not None else "",
         capture_output=True,
         text=True,
         timeout=120,
-        env={**environment(), **(env or {})},
+        env=variables,
         cwd=cwd,
     )

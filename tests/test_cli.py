@@ -23,7 +23,7 @@ def test_run_prints_the_output_on_stdout_and_the_tree_and_usage_on_stderr(tmp_pa
 
 def test_json_prints_one_document_and_nothing_else_on_stdout(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
-    done = llm_do("run", project, "note it", "--model", "replay:script.json", "--approve-all", "--json")
+    done = llm_do("run", project, "note it", "--model", f"replay:{project / 'script.json'}", "--approve-all", "--json")
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["output"] == "Noted."
@@ -57,7 +57,7 @@ def test_input_json_reaches_an_entry(tmp_path: Path) -> None:
 
 def test_a_call_that_needs_approval_without_a_terminal_fails_with_what_to_do(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
-    done = llm_do("run", project, "note it", "--model", "replay:script.json")
+    done = llm_do("run", project, "note it", "--model", f"replay:{project / 'script.json'}")
     assert done.returncode == 2
     assert "notes.write, which needs approval" in done.stderr
     assert "pass --approve-all or --reject-all" in done.stderr
@@ -67,7 +67,7 @@ def test_a_call_that_needs_approval_without_a_terminal_fails_with_what_to_do(tmp
 
 def test_reject_all_denies_and_the_model_is_told(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
-    done = llm_do("run", project, "note it", "--model", "replay:script.json", "--reject-all", "-v")
+    done = llm_do("run", project, "note it", "--model", f"replay:{project / 'script.json'}", "--reject-all", "-v")
     assert done.returncode == 0, done.stderr
     assert "scribe -> write(" in done.stderr  # -v shows the tool call
     assert "scribe <- write -> " in done.stderr  # ... and its result (the denial)
@@ -106,11 +106,23 @@ def test_a_worker_without_a_model_is_reported(tmp_path: Path) -> None:
     assert "--model" in done.stderr
 
 
-def test_a_missing_replay_file_is_reported(tmp_path: Path) -> None:
-    done = llm_do("run", notes_project(tmp_path / "notes"), "hi", "--model", "replay:missing.json")
-    assert done.returncode == 1
-    assert "missing.json" in done.stderr
+def test_a_missing_replay_file_is_a_usage_error_naming_the_path_from_the_current_directory(tmp_path: Path) -> None:
+    done = llm_do("run", notes_project(tmp_path / "notes"), "hi", "--model", "replay:missing.json", cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"the recording {tmp_path / 'missing.json'} does not exist" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_replay_paths_on_the_command_line_are_relative_to_the_current_directory(tmp_path: Path) -> None:
+    notes_project(tmp_path / "notes")
+    args = ("run", "notes", "note it", "--approve-all", "--json")
+    here = llm_do(*args, "-m", "replay:notes/script.json", cwd=tmp_path)
+    assert (here.returncode, json.loads(here.stdout)["output"]) == (0, "Noted."), here.stderr
+    from_env = llm_do(*args, cwd=tmp_path, env={"LLM_DO_MODEL": "replay:notes/script.json"})
+    assert (from_env.returncode, json.loads(from_env.stdout)["output"]) == (0, "Noted."), from_env.stderr
+    not_the_project = llm_do(*args, "-m", "replay:script.json", cwd=tmp_path)
+    assert not_the_project.returncode == 2
+    assert f"the recording {tmp_path / 'script.json'} does not exist" in not_the_project.stderr
 
 
 def test_bad_flags_are_usage_errors(tmp_path: Path) -> None:
@@ -146,9 +158,8 @@ def test_a_failing_run_prints_one_line_and_a_traceback_only_with_debug(tmp_path:
 def test_record_then_replay(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
     recorded = tmp_path / "recorded.json"
-    first = llm_do(
-        "run", project, "note it", "--model", "replay:script.json", "--approve-all", "--record", recorded, "--json"
-    )
+    script = f"replay:{project / 'script.json'}"
+    first = llm_do("run", project, "note it", "--model", script, "--approve-all", "--record", recorded, "--json")
     assert first.returncode == 0, first.stderr
     (project / "script.json").unlink()
     replayed = llm_do("run", project, "note it", "--model", f"replay:{recorded}", "--approve-all", "--json")
@@ -157,7 +168,8 @@ def test_record_then_replay(tmp_path: Path) -> None:
 
 
 def test_list_shows_entries_toolsets_models_and_policies(tmp_path: Path) -> None:
-    done = llm_do("list", notes_project(tmp_path / "notes"), "--model", "replay:script.json")
+    project = notes_project(tmp_path / "notes")
+    done = llm_do("list", project, "--model", "replay:script.json", cwd=project)
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if "│ scribe" in line)
     assert "worker" in row and "notes" in row and "replay" in row
@@ -173,11 +185,14 @@ def test_max_depth_is_applied(tmp_path: Path) -> None:
     Recording.from_script([ToolCallPart("helper", {"input": "do it"}), "Done."], entry="boss").save(
         project / "script.json"
     )
-    ok = llm_do("run", project, "go", "--model", "replay:script.json", "--json")
+    ok = llm_do("run", project, "go", "--model", f"replay:{project / 'script.json'}", "--json")
     assert ok.returncode == 0, ok.stderr
     assert [c["entry"] for c in json.loads(ok.stdout)["calls"][0]["calls"]] == ["helper"]
-    shallow = llm_do("run", project, "go", "--model", "replay:script.json", "--max-depth", "0", "--json")
-    assert (shallow.returncode, shallow.stdout) == (1, "")
+    shallow = llm_do("run", project, "go", "--model", f"replay:{project / 'script.json'}", "--max-depth", "0", "--json")
+    assert shallow.returncode == 1
+    failed = json.loads(shallow.stdout)
+    assert (failed["output"], failed["kind"], failed["exit_code"]) == (None, "error", 1)
+    assert failed["error"].startswith("MaxDepthExceeded: call depth 1 exceeds max_depth=0: boss -> helper")
     assert "MaxDepthExceeded: call depth 1 exceeds max_depth=0: boss -> helper" in shallow.stderr
 
 
@@ -186,7 +201,7 @@ def test_vv_streams_the_models_text_a_line_at_a_time_on_stderr(tmp_path: Path) -
     Recording.from_script([ToolCallPart("write", {"text": "milk"}), "First line.\nSecond line."]).save(
         project / "two_lines.json"
     )
-    done = llm_do("run", project, "note it", "--model", "replay:two_lines.json", "--approve-all", "-vv")
+    done = llm_do("run", project, "note it", "--model", f"replay:{project / 'two_lines.json'}", "--approve-all", "-vv")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "First line.\nSecond line.\n"
     assert "scribe -> write(" in done.stderr  # -vv includes -v

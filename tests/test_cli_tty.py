@@ -76,7 +76,7 @@ class Terminal:
 
 def test_the_approval_prompt_shows_the_call_and_approves_on_a_key(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
-    terminal = Terminal("run", project, "note it", "--model", "replay:script.json")
+    terminal = Terminal("run", project, "note it", "--model", f"replay:{project / 'script.json'}")
     shown = terminal.expect("approve? [a/s/d]")
     assert "approval needed" in shown
     assert "notes . write" in shown and "entry scribe, depth 0" in shown
@@ -91,7 +91,7 @@ def test_the_approval_prompt_shows_the_call_and_approves_on_a_key(tmp_path: Path
 
 def test_denying_with_a_note_tells_the_model(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
-    terminal = Terminal("run", project, "note it", "--model", "replay:script.json", "-v")
+    terminal = Terminal("run", project, "note it", "--model", f"replay:{project / 'script.json'}", "-v")
     terminal.expect("approve? [a/s/d]")
     terminal.type("x\n")
     terminal.expect("answer a, s or d")

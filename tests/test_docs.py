@@ -1,7 +1,7 @@
 """The examples in docs/ run as written.
 
 A fenced block whose first line is `# file: NAME` is written to NAME in a fresh directory (without
-that line for a `markdown` block, where it would be part of the text); a
+that line for a `markdown` or `json` block, where it would be part of the content); a
 `console` block runs each `$ command` there and compares its output line by line (`...` matches
 anything); any other `python` block runs in-process, in order, sharing one namespace, with
 top-level `await` allowed (a block may also call `asyncio.run` itself). Fragments that are not
@@ -83,8 +83,8 @@ def test_doc_examples_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
             if header:
                 target = tmp_path / header.group(1)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                # A Markdown file (a .worker file, say) starts after the header line, which is not part of it.
-                target.write_text(block.partition("\n")[2] if lang == "markdown" else block)
+                # A Markdown file (a .worker file, say) or a JSON file starts after the header line.
+                target.write_text(block.partition("\n")[2] if lang in ("markdown", "json") else block)
             elif lang == "console":
                 run_console(block, tmp_path, env, origin)
             elif lang == "python":

@@ -150,3 +150,7 @@ def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: 
     checked = llm_do("check", root, "--model", "test")
     assert checked.returncode == 0, checked.stderr
     assert "1 MCP servers started" in checked.stdout
+    document = json.loads(llm_do("check", root, "--model", "test", "--json").stdout)
+    (server,) = document["mcp_servers"]
+    assert document["ok"] is True and server["name"] == "good" and server["error"] is None
+    assert ["read_count", True] in server["tools"] and ["bump", False] in server["tools"]

@@ -157,15 +157,41 @@ def test_every_problem_of_every_file_is_reported_together(tmp_path: Path) -> Non
     assert [(name, line) for name, line, _ in found] == [
         ("a.worker", 3),
         ("a.worker", 3),
+        ("b.worker", 1),
         ("b.worker", 2),
         ("broken.py", 2),
         ("c.worker", 1),
     ]
     assert "unknown toolset 'notes'" in found[0][2]
     assert "unknown toolset 'sqll': did you mean 'sql'?" in found[1][2]
-    assert "RuntimeError: boom" in found[3][2]
-    assert "worker 'c' has no model" in found[4][2]
-    assert "--model" in found[4][2] and "LLM_DO_MODEL" in found[4][2]
+    assert "worker 'b' has no model" in found[2][2]  # found although the file also has an unknown key
+    assert "unknown key 'colour'" in found[3][2]
+    assert "RuntimeError: boom" in found[4][2]
+    assert "worker 'c' has no model" in found[5][2]
+    assert "--model" in found[5][2] and "LLM_DO_MODEL" in found[5][2]
+
+
+def test_an_unknown_key_does_not_hide_the_files_other_problems(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "a.worker": "---\nmodel: test\ncompatible_models: ['openai:*']\ntoolset: [sql]\ntoolsets: [nope]\n---\n",
+            "b.worker": "---\nmodel: gpt\ncolour: red\n---\nGo.\n",
+        },
+    )
+    found = problems(tmp_path)
+    assert [(name, line) for name, line, _ in found] == [
+        ("a.worker", 3),
+        ("a.worker", 4),
+        ("a.worker", 5),
+        ("b.worker", 2),
+        ("b.worker", 3),
+    ]
+    assert "model and compatible_models exclude each other" in found[0][2]
+    assert "unknown key 'toolset': did you mean 'toolsets'?" in found[1][2]
+    assert "unknown toolset 'nope'" in found[2][2]
+    assert "'gpt' is not a provider:model name" in found[3][2]  # and no second problem saying it has no model
+    assert "unknown key 'colour'" in found[4][2]
 
 
 def test_model_selection_order_worker_then_argument_then_settings(

@@ -1,34 +1,75 @@
-"""What the command shows: the call tree (live and final), the usage table, the output, the JSON document."""
+"""What the command shows: the call tree (live and final), the usage table, the output, the JSON documents.
+
+Per-call usage comes from the `Board`, which saw every model response of every call, failed runs
+included; a call it never saw (an `@entry` function) keeps its `CallRecord.usage`. Calls are shown
+depth-first: each call directly under its parent, children in the order they started.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
+from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from ..run import CallRecord, RunResult
+from ..run import CallRecord
 from .watch import Board
 
-__all__ = ["final_tree", "json_document", "live_tree", "output_text", "usage_table"]
+__all__ = [
+    "console",
+    "depth_first",
+    "final_tree",
+    "json_calls",
+    "live_tree",
+    "output_text",
+    "usage_json",
+    "usage_table",
+]
 
 _STATUS = {"ok": "[green]ok[/]", "error": "[red]error[/]", "cancelled": "[yellow]cancelled[/]"}
+_UNBOUNDED = 1_000_000
+"""The width of a console that is not a terminal: wide enough that rich never wraps nor cuts a line."""
 
 
-def final_tree(calls: Iterable[CallRecord], models: Mapping[str, str]) -> Tree:
+def console(*, stderr: bool) -> Console:
+    """A console on stdout or stderr: the terminal's width on a terminal, else unbounded (nothing is cut)."""
+    terminal = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if terminal.is_terminal:
+        return terminal
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=_UNBOUNDED)
+
+
+def depth_first(calls: Iterable[CallRecord]) -> list[CallRecord]:
+    """The calls with each one's children right below it (in start order), as the tree shows them."""
+    records = list(calls)
+    ids = {call.id for call in records}
+    children: dict[str | None, list[CallRecord]] = {}
+    for call in records:
+        children.setdefault(call.parent if call.parent in ids else None, []).append(call)
+    ordered: list[CallRecord] = []
+    stack = list(reversed(children.get(None, [])))
+    while stack:
+        call = stack.pop()
+        ordered.append(call)
+        stack.extend(reversed(children.get(call.id, [])))
+    return ordered
+
+
+def final_tree(calls: Iterable[CallRecord], board: Board) -> Tree:
     """Every call of a finished run, children under their parent: entry, depth, model, outcome, tokens."""
     root = Tree("[bold]calls[/]")
     nodes: dict[str | None, Tree] = {None: root}
-    for call in calls:  # in start order, so a parent comes before its children
+    for call in depth_first(calls):
         parent = nodes.get(call.parent, root)
-        label = _label(
-            call.entry, call.depth, models.get(call.id, "-"), _STATUS.get(call.outcome, call.outcome), call.usage
-        )
+        status = _STATUS.get(call.outcome, escape(call.outcome))
+        label = _label(call.entry, call.depth, board.model_of(call.id) or "-", status, board.usage_of(call))
         nodes[call.id] = parent.add(label)
     return root
 
@@ -40,23 +81,20 @@ def live_tree(board: Board) -> Tree:
     for call in board.calls.values():
         parent = nodes.get(call.parent, root)
         status = "[cyan]asking the model[/]" if call.id == board.active else "[dim]running[/]"
-        usage = RunUsage(requests=call.requests, input_tokens=call.input_tokens, output_tokens=call.output_tokens)
-        nodes[call.id] = parent.add(_label(call.entry, call.depth, call.model, status, usage))
+        nodes[call.id] = parent.add(_label(call.entry, call.depth, call.model, status, call.usage()))
     return root
 
 
-def usage_table(calls: Iterable[CallRecord], total: RunUsage) -> Table:
-    """Requests and tokens per call, and the run's total (which also counts failed agent runs)."""
+def usage_table(calls: Iterable[CallRecord], total: RunUsage, board: Board | None = None) -> Table:
+    """Requests, tool calls and tokens per call (depth-first, indented by depth), and the run's total."""
     table = Table(title="usage", title_justify="left")
     table.add_column("call")
-    for name in ("requests", "input tokens", "output tokens"):
+    for name in ("requests", "tool calls", "input tokens", "output tokens"):
         table.add_column(name, justify="right")
-    for call in calls:
-        usage = call.usage
-        indent = "  " * call.depth
-        row = (usage.requests, usage.input_tokens, usage.output_tokens)
-        table.add_row(f"{indent}{call.entry}", *map(str, row))
-    table.add_row("[bold]total[/]", *map(str, (total.requests, total.input_tokens, total.output_tokens)))
+    for call in depth_first(calls):
+        usage = board.usage_of(call) if board is not None else call.usage
+        table.add_row(f"{'  ' * call.depth}{escape(call.entry)}", *_numbers(usage))
+    table.add_row("[bold]total[/]", *_numbers(total))
     return table
 
 
@@ -69,39 +107,45 @@ def output_text(output: Any) -> str:
     return json.dumps(to_jsonable_python(output, fallback=repr), indent=2, ensure_ascii=False)
 
 
-def json_document(result: RunResult, models: Mapping[str, str]) -> dict[str, Any]:
-    """What `--json` prints: the output, the total usage and the calls as a tree."""
+def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]]:
+    """The calls as a JSON tree: each with its id, entry, depth, model, outcome, usage and child calls."""
     children: dict[str | None, list[dict[str, Any]]] = {}
-    for call in result.calls:
+    ids = {call.id for call in calls}
+    for call in depth_first(calls):
         node: dict[str, Any] = {
             "id": call.id,
             "entry": call.entry,
             "depth": call.depth,
-            "model": models.get(call.id),
+            "model": board.model_of(call.id),
             "outcome": call.outcome,
-            "usage": _usage(call.usage),
+            "usage": usage_json(board.usage_of(call)),
             "calls": [],
         }
-        children.setdefault(call.parent, []).append(node)
+        children.setdefault(call.parent if call.parent in ids else None, []).append(node)
     for nodes in children.values():
         for node in nodes:
             node["calls"] = children.get(node["id"], [])
-    return {
-        "output": to_jsonable_python(result.output, fallback=repr),
-        "usage": _usage(result.usage),
-        "calls": children.get(None, []),
-    }
+    return children.get(None, [])
 
 
-def _usage(usage: RunUsage) -> dict[str, int]:
+def usage_json(usage: RunUsage) -> dict[str, int]:
+    """Requests, tool calls and tokens, as `--json` writes them."""
     return {
         "requests": usage.requests,
+        "tool_calls": usage.tool_calls,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
-        "tool_calls": usage.tool_calls,
     }
+
+
+def _numbers(usage: RunUsage) -> list[str]:
+    return [str(n) for n in (usage.requests, usage.tool_calls, usage.input_tokens, usage.output_tokens)]
 
 
 def _label(entry: str, depth: int, model: str, status: str, usage: RunUsage) -> str:
-    tokens = f"{usage.input_tokens} in / {usage.output_tokens} out" if usage.requests else "no model requests"
-    return f"[bold]{entry}[/]  depth {depth}  {model}  {status}  {tokens}"
+    tools = f", {usage.tool_calls} tool call{'s' if usage.tool_calls != 1 else ''}" if usage.tool_calls else ""
+    if usage.requests:
+        tokens = f"{usage.input_tokens} in / {usage.output_tokens} out{tools}"
+    else:
+        tokens = f"no model requests{tools}"
+    return f"[bold]{escape(entry)}[/]  depth {depth}  {escape(model)}  {status}  {tokens}"

@@ -2,9 +2,11 @@
 
 Every agent of a loaded project gets its model wrapped in a `WatchedModel` (`watch_project`). The
 wrapper learns which call asks (the `CallScope` pydantic-ai hands the agent as `deps`) and tells a
-`Board`: the calls seen so far with their entry, depth, model and tokens, and, for `-v`, the tool
-calls a response asks for and the tool results the next request carries. Function entries make no
-model requests: they appear in the final tree (from `RunResult.calls`), not live.
+`Board`: the calls seen so far with their entry, depth, model, requests, tokens and tool calls (the
+successful tool results each request carries back), and, for `-v`, the tool calls a response asks
+for and those results. The board sees the requests of calls whose agent run failed, which
+`CallRecord.usage` does not count. Function entries make no model requests: they appear in the
+final tree (from `RunResult.calls`), not live.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RunUsage
 
 from ..call import current_scope
 from ..entries import AgentEntry
 from ..project import Project
 from ..project.models import model_id
+from ..run import CallRecord
 
 __all__ = ["Board", "LiveCall", "WatchedModel", "watch_project"]
 
@@ -52,6 +56,16 @@ class LiveCall:
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    tool_calls: int = 0
+
+    def usage(self) -> RunUsage:
+        """What this call used so far."""
+        return RunUsage(
+            requests=self.requests,
+            tool_calls=self.tool_calls,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+        )
 
 
 Echo = Callable[[str, str, str], None]
@@ -77,6 +91,16 @@ class Board:
         """Model name by call id."""
         return {call.id: call.model for call in self.calls.values()}
 
+    def model_of(self, call_id: str) -> str | None:
+        """The model the call asked, if it asked one."""
+        call = self.calls.get(call_id)
+        return None if call is None else call.model
+
+    def usage_of(self, record: CallRecord) -> RunUsage:
+        """The usage of a finished call: as the board saw it, else (a call that asked no model) its record's."""
+        call = self.calls.get(record.id)
+        return record.usage if call is None else call.usage()
+
     def request(self, scope: Any, model: str, messages: list[ModelMessage]) -> None:
         call_id = str(getattr(scope, "id", "?"))
         if call_id not in self.calls:
@@ -89,10 +113,13 @@ class Board:
                 model,
             )
         self.active = call_id
-        if self.verbosity >= 1 and self.echo is not None and messages and isinstance(messages[-1], ModelRequest):
-            for part in messages[-1].parts:
-                if isinstance(part, ToolReturnPart):
-                    self.echo("result", _where(scope), f"{part.tool_name} -> {_short(part.model_response_str())}")
+        if not messages or not isinstance(messages[-1], ModelRequest):
+            return
+        results = [part for part in messages[-1].parts if isinstance(part, ToolReturnPart)]
+        self.calls[call_id].tool_calls += sum(getattr(part, "outcome", "success") == "success" for part in results)
+        if self.verbosity >= 1 and self.echo is not None:
+            for part in results:
+                self.echo("result", _where(scope), f"{part.tool_name} -> {_short(part.model_response_str())}")
 
     def response(self, scope: Any, response: ModelResponse) -> None:
         call = self.calls.get(str(getattr(scope, "id", "?")))
@@ -131,8 +158,9 @@ class WatchedModel(WrapperModel):
     def __init__(self, wrapped: Model, board: Board) -> None:
         super().__init__(wrapped)
         self.board = board
-        name = model_id(wrapped)
-        self.watched_id = name.split(":", 1)[1] if name.startswith(f"{wrapped.system}:{wrapped.system}:") else name
+        name = model_id(wrapped)  # by name: a model that is built when first used stays unbuilt
+        system = name.partition(":")[0]
+        self.watched_id = name.split(":", 1)[1] if name.startswith(f"{system}:{system}:") else name
 
     async def request(
         self,

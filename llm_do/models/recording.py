@@ -12,6 +12,7 @@ fields it sets (a missing field matches anything); the most specific step wins, 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -20,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
 
 from .keys import RequestKey
@@ -87,10 +88,14 @@ class RecordedResponse:
         if not isinstance(data, dict) or "response" not in data:
             raise RecordingError(f"{where}: each entry of 'responses' needs a 'response' object, got {data!r:.200}")
         try:
-            (response,) = ModelMessagesTypeAdapter.validate_python([{"kind": "response", **data["response"]}])
-        except (ValidationError, TypeError) as error:
+            response = _responses().validate_python({**data["response"], "kind": "response"})
+        except TypeError as error:
             raise RecordingError(f"{where}: not a model response: {error}") from None
-        assert isinstance(response, ModelResponse)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(map(str, ('response', *item['loc'])))}: {item['msg']}" for item in error.errors()
+            )
+            raise RecordingError(f"{where}: not a model response: {problems}") from None
         index = data.get("request_index")
         return cls(
             response=response,
@@ -102,6 +107,12 @@ class RecordedResponse:
             asked=_optional_str(data, "asked", where),
             handles=_handles(data, where),
         )
+
+
+@functools.cache
+def _responses() -> TypeAdapter[ModelResponse]:
+    """Reads a response alone: its schema is built in a fraction of the time of all messages'."""
+    return TypeAdapter(ModelResponse)
 
 
 def _handles(data: dict[str, Any], where: str) -> tuple[str, ...]:

@@ -5,25 +5,29 @@ See docs/projects.md. `load_project(path)` is the entry point; the rest is for t
 
 from .build import DEFAULT_CONTAINER, Project, load_project
 from .layout import CONFIG_FILE, ProjectLayout, discover_project
-from .models import DeferredModel, resolve_model
+from .models import DeferredModel, MissingApiKey, model_problem, resolve_model
 from .modules import ProjectModules, load_modules, toolset_name
 from .problems import Problem, ProjectError
-from .worker import FIELDS, WorkerSpec, parse_worker, read_worker
+from .worker import FIELDS, WorkerSpec, check_worker, check_worker_file, parse_worker, read_worker
 
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_CONTAINER",
     "FIELDS",
     "DeferredModel",
+    "MissingApiKey",
     "Problem",
     "Project",
     "ProjectError",
     "ProjectLayout",
     "ProjectModules",
     "WorkerSpec",
+    "check_worker",
+    "check_worker_file",
     "discover_project",
     "load_modules",
     "load_project",
+    "model_problem",
     "parse_worker",
     "read_worker",
     "resolve_model",

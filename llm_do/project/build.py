@@ -28,10 +28,10 @@ from ..settings import LlmDoSettings, RuntimeConfig
 from ..toolset import known_tool_names
 from .layout import ProjectLayout, discover_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
-from .models import matches_any, model_id, resolve_model
+from .models import matches_any, model_id, model_problem, resolve_model
 from .modules import ProjectModules, load_modules
 from .problems import Problem, ProjectError, raise_if_any
-from .worker import WorkerSpec, read_worker
+from .worker import WorkerSpec, check_worker_file
 
 __all__ = ["DEFAULT_CONTAINER", "Project", "load_project"]
 
@@ -93,6 +93,8 @@ def load_project(
     approver: Approver | None = None,
     default_container: type[containers.DeclarativeContainer] | str = DEFAULT_CONTAINER,
     event_stream_handler: EventStreamHandler[Any] | None = None,
+    models_required: bool = True,
+    models_installed: bool = False,
 ) -> Project:
     """Load the project at `path` (a directory, its `project.toml`, or a `.worker` file).
 
@@ -101,9 +103,15 @@ def load_project(
     approvals; `event_stream_handler` receives every agent run's streamed events (see `Runtime`).
     The project's own container class, if one of its modules defines one, else
     `default_container`, provides toolsets. Raises `ProjectError` listing every problem found.
+    With `models_required=False`, a worker left without a model is not a problem (its agent has
+    none: it runs with `config.model`), for tools that inspect a project without running it.
+    With `models_installed`, each model's provider package must be installed too (it is imported).
     """
     layout = discover_project(path)
-    return _Builder(layout, model, config, approver, default_container, event_stream_handler).build()
+    builder = _Builder(layout, model, config, approver, default_container, event_stream_handler)
+    builder.models_required = models_required
+    builder.models_installed = models_installed
+    return builder.build()
 
 
 class _Builder:
@@ -127,6 +135,8 @@ class _Builder:
         self.toolsets: dict[str, ToolsetSpec] = {}
         self.policies: dict[str, ToolPolicy] = {}
         self.agents: dict[str, AgentEntry] = {}
+        self.models_required = True
+        self.models_installed = False
 
     def build(self) -> Project:
         workers = self._parse_workers()
@@ -221,10 +231,9 @@ class _Builder:
     def _parse_workers(self) -> dict[str, WorkerSpec]:
         workers: dict[str, WorkerSpec] = {}
         for path in self.layout.worker_files:
-            try:
-                spec = read_worker(path)
-            except ProjectError as error:
-                self.problems.extend(error.problems)
+            spec, problems = check_worker_file(path)
+            self.problems.extend(problems)
+            if spec is None:
                 continue
             if spec.name in workers:
                 first = workers[spec.name].file.name
@@ -362,7 +371,7 @@ class _Builder:
             base = _declared_policy(container, toolset, original).overridden(override)
             operator = config.approval_policies.get(toolset) if config is not None else None
             self.policies[alias] = base.overridden(operator) if operator is not None else base
-        if len(self.problems) > count or model is None:
+        if len(self.problems) > count or (model is None and (self.models_required or spec.model is not None)):
             return
         agent: Agent[CallScope, Any] = Agent(
             model,
@@ -414,7 +423,11 @@ class _Builder:
     def _model(self, spec: WorkerSpec, fallback: Model | str | None, settings: Mapping[str, Any]) -> Model | None:
         if spec.model is not None:
             return self._resolved(spec, spec.model, settings, "model")
+        if "model" in spec.invalid:
+            return None  # reported with the file's problems
         if fallback is None:
+            if not self.models_required:
+                return None
             self.problems.append(
                 spec.problem(
                     f"worker {spec.name!r} has no model: set model: in its frontmatter, pass one when running it "
@@ -439,10 +452,15 @@ class _Builder:
 
     def _resolved(self, spec: WorkerSpec, name: str, settings: Mapping[str, Any], key: str) -> Model | None:
         try:
-            return resolve_model(name, root=self.root, settings=settings)
+            model = resolve_model(name, root=self.root, settings=settings)
         except (ValueError, OSError) as error:
             self.problems.append(spec.problem(f"model {name!r}: {error}", key))
             return None
+        problem = model_problem(name, installed=True) if self.models_installed else None
+        if problem is not None:
+            self.problems.append(spec.problem(f"model {name!r}: {problem}", key))
+            return None
+        return model
 
     def _default_entry(self, entries: Mapping[str, Entry]) -> str | None:
         name = self.layout.default_entry

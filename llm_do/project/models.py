@@ -1,25 +1,46 @@
 """Model names to pydantic-ai models: built when first used, so loading a project needs no API key.
 
 `resolve_model` is the one place a model name becomes a model. `replay:PATH` plays a recorded session
-back through `llm_do.models.ReplayModel.from_file(PATH)` (PATH relative to the project root);
-`openai:*` models use `openai_base_url` and `openai_api_key` from settings.
+back through `llm_do.models.ReplayModel.from_file(PATH)` (a relative PATH is taken from `root`: the
+project; the command line makes its paths absolute first); `openai:*` models use `openai_base_url`
+and `openai_api_key` from settings. A model that cannot be built for want of an API key raises
+`MissingApiKey`, which names the environment variable to set.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
-from pydantic_ai.models import Model, infer_model
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models import Model, infer_model, known_model_names, parse_model_id
 from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.providers import Provider, infer_provider
+from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
+from ..errors import ConfigurationError
 from ..models.replay import ReplayModel
 
-__all__ = ["DeferredModel", "matches_any", "model_id", "resolve_model"]
+__all__ = ["DeferredModel", "MissingApiKey", "matches_any", "model_id", "model_problem", "resolve_model"]
+
+_KEY_VARIABLE = re.compile(r"`([A-Z][A-Z0-9_]*)` environment variable")
+
+
+class MissingApiKey(ConfigurationError):
+    """A model cannot be built because its provider's API key is not set. `variable` is what to set."""
+
+    def __init__(self, model: str, variable: str) -> None:
+        self.model = model
+        self.variable = variable
+        also = " (or LLM_DO_OPENAI_API_KEY)" if model.startswith(_OPENAI_KINDS) else ""
+        super().__init__(
+            f"model {model!r} needs an API key: set the environment variable {variable}{also}, "
+            "or choose another model (--model, LLM_DO_MODEL, or model: in the worker file)"
+        )
 
 
 class DeferredModel(WrapperModel):
@@ -34,7 +55,13 @@ class DeferredModel(WrapperModel):
     @property
     def wrapped(self) -> Model:
         if self._built is None:
-            self._built = self._build()
+            try:
+                self._built = self._build()
+            except UserError as error:
+                found = _KEY_VARIABLE.search(str(error))
+                if found is None:
+                    raise
+                raise MissingApiKey(self._name, found.group(1)) from None
         return self._built
 
     @wrapped.setter
@@ -60,6 +87,9 @@ def resolve_model(name: str, *, root: Path, settings: Mapping[str, Any] | None =
         return _replay(name.removeprefix("replay:"), root)
     if name == "test":
         return infer_model("test")
+    problem = model_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     settings = settings or {}
     base_url, api_key = settings.get("openai_base_url"), settings.get("openai_api_key")
     if name.startswith(_OPENAI_KINDS) and (base_url or api_key):
@@ -70,6 +100,35 @@ def resolve_model(name: str, *, root: Path, settings: Mapping[str, Any] | None =
 _OPENAI_KINDS = ("openai:", "openai-chat:", "openai-responses:")
 """Model kinds that `openai_base_url` and `openai_api_key` apply to: most OpenAI-compatible servers
 speak the chat completions API (`openai-chat:`); `openai:` is OpenAI's responses API."""
+
+
+def model_problem(name: str, *, installed: bool = False) -> str | None:
+    """What is wrong with a model name (`provider:name`, `test` or `replay:PATH`), or None.
+
+    The provider must be one pydantic-ai knows. With `installed`, the package its client needs must
+    be installed too (imported to find out); without, a missing package is left for run time.
+    """
+    if name == "test" or name.startswith("replay:"):
+        return None
+    provider, model_name = parse_model_id(name)
+    known = [k for k in known_model_names() if not k.startswith("gateway/")]
+    if provider is None:
+        close = difflib.get_close_matches(name, [k.split(":", 1)[1] for k in known if ":" in k], n=1)
+        hint = next((f" (did you mean {k!r}?)" for k in known if close and k.endswith(f":{close[0]}")), "")
+        return f"{name!r} is not a model name{hint}; write provider:model-name, like openai:gpt-5.2, or test"
+    try:
+        infer_provider_class(provider)
+    except ValueError:
+        providers = sorted({k.split(":", 1)[0] for k in known if ":" in k})
+        close = difflib.get_close_matches(provider, providers, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown model provider {provider!r}{hint}; known providers include {', '.join(providers)}"
+    except ImportError as error:
+        if installed:
+            return f"the {provider!r} provider cannot be used here: {error}"
+    if not model_name:
+        return f"{name!r} names no model after the provider; write {provider}:model-name"
+    return None
 
 
 def model_id(model: Model | str) -> str:
@@ -100,4 +159,4 @@ def _openai(base_url: Any, api_key: Any) -> Callable[[str], Provider[Any]]:
 
 
 def _replay(path: str, root: Path) -> Model:
-    return ReplayModel.from_file((root / path).resolve())
+    return ReplayModel.from_file((root / path).resolve())  # an absolute path stays as it is

@@ -3,6 +3,7 @@ and checked on its own, with the file line of every problem. References are reso
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ from pydantic_ai.settings import ModelSettings
 from ..policy import PolicySettings
 from .problems import Problem, ProjectError
 
-__all__ = ["FIELDS", "WorkerSpec", "parse_worker", "read_worker"]
+__all__ = ["FIELDS", "WorkerSpec", "check_worker", "check_worker_file", "parse_worker", "read_worker"]
 
 Loc = tuple[str | int, ...]
 
@@ -72,6 +73,8 @@ class WorkerSpec:
     mcp_servers: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """MCP server declarations by toolset name, as written (checked when the project is built)."""
     lines: Mapping[Loc, int] = field(default_factory=dict, hash=False, repr=False)
+    invalid: frozenset[str] = frozenset()
+    """Keys whose values were wrong (each reported as a problem), left at their defaults here."""
 
     def line_of(self, *loc: str | int) -> int:
         """The file line of a key (or list item) of the frontmatter, or of its nearest enclosing key; else 1."""
@@ -150,11 +153,20 @@ class _Frontmatter(BaseModel):
 
 def read_worker(path: Path) -> WorkerSpec:
     """Parse the worker file at `path`; raise `ProjectError` listing all its problems."""
+    spec, problems = check_worker_file(path)
+    if problems:
+        raise ProjectError(sorted(problems, key=lambda problem: problem.line or 0))
+    assert spec is not None
+    return spec
+
+
+def check_worker_file(path: Path) -> tuple[WorkerSpec | None, list[Problem]]:
+    """`check_worker` on the file at `path` (a file that cannot be read is a problem)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise ProjectError([Problem(path, None, f"cannot read the worker file: {error}")]) from None
-    return parse_worker(text, file=path)
+        return None, [Problem(path, None, f"cannot read the worker file: {error}")]
+    return check_worker(text, file=path)
 
 
 def parse_worker(text: str, *, file: Path) -> WorkerSpec:
@@ -162,12 +174,25 @@ def parse_worker(text: str, *, file: Path) -> WorkerSpec:
 
     A file without a `---` first line is all instructions, with every field at its default.
     """
+    spec, problems = check_worker(text, file=file)
+    if problems:
+        raise ProjectError(sorted(problems, key=lambda problem: problem.line or 0))
+    assert spec is not None
+    return spec
+
+
+def check_worker(text: str, *, file: Path) -> tuple[WorkerSpec | None, list[Problem]]:
+    """Parse the text of a worker file and list its problems (with lines), without raising.
+
+    The spec holds every key that is right, so that a project can check its references (toolsets,
+    models) and report those problems too; it is None when the frontmatter cannot be read at all.
+    """
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
-        return WorkerSpec(name=file.stem, file=file, instructions=text.strip())
+        return WorkerSpec(name=file.stem, file=file, instructions=text.strip()), []
     closing = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
     if closing is None:
-        raise ProjectError([Problem(file, 1, "the frontmatter opened by '---' is never closed; add a '---' line")])
+        return None, [Problem(file, 1, "the frontmatter opened by '---' is never closed; add a '---' line")]
     front = "\n".join(lines[1:closing]) + "\n"
     body = "\n".join(lines[closing + 1 :]).strip()
     try:
@@ -176,31 +201,35 @@ def parse_worker(text: str, *, file: Path) -> WorkerSpec:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 2 if mark is not None else 1
-        raise ProjectError([Problem(file, line, f"the frontmatter is not valid YAML: {error.problem}")]) from None
+        return None, [Problem(file, line, f"the frontmatter is not valid YAML: {error.problem}")]
     if values is None:
         values, node = {}, None
     if not isinstance(values, dict) or not isinstance(node, yaml.MappingNode | None):
-        raise ProjectError([Problem(file, 2, "the frontmatter must be a mapping of keys, like 'model: test'")])
+        return None, [Problem(file, 2, "the frontmatter must be a mapping of keys, like 'model: test'")]
     where: dict[Loc, int] = {}
     problems = _walk(node, (), where, file)
     front_matter: _Frontmatter | None = None
+    wrong_keys: set[str] = set()
     try:
         front_matter = _Frontmatter.model_validate(values)
     except ValidationError as error:
         problems.extend(_problem(item, where, file) for item in error.errors())
-    else:
-        if front_matter.model is not None and front_matter.compatible_models is not None:
-            problems.append(
-                Problem(
-                    file,
-                    where[("compatible_models",)],
-                    "model and compatible_models exclude each other: name one model, or list the patterns "
-                    "a model given at run time must match",
-                )
+        # Check what remains without the keys in error, so that their problems are reported too.
+        wrong_keys = {str(item["loc"][0]) for item in error.errors() if item["loc"]}
+        with contextlib.suppress(ValidationError):
+            front_matter = _Frontmatter.model_validate({k: v for k, v in values.items() if k not in wrong_keys})
+    if front_matter is not None and front_matter.model is not None and front_matter.compatible_models is not None:
+        problems.append(
+            Problem(
+                file,
+                where[("compatible_models",)],
+                "model and compatible_models exclude each other: name one model, or list the patterns "
+                "a model given at run time must match",
             )
-    if problems:
-        raise ProjectError(sorted(problems, key=lambda problem: problem.line or 0))
-    assert front_matter is not None
+        )
+    wrong = {str(problem_key) for problem_key in values if problem_key not in FIELDS} | set(wrong_keys)
+    if front_matter is None:
+        return None, problems
     return WorkerSpec(
         name=front_matter.name or file.stem,
         file=file,
@@ -215,7 +244,8 @@ def parse_worker(text: str, *, file: Path) -> WorkerSpec:
         approvals=dict(front_matter.approvals),
         mcp_servers=dict(front_matter.mcp_servers),
         lines=where,
-    )
+        invalid=frozenset(wrong),
+    ), problems
 
 
 def _walk(node: yaml.Node | None, loc: Loc, where: dict[Loc, int], file: Path) -> list[Problem]:

@@ -17,8 +17,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from llm_do import Runtime, run_report
+from llm_do.jobs import JobNotFound, JobQueue, JobRecord, JobSettings
 
 from . import ledger
+from .jobs import make_queue
 from .model import TransferRequest
 from .toolsets import Audit
 from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
@@ -53,12 +55,30 @@ def _audit_of(error: BaseException) -> list[str]:
     return [] if report is None else _audit_lines(report.per_run)
 
 
-def create_app(container: Bank | None = None) -> FastAPI:
+def _job_json(record: JobRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "status": record.status,
+        "attempts": record.attempts,
+        "input": record.input,
+        "outcome": record.outcome,
+        "output": record.output,
+        "error": record.error,
+        "usage": dict(record.usage),
+        "calls": list(record.calls),
+        "cancel_requested": record.cancel_requested,
+    }
+
+
+def create_app(container: Bank | None = None, jobs: JobQueue | None = None) -> FastAPI:
     """The service over `container` (a fresh `Bank()` from the environment when omitted).
 
+    `jobs` is the queue `POST /jobs/transfer` defers to (default: the bank's queue in the database of
+    `LLM_DO_JOBS_DATABASE_URL`, else the container's `database_url`); workers run the jobs.
     The container is also `app.state.container`, for tests that override its providers.
     """
     bank = container if container is not None else Bank()
+    queue = jobs if jobs is not None else make_queue(JobSettings().jobs_database_url or bank.config.database_url())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
@@ -68,6 +88,8 @@ def create_app(container: Bank | None = None) -> FastAPI:
             if started is not None:
                 await started
             runtime = await stack.enter_async_context(Runtime(bank, entries=[teller]))
+            await stack.enter_async_context(queue)
+            await queue.apply_schema()
             yield {"runtime": runtime}
             # Runtime.aclose: waits for the runs in flight, then shuts the pool down
 
@@ -109,6 +131,37 @@ def create_app(container: Bank | None = None) -> FastAPI:
                 "usage": usage_json(result.usage),
             }
         )
+
+    @app.post("/jobs/transfer", status_code=202)
+    async def defer_transfer(body: TransferRequest) -> dict[str, Any]:
+        job_id = await queue.defer("transfer", body.model_dump_json())  # the teller reads JSON text
+        return {"id": job_id, "status": "todo"}
+
+    @app.get("/jobs/{job_id}")
+    async def job(job_id: int) -> Response:
+        try:
+            return JSONResponse(_job_json(await queue.get(job_id)))
+        except JobNotFound as error:
+            return error_response(404, str(error), None)
+
+    @app.delete("/jobs/{job_id}")
+    async def cancel_job(job_id: int) -> Response:
+        try:
+            cancelled = await queue.cancel(job_id)
+            record = await queue.get(job_id)
+        except JobNotFound as error:
+            return error_response(404, str(error), None)
+        if not cancelled:
+            return error_response(409, f"job {job_id} already ended ({record.status}); nothing to cancel", None)
+        return JSONResponse(_job_json(record))
+
+    @app.get("/jobs")
+    async def jobs_by_status(status: str | None = None, limit: int = 100) -> Response:
+        try:
+            records = await queue.list(status, limit=limit)
+        except ValueError as error:
+            return error_response(400, str(error), None)
+        return JSONResponse([_job_json(record) for record in records])
 
     @app.post("/accounts", status_code=201)
     async def open_account(body: NewAccount) -> Response:

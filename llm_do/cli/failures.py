@@ -1,0 +1,141 @@
+"""What a failure means for the command: its exit code, its kind, and the lines that say what to do.
+
+`classify` looks through an exception (its causes, contexts and exception groups) for the errors the
+command knows; everything else is a failed run (exit 1). Error types are looked up only in modules
+already imported: an error raised before pydantic-ai was loaded cannot be one of pydantic-ai's.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ERROR",
+    "INTERRUPTED",
+    "OK",
+    "USAGE",
+    "BadInput",
+    "Failure",
+    "UsageError",
+    "classify",
+    "find",
+    "problems_json",
+    "report",
+]
+
+OK, ERROR, USAGE, INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """A command line (or input, or environment) that cannot work: exit code 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A failure as the command reports it. `kind` is one of usage, input, project, approval, api_key,
+    interrupted, error; `problems` are a project's problems, one line each (`file:line: message`)."""
+
+    code: int
+    kind: str
+    message: str
+    problems: tuple[str, ...] = ()
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """What stderr shows: the problems, then one line."""
+        if self.kind == "interrupted":
+            return (self.message,)
+        return (*self.problems, self.message if self.kind == "project" else f"llm-do: error: {self.message}")
+
+
+class BadInput(UsageError):
+    """The input does not fit the entry (exit code 2)."""
+
+
+def classify(error: BaseException) -> Failure:
+    """The failure `error` stands for."""
+    if isinstance(error, KeyboardInterrupt):
+        return Failure(INTERRUPTED, "interrupted", "interrupted: the run was cancelled and torn down")
+    if isinstance(error, BadInput):
+        return Failure(USAGE, "input", str(error))
+    if isinstance(error, UsageError):
+        return Failure(USAGE, "usage", str(error))
+    project_error = _loaded("llm_do.project.problems", "ProjectError")
+    if project_error is not None and isinstance(error, project_error):
+        problems = tuple(str(problem) for problem in error.problems)
+        count = len(problems)
+        return Failure(ERROR, "project", f"llm-do: {count} problem{'s' if count != 1 else ''} found", problems)
+    unavailable = find(error, _loaded("llm_do.approval", "ApprovalUnavailable"))
+    if unavailable is not None:
+        request = unavailable.request
+        return Failure(
+            USAGE,
+            "approval",
+            f"entry {request.entry!r} wants to call {request.toolset}.{request.tool}, which needs approval "
+            f"({request.reason}), and there is no terminal to ask on; pass --approve-all or --reject-all",
+        )
+    missing_key = find(error, _loaded("llm_do.project.models", "MissingApiKey"))
+    if missing_key is not None:
+        return Failure(USAGE, "api_key", str(missing_key))
+    return Failure(ERROR, "error", one_line(error))
+
+
+def report(error: BaseException, *, debug: bool = False) -> int:
+    """Print what `error` means on stderr (and its traceback when `debug`); return the exit code."""
+    failure = classify(error)
+    if debug and failure.kind not in ("usage", "input", "interrupted"):
+        traceback.print_exception(error)
+    from rich.console import Console
+    from rich.markup import escape
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for line in failure.lines:
+        err.print(f"[yellow]interrupted[/]{escape(line[11:])}" if failure.kind == "interrupted" else escape(line))
+    return failure.code
+
+
+def problems_json(error: BaseException) -> list[dict[str, Any]]:
+    """A project's problems as JSON objects (`file`, `line`, `message`); empty for any other error."""
+    project_error = _loaded("llm_do.project.problems", "ProjectError")
+    if project_error is None or not isinstance(error, project_error):
+        return []
+    return [
+        {"file": None if p.file is None else str(p.file), "line": p.line, "message": p.message} for p in error.problems
+    ]
+
+
+def find(error: BaseException, kind: type[Any] | None) -> Any:
+    """The first exception of type `kind` in `error`, its causes, contexts and groups; else None."""
+    if kind is None:
+        return None
+    return next((found for found in _chain(error) if isinstance(found, kind)), None)
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    stack: list[BaseException] = [error]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+
+
+def _loaded(module: str, name: str) -> type[Any] | None:
+    found = sys.modules.get(module)
+    value = getattr(found, name, None) if found is not None else None
+    return value if isinstance(value, type) else None
+
+
+def one_line(error: BaseException) -> str:
+    """The exception's type and message on one line."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

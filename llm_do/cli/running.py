@@ -1,0 +1,296 @@
+"""`llm-do run` and `llm-do chat`: load the project, watch its models, run, show what happened."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pydantic_ai
+from pydantic import BaseModel, ValidationError
+from pydantic_ai.models import Model
+from pydantic_ai.usage import RunUsage
+from pydantic_core import to_jsonable_python
+from rich.console import Console
+from rich.markup import escape
+
+from ..entries import AgentEntry
+from ..models import RecordingModel
+from ..project import Project, discover_project, load_project, model_problem, resolve_model
+from ..run import CallRecord, RunResult, run_report
+from ..settings import LlmDoSettings
+from .failures import OK, BadInput, UsageError, classify, problems_json
+from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
+from .watch import Board, watch_project
+
+if TYPE_CHECKING:
+    from rich.live import Live
+
+__all__ = ["chat", "command_line_model", "run"]
+
+pydantic_ai.BANNER_ENABLED = False  # the command owns its output: no first-run banner (errors are unaffected)
+
+
+@dataclass
+class _Session:
+    project: Project
+    board: Board
+    live: Live | None
+    recorder: RecordingModel | None
+
+
+def run(args: argparse.Namespace) -> int:
+    """`llm-do run`: one run; the output on stdout, the tree and usage on stderr (or one JSON document)."""
+    err = console(stderr=True)
+    board = _board(args, err)
+    calls: tuple[CallRecord, ...] = ()
+    total = RunUsage()
+    try:
+        _apply_flags(args)
+        given = _input(args)
+        with _exporting(args.otel), _session(args, err, board) as session:
+            project = session.project
+            name = args.entry or project.default_entry
+            input_data = _checked_input(project, name, given, args)
+            try:
+                result = asyncio.run(_run_once(session, name, input_data))
+            except BaseException as error:
+                report = run_report(error)
+                if report is not None:
+                    calls, total = report.calls, report.usage
+                raise
+    except BaseException as error:
+        if isinstance(error, Exception | KeyboardInterrupt):
+            _failed(args, err, board, calls, total, error)
+        raise
+    if args.json:
+        document = {"output": _jsonable(result.output), "usage": usage_json(result.usage)}
+        document["calls"] = json_calls(result.calls, board)
+        print(json.dumps(document, ensure_ascii=False))
+        return OK
+    err.print(final_tree(result.calls, board))
+    err.print(usage_table(result.calls, result.usage, board))
+    print(output_text(result.output))
+    return OK
+
+
+def chat(args: argparse.Namespace) -> int:
+    """`llm-do chat`: a conversation with one entry, turn by turn."""
+    from .chat import chat as converse
+
+    err = console(stderr=True)
+    _apply_flags(args)
+    with _session(args, err, _board(args, err)) as session:
+        asyncio.run(converse(session.project, session.recorder, args.entry, err, session.live))
+    return OK
+
+
+# -- a run ------------------------------------------------------------------------
+
+
+async def _run_once(session: _Session, name: str | None, input_data: Any) -> RunResult:
+    async with session.recorder if session.recorder is not None else nullcontext(), session.project:
+        with session.live if session.live is not None else nullcontext():
+            return await session.project.run(name, input_data)
+
+
+def _failed(
+    args: argparse.Namespace,
+    err: Console,
+    board: Board,
+    calls: tuple[CallRecord, ...],
+    total: RunUsage,
+    error: BaseException,
+) -> None:
+    """What a failed run leaves: the JSON document (with `--json`), else the tree and usage so far."""
+    if getattr(args, "json", False):
+        failure = classify(error)
+        document = {
+            "output": None,
+            "error": failure.message,
+            "kind": failure.kind,
+            "exit_code": failure.code,
+            "problems": problems_json(error),
+            "usage": usage_json(total),
+            "calls": json_calls(calls, board),
+        }
+        print(json.dumps(document, ensure_ascii=False), flush=True)
+    elif calls:
+        err.print(final_tree(calls, board))
+        err.print(usage_table(calls, total, board))
+
+
+@contextmanager
+def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_Session]:
+    """The loaded project with its models watched, and the live display (on a terminal only)."""
+    live: Live | None = None
+    if err.is_terminal:
+        from rich.live import Live
+
+        live = Live(console=err, transient=True, refresh_per_second=8, get_renderable=lambda: live_tree(board))
+    approver = None
+    if not (args.approve_all or args.reject_all) and sys.stdin.isatty():
+        from .approve import TerminalApprover
+
+        shown = live
+        approver = TerminalApprover(err, pause=(lambda: _paused(shown)) if shown is not None else nullcontext)
+    name = command_line_model(args.model)
+    model: Model | str | None = _recording_model(args, name) if args.record else name
+    stream = board.stream if args.verbose >= 2 else None
+    project = load_project(args.project, model=model, approver=approver, event_stream_handler=stream)
+    watch_project(project, board)
+    yield _Session(project, board, live, model if isinstance(model, RecordingModel) else None)
+
+
+@contextmanager
+def _exporting(otel: bool) -> Iterator[None]:
+    """With --otel, export the run's trace, flushed when the run is done."""
+    if not otel:
+        yield
+        return
+    from .otel import start_exporting
+
+    try:
+        stop = start_exporting()
+    except ImportError as error:
+        raise UsageError(str(error)) from None
+    try:
+        yield
+    finally:
+        stop()
+
+
+def _board(args: argparse.Namespace, err: Console) -> Board:
+    return Board(verbosity=args.verbose, echo=lambda kind, where, text: _echo(err, kind, where, text))
+
+
+def command_line_model(name: str | None) -> str | None:
+    """The model named on the command line (or by LLM_DO_MODEL), with a `replay:PATH` made absolute
+    against the current directory, as every path on a command line. A name pydantic-ai cannot resolve, or
+    a missing file, is a usage error."""
+    if name is None:
+        environment = os.environ.get("LLM_DO_MODEL")
+        if environment is None or not environment.startswith("replay:"):
+            return None
+        name, where = environment, "LLM_DO_MODEL"
+    else:
+        where = "--model"
+    if not name.startswith("replay:"):
+        problem = model_problem(name)
+        if problem is not None:
+            raise UsageError(f"{where} {name}: {problem}")
+        return name
+    path = os.path.abspath(name.removeprefix("replay:"))
+    if not os.path.isfile(path):
+        raise UsageError(f"{where} {name}: the recording {path} does not exist; give the path of a recording file")
+    return f"replay:{path}"
+
+
+def _recording_model(args: argparse.Namespace, given: str | None) -> RecordingModel:
+    settings = LlmDoSettings()
+    name = given or settings.model
+    if name is None:
+        raise UsageError("--record needs a model to record: pass --model provider:name (or set LLM_DO_MODEL)")
+    root = discover_project(args.project).root
+    values = {"openai_base_url": settings.openai_base_url, "openai_api_key": settings.openai_api_key}
+    return RecordingModel(resolve_model(name, root=root, settings=values), args.record)
+
+
+@contextmanager
+def _paused(live: Live) -> Iterator[None]:
+    running = live.is_started
+    if running:
+        live.stop()
+    try:
+        yield
+    finally:
+        if running:
+            live.start()
+
+
+# -- input ------------------------------------------------------------------------
+
+
+def _apply_flags(args: argparse.Namespace) -> None:
+    """Flags that are settings become settings of this process, so the project's container reads them."""
+    if args.max_depth is not None:
+        if args.max_depth < 0:
+            raise UsageError(f"--max-depth must be 0 or more, got {args.max_depth}")
+        os.environ["LLM_DO_MAX_DEPTH"] = str(args.max_depth)
+    if args.approve_all:
+        os.environ["LLM_DO_APPROVAL_MODE"] = "approve_all"
+    elif args.reject_all:
+        os.environ["LLM_DO_APPROVAL_MODE"] = "reject_all"
+
+
+def _input(args: argparse.Namespace) -> Any:
+    if args.prompt is not None and args.input_json is not None:
+        raise UsageError("give the input once: a PROMPT or --input-json, not both")
+    if args.input_json is not None:
+        try:
+            return json.loads(args.input_json)
+        except json.JSONDecodeError as error:
+            raise UsageError(f"--input-json is not valid JSON: {error}") from None
+    if args.prompt is not None:
+        return args.prompt
+    if not sys.stdin.isatty():
+        text = sys.stdin.read().strip()
+        return text or None
+    return None
+
+
+def _checked_input(project: Project, name: str | None, given: Any, args: argparse.Namespace) -> Any:
+    """The input for entry `name`, validated against its input model before anything runs."""
+    if name is None:
+        raise UsageError(
+            f"the project has no default entry: pass --entry NAME (entries: {', '.join(project.entries) or 'none'})"
+        )
+    entry = project.entries.get(name)
+    if entry is None:
+        raise UsageError(f"no entry {name!r} in the project; entries: {', '.join(project.entries) or 'none'}")
+    source = "--input-json" if args.input_json is not None else "the input" if given is not None else None
+    input_data = given if given is not None else project.default_input
+    if input_data is None:
+        raise UsageError(
+            "no input: give a PROMPT, --input-json JSON, pipe it on stdin, or set input = ... in project.toml"
+        )
+    source = source or "the input in project.toml"
+    schema = entry.schema_in
+    if schema is not None:
+        return _validated(schema, input_data, name, source)
+    if isinstance(entry, AgentEntry) and not isinstance(input_data, str):
+        raise BadInput(
+            f"entry {name!r} takes a text prompt, but {source} is {type(input_data).__name__}; "
+            "give a PROMPT, or give the worker an input model (input: module:Class)"
+        )
+    return input_data
+
+
+def _validated(schema: type[BaseModel], input_data: Any, name: str, source: str) -> BaseModel:
+    try:
+        if isinstance(input_data, str):
+            return schema.model_validate_json(input_data)
+        return schema.model_validate(input_data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, item['loc'])) or 'the input'}: {item['msg']}" for item in error.errors()
+        )
+        fields = ", ".join(sorted(schema.model_fields))
+        raise BadInput(
+            f"{source} does not match {schema.__name__}, the input of entry {name!r}: {problems} (its fields: {fields})"
+        ) from None
+
+
+def _jsonable(value: Any) -> Any:
+    return to_jsonable_python(value, fallback=repr)
+
+
+def _echo(err: Console, kind: str, where: str, text: str) -> None:
+    arrow = {"call": "[cyan]->[/]", "result": "[green]<-[/]", "text": "[magenta]..[/]"}[kind]
+    err.print(f"{escape(where)} {arrow} {escape(text)}")

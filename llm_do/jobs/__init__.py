@@ -1,0 +1,39 @@
+"""Agent runs as background jobs on procrastinate (a PostgreSQL task queue). See docs/jobs.md.
+
+Needs the `jobs` extra (`pip install 'llm-do[jobs]'`); llm-do's core never imports this package.
+
+```python
+queue = JobQueue("postgresql://...", entries=["clerk"], runtime=lambda: Runtime(App(), entries=[clerk]))
+async with queue:
+    job_id = await queue.defer("clerk", "Move 10 from A to B")
+    record = await queue.get(job_id)     # status, output, usage, calls, error
+await run_worker(queue, WorkerOptions(concurrency=10))   # or: llm-do worker module:queue
+```
+"""
+
+from procrastinate import RetryStrategy
+
+from .context import JobInfo, current_job
+from .queue import JobEntry, JobQueue, RuntimeFactory
+from .records import FINAL_STATUSES, JobNotFound, JobRecord, JobStatus
+from .retry import WorkerShutdown
+from .settings import JobSettings
+from .worker import WorkerOptions, recover_stalled_jobs, run_worker
+
+__all__ = [
+    "FINAL_STATUSES",
+    "JobEntry",
+    "JobInfo",
+    "JobNotFound",
+    "JobQueue",
+    "JobRecord",
+    "JobSettings",
+    "JobStatus",
+    "RetryStrategy",
+    "RuntimeFactory",
+    "WorkerOptions",
+    "WorkerShutdown",
+    "current_job",
+    "recover_stalled_jobs",
+    "run_worker",
+]

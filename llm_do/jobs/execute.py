@@ -1,0 +1,128 @@
+"""One job = one run: run the entry on the worker's `Runtime` and store what the run left."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..run import RunReport, RunResult, run_report
+from ..runtime import Runtime
+from .context import JobInfo, reset_current, set_current
+from .records import calls_json, output_json, usage_json
+from .retry import WorkerShutdown
+from .store import write_result
+
+__all__ = ["SHUTDOWN", "STORE_PATIENCE", "perform"]
+
+SHUTDOWN = "worker shutdown"
+"""The cancel reason of a job stopped by its worker's shutdown (it is queued again)."""
+
+logger = logging.getLogger("llm_do.jobs")
+
+
+async def perform(
+    runtime: Runtime,
+    pool: AsyncConnectionPool[Any],
+    job: JobInfo,
+    input_data: Any,
+    cancel_reason: Callable[[], str | None],
+) -> None:
+    """Run `job` as one run of `runtime`; store its output, or its error, before returning or raising.
+
+    The run's exception (or the cancellation that ended it) is re-raised unchanged, so procrastinate
+    marks the job failed (retried if its task retries) or aborted.
+    """
+    started = datetime.now(UTC)
+    token = set_current(job)  # Runtime.run copies this context into the run
+    try:
+        result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent)
+    except BaseException as error:
+        cancelled = isinstance(error, asyncio.CancelledError)
+        if not (cancelled or isinstance(error, Exception)):
+            raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
+        reason = cancel_reason() if cancelled else None
+        text = f"cancelled ({reason})" if cancelled else f"{type(error).__name__}: {error}"
+        write = _stored(pool, job, started, "cancelled" if cancelled else "error", None, run_report(error), text)
+        await (_shielded(write) if cancelled else write)
+        if reason == SHUTDOWN:
+            raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
+        raise
+    finally:
+        reset_current(token)
+    try:
+        await _stored(pool, job, started, "ok", output_json(result.output), result, None)
+    except asyncio.CancelledError as error:  # stopped while waiting for the database: run it again
+        if cancel_reason() == SHUTDOWN:
+            raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
+        raise
+
+
+STORE_PATIENCE = 300.0
+"""Seconds a finished run's result write keeps retrying while PostgreSQL is away, before the job fails."""
+
+
+async def _stored(
+    pool: AsyncConnectionPool[Any],
+    job: JobInfo,
+    started: datetime,
+    outcome: str,
+    output: Any,
+    run: RunResult | RunReport | None,
+    error: str | None,
+) -> None:
+    """Store the run's result, retrying while the database is unreachable: a run that finished is not
+    failed (or run again) because PostgreSQL restarted just then."""
+    deadline = asyncio.get_running_loop().time() + STORE_PATIENCE
+    delay = 0.1
+    while True:
+        try:
+            await _store(pool, job, started, outcome, output, run, error)
+            return
+        except (psycopg.OperationalError, PoolTimeout) as lost:
+            if asyncio.get_running_loop().time() + delay > deadline:
+                raise
+            logger.warning("job %d: storing its result failed (%s); retrying in %.1fs", job.id, lost, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _store(
+    pool: AsyncConnectionPool[Any],
+    job: JobInfo,
+    started: datetime,
+    outcome: str,
+    output: Any,
+    run: RunResult | RunReport | None,
+    error: str | None,
+) -> Awaitable[None]:
+    usage, calls = (usage_json(run.usage), calls_json(run.calls)) if run is not None else ({}, [])
+    return write_result(
+        pool,
+        job_id=job.id,
+        entry=job.entry,
+        outcome=outcome,
+        output=output,
+        usage=usage,
+        calls=calls,
+        error=error,
+        attempt=job.attempt,
+        worker=job.worker,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+    )
+
+
+async def _shielded(write: Awaitable[None]) -> None:
+    """Finish the write even if the job is cancelled again meanwhile (the row must say how it ended)."""
+    task = asyncio.ensure_future(write)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait((task,))
+        raise

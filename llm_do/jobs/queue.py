@@ -1,0 +1,296 @@
+"""`JobQueue`: which entries may run as jobs, and deferring, reading, listing and cancelling them.
+
+Built on procrastinate (a PostgreSQL task queue): each declared entry is a procrastinate task named
+`llm_do:<entry>`; a job's arguments are the run's input and an optional W3C `traceparent`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy
+from procrastinate.tasks import Task
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+from pydantic import SecretStr
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from ..errors import ConfigurationError
+from ..runtime import Runtime
+from ..tracing import current_traceparent
+from .context import JobInfo
+from .execute import SHUTDOWN, perform
+from .records import STATUSES, JobNotFound, JobRecord
+from .retry import JobRetry
+from .settings import JobSettings
+from .store import create_results_table, fetch_records
+
+__all__ = ["JobEntry", "JobQueue", "RuntimeFactory"]
+
+RuntimeFactory = Callable[[], AbstractAsyncContextManager[Runtime]]
+"""Makes the worker's runtime: a `Runtime` itself (it is its own async context manager), or any async
+context manager that yields one (to open global resources around it)."""
+
+_SCHEMA_LOCK = 7_2616_3032  # advisory lock key: workers starting together apply the schema once
+TASK_PREFIX = "llm_do:"
+
+
+@dataclass(frozen=True, slots=True)
+class JobEntry:
+    """An entry that may run as a job, with its retry rule.
+
+    `retry`: 0 (the default) never retries a failed run; `n` retries it up to `n` times at once;
+    a procrastinate `RetryStrategy` sets delays, backoff and which exceptions are retried.
+    """
+
+    name: str
+    retry: int | RetryStrategy = 0
+
+
+class JobQueue:
+    """Agent runs as background jobs on procrastinate, in the PostgreSQL database at `database_url`.
+
+    `entries` are the entries that may run as jobs (names, or `JobEntry` for a retry rule).
+    `runtime` makes the runtime a worker opens once at start-up; processes that only defer, read and
+    cancel jobs do not need it. `database_url` defaults to `LLM_DO_JOBS_DATABASE_URL`, then
+    `LLM_DO_DATABASE_URL`. Use `async with queue:` (or `open()`/`close()`) around calls.
+    """
+
+    def __init__(
+        self,
+        database_url: str | SecretStr | None = None,
+        *,
+        entries: Iterable[str | JobEntry],
+        runtime: RuntimeFactory | None = None,
+        queue: str = "llm_do",
+        pool_size: int = 4,
+    ) -> None:
+        self._database_url = database_url  # read from the settings at open() when None
+        self.runtime_factory = runtime
+        self.queue_name = queue
+        self.pool_size = pool_size
+        self.app = App(connector=PsycopgConnector())
+        self.entries: Mapping[str, JobEntry] = _entries(entries)
+        self._tasks: dict[str, Task[Any, Any, Any]] = {}
+        self._task_entries = {TASK_PREFIX + name: name for name in self.entries}
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._runtime: Runtime | None = None
+        for spec in self.entries.values():
+            self._tasks[spec.name] = self._register(spec)
+
+    # -- opening ----------------------------------------------------------------
+
+    @property
+    def pool(self) -> AsyncConnectionPool[Any]:
+        """The psycopg pool jobs and results go through (procrastinate shares it)."""
+        if self._pool is None:
+            raise RuntimeError("the JobQueue is not open: use `async with queue:` or `await queue.open()`")
+        return self._pool
+
+    @property
+    def is_open(self) -> bool:
+        return self._pool is not None
+
+    async def open(
+        self, *, pool_size: int | None = None, connect_timeout: float = 30.0, wait_timeout: float = 30.0
+    ) -> None:
+        """Open the connection pool (waits up to `connect_timeout` seconds for a first connection).
+
+        `wait_timeout`: seconds a query waits for a connection (while PostgreSQL is away) before it fails."""
+        if self._pool is not None:
+            return
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            _url(self._database_url),
+            min_size=1,
+            max_size=pool_size or self.pool_size,
+            open=False,
+            timeout=wait_timeout,
+            configure=_autocommit,  # one round trip per statement; transactions are explicit
+            name="llm-do-jobs",
+        )
+        try:
+            await pool.open(wait=True, timeout=connect_timeout)
+        except Exception as error:
+            await pool.close()
+            raise ConnectionError(
+                f"cannot reach the jobs database within {connect_timeout}s ({type(error).__name__}: {error}); "
+                "check LLM_DO_JOBS_DATABASE_URL (or LLM_DO_DATABASE_URL) and that PostgreSQL is up"
+            ) from None
+        await self.app.open_async(pool)
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await self.app.close_async()
+            await pool.close()
+
+    async def __aenter__(self) -> JobQueue:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def apply_schema(self) -> None:
+        """Create procrastinate's schema and llm-do's results table if they are missing (idempotent;
+        safe when several processes start together). Workers call it at start-up."""
+        async with self.pool.connection() as conn:
+            await conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+            try:
+                found = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
+                if found is None or found[0] is None:
+                    await self.app.schema_manager.apply_schema_async()
+                await create_results_table(conn)
+                await conn.commit()
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+                await conn.commit()
+
+    # -- the API ----------------------------------------------------------------
+
+    async def defer(
+        self,
+        entry: str,
+        input_data: Any,
+        *,
+        traceparent: str | None = None,
+        priority: int = 0,
+        delay: float | None = None,
+        queueing_lock: str | None = None,
+    ) -> int:
+        """Queue one run of `entry` on `input_data` (JSON-compatible) and return the job's id.
+
+        `traceparent` (a W3C trace context; default: the current span's, when tracing is on) travels
+        with the job, and the worker's run continues that trace. `delay` starts it no
+        sooner than that many seconds from now; `queueing_lock` refuses a second queued job with the
+        same lock (procrastinate's `AlreadyEnqueued`).
+        """
+        task = self._task(entry)
+        if traceparent is None:
+            traceparent = current_traceparent()
+        try:
+            payload = to_jsonable_python(input_data)
+        except PydanticSerializationError as error:
+            raise TypeError(f"the input of a job of entry {entry!r} must be JSON-compatible: {error}") from None
+        options: dict[str, Any] = {"priority": priority}
+        if delay is not None:
+            options["schedule_in"] = {"seconds": delay}
+        if queueing_lock is not None:
+            options["queueing_lock"] = queueing_lock
+        return await task.configure(**options).defer_async(input=payload, traceparent=traceparent)
+
+    async def get(self, job_id: int) -> JobRecord:
+        """The job `job_id`: its status and, once a run finished, output, usage, calls and error."""
+        found = await fetch_records(self.pool, self._task_entries, job_id=job_id, limit=1)
+        if not found:
+            raise JobNotFound(job_id)
+        return found[0]
+
+    async def list(
+        self, status: str | Iterable[str] | None = None, *, entry: str | None = None, limit: int = 100
+    ) -> list[JobRecord]:
+        """Jobs newest first, filtered by status (one or several) and entry."""
+        statuses = [status] if isinstance(status, str) else None if status is None else list(status)
+        unknown = sorted(set(statuses or ()) - STATUSES)
+        if unknown:
+            raise ValueError(f"unknown job status {', '.join(map(repr, unknown))}: use {', '.join(sorted(STATUSES))}")
+        entries = None if entry is None else [entry]
+        return await fetch_records(self.pool, self._task_entries, statuses=statuses, entries=entries, limit=limit)
+
+    async def cancel(self, job_id: int) -> bool:
+        """Cancel a job: a queued job never starts; a running one has its run cancelled (its teardown
+        runs) by the worker that runs it. False when the job had already finished."""
+        await self.get(job_id)  # JobNotFound for another queue's job or an unknown id
+        return await self.app.job_manager.cancel_job_by_id_async(job_id, abort=True)
+
+    async def wait(self, job_id: int, *, interval: float = 0.1) -> JobRecord:
+        """Poll until the job reaches a final status (bound it with `asyncio.timeout`)."""
+        while True:
+            record = await self.get(job_id)
+            if record.done:
+                return record
+            await asyncio.sleep(interval)
+
+    # -- the worker side --------------------------------------------------------
+
+    def attach(self, runtime: Runtime | None) -> None:
+        """Give the jobs this process runs their runtime (a worker does this at start-up; None detaches)."""
+        self._runtime = runtime
+
+    def _register(self, spec: JobEntry) -> Task[Any, Any, Any]:
+        async def run_job(context: JobContext, input: Any = None, traceparent: str | None = None) -> None:
+            await self._perform(spec.name, context, input, traceparent)
+
+        run_job.__name__ = run_job.__qualname__ = f"run_{spec.name}"
+        task: Task[Any, Any, Any] = self.app.task(
+            name=TASK_PREFIX + spec.name, queue=self.queue_name, retry=JobRetry(spec.retry), pass_context=True
+        )(run_job)
+        return task
+
+    async def _perform(self, entry: str, context: JobContext, input_data: Any, traceparent: str | None) -> None:
+        runtime = self._runtime
+        if runtime is None:
+            raise RuntimeError("no runtime attached: run jobs with llm_do.jobs.run_worker (or `llm-do worker`)")
+        job = context.job
+        assert job.id is not None  # a fetched job always has one
+        info = JobInfo(job.id, entry, job.attempts, context.worker_name, traceparent)
+
+        def reason() -> str | None:
+            why = context.abort_reason()
+            return None if why is None else ("cancel requested" if why.value == "user_request" else SHUTDOWN)
+
+        await perform(runtime, self.pool, info, input_data, reason)
+
+    def _task(self, entry: str) -> Task[Any, Any, Any]:
+        try:
+            return self._tasks[entry]
+        except KeyError:
+            declared = ", ".join(sorted(self._tasks)) or "none"
+            raise ConfigurationError(
+                f"entry {entry!r} may not run as a job: declare it in JobQueue(entries=[...]) (declared: {declared})"
+            ) from None
+
+
+async def _autocommit(conn: AsyncConnection[Any]) -> None:
+    await conn.set_autocommit(True)
+
+
+def worker_name() -> str:
+    """A name that says where a worker runs: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _url(given: str | SecretStr | None) -> str:
+    if given is None:
+        settings = JobSettings()
+        given = settings.jobs_database_url or settings.database_url
+    if given is None:
+        raise ConfigurationError(
+            "no jobs database: pass JobQueue(database_url=...) or set LLM_DO_JOBS_DATABASE_URL "
+            "(or LLM_DO_DATABASE_URL) to a PostgreSQL URL like postgresql://user@localhost/app"
+        )
+    return given.get_secret_value() if isinstance(given, SecretStr) else given
+
+
+def _entries(entries: Iterable[str | JobEntry]) -> dict[str, JobEntry]:
+    found: dict[str, JobEntry] = {}
+    for item in entries:
+        spec = JobEntry(item) if isinstance(item, str) else item
+        if not spec.name:
+            raise ConfigurationError("a job entry needs a name")
+        if spec.name in found:
+            raise ConfigurationError(f"entry {spec.name!r} is declared twice in JobQueue(entries=[...])")
+        found[spec.name] = spec
+    if not found:
+        raise ConfigurationError("JobQueue(entries=[...]) is empty: name the entries that may run as jobs")
+    return found

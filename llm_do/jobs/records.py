@@ -1,0 +1,106 @@
+"""What a job leaves: its status and, once a run finished, output, usage, call tree and error."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+from pydantic_core import to_jsonable_python
+
+from ..run import CallRecord
+
+__all__ = [
+    "FINAL_STATUSES",
+    "STATUSES",
+    "JobNotFound",
+    "JobRecord",
+    "JobStatus",
+    "calls_json",
+    "output_json",
+    "usage_json",
+]
+
+JobStatus = Literal["todo", "doing", "succeeded", "failed", "cancelled", "aborted"]
+"""procrastinate's job statuses: `todo` (queued, or waiting for a retry), `doing` (a worker runs it),
+`succeeded`, `failed` (the run raised), `cancelled` (cancelled before it started), `aborted`
+(cancelled while it ran, or stopped by a worker's shutdown)."""
+
+STATUSES: frozenset[str] = frozenset(get_args(JobStatus))
+FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "aborted"})
+
+
+class JobNotFound(LookupError):
+    """No job of this queue has that id."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"no llm-do job with id {job_id}; list them with JobQueue.list()")
+        self.job_id = job_id
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job as stored in PostgreSQL: procrastinate's row joined with llm-do's result row."""
+
+    id: int
+    entry: str
+    status: JobStatus
+    attempts: int
+    """Runs of this job that ended so far (procrastinate's count): 1 once a run finished, +1 per retry."""
+    input: Any
+    traceparent: str | None = None
+    """The W3C trace context the job was deferred with; its run continues that trace."""
+    cancel_requested: bool = False
+    """A cancellation was asked for while the job ran; the worker cancels the run."""
+    outcome: Literal["ok", "error", "cancelled"] | None = None
+    """How the last finished run ended, or None if no run finished yet."""
+    output: Any = None
+    """The run's output as JSON (pydantic models as their JSON form)."""
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """Requests, tool calls and tokens of the last finished run."""
+    calls: tuple[Mapping[str, Any], ...] = ()
+    """Every call of the last finished run (id, parent, entry, depth, toolsets, outcome, usage), in start order."""
+    error: str | None = None
+    """The last failed run's exception, `Type: message`."""
+    worker: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the job reached a final status (no run will start again)."""
+        return self.status in FINAL_STATUSES
+
+
+def output_json(output: Any) -> Any:
+    """The output as JSON-compatible data; what JSON cannot hold is stored as its `repr`."""
+    return to_jsonable_python(output, fallback=repr)
+
+
+_USAGE_ALWAYS = ("requests", "tool_calls", "input_tokens", "output_tokens")
+
+
+def usage_json(usage: Any) -> dict[str, int]:
+    """Requests, tool calls and tokens; the other counters only when not zero."""
+    data = to_jsonable_python(usage, fallback=repr)
+    return {
+        key: value
+        for key, value in data.items()
+        if isinstance(value, int) and not isinstance(value, bool) and (value or key in _USAGE_ALWAYS)
+    }
+
+
+def calls_json(calls: tuple[CallRecord, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": call.id,
+            "parent": call.parent,
+            "entry": call.entry,
+            "depth": call.depth,
+            "toolsets": list(call.toolsets),
+            "outcome": call.outcome,
+            "usage": usage_json(call.usage),
+        }
+        for call in calls
+    ]

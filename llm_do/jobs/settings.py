@@ -1,0 +1,28 @@
+"""Settings of the jobs database and of workers (`LLM_DO_*` variables, like llm-do's own)."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+
+from ..settings import LlmDoSettings
+
+__all__ = ["JobSettings"]
+
+
+class JobSettings(LlmDoSettings):
+    """llm-do's settings plus the jobs database and the worker's defaults."""
+
+    jobs_database_url: SecretStr | None = None
+    """The database procrastinate's queue lives in (`LLM_DO_JOBS_DATABASE_URL`); unset: `LLM_DO_DATABASE_URL`."""
+    worker_concurrency: int = Field(default=10, ge=1)
+    """Jobs one worker process runs at once (`LLM_DO_WORKER_CONCURRENCY`; `--concurrency` wins)."""
+    worker_heartbeat: float = Field(default=5.0, gt=0)
+    """Seconds between a worker's heartbeats (`LLM_DO_WORKER_HEARTBEAT`)."""
+    worker_stalled_timeout: float = Field(default=30.0, gt=0)
+    """Seconds without a heartbeat after which a worker counts as dead and its running jobs are run
+    again by another worker (`LLM_DO_WORKER_STALLED_TIMEOUT`); keep it several heartbeats long."""
+    worker_shutdown_timeout: float = Field(default=30.0, ge=0)
+    """On SIGTERM or SIGINT, seconds the running jobs may take to finish before they are cancelled."""
+    worker_database_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a worker waits for a database connection before it treats PostgreSQL as gone, stops
+    taking jobs and reconnects (`LLM_DO_WORKER_DATABASE_TIMEOUT`); shorter outages only delay jobs."""

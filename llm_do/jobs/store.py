@@ -1,0 +1,141 @@
+"""llm-do's table of job results, beside procrastinate's tables, read and written with psycopg.
+
+procrastinate keeps each job's status; llm-do keeps what its last finished run left (output, usage,
+calls, error) in `llm_do_job_results`, one row per job, written by the worker that ran it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from .records import JobRecord
+
+__all__ = ["RESULTS_TABLE", "create_results_table", "fetch_records", "write_result"]
+
+RESULTS_TABLE = "llm_do_job_results"
+
+_CREATE = """
+CREATE TABLE IF NOT EXISTS llm_do_job_results (
+    job_id bigint PRIMARY KEY,
+    entry text NOT NULL,
+    outcome text NOT NULL CHECK (outcome IN ('ok', 'error', 'cancelled')),
+    output jsonb,
+    usage jsonb NOT NULL,
+    calls jsonb NOT NULL,
+    error text,
+    attempt integer NOT NULL,
+    worker text,
+    started_at timestamptz NOT NULL,
+    finished_at timestamptz NOT NULL
+)
+"""
+
+_WRITE = """
+INSERT INTO llm_do_job_results
+    (job_id, entry, outcome, output, usage, calls, error, attempt, worker, started_at, finished_at)
+VALUES (%(job_id)s, %(entry)s, %(outcome)s, %(output)s, %(usage)s, %(calls)s, %(error)s, %(attempt)s,
+        %(worker)s, %(started_at)s, %(finished_at)s)
+ON CONFLICT (job_id) DO UPDATE SET
+    entry = EXCLUDED.entry, outcome = EXCLUDED.outcome, output = EXCLUDED.output, usage = EXCLUDED.usage,
+    calls = EXCLUDED.calls, error = EXCLUDED.error, attempt = EXCLUDED.attempt, worker = EXCLUDED.worker,
+    started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at
+"""
+
+_SELECT = """
+SELECT j.id, j.task_name, j.status::text AS status, j.attempts, j.args, j.abort_requested,
+       r.outcome, r.output, r.usage, r.calls, r.error, r.worker, r.started_at, r.finished_at
+  FROM procrastinate_jobs j
+  LEFT JOIN llm_do_job_results r ON r.job_id = j.id
+ WHERE j.task_name = ANY(%(tasks)s)
+"""
+
+
+async def create_results_table(conn: AsyncConnection[Any]) -> None:
+    await conn.execute(_CREATE)
+
+
+async def write_result(
+    pool: AsyncConnectionPool[Any],
+    *,
+    job_id: int,
+    entry: str,
+    outcome: str,
+    output: Any,
+    usage: dict[str, int],
+    calls: list[dict[str, Any]],
+    error: str | None,
+    attempt: int,
+    worker: str | None,
+    started_at: datetime,
+    finished_at: datetime,
+) -> None:
+    """Store what a run left for `job_id`, replacing what an earlier attempt left."""
+    values = {
+        "job_id": job_id,
+        "entry": entry,
+        "outcome": outcome,
+        "output": Jsonb(output),
+        "usage": Jsonb(usage),
+        "calls": Jsonb(calls),
+        "error": error,
+        "attempt": attempt,
+        "worker": worker,
+        "started_at": started_at,
+        "finished_at": finished_at,
+    }
+    async with pool.connection() as conn:
+        await conn.execute(_WRITE, values)
+
+
+async def fetch_records(
+    pool: AsyncConnectionPool[Any],
+    tasks: dict[str, str],
+    *,
+    job_id: int | None = None,
+    statuses: Sequence[str] | None = None,
+    entries: Iterable[str] | None = None,
+    limit: int = 100,
+) -> list[JobRecord]:
+    """Jobs of the tasks `tasks` (procrastinate task name -> entry), newest first."""
+    names = list(tasks) if entries is None else [name for name, entry in tasks.items() if entry in set(entries)]
+    query = _SELECT
+    values: dict[str, Any] = {"tasks": names, "limit": limit}
+    if job_id is not None:
+        query += " AND j.id = %(job_id)s"
+        values["job_id"] = job_id
+    if statuses is not None:
+        query += " AND j.status::text = ANY(%(statuses)s)"
+        values["statuses"] = list(statuses)
+    query += " ORDER BY j.id DESC LIMIT %(limit)s"
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(query, values)
+        rows = await cursor.fetchall()
+    return [_record(row, tasks) for row in rows]
+
+
+def _record(row: DictRow, tasks: dict[str, str]) -> JobRecord:
+    args = row["args"] or {}
+    return JobRecord(
+        id=row["id"],
+        entry=tasks[row["task_name"]],
+        status=row["status"],
+        attempts=row["attempts"],
+        input=args.get("input"),
+        traceparent=args.get("traceparent"),
+        cancel_requested=bool(row["abort_requested"]) and row["status"] == "doing",
+        outcome=row["outcome"],
+        output=row["output"],
+        usage=row["usage"] or {},
+        calls=tuple(row["calls"] or ()),
+        error=row["error"],
+        worker=row["worker"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )

@@ -1,0 +1,208 @@
+"""A worker process: one `Runtime` opened at start-up, procrastinate's worker running each job as one
+run, jobs of dead workers run again, and reconnection after PostgreSQL goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from procrastinate import sql as procrastinate_sql
+
+from .queue import JobQueue, RuntimeFactory, worker_name
+from .settings import JobSettings
+
+__all__ = ["WorkerOptions", "recover_stalled_jobs", "run_worker"]
+
+logger = logging.getLogger("llm_do.jobs")
+
+_RECOVERY_LOCK = 7_2616_3033  # advisory lock key: one worker at a time re-queues stalled jobs
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """How a worker runs; the defaults come from `JobSettings` (`LLM_DO_WORKER_*`)."""
+
+    concurrency: int = 10
+    """Jobs run at once, each one run of the worker's single `Runtime`."""
+    heartbeat: float = 5.0
+    """Seconds between heartbeats."""
+    stalled_timeout: float = 30.0
+    """A worker silent this long is dead: its running jobs are queued again (checked every heartbeat)."""
+    shutdown_timeout: float = 30.0
+    """On stop, seconds running jobs may take to finish before they are cancelled (and their teardown runs)."""
+    poll_interval: float = 1.0
+    """Seconds between polls for new jobs and cancellations (notifications usually come first)."""
+    reconnect_delay: float = 5.0
+    """Longest wait between reconnection attempts after PostgreSQL went away."""
+    database_timeout: float = 30.0
+    """Seconds to wait for a database connection before PostgreSQL counts as gone (then: reconnect)."""
+    name: str | None = None
+    """The worker's name in logs and results (default: host:pid)."""
+
+    @classmethod
+    def from_settings(cls, settings: JobSettings | None = None, **overrides: Any) -> WorkerOptions:
+        values = settings if settings is not None else JobSettings()
+        options = cls(
+            concurrency=values.worker_concurrency,
+            heartbeat=values.worker_heartbeat,
+            stalled_timeout=values.worker_stalled_timeout,
+            shutdown_timeout=values.worker_shutdown_timeout,
+            database_timeout=values.worker_database_timeout,
+        )
+        return replace(options, **{key: value for key, value in overrides.items() if value is not None})
+
+
+async def run_worker(
+    queue: JobQueue,
+    options: WorkerOptions | None = None,
+    *,
+    runtime: RuntimeFactory | None = None,
+    stop: asyncio.Event | None = None,
+    install_signal_handlers: bool = True,
+) -> None:
+    """Run jobs of `queue` until `stop` is set, SIGTERM/SIGINT arrives, or the task is cancelled.
+
+    Opens the queue (if it is not open) and applies the schema, then opens one runtime with
+    `runtime` (default: the queue's factory) for the worker's life. Running jobs get
+    `options.shutdown_timeout` seconds to finish when the worker stops. If PostgreSQL goes away, the
+    worker waits for it and starts again; jobs it could not finish are run again once they stall.
+    """
+    options = options if options is not None else WorkerOptions.from_settings()
+    factory = runtime if runtime is not None else queue.runtime_factory
+    if factory is None:
+        raise RuntimeError("the worker needs a runtime: pass run_worker(runtime=...) or JobQueue(runtime=...)")
+    stop = stop if stop is not None else asyncio.Event()
+    name = options.name or worker_name()
+    opened_here = not queue.is_open
+    if opened_here:
+        await queue.open(pool_size=options.concurrency + 4, wait_timeout=options.database_timeout)
+    try:
+        await queue.apply_schema()
+        async with factory() as opened:
+            queue.attach(opened)
+            recovery = asyncio.create_task(_recover_forever(queue, options), name="llm-do stalled jobs")
+            with _signals(stop) if install_signal_handlers else contextlib.nullcontext():
+                try:
+                    logger.info("worker %s started (concurrency %d)", name, options.concurrency)
+                    await _supervise(queue, options, name, stop)
+                finally:
+                    recovery.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await recovery
+                    queue.attach(None)
+    finally:
+        if opened_here:
+            await queue.close()
+    logger.info("worker %s stopped", name)
+
+
+async def _supervise(queue: JobQueue, options: WorkerOptions, name: str, stop: asyncio.Event) -> None:
+    """Run procrastinate's worker; if it ends without being asked (lost database), wait and start again."""
+    while not stop.is_set():
+        worker = asyncio.create_task(
+            queue.app.run_worker_async(
+                queues=[queue.queue_name],
+                name=name,
+                concurrency=options.concurrency,
+                wait=True,
+                install_signal_handlers=False,
+                update_heartbeat_interval=options.heartbeat,
+                stalled_worker_timeout=options.stalled_timeout,
+                shutdown_graceful_timeout=options.shutdown_timeout,
+                fetch_job_polling_interval=options.poll_interval,
+                abort_job_polling_interval=options.poll_interval,
+            ),
+            name="procrastinate worker",
+        )
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait((worker, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not worker.done():
+                worker.cancel()  # procrastinate then stops gracefully: running jobs get shutdown_timeout
+                await asyncio.wait((worker,))
+        if stop.is_set():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                worker.result()
+            return
+        error = worker.exception() if not worker.cancelled() else None
+        logger.warning("worker %s lost its database (%s); reconnecting", name, error or "worker stopped")
+        await _reconnected(queue, options, stop)
+
+
+async def _reconnected(queue: JobQueue, options: WorkerOptions, stop: asyncio.Event) -> None:
+    delay = 0.1
+    while not stop.is_set():
+        try:
+            async with queue.pool.connection(timeout=max(delay, 1.0)) as conn:
+                await conn.execute("SELECT 1")
+            logger.info("database reachable again; the worker starts again")
+            return
+        except Exception as error:
+            logger.debug("database still unreachable: %s", error)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(delay * 2, options.reconnect_delay)
+
+
+async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
+    while True:
+        await asyncio.sleep(options.heartbeat)
+        try:
+            found = await recover_stalled_jobs(queue, options.stalled_timeout)
+        except Exception as error:  # the database is away: the supervisor reconnects; try next time
+            logger.debug("stalled-job check failed: %s", error)
+            continue
+        if found:
+            logger.warning("queued again %d job(s) of dead workers: %s", len(found), ", ".join(map(str, found)))
+
+
+async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[int]:
+    """Queue again the running jobs of workers silent for `stalled_timeout` seconds; their ids.
+
+    One worker at a time does it (an advisory lock), so a job is never queued twice.
+    """
+    async with queue.pool.connection() as conn, conn.transaction():
+        locked = await (await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_RECOVERY_LOCK,))).fetchone()
+        if locked is None or not locked[0]:
+            return []
+        cursor = await conn.execute(
+            procrastinate_sql.queries["select_stalled_jobs_by_heartbeat"],
+            {"queue": queue.queue_name, "task_name": None, "seconds_since_heartbeat": stalled_timeout},
+        )
+        ids = [int(row[0]) for row in await cursor.fetchall()]
+        for job_id in ids:
+            await conn.execute(
+                procrastinate_sql.queries["retry_job"],
+                {
+                    "job_id": job_id,
+                    "retry_at": datetime.now(UTC),
+                    "new_priority": None,
+                    "new_queue_name": None,
+                    "new_lock": None,
+                },
+            )
+    return ids
+
+
+@contextlib.contextmanager
+def _signals(stop: asyncio.Event) -> Any:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(signum, stop.set)
+            installed.append(signum)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+            pass
+    try:
+        yield
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)

@@ -1,0 +1,133 @@
+"""Entries and a JobQueue for tests/test_jobs.py; worker processes import it (`tests.jobs_app:queue`).
+
+Each entry writes what it did to the file named in its input, so the test (another process) can see
+which worker ran it and whether its teardown ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from dependency_injector import providers
+from opentelemetry import trace
+from pydantic_ai import Agent
+
+from containers import AgentContainer
+from llm_do import AgentEntry, CallScope, Runtime, Toolset, entry, tool
+from llm_do.jobs import JobEntry, JobQueue, current_job
+
+from .helpers import call, returns, scripted, text
+
+
+def _note(path: str, line: str) -> None:
+    with Path(path).open("a") as file:
+        file.write(f"{line}\n")
+
+
+class Notes(Toolset):
+    """Per call: notes lines to a file; its teardown notes `teardown <job id> <pid>`."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+
+    @tool
+    async def note(self, path: str, line: str) -> str:
+        """Append `line` to the file at `path`."""
+        self.path = path
+        _note(path, line)
+        return "noted"
+
+    async def cleanup(self) -> None:
+        job = current_job()
+        if self.path is not None and job is not None:
+            _note(self.path, f"teardown {job.id} {os.getpid()}")
+
+
+class Vault(Toolset):
+    """A tool that needs approval: a worker has no terminal to ask on."""
+
+    @tool(requires_approval=True)
+    async def open_vault(self) -> str:
+        """Open the vault."""
+        return "the vault is open"
+
+
+class JobsApp(AgentContainer):
+    notes = providers.Factory(Notes)
+    vault = providers.Factory(Vault)
+
+
+def _vault_answer(messages: list[Any]) -> Any:
+    return text(f"vault said: {returns(messages)[0]}")
+
+
+guarded = AgentEntry(Agent(scripted(call("open_vault"), _vault_answer)), name="guarded", toolsets=["vault"])
+
+
+@entry(toolsets=["notes"])
+async def sleeper(scope: CallScope, input_data: dict[str, Any]) -> str:
+    """Notes `started <job> <pid>`, sleeps `seconds` (`then` seconds on a retry if given), notes `finished <job>`."""
+    job = current_job()
+    assert job is not None
+    await scope.call_tool("note", {"path": input_data["path"], "line": f"started {job.id} {os.getpid()}"})
+    await asyncio.sleep(float(input_data["then"] if job.attempt and "then" in input_data else input_data["seconds"]))
+    _note(input_data["path"], f"finished {job.id} attempt {job.attempt}")
+    return f"slept {input_data['seconds']}"
+
+
+@entry
+async def boom(scope: CallScope, input_data: Any) -> str:
+    raise ValueError(f"boom on {input_data!r}")
+
+
+@entry
+async def flaky(scope: CallScope, input_data: Any) -> dict[str, Any]:
+    """Fails on its first attempt, succeeds on the next."""
+    job = current_job()
+    assert job is not None
+    if job.attempt == 0:
+        raise ConnectionError("the first attempt always fails")
+    return {"attempt": job.attempt, "input": input_data}
+
+
+def _greeting(messages: list[Any]) -> Any:
+    return text("hello from the job")
+
+
+greeter = AgentEntry(
+    Agent(scripted(call("greet_note", path="/dev/null", line="hi"), _greeting)),
+    name="greeter",
+    toolsets=["greet_note"],
+)
+
+
+@entry(toolsets=["greeter"])
+async def orchestrate(scope: CallScope, input_data: Any) -> str:
+    """Calls the greeter agent once: a call tree of two calls."""
+    reply = await scope.call_agent("greeter", str(input_data))
+    return f"greeter said: {reply}"
+
+
+@entry
+async def traced(scope: CallScope, input_data: Any) -> dict[str, Any]:
+    """The trace the run is in, and the traceparent its job carried."""
+    job = current_job()
+    assert job is not None
+    return {"trace_id": format(trace.get_current_span().get_span_context().trace_id, "032x"), "job": job.traceparent}
+
+
+def make_runtime() -> Runtime:
+    return Runtime(
+        JobsApp(),
+        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded],
+        toolsets={"greet_note": JobsApp.notes},
+    )
+
+
+queue = JobQueue(
+    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded"],
+    runtime=make_runtime,
+)

@@ -1,0 +1,117 @@
+"""Real worker processes and fresh databases for the jobs tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import asyncpg
+
+from .postgres import PostgresServer
+
+ROOT = Path(__file__).parent.parent
+
+FAST_WORKER = {
+    "LLM_DO_WORKER_HEARTBEAT": "0.2",
+    "LLM_DO_WORKER_STALLED_TIMEOUT": "1.5",
+    "LLM_DO_WORKER_SHUTDOWN_TIMEOUT": "5",
+    "LLM_DO_WORKER_DATABASE_TIMEOUT": "1",
+}
+"""Heartbeats every 0.2 s; a worker silent for 1.5 s is dead and its jobs run again."""
+
+
+@asynccontextmanager
+async def fresh_database(postgres: PostgresServer) -> AsyncIterator[str]:
+    """A new empty database on `postgres`; dropped afterwards (its connections ended first)."""
+    name = postgres.new_database_name()
+    admin = await asyncpg.connect(postgres.dsn())
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield postgres.dsn(name)
+    finally:
+        admin = await asyncpg.connect(postgres.dsn())
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"still not true after {within}s: {what}")
+        await asyncio.sleep(0.05)
+
+
+class Worker:
+    """`llm-do worker TARGET` in a subprocess, its output in a log file."""
+
+    def __init__(
+        self,
+        target: str,
+        dsn: str,
+        log: Path,
+        *,
+        concurrency: int = 4,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+    ) -> None:
+        self.log = log
+        environment = {**os.environ, "LLM_DO_JOBS_DATABASE_URL": dsn, **FAST_WORKER, **(env or {})}
+        environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), environment.get("PYTHONPATH", "")])
+        command = [sys.executable, "-m", "llm_do.cli", "worker", target, "--concurrency", str(concurrency), "-v", *args]
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, then wait for it to exit (SIGKILL if it does not within `timeout`)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+                raise AssertionError(f"worker {self.pid} ignored SIGTERM; its log:\n{self.output()}") from None
+        return self.process.returncode
+
+
+async def registered_workers(dsn: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        if await conn.fetchval("SELECT to_regclass('procrastinate_workers')") is None:
+            return 0
+        return int(await conn.fetchval("SELECT count(*) FROM procrastinate_workers"))
+    finally:
+        await conn.close()
+
+
+async def wait_for_workers(dsn: str, count: int, workers: list[Worker]) -> None:
+    async def ready() -> bool:
+        for worker in workers:
+            if worker.process.poll() is not None:
+                raise AssertionError(f"worker {worker.pid} exited with {worker.process.returncode}:\n{worker.output()}")
+        return await registered_workers(dsn) >= count
+
+    await eventually(ready, f"{count} worker(s) registered")

@@ -1,0 +1,309 @@
+"""Agent runs as jobs: deferred here, run by real `llm-do worker` processes on the suite's PostgreSQL,
+results read back from the database; cancellation, failures, retries, SIGKILL and a server restart."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from llm_do import ConfigurationError
+from llm_do.jobs import JobNotFound, JobQueue, JobRecord, WorkerOptions, current_job, run_worker
+
+from .jobs_app import make_runtime
+from .jobs_app import queue as app_queue
+from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
+from .postgres import PostgresServer, temporary_postgres
+
+TARGET = "tests.jobs_app:queue"
+ENTRIES = list(app_queue.entries.values())
+
+
+@pytest.fixture
+async def dsn(postgres: PostgresServer) -> AsyncIterator[str]:
+    async with fresh_database(postgres) as url:
+        yield url
+
+
+@pytest.fixture
+async def queue(dsn: str) -> AsyncIterator[JobQueue]:
+    """The test app's queue, opened on a fresh database with its schema (this process only defers)."""
+    async with JobQueue(dsn, entries=ENTRIES) as opened:
+        await opened.apply_schema()
+        yield opened
+
+
+@asynccontextmanager
+async def in_process_worker(queue: JobQueue) -> AsyncIterator[None]:
+    """The Python API: `run_worker` in this process, stopped (gracefully) when the block ends."""
+    stop = asyncio.Event()
+    options = WorkerOptions(concurrency=2, heartbeat=0.2, stalled_timeout=1.5, poll_interval=0.2, name="in-process")
+    task = asyncio.create_task(
+        run_worker(queue, options, runtime=make_runtime, stop=stop, install_signal_handlers=False)
+    )
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def started_by(path: Path, job_id: int) -> int:
+    """The pid of the worker that noted `started <job_id> <pid>` (waits for the line)."""
+    pattern = re.compile(rf"started {job_id} (\d+)")
+
+    async def seen() -> bool:
+        return any(pattern.fullmatch(line) for line in lines(path))
+
+    await eventually(seen, f"job {job_id} started")
+    return next(int(match.group(1)) for line in lines(path) if (match := pattern.fullmatch(line)))
+
+
+async def finished(queue: JobQueue, job_id: int, within: float = 30.0) -> JobRecord:
+    async with asyncio.timeout(within):
+        return await queue.wait(job_id, interval=0.05)
+
+
+async def test_a_deferred_run_is_run_by_a_worker_and_its_result_is_stored(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    first = await queue.defer("orchestrate", "hi")
+    assert (await queue.get(first)).status == "todo"
+    assert [job.id for job in await queue.list("todo")] == [first]
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log")
+    try:
+        record = await finished(queue, first)
+        second = await queue.defer("greeter", "hello")
+        greeted = await finished(queue, second)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded" and record.outcome == "ok", record
+    assert record.output == "greeter said: hello from the job"
+    assert record.input == "hi" and record.entry == "orchestrate" and record.error is None
+    assert record.worker is not None and record.worker.endswith(f":{worker.pid}")
+    assert [(call["id"], call["parent"], call["entry"]) for call in record.calls] == [
+        ("call_1", None, "orchestrate"),
+        ("call_2", "call_1", "greeter"),
+    ]
+    assert record.usage["requests"] == 2
+    assert record.started_at is not None and record.finished_at is not None
+    assert record.finished_at >= record.started_at
+    assert greeted.output == "hello from the job" and greeted.usage["requests"] == 2
+    assert {job.id for job in await queue.list("succeeded")} == {first, second}
+    assert [job.id for job in await queue.list(entry="greeter")] == [second]
+    assert await queue.list("todo") == []
+
+
+async def test_a_job_deferred_inside_a_span_is_run_in_that_trace(queue: JobQueue) -> None:
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("web request") as span:
+        job_id = await queue.defer("traced", None)
+    untraced_id = await queue.defer("traced", None)
+    trace_id = format(span.get_span_context().trace_id, "032x")
+    async with in_process_worker(queue):
+        record = await finished(queue, job_id)
+        untraced = await finished(queue, untraced_id)
+    assert record.traceparent is not None and record.traceparent.split("-")[1] == trace_id
+    assert record.output == {"trace_id": trace_id, "job": record.traceparent}
+    assert untraced.traceparent is None and untraced.output["trace_id"] != trace_id
+
+
+async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLM_DO_APPROVAL_MODE", raising=False)
+    async with in_process_worker(queue):  # the default mode, prompt, and nobody to ask
+        refused = await finished(queue, await queue.defer("guarded", "open it"))
+    monkeypatch.setenv("LLM_DO_APPROVAL_MODE", "reject_all")
+    async with in_process_worker(queue):
+        denied = await finished(queue, await queue.defer("guarded", "open it"))
+    assert refused.status == "failed" and refused.error is not None
+    assert "called tool 'open_vault' of toolset 'vault', which needs approval" in refused.error
+    assert "LLM_DO_APPROVAL_MODE" in refused.error
+    assert denied.status == "succeeded" and denied.output.startswith("vault said: ")
+    assert "the vault is open" not in denied.output
+
+
+async def test_a_run_that_raises_marks_its_job_failed_with_its_error_and_it_is_not_retried(queue: JobQueue) -> None:
+    async with in_process_worker(queue):
+        failed_id = await queue.defer("boom", {"n": 1})
+        failed = await finished(queue, failed_id)
+        retried_id = await queue.defer("flaky", "x")  # JobEntry("flaky", retry=1)
+        retried = await finished(queue, retried_id)
+    assert failed.status == "failed" and failed.outcome == "error"
+    assert failed.error == "ValueError: boom on {'n': 1}"
+    assert failed.attempts == 1 and failed.output is None  # ran once, not retried
+    assert [call["outcome"] for call in failed.calls] == ["error"]
+    assert retried.status == "succeeded" and retried.attempts == 2
+    assert retried.output == {"attempt": 1, "input": "x"}
+    assert [job.id for job in await queue.list(["failed", "aborted"])] == [failed_id]
+
+
+async def test_cancelling_a_queued_job_and_a_running_job(queue: JobQueue, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    queued = await queue.defer("sleeper", {"path": str(notes), "seconds": 60}, delay=3600)
+    assert await queue.cancel(queued) is True
+    assert (await queue.get(queued)).status == "cancelled"
+
+    async with in_process_worker(queue):
+        running = await queue.defer("sleeper", {"path": str(notes), "seconds": 60})
+        pid = await started_by(notes, running)
+        assert pid == os.getpid()
+        assert await queue.cancel(running) is True
+        record = await finished(queue, running, within=15)
+        after = await finished(queue, await queue.defer("greeter", "still there?"))  # the worker goes on
+    assert record.status == "aborted" and record.outcome == "cancelled"
+    assert record.error == "cancelled (cancel requested)"
+    assert f"teardown {running} {pid}" in lines(notes), "the run's teardown ran in the worker"
+    assert not any(line.startswith(f"finished {running}") for line in lines(notes))
+    assert after.status == "succeeded"
+    assert await queue.cancel(running) is False  # already over
+    with pytest.raises(JobNotFound, match="no llm-do job with id 999999"):
+        await queue.get(999_999)
+    with pytest.raises(JobNotFound):
+        await queue.cancel(999_999)
+
+
+async def test_a_sigkilled_workers_job_is_run_again_by_another_worker(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    workers = [Worker(TARGET, dsn, tmp_path / f"worker{n}.log", concurrency=2) for n in range(2)]
+    try:
+        await wait_for_workers(dsn, 2, workers)
+        job_id = await queue.defer("sleeper", {"path": str(notes), "seconds": 1})
+        victim_pid = await started_by(notes, job_id)
+        victim = next(worker for worker in workers if worker.pid == victim_pid)
+        survivor = next(worker for worker in workers if worker is not victim)
+        victim.kill()
+        record = await finished(queue, job_id, within=30)
+    finally:
+        for worker in workers:
+            if worker.process.poll() is None:
+                assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", record
+    assert record.attempts == 2 and record.worker is not None and record.worker.endswith(f":{survivor.pid}")
+    assert lines(notes) == [
+        f"started {job_id} {victim_pid}",
+        f"started {job_id} {survivor.pid}",
+        f"finished {job_id} attempt 1",
+        f"teardown {job_id} {survivor.pid}",
+    ]
+
+
+async def test_a_job_still_running_when_its_worker_shuts_down_is_queued_again(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", env={"LLM_DO_WORKER_SHUTDOWN_TIMEOUT": "0.5"})
+    job_id = await queue.defer("sleeper", {"path": str(notes), "seconds": 60, "then": 0})
+    pid = await started_by(notes, job_id)
+    assert worker.stop() == 0, worker.output()  # SIGTERM: the job gets 0.5 s, then its run is cancelled
+    stopped = await queue.get(job_id)
+    assert stopped.status == "todo" and stopped.outcome == "cancelled", stopped
+    assert stopped.error == "cancelled (worker shutdown)"
+    assert f"teardown {job_id} {pid}" in lines(notes)
+    async with in_process_worker(queue):
+        record = await finished(queue, job_id)
+    assert record.status == "succeeded" and record.attempts == 2 and record.outcome == "ok"
+
+
+async def test_workers_reconnect_after_a_postgresql_restart(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    with temporary_postgres() as server:
+        async with fresh_database(server) as dsn, JobQueue(dsn, entries=ENTRIES) as queue:
+            await queue.apply_schema()
+            worker = Worker(TARGET, dsn, tmp_path / "worker.log")
+            try:
+                await wait_for_workers(dsn, 1, [worker])
+                before = await finished(queue, await queue.defer("greeter", "before"))
+                across = await queue.defer("sleeper", {"path": str(notes), "seconds": 2})
+                await started_by(notes, across)
+                await asyncio.to_thread(server.stop)
+                await asyncio.sleep(3.0)  # longer than the worker's 1 s database timeout: it gives up, then waits
+                await asyncio.to_thread(server.start)
+                after_id = await _defer_when_back(queue, "sleeper", {"path": str(notes), "seconds": 0.1})
+                after = await finished(queue, after_id, within=60)
+                across_record = await finished(queue, across, within=60)
+                assert worker.process.poll() is None, worker.output()
+            finally:
+                code = worker.stop()
+            assert code == 0, worker.output()
+    assert before.status == "succeeded" and after.status == "succeeded", worker.output()
+    assert across_record.status == "succeeded", (across_record, worker.output())
+    assert "lost its database" in worker.output() and "database reachable again" in worker.output()
+
+
+async def _defer_when_back(queue: JobQueue, entry: str, input_data: object) -> int:
+    """Defer once the queue's own pool reaches the restarted server again."""
+    for _ in range(100):
+        try:
+            return await queue.defer(entry, input_data)
+        except Exception:
+            await asyncio.sleep(0.2)
+    raise AssertionError("the queue never reached the restarted server")
+
+
+async def test_bad_declarations_and_inputs_are_refused_with_what_to_do(queue: JobQueue, dsn: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"entry 'nope' may not run as a job: declare it .* \(declared: boom"):
+        await queue.defer("nope", "x")
+    with pytest.raises(TypeError, match="input of a job of entry 'greeter' must be JSON-compatible"):
+        await queue.defer("greeter", object())
+    with pytest.raises(ValueError, match=r"unknown job status 'done': use aborted, cancelled, doing, failed, succ"):
+        await queue.list("done")
+    with pytest.raises(ConfigurationError, match="declared twice"):
+        JobQueue(dsn, entries=["a", "a"])
+    with pytest.raises(ConfigurationError, match="is empty"):
+        JobQueue(dsn, entries=[])
+    assert current_job() is None  # outside a worker's run
+
+
+async def test_the_worker_command_names_a_bad_target(dsn: str, tmp_path: Path) -> None:
+    for target, expected in (
+        ("no_such_module_here", "is neither a project path nor an importable module"),
+        ("tests.jobs_app:make_runtime", "tests.jobs_app.make_runtime is not a JobQueue"),
+    ):
+        worker = Worker(target, dsn, tmp_path / "bad.log")
+        assert worker.process.wait(timeout=30) == 1
+        assert expected in worker.output()
+
+
+async def test_the_worker_command_runs_a_projects_entries(dsn: str, tmp_path: Path) -> None:
+    from .test_example_projects import EXAMPLES, SUMMARY
+
+    project = EXAMPLES / "summarizer"
+    text = tomllib.loads((project / "project.toml").read_text())["input"]
+    async with JobQueue(dsn, entries=["summarize"]) as summaries:
+        await summaries.apply_schema()
+        job_id = await summaries.defer("summarize", text)
+        worker = Worker(str(project), dsn, tmp_path / "worker.log", args=("--model", "replay:recording.json"))
+        try:
+            record = await finished(summaries, job_id, within=60)
+        finally:
+            assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == SUMMARY
+    assert max(call["depth"] for call in record.calls) == 2  # the summarizer called itself, two levels deep
+
+
+def test_llm_do_itself_never_imports_procrastinate() -> None:
+    code = (
+        "import sys, llm_do, llm_do.cli.main; "
+        "print(sorted(m for m in sys.modules if m.startswith('llm_do.jobs') "
+        "or m.split('.')[0] in ('procrastinate', 'psycopg', 'psycopg_pool')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,171 @@
+"""The bank example's transfer jobs: the app defers them (`POST /jobs/transfer`), two real
+`llm-do worker` processes run them, one is SIGKILLed mid-load; every job is accounted for and each
+transfer is made exactly once (its reference is the idempotency key)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from .jobs_support import ROOT, Worker, eventually, fresh_database, wait_for_workers
+from .postgres import PostgresServer
+from .test_service import served
+
+from bank.app import create_app  # isort: skip  (examples/service is on sys.path via test_service)
+from bank.wiring import Bank  # isort: skip
+
+ACCOUNTS = [f"acct{n}" for n in range(10)]
+START = 1_000
+WORKER_ARGS = ("--app-dir", str(ROOT / "examples" / "service"))
+
+
+@pytest.fixture
+async def database(postgres: PostgresServer) -> AsyncIterator[str]:
+    async with fresh_database(postgres) as dsn:
+        yield dsn
+
+
+@pytest.fixture
+async def service(database: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
+    """The app behind uvicorn on loopback, with the accounts opened."""
+    monkeypatch.setenv("LLM_DO_DATABASE_URL", database)
+    async with served(create_app(Bank())) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
+        for name in ACCOUNTS:
+            (await client.post("/accounts", json={"name": name, "balance": START})).raise_for_status()
+        yield client
+
+
+def workers(database: str, tmp_path: Path, count: int, concurrency: int) -> list[Worker]:
+    env = {"LLM_DO_DATABASE_URL": database, "LLM_DO_POOL_SIZE": str(concurrency)}
+    return [
+        Worker(
+            "bank.jobs:queue", database, tmp_path / f"worker{n}.log", concurrency=concurrency, env=env, args=WORKER_ARGS
+        )
+        for n in range(count)
+    ]
+
+
+def stop_all(started: list[Worker]) -> None:
+    for worker in started:
+        if worker.process.poll() is None:
+            assert worker.stop() == 0, worker.output()
+
+
+async def test_defer_read_and_cancel_through_the_endpoints(
+    service: httpx.AsyncClient, database: str, tmp_path: Path
+) -> None:
+    missing = await service.get("/jobs/424242")
+    assert missing.status_code == 404 and "no llm-do job with id 424242" in missing.json()["error"]
+    assert (await service.delete("/jobs/424242")).status_code == 404
+    body = {"reference": "twice", "source": "acct0", "target": "acct1", "amount": 7}
+    first = (await service.post("/jobs/transfer", json=body)).json()
+    second = (await service.post("/jobs/transfer", json=body)).json()  # the client sends it again
+    queued = (await service.post("/jobs/transfer", json={**body, "reference": "never"})).json()
+    cancelled = await service.delete(f"/jobs/{queued['id']}")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    started = workers(database, tmp_path, 1, 2)
+    try:
+        results = []
+        for job in (first, second):
+
+            async def done(job_id: int = job["id"]) -> bool:
+                return (await service.get(f"/jobs/{job_id}")).json()["status"] in {"succeeded", "failed"}
+
+            await eventually(done, f"job {job['id']} finished")
+            results.append((await service.get(f"/jobs/{job['id']}")).json())
+    finally:
+        stop_all(started)
+    assert [result["status"] for result in results] == ["succeeded", "succeeded"]
+    outputs = sorted(result["output"] for result in results)
+    assert outputs[1].startswith("moved 7 from acct0 to acct1")
+    assert outputs[0] == "a transfer with reference 'twice' was already made; nothing more was moved"
+    made = next(result for result in results if result["output"].startswith("moved"))
+    assert [(call["entry"], call["depth"]) for call in made["calls"]] == [("transfer", 0), ("teller", 1)]
+    assert made["usage"]["requests"] == 4
+    balances = (await service.get("/accounts")).json()
+    assert balances["acct0"] == START - 7 and balances["acct1"] == START + 7  # once, not twice
+    gone = await service.delete(f"/jobs/{first['id']}")
+    assert gone.status_code == 409 and "already ended (succeeded)" in gone.json()["error"]
+    assert [job["id"] for job in (await service.get("/jobs", params={"status": "cancelled"})).json()] == [queued["id"]]
+    bad = await service.get("/jobs", params={"status": "done"})
+    assert bad.status_code == 400 and "unknown job status 'done'" in bad.json()["error"]
+
+
+async def test_500_jobs_two_workers_one_sigkilled_every_job_accounted_for_and_money_conserved(
+    service: httpx.AsyncClient, database: str, tmp_path: Path
+) -> None:
+    bodies: list[dict[str, Any]] = []
+    for number in range(500):
+        source, target = ACCOUNTS[number % 10], ACCOUNTS[(number * 3 + 1) % 10]
+        if target == source:
+            target = ACCOUNTS[(number + 1) % 10]
+        if number % 10 == 9:
+            target = "nobody"  # 10% fail: the account does not exist
+        bodies.append({"reference": f"job-{number:03d}", "source": source, "target": target, "amount": 1 + number % 3})
+    started = workers(database, tmp_path, 2, 10)
+    try:
+        await wait_for_workers(database, 2, started)
+        ids: list[int] = []
+        for batch in range(0, 500, 50):
+            answers = await asyncio.gather(
+                *(service.post("/jobs/transfer", json=body) for body in bodies[batch : batch + 50])
+            )
+            ids.extend(answer.json()["id"] for answer in answers)
+            if batch == 200:
+                # more jobs running than one worker's concurrency: both workers are in the middle of jobs
+                await eventually(lambda: _count(database, "doing", at_least=11), "both workers busy", within=60)
+                started[0].kill()
+        await eventually(lambda: _all_final(database), "every job final", within=120)
+        records = [(await service.get(f"/jobs/{job_id}")).json() for job_id in ids]
+    finally:
+        stop_all(started)
+    assert len(set(ids)) == 500
+    by_status = Counter(record["status"] for record in records)
+    assert by_status == {"succeeded": 450, "failed": 50}, by_status
+    for body, record in zip(bodies, records, strict=True):
+        if body["target"] == "nobody":
+            assert record["status"] == "failed" and record["error"] == (
+                "AccountNotFound: no account named 'nobody'; open it first (POST /accounts)"
+            ), record
+        else:
+            assert record["status"] == "succeeded" and record["outcome"] == "ok", record
+    expected = dict.fromkeys(ACCOUNTS, START)
+    for body in bodies:
+        if body["target"] != "nobody":
+            expected[body["source"]] -= body["amount"]
+            expected[body["target"]] += body["amount"]
+    balances = (await service.get("/accounts")).json()
+    assert balances == expected  # each transfer exactly once: none lost, none twice
+    assert sum(balances.values()) == START * len(ACCOUNTS)
+    conn = await asyncpg.connect(database)
+    try:
+        made = await conn.fetchval("SELECT count(*) FROM transfers")
+    finally:
+        await conn.close()
+    assert made == 450
+    assert "queued again" in started[1].output(), "the survivor ran the killed worker's jobs again"
+
+
+async def _count(database: str, status: str, at_least: int) -> bool:
+    conn = await asyncpg.connect(database)
+    try:
+        found = await conn.fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status = $1", status)
+    finally:
+        await conn.close()
+    return int(found) >= at_least
+
+
+async def _all_final(database: str) -> bool:
+    conn = await asyncpg.connect(database)
+    try:
+        pending = await conn.fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')")
+    finally:
+        await conn.close()
+    return int(pending) == 0
