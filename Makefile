@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs clean
+.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -30,6 +30,8 @@ demo: $(STAMP)
 	$(PY) examples/sql_clerk/sql_clerk.py
 	@echo
 	env -u LLM_DO_DATABASE_URL $(VENV)/bin/llm-do run examples/bank_clerk --model replay:examples/bank_clerk/recording.json --approve-all -v
+	@echo
+	$(VENV)/bin/llm-do run examples/notes_desk --model test --approve-all -v
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py
@@ -46,6 +48,9 @@ bench-cli: $(STAMP)
 
 bench-jobs: $(STAMP)
 	$(PY) benchmarks/bench_jobs.py --svg docs/bench-jobs.svg  # published run: under nice -n -15, see docs/benchmarks.md
+
+bench-mcp: $(STAMP)
+	$(PY) benchmarks/bench_mcp.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

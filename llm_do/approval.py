@@ -176,6 +176,8 @@ class Approvals:
         mode: ApprovalMode,
         on_deny: ApprovalOnDeny,
         approver: Approver | None,
+        declared: Collection[str] | None = None,
+        overrides: Mapping[str, PolicySettings] | None = None,
     ) -> None:
         if mode not in _MODES:
             raise ConfigurationError(f"approval_mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
@@ -187,6 +189,12 @@ class Approvals:
             raise ConfigurationError(f"approver must be a callable taking an ApprovalRequest, got {approver!r}")
         self.policies: Mapping[str, ToolPolicy] = MappingProxyType(dict(policies))
         self._gating = frozenset(name for name, policy in self.policies.items() if policy.may_gate)
+        self._declared = frozenset(self.policies if declared is None else declared)
+        """Names with a declared policy (not only a settings override): their tools' MCP annotations are not read."""
+        self._overrides = {
+            name: item if isinstance(item, PolicySettings) else PolicySettings.model_validate(item)
+            for name, item in (overrides or {}).items()
+        }
         self.mode = mode
         self.on_deny = on_deny
         self.approver = approver
@@ -205,6 +213,36 @@ class Approvals:
     def policy(self, toolset: str) -> ToolPolicy:
         """The policy of a toolset name; a name without one allows every call (unless a tool asks)."""
         return self.policies.get(toolset, _OPEN)
+
+    def annotated(self, toolset: str) -> bool:
+        """Whether the calls of `toolset` are decided by its tools' MCP annotations (no policy is declared for it)."""
+        return toolset not in self._declared
+
+    async def evaluate(
+        self,
+        toolset: str,
+        tool: str,
+        args: Mapping[str, Any],
+        *,
+        requires_approval: bool,
+        annotations: Mapping[str, Any] | None = None,
+    ) -> Verdict:
+        """The verdict for one call. An MCP tool (`annotations` is its annotations, `{}` when it has none)
+        of a toolset without a declared policy is allowed when annotated `readOnlyHint` and asked for
+        otherwise; settings overrides for the toolset still apply on top."""
+        if annotations is None or toolset in self._declared:
+            return await self.policy(toolset).evaluate(toolset, tool, args, requires_approval=requires_approval)
+        read_only = annotations.get("readOnlyHint") is True
+        override = self._overrides.get(toolset)
+        if read_only and override is None and not requires_approval:
+            return _READ_ONLY_VERDICT  # the common case, decided without building anything
+        base = _READ_ONLY if read_only else _UNMARKED
+        policy = base if override is None else base.overridden(override)
+        verdict = await policy.evaluate(toolset, tool, args, requires_approval=requires_approval)
+        by_annotation = override is None or (tool not in override.tools and override.default is None)
+        if by_annotation and verdict.decision == base.default and not requires_approval:
+            verdict = Verdict(verdict.decision, f"MCP tool {tool!r} of toolset {toolset!r}: {_hinted(annotations)}")
+        return verdict
 
     async def decide(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
         """None when the call may run, else why it is denied. Asks the approver at most once per call."""
@@ -228,6 +266,19 @@ class Approvals:
         if answer.choice == "deny":
             return "the approver denied it" + (f": {answer.note}" if answer.note else "")
         return None
+
+
+def _hinted(annotations: Mapping[str, Any]) -> str:
+    if annotations.get("readOnlyHint") is True:
+        return "it is annotated readOnlyHint"
+    if annotations.get("destructiveHint") is True:
+        return "it is annotated destructiveHint"
+    return "it is not annotated readOnlyHint"
+
+
+_READ_ONLY = ToolPolicy(default="allow")
+_READ_ONLY_VERDICT = Verdict("allow", "the MCP tool is annotated readOnlyHint")
+_UNMARKED = ToolPolicy(default="ask")
 
 
 def session_key(toolset: str, tool: str, args: Mapping[str, Any]) -> SessionKey:

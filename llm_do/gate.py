@@ -16,7 +16,7 @@ denies outright, gives reasons, and lets a rule see the arguments.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NoReturn, Protocol
@@ -108,21 +108,32 @@ class CallGate:
         return self.deferring or call_id in self._direct
 
     async def check(
-        self, toolset: str, tool: str, args: dict[str, Any], ctx: RunContext[Any], *, requires_approval: bool
+        self,
+        toolset: str,
+        tool: str,
+        args: dict[str, Any],
+        ctx: RunContext[Any],
+        *,
+        requires_approval: bool,
+        annotations: Mapping[str, Any] | None = None,
     ) -> ToolDenied | None:
         """Before a call runs: None to run it, a denial to return instead; raises `ApprovalRequired` to ask."""
         if toolset in self.entry_tools:
             self.call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
-        if not requires_approval and not self.approvals.may_gate(toolset):
+        if annotations is not None and not self.approvals.annotated(toolset):
+            annotations = None  # a declared policy decides, not the tool's MCP annotations
+        if not requires_approval and annotations is None and not self.approvals.may_gate(toolset):
             return None  # its policy allows every call and the tool does not ask
         call_id = ctx.tool_call_id or ""
-        key = session_key(toolset, tool, args)
-        if ctx.tool_call_approved and self._grants.get(call_id) == key:
+        if ctx.tool_call_approved and self._grants.get(call_id) == session_key(toolset, tool, args):
             del self._grants[call_id]  # approved here, for exactly these arguments, once
             return None
-        request, verdict = await self._evaluate(toolset, tool, args, requires_approval=requires_approval)
+        verdict = await self.approvals.evaluate(
+            toolset, tool, args, requires_approval=requires_approval, annotations=annotations
+        )
         if verdict.decision == "allow":
             return None
+        request = self._request(toolset, tool, args, verdict.reason or verdict.decision)
         if not ctx.tool_call_approved and self._defers(call_id):
             self.defer(call_id, request, verdict)
         # Approved by something other than this gate (another capability, or results passed into
@@ -182,10 +193,17 @@ class CallGate:
             raise ApprovalDenied(request, why)
 
     async def _evaluate(
-        self, toolset: str, tool: str, args: dict[str, Any], *, requires_approval: bool
+        self,
+        toolset: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        requires_approval: bool,
+        annotations: Mapping[str, Any] | None = None,
     ) -> tuple[ApprovalRequest, Verdict]:
-        policy = self.approvals.policy(toolset)
-        verdict = await policy.evaluate(toolset, tool, args, requires_approval=requires_approval)
+        verdict = await self.approvals.evaluate(
+            toolset, tool, args, requires_approval=requires_approval, annotations=annotations
+        )
         return self._request(toolset, tool, args, verdict.reason or verdict.decision), verdict
 
     def _request(self, toolset: str, tool: str, args: dict[str, Any], reason: str) -> ApprovalRequest:

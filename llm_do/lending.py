@@ -113,9 +113,14 @@ async def _call_gated(
 ) -> Any:
     """Call `inner`'s tool `name` once the gate allows it, deciding approvals it asks for itself."""
     lending.saw_current()
-    requires_approval = bool((tool.tool_def.metadata or {}).get(_REQUIRES_APPROVAL))
-    if requires_approval or lending.may_gate(toolset_name):  # else nothing can ask or deny this call
-        denial = await lending.gate().check(toolset_name, name, tool_args, ctx, requires_approval=requires_approval)
+    metadata = tool.tool_def.metadata or {}
+    requires_approval = bool(metadata.get(_REQUIRES_APPROVAL))
+    # An MCP tool carries its annotations (None when it has none): without a declared policy, they decide.
+    annotations = (metadata.get("annotations") or {}) if "annotations" in metadata else None
+    if requires_approval or annotations is not None or lending.may_gate(toolset_name):  # else nothing can ask
+        denial = await lending.gate().check(
+            toolset_name, name, tool_args, ctx, requires_approval=requires_approval, annotations=annotations
+        )
         if denial is not None:
             return denial
     try:

@@ -22,6 +22,7 @@ from .call import Entry
 from .entries import entry_toolset
 from .errors import ConfigurationError
 from .lifecycle import Teardown
+from .owned import owning
 from .policy import ToolPolicy
 from .run import RunState
 from .runlocal import RunLocalSingleton
@@ -83,11 +84,14 @@ class Loaded:
         self._uses = {name: self._load_entry(item) for name, item in self.entries.items()}
         self.entry_tools = frozenset(self._entry_tools)
         """Toolset names that call another entry (agent-as-tool)."""
+        merged, declared = self._load_policies(policies or {})
         self.approvals = Approvals(
-            self._load_policies(policies or {}),
+            merged,
             mode=config.approval_mode,
             on_deny=config.approval_on_deny,
             approver=approver,
+            declared=declared,
+            overrides=config.approval_policies,
         )
         self._plans = {
             name: EntryPlan.of(tuple(self._with_gating(use) for use in uses)) for name, uses in self._uses.items()
@@ -158,13 +162,14 @@ class Loaded:
                 f"a runtime toolset, nor an entry (known: {', '.join(sorted(self._known())) or 'none'}); "
                 f"declare a provider named {name!r} or fix the name"
             )
-        self._named[name] = _checked(owner, name, spec)
+        spec = self._named[name] = _checked(owner, name, spec)
         return spec
 
     def _known(self) -> set[str]:
         return {*self._named, *(self.container.providers if self.container is not None else ()), *self.entries}
 
-    def _load_policies(self, policies: Mapping[str, ToolPolicy]) -> dict[str, ToolPolicy]:
+    def _load_policies(self, policies: Mapping[str, ToolPolicy]) -> tuple[dict[str, ToolPolicy], frozenset[str]]:
+        """The merged policies, and the names that have a declared one (not only a settings override)."""
         declared: list[Mapping[str, ToolPolicy]] = [self._class_default_policies()]
         provider = None if self.container is None else self.container.providers.get("approval_policies")
         if provider is not None:
@@ -177,7 +182,8 @@ class Loaded:
             declared.append(from_container)
         declared.append(policies)
         known = self._known() - _RESERVED
-        return load_policies(declared, self.config.approval_policies, known=known, tools_of=self._static_tool_names)
+        merged = load_policies(declared, self.config.approval_policies, known=known, tools_of=self._static_tool_names)
+        return merged, frozenset(name for mapping in declared for name in mapping)
 
     def _with_gating(self, use: ToolsetUse) -> ToolsetUse:
         """The use, with whether its calls can need an approval when that is known at load."""
@@ -284,4 +290,4 @@ def _checked(owner: str, name: str, spec: ToolsetSpec) -> ToolsetSpec:
             "pydantic-ai toolset; make its provider build an AbstractToolset (an llm_do.Toolset "
             "subclass, a FunctionToolset, ...)"
         )
-    return spec
+    return owning(spec, name)

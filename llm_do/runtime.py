@@ -22,6 +22,7 @@ from .call import CallScope, Entry
 from .errors import ConfigurationError
 from .lifecycle import Teardown
 from .loading import Loaded, ToolsetSource, resolved
+from .owned import owned
 from .policy import ToolPolicy
 from .run import Outcome, RunReport, RunResult, RunState, attach_report
 from .runlocal import open_run_box
@@ -171,7 +172,7 @@ class Runtime:
             async with run.teardown:
                 state = run.state = await loaded.new_state()
                 for name, provider in loaded.per_run:
-                    obj = await resolved(provider())
+                    obj = owned(await resolved(provider()), name)
                     if await run.teardown.adopt(obj, f"per-run provider {name!r}"):
                         run.per_run[name] = obj
                 async with CallScope(loaded, target, run, message_history=message_history) as scope:

@@ -249,7 +249,8 @@ def may_ask_for_approval(toolset: AbstractToolset[Any]) -> bool:
         return cls.asks_for_approval()
     if isinstance(toolset, FunctionToolset):
         return any(item.requires_approval for item in toolset.tools.values())
-    return True
+    knows = getattr(toolset, "may_ask_for_approval", None)  # a toolset that can tell (an MCP server)
+    return bool(knows()) if callable(knows) else True
 
 
 def check_unique_tools(entry: str, tools_by_toolset: Iterable[tuple[str, Iterable[str]]]) -> None:

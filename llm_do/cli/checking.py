@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,27 +20,43 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..entries import AgentEntry
+from ..policy import ToolPolicy
 from ..project import Project, load_project
+from ..project.mcp import ServerProbe
 from ..project.models import model_id
-from .failures import OK, classify, problems_json
+from .failures import ERROR, OK, classify, problems_json
 from .render import console
 from .running import command_line_model
+from .servers import probe_and_close, report_failures, servers_table
 
 __all__ = ["check", "list_project"]
 
 
 def check(args: argparse.Namespace) -> int:
-    """`llm-do check`: every problem of the project (exit 1), or ok with its entries (exit 0)."""
+    """`llm-do check`: every problem of the project (exit 1), or ok with its entries (exit 0). Each MCP
+    server the project's files declare is started once; one that fails is a problem (exit 1)."""
     with _reported(args):
-        project = _load(args)
+        project, probes = _load(args)
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
+        failed = any(probe.error is not None for probe in probes)
         if args.json:
-            document = {"ok": True, "default_entry": project.default_entry, "entries": list(project.entries)}
+            document: dict[str, Any] = {
+                "ok": not failed,
+                "default_entry": project.default_entry,
+                "entries": list(project.entries),
+            }
             document["without_model"] = unset
+            if probes:
+                document["mcp_servers"] = [dataclasses.asdict(probe) for probe in probes]
             print(json.dumps(document, ensure_ascii=False))
-            return OK
+            return ERROR if failed else OK
+        if report_failures(console(stderr=True), probes):
+            return ERROR
         names = ", ".join(project.entries) or "none"
-        print(f"ok: {len(project.entries)} entries ({names}); default entry: {project.default_entry or 'none'}")
+        servers = f"; {len(probes)} MCP servers started" if probes else ""
+        print(
+            f"ok: {len(project.entries)} entries ({names}); default entry: {project.default_entry or 'none'}{servers}"
+        )
         if unset:
             err = console(stderr=True)
             err.print(escape(f"note: no model for {', '.join(unset)}: give one when running (--model or LLM_DO_MODEL)"))
@@ -49,10 +66,12 @@ def check(args: argparse.Namespace) -> int:
 def list_project(args: argparse.Namespace) -> int:
     """`llm-do list`: the entries, their kind, model, toolsets and approval policies."""
     with _reported(args):
-        project = _load(args)
+        project, probes = _load(args)
         rows = [_row(project, name) for name in project.entries]
         if args.json:
             document = {"root": str(project.root), "default_entry": project.default_entry, "entries": rows}
+            if probes:
+                document["mcp_servers"] = [dataclasses.asdict(probe) for probe in probes]
             print(json.dumps(document, ensure_ascii=False))
             return OK
         title = f"{project.root.name}: default entry {project.default_entry or 'none'}"
@@ -65,15 +84,18 @@ def list_project(args: argparse.Namespace) -> int:
                 *map(escape, (row["entry"], row["kind"], row["model"] or "-", ", ".join(row["toolsets"]) or "-")),
                 escape(policies or "-"),
             )
-        console(stderr=False).print(table)
+        out = console(stderr=False)
+        out.print(table)
+        if probes:
+            out.print(servers_table(probes))
         return OK
 
 
-def _load(args: argparse.Namespace) -> Project:
+def _load(args: argparse.Namespace) -> tuple[Project, list[ServerProbe]]:
+    """The project (closed again) and what starting each of its declared MCP servers once found."""
     model = command_line_model(args.model)
     project = load_project(args.project, model=model, models_required=False, models_installed=args.command == "check")
-    asyncio.run(project.aclose())
-    return project
+    return project, asyncio.run(probe_and_close(project))
 
 
 @contextmanager
@@ -118,6 +140,8 @@ def _row(project: Project, name: str) -> dict[str, Any]:
 
 def _policy(project: Project, toolset: str) -> str:
     policy = project.runtime.policy(toolset)
+    if toolset in project.mcp_servers and policy == ToolPolicy():
+        return "from its tools' MCP annotations (readOnlyHint allow, others ask)"
     parts = [f"default {policy.default}"] + [f"{tool} {decision}" for tool, decision in policy.tools.items()]
     if policy.rule is not None:
         parts.append("a rule")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any
@@ -27,6 +27,7 @@ from ..scopes import Scope, ToolsetSpec
 from ..settings import LlmDoSettings, RuntimeConfig
 from ..toolset import known_tool_names
 from .layout import ProjectLayout, discover_project
+from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
 from .models import matches_any, model_id, model_problem, resolve_model
 from .modules import ProjectModules, load_modules
 from .problems import Problem, ProjectError, raise_if_any
@@ -51,6 +52,9 @@ class Project:
     default_entry: str | None = None
     default_input: Any = None
     layout: ProjectLayout | None = field(default=None, repr=False)
+    mcp_servers: Mapping[str, Declared] = field(default_factory=dict, repr=False)
+    """MCP servers declared in the project's files, by toolset name."""
+    mcp_specs: Mapping[str, ToolsetSpec] = field(default_factory=dict, repr=False)
 
     async def run(
         self, entry: str | None = None, input_data: Any = None, *, message_history: list[ModelMessage] | None = None
@@ -148,7 +152,12 @@ class _Builder:
         self.toolsets = {name: spec for name, (spec, _) in modules.toolsets.items()}
         providers = {name: p for name, p in container.providers.items() if name not in _RESERVED}
         self._check_names(workers, modules, providers)
-        known = {*providers, *modules.toolsets, *workers, *modules.entries}
+        servers = self._mcp_servers(workers, {*providers, *modules.toolsets, *workers, *modules.entries})
+        mcp_specs, problems = mcp_toolset_specs(servers, self.root, settings)
+        self.problems.extend(problems)
+        self.toolsets.update(mcp_specs)
+        workers = {name: _with_servers(spec, servers) for name, spec in workers.items()}
+        known = {*providers, *modules.toolsets, *workers, *modules.entries, *servers}
         for spec in workers.values():
             self._worker(spec, known, modules, container, providers, fallback, settings, config)
         entries: dict[str, Entry] = {**self.agents, **{name: e for name, (e, _) in modules.entries.items()}}
@@ -176,10 +185,46 @@ class _Builder:
             default_entry=default_entry,
             default_input=self.layout.default_input,
             layout=self.layout,
+            mcp_servers=MappingProxyType(servers),
+            mcp_specs=MappingProxyType(mcp_specs),
         )
 
     def _raise(self) -> None:
         raise_if_any(self.problems)
+
+    def _mcp_servers(self, workers: Mapping[str, WorkerSpec], taken: set[str]) -> dict[str, Declared]:
+        """The MCP servers of `project.toml` and of the workers' frontmatter; each name a new toolset name."""
+        layout = self.layout
+        servers, problems = declared_servers(
+            self.root, layout.mcp_servers, layout.mcp_config, layout.config_file, layout.line_of
+        )
+        self.problems.extend(problems)
+        for spec in workers.values():
+            found, problems = parse_servers(
+                spec.mcp_servers,
+                spec.file,
+                spec.line_of("mcp_servers"),
+                line_of=lambda name, spec=spec: spec.line_of("mcp_servers", name),  # type: ignore[misc]
+            )
+            self.problems.extend(problems)
+            for name, declared in found.items():
+                if name in servers:
+                    where = servers[name].file.name
+                    self.problems.append(
+                        spec.problem(f"MCP server {name!r} is also declared in {where}; declare it once", "mcp_servers")
+                    )
+                    continue
+                servers[name] = declared
+        for name, declared in servers.items():
+            if name in taken:
+                self.problems.append(
+                    Problem(
+                        declared.file,
+                        declared.line,
+                        f"MCP server {name!r} has the name of another toolset or entry of the project; rename it",
+                    )
+                )
+        return servers
 
     # -- parts -------------------------------------------------------------------
 
@@ -434,6 +479,12 @@ class _Builder:
                 )
             )
         return name
+
+
+def _with_servers(spec: WorkerSpec, servers: Mapping[str, Declared]) -> WorkerSpec:
+    """A worker uses the MCP servers its own frontmatter declares (those declared well)."""
+    extra = tuple(name for name in spec.mcp_servers if name in servers and name not in spec.toolsets)
+    return replace(spec, toolsets=(*spec.toolsets, *extra)) if extra else spec
 
 
 def _settings_of(container: containers.DeclarativeContainer) -> Mapping[str, Any]:

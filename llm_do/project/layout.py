@@ -18,6 +18,8 @@ _KEYS = {
     "modules": "Python files or glob patterns (default: every *.py not starting with _ or test_)",
     "entry": "the entry to run when none is named",
     "input": "the input of the default entry when none is given: a text, or a table for an input model",
+    "mcp_servers": "MCP servers by toolset name: [mcp_servers.NAME] with command/args/env/cwd or url/headers",
+    "mcp_config": "JSON files of MCP servers in the mcpServers format (pydantic-ai's load_mcp_toolsets)",
 }
 
 
@@ -31,6 +33,10 @@ class ProjectLayout:
     default_entry: str | None = None
     default_input: Any = None
     config_file: Path | None = None
+    mcp_servers: Any = None
+    """The raw `[mcp_servers]` table of `project.toml`, checked when the project is built."""
+    mcp_config: Any = None
+    """The raw `mcp_config` list of `project.toml`."""
 
     def line_of(self, key: str) -> int | None:
         """The line of a top-level key in `project.toml`, when there is one."""
@@ -65,7 +71,16 @@ def discover_project(path: Path | str) -> ProjectLayout:
     layout = _from_config(root, config) if config.is_file() else _default(root)
     if worker is not None:
         files = layout.worker_files if worker in layout.worker_files else (*layout.worker_files, worker)
-        return ProjectLayout(root, files, layout.module_files, worker.stem, layout.default_input, layout.config_file)
+        return ProjectLayout(
+            root,
+            files,
+            layout.module_files,
+            worker.stem,
+            layout.default_input,
+            layout.config_file,
+            layout.mcp_servers,
+            layout.mcp_config,
+        )
     return layout
 
 
@@ -96,7 +111,9 @@ def _from_config(root: Path, config: Path) -> ProjectLayout:
         problems.append(Problem(config, _line_of(text, "entry"), f"entry must be a name, got {entry!r}"))
         entry = None
     raise_if_any(problems)
-    return ProjectLayout(root, workers, modules, entry, values.get("input"), config)
+    return ProjectLayout(
+        root, workers, modules, entry, values.get("input"), config, values.get("mcp_servers"), values.get("mcp_config")
+    )
 
 
 def _files(root: Path, config: Path, text: str, key: str, given: Any, problems: list[Problem]) -> tuple[Path, ...]:

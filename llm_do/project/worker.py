@@ -37,6 +37,7 @@ FIELDS: dict[str, str] = {
     "output": "a pydantic model the answer must match: module:Class or path.py:Class",
     "model_settings": "pydantic-ai model settings, like {temperature: 0.2}",
     "approvals": "approval overrides per toolset, like {shell: {default: ask}, sql: {tools: {commit: allow}}}",
+    "mcp_servers": "MCP servers this worker uses, by toolset name: {NAME: {command: ..., args: [...]}} or {url: ...}",
 }
 """Every frontmatter key a worker file may use, and what it is for."""
 
@@ -50,6 +51,7 @@ _HINTS: dict[str, str] = {
     "output": "write module:Class or path.py:Class, like output: schemas.py:Answer",
     "model_settings": "write a mapping, like model_settings: {temperature: 0.2}",
     "approvals": "write approvals: {TOOLSET: {default: allow|ask|deny, tools: {TOOL: allow|ask|deny}}}",
+    "mcp_servers": "write mcp_servers: {NAME: {command: python, args: [server.py], scope: per_call}}",
 }
 
 
@@ -68,6 +70,8 @@ class WorkerSpec:
     output: str | None = None
     model_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
     approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
+    mcp_servers: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """MCP server declarations by toolset name, as written (checked when the project is built)."""
     lines: Mapping[Loc, int] = field(default_factory=dict, hash=False, repr=False)
     invalid: frozenset[str] = frozenset()
     """Keys whose values were wrong (each reported as a problem), left at their defaults here."""
@@ -97,6 +101,7 @@ class _Frontmatter(BaseModel):
     output: str | None = None
     model_settings: dict[str, Any] = {}
     approvals: dict[str, PolicySettings] = {}
+    mcp_servers: dict[str, Any] = {}
 
     @field_validator("name")
     @classmethod
@@ -237,6 +242,7 @@ def check_worker(text: str, *, file: Path) -> tuple[WorkerSpec | None, list[Prob
         output=front_matter.output,
         model_settings=dict(front_matter.model_settings),
         approvals=dict(front_matter.approvals),
+        mcp_servers=dict(front_matter.mcp_servers),
         lines=where,
         invalid=frozenset(wrong),
     ), problems

@@ -1,0 +1,61 @@
+"""MCP toolsets built by any provider are owned by an `llm_do.mcp.McpServer` in the scope that built them.
+
+Kept apart from `llm_do.mcp` so that a runtime without MCP toolsets never imports fastmcp.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from typing import Any
+
+from .scopes import ToolsetSpec, is_awaitable
+
+__all__ = ["owned", "owning"]
+
+_MCP_MODULE = "pydantic_ai.mcp"
+
+
+def owning(spec: ToolsetSpec, name: str) -> ToolsetSpec:
+    """`spec`, whose instances have each `MCPToolset` in them owned and supervised under toolset `name`."""
+    if not _may_build_mcp(spec.provides):
+        return spec
+    factory = spec.factory
+
+    def create() -> Any:
+        obj = factory()
+        if is_awaitable(obj):
+            return _own_later(obj, name)
+        return _own(obj, name)
+
+    return replace(spec, factory=create)
+
+
+def _may_build_mcp(provides: Any) -> bool:
+    if provides is None:
+        return True  # a factory function: known once called
+    module = sys.modules.get(_MCP_MODULE)
+    if module is None:
+        return False  # no MCPToolset class exists yet, so `provides` is none
+    from pydantic_ai.toolsets import WrapperToolset
+
+    kinds = (module.MCPToolset, WrapperToolset)
+    return issubclass(provides, kinds) if isinstance(provides, type) else isinstance(provides, kinds)
+
+
+def owned(obj: Any, name: str) -> Any:
+    """`obj`, or the `McpServer` that owns it when it is (or wraps) an `MCPToolset`."""
+    return _own(obj, name)
+
+
+def _own(obj: Any, name: str) -> Any:
+    module = sys.modules.get(_MCP_MODULE)
+    if module is None:
+        return obj
+    from .mcp.server import own_mcp_toolsets
+
+    return own_mcp_toolsets(obj, name)
+
+
+async def _own_later(pending: Any, name: str) -> Any:
+    return _own(await pending, name)

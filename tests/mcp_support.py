@@ -1,0 +1,148 @@
+"""Real MCP servers for the tests: the fastmcp counter server on stdio or on streamable HTTP (uvicorn,
+loopback only), a model that follows a plan written in its prompt, and a look at live server processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fastmcp.client.transports import StdioTransport
+from pydantic_ai import Agent
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from llm_do import AgentEntry
+
+SERVER = Path(__file__).parent / "mcp_servers" / "counter_server.py"
+
+
+def stdio_toolset(**env: str) -> MCPToolset[Any]:
+    """A plain pydantic-ai toolset for the counter server, as users declare it."""
+    if env:
+        return MCPToolset(StdioTransport(sys.executable, [str(SERVER)], env=env))
+    return MCPToolset(SERVER)
+
+
+def plan(*steps: tuple[str, dict[str, Any]] | str) -> str:
+    """A prompt for `plan_model`: the tool calls to make, one per model request, in order."""
+    return json.dumps([[step, {}] if isinstance(step, str) else list(step) for step in steps])
+
+
+def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    first = messages[0]
+    assert isinstance(first, ModelRequest)
+    prompt = next(part.content for part in first.parts if part.part_kind == "user-prompt")
+    steps = json.loads(str(prompt))
+    done = sum(isinstance(message, ModelResponse) for message in messages)
+    if done < len(steps):
+        tool, args = steps[done]
+        return ModelResponse(parts=[ToolCallPart(tool, args)])
+    results = [
+        part.content if isinstance(part, ToolReturnPart) else f"error: {part.content}"
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart | RetryPromptPart)
+    ]
+    return ModelResponse(parts=[TextPart(json.dumps(results))])
+
+
+def plan_model() -> FunctionModel:
+    """Calls the tools its prompt lists, then answers with the JSON list of what they returned."""
+    return FunctionModel(_respond, model_name="plan")
+
+
+def agent_entry(name: str, toolsets: list[str]) -> AgentEntry:
+    return AgentEntry(Agent(plan_model()), name=name, toolsets=toolsets)
+
+
+def answers_of(result: Any) -> list[Any]:
+    """What the tools returned in a run of `plan_model`, numbers parsed."""
+    return [_parsed(item) for item in json.loads(result.output)]
+
+
+def _parsed(item: Any) -> Any:
+    if isinstance(item, str):
+        try:
+            return json.loads(item)
+        except ValueError:
+            return item
+    return item
+
+
+def server_processes(script: str = SERVER.name) -> list[int]:
+    """Live (not zombie) processes of an MCP server script started by this test process."""
+    found = []
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if script.encode() not in cmdline:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        state, ppid = fields[0], int(fields[1])
+        if ppid == me and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def http_server(port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """The counter server on streamable HTTP (uvicorn), on 127.0.0.1:`port`, until the block ends."""
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the HTTP MCP server exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the HTTP MCP server did not listen within 60s") from None
+                time.sleep(0.05)
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+        if process.stderr is not None:
+            process.stderr.close()

@@ -1,0 +1,156 @@
+"""MCP servers declared without Python: project.toml, worker frontmatter and mcpServers JSON files; the
+example project notes_desk; `llm-do check` and `llm-do list` against real servers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from llm_do import ApprovalRequest, RuntimeConfig
+from llm_do.project import ProjectError, load_project
+from llm_do.testing import ScriptedModel, tool_call
+
+from .cli_projects import llm_do
+from .mcp_support import SERVER, server_processes
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "notes_desk"
+
+
+async def test_the_example_project_runs_a_per_run_server_with_approvals_from_its_annotations() -> None:
+    asked: list[str] = []
+
+    def approver(request: ApprovalRequest) -> str:
+        asked.append(request.tool)
+        return "approve"
+
+    def script(note: str) -> list[object]:
+        answer = lambda turn: str(turn.returned("list_notes"))  # noqa: E731
+        return [tool_call("add_note", text=note), tool_call("list_notes"), answer]
+
+    model = ScriptedModel(*script("first run"), *script("second run"))
+    config = RuntimeConfig(approval_mode="prompt")
+    async with load_project(EXAMPLE, model=model, config=config, approver=approver) as project:
+        one = await project.run(input_data="note: first run")
+        assert server_processes("notes_server.py") == []  # per run: gone with its run
+        two = await project.run(input_data="note: second run")
+    assert one.output == "['first run']"
+    assert two.output == "['second run']"  # a fresh notebook: a fresh server
+    assert asked == ["add_note", "add_note"]  # list_notes is annotated readOnlyHint
+    model.assert_done()
+
+
+def write_project(root: Path, toml: str, **files: str) -> Path:
+    root.mkdir(exist_ok=True)
+    (root / "project.toml").write_text(toml)
+    for name, text in files.items():
+        (root / name.replace("__", ".")).write_text(text)
+    return root
+
+
+COUNTER = f'command = "python"\nargs = ["{SERVER}"]\n'
+
+
+async def test_servers_from_project_toml_worker_files_and_mcp_json_with_scopes_and_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COUNTER_SECRET", "s3cret-value")
+    mcp_json = {
+        "mcpServers": {"shared": {"type": "stdio", "command": sys.executable, "args": [str(SERVER)], "disabled": False}}
+    }
+    root = write_project(
+        tmp_path / "desk",
+        f'entry = "clerk"\nmcp_config = ["mcp.json"]\n\n[mcp_servers.fresh]\n{COUNTER}scope = "per_call"\n'
+        'env = { SECRET = "${COUNTER_SECRET}", DEPTH = "${settings.max_depth}", LABEL = "${NO_SUCH_VAR:-plain}" }\n',
+        mcp__json=json.dumps(mcp_json),
+        clerk__worker="---\ntoolsets: [fresh, shared]\nmcp_servers:\n"
+        f"  own: {{command: python, args: ['{SERVER}'], scope: per_run}}\n---\nCount.",
+    )
+    model = ScriptedModel(tool_call("read_count"), lambda turn: str(turn.returned("read_count")))
+    project = load_project(root, model=model)
+    await project.aclose()
+    assert set(project.mcp_servers) == {"fresh", "shared", "own"}
+    assert {name: spec.scope.value for name, spec in project.mcp_specs.items()} == {
+        "fresh": "per_call",
+        "shared": "global",
+        "own": "per_run",
+    }
+    assert project.runtime.entry("clerk").toolsets == ("fresh", "shared", "own")
+    assert "s3cret-value" not in repr(project.mcp_servers["fresh"])
+
+
+async def test_a_declared_server_passes_env_from_the_environment_and_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COUNTER_SECRET", "s3cret-value")
+    root = write_project(
+        tmp_path / "desk",
+        f'entry = "clerk"\n\n[mcp_servers.counter]\n{COUNTER}scope = "per_call"\n'
+        'env = { SECRET = "${COUNTER_SECRET}", DEPTH = "${settings.max_depth}", LABEL = "${NO_SUCH_VAR:-plain}" }\n',
+        clerk__worker="---\ntoolsets: [counter]\n---\nCount.",
+    )
+    model = ScriptedModel(
+        tool_call("getenv", name="SECRET"),
+        tool_call("getenv", name="DEPTH"),
+        tool_call("getenv", name="LABEL"),
+        tool_call("bump", by=2),
+        lambda turn: f"{turn.returned('getenv')}",
+    )
+    async with load_project(root, model=model, config=RuntimeConfig(approval_mode="approve_all")) as project:
+        result = await project.run(input_data="go")
+        returns = [
+            part.content
+            for message in result.messages
+            for part in getattr(message, "parts", ())
+            if part.part_kind == "tool-return"
+        ]
+    assert returns == ["s3cret-value", "5", "plain", 2]
+    assert server_processes() == []
+    listed = llm_do("list", root, "--model", "test", env={"COUNTER_SECRET": "s3cret-value"})
+    assert listed.returncode == 0, listed.stderr
+    assert "getenv (ro)" in listed.stdout and "bump" in listed.stdout
+    assert "s3cret-value" not in listed.stdout + listed.stderr
+
+
+def test_bad_declarations_are_reported_with_file_line_and_what_to_do(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "bad",
+        '[mcp_servers.both]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n\n'
+        '[mcp_servers.typo]\ncomand = "x"\n\n'
+        '[mcp_servers.unset]\ncommand = "x"\nenv = { A = "${LLM_DO_TEST_UNSET_VARIABLE}" }\n\n'
+        '[mcp_servers.clerk]\ncommand = "x"\n',
+        clerk__worker="---\nmcp_servers:\n  mine: {url: 'http://127.0.0.1:1/mcp', scope: sometimes}\n---\nHi.",
+    )
+    with pytest.raises(ProjectError) as caught:
+        load_project(root, model="test")
+    messages = "\n".join(str(problem) for problem in caught.value.problems)
+    assert "MCP server 'both': give either command (a stdio server) or url" in messages
+    assert "MCP server 'typo': comand: Extra inputs are not permitted" in messages
+    assert "${LLM_DO_TEST_UNSET_VARIABLE} names an environment variable that is not set" in messages
+    assert "MCP server 'clerk' has the name of another toolset or entry" in messages
+    assert "clerk.worker:3: MCP server 'mine': scope: Input should be 'global', 'per_run' or 'per_call'" in messages
+    assert "project.toml:1: MCP server 'both'" in messages and "project.toml:5: MCP server 'typo'" in messages
+
+
+def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "desk",
+        f'[mcp_servers.good]\n{COUNTER}\n[mcp_servers.ghost]\ncommand = "no-such-mcp-server-xyz"\n',
+        clerk__worker="---\ntoolsets: [good, ghost]\n---\nHi.",
+    )
+    checked = llm_do("check", root, "--model", "test")
+    assert checked.returncode == 1
+    assert "MCP server 'ghost' failed" in checked.stderr
+    assert "command 'no-such-mcp-server-xyz' was not found" in checked.stderr
+    assert "'good'" not in checked.stderr
+    (root / "project.toml").write_text(f"[mcp_servers.good]\n{COUNTER}")
+    (root / "clerk.worker").write_text("---\ntoolsets: [good]\n---\nHi.")
+    checked = llm_do("check", root, "--model", "test")
+    assert checked.returncode == 0, checked.stderr
+    assert "1 MCP servers started" in checked.stdout
+    document = json.loads(llm_do("check", root, "--model", "test", "--json").stdout)
+    (server,) = document["mcp_servers"]
+    assert document["ok"] is True and server["name"] == "good" and server["error"] is None
+    assert ["read_count", True] in server["tools"] and ["bump", False] in server["tools"]
