@@ -277,7 +277,14 @@ class PostgresConnection(Connection):
         async def run() -> str:
             nonlocal sent
             sent = True
-            return await self.raw.execute("COMMIT")
+            try:
+                return await self.raw.execute("COMMIT")
+            except asyncpg.InternalClientError as error:
+                if str(error).startswith("cannot switch to state"):
+                    # asyncpg refused to start the query: its protocol was still busy with an error
+                    # (the server's "terminating connection" arrived first), so COMMIT was never written.
+                    sent = False
+                raise
 
         try:
             status = await self._guarded(run)
