@@ -104,8 +104,10 @@ async def test_nothing_outlives_its_scope_whatever_the_outcome() -> None:
             with pytest.raises(ValueError, match="tool failed"):
                 await runtime.run("worker", "fail")
             task = asyncio.create_task(runtime.run("worker", "hang"))
-            for _ in range(50):
-                await asyncio.sleep(0)
+            for _ in range(1000):  # until the run has opened its file and hangs (the sync tool runs in a thread)
+                if open_handles():
+                    break
+                await asyncio.sleep(0.01)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

@@ -37,6 +37,7 @@ from llm_do import (
     current_traceparent,
     entry,
     inject_trace_context,
+    open_handles,
     tool,
 )
 from llm_do.call import CallScope
@@ -554,8 +555,10 @@ async def test_a_traced_run_leaves_nothing_behind_whatever_the_outcome(
                 with pytest.raises(ValueError, match="tool failed"):
                     await runtime.run("worker", "fail")
                 task = asyncio.create_task(runtime.run("worker", "hang"))
-                for _ in range(50):
-                    await asyncio.sleep(0)
+                for _ in range(1000):  # until the run has opened its file and hangs (the sync tool runs in a thread)
+                    if open_handles():
+                        break
+                    await asyncio.sleep(0.01)
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
