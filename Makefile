@@ -20,7 +20,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP)
-	$(VENV)/bin/pytest -q -n auto --dist loadscope
+	$(VENV)/bin/pytest -q -n auto --dist worksteal
 
 test: lint typecheck pytest
 
