@@ -94,6 +94,18 @@ def worker() -> AgentEntry:
     return AgentEntry(Agent(by_prompt(script)), name="worker", toolsets=["files", "shared", "worker"])
 
 
+async def cancel_a_hanging_run(runtime: Runtime) -> None:
+    """Start a `hang` run, wait until it has opened its file and hangs, then cancel it."""
+    task = asyncio.create_task(runtime.run("worker", "hang"))
+    for _ in range(1000):  # the sync `create` tool runs in a worker thread: count time, not loop turns
+        if open_handles():
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 async def test_nothing_outlives_its_scope_whatever_the_outcome() -> None:
     app = App()
     with track_leaks() as leaks:
@@ -103,15 +115,7 @@ async def test_nothing_outlives_its_scope_whatever_the_outcome() -> None:
             await asyncio.gather(*(runtime.run("worker", "ok") for _ in range(20)))
             with pytest.raises(ValueError, match="tool failed"):
                 await runtime.run("worker", "fail")
-            task = asyncio.create_task(runtime.run("worker", "hang"))
-            for _ in range(1000):  # until the run has opened its file and hangs (the sync tool runs in a thread)
-                if open_handles():
-                    break
-                await asyncio.sleep(0.01)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            del task
+            await cancel_a_hanging_run(runtime)
         await settle()  # the cancelled run's abandoned async generators are closed by the loop
         assert_no_leaks()
         assert isinstance(app.shared(), Shared), "a global toolset is still alive, and that is no leak"

@@ -37,7 +37,6 @@ from llm_do import (
     current_traceparent,
     entry,
     inject_trace_context,
-    open_handles,
     tool,
 )
 from llm_do.call import CallScope
@@ -45,7 +44,7 @@ from llm_do.testing import assert_no_leaks, settle, track_leaks
 from llm_do.tracing import current_span
 
 from .helpers import by_prompt, call, calls, returns, scripted, text
-from .test_leaks import App, worker
+from .test_leaks import App, cancel_a_hanging_run, worker
 
 
 @pytest.fixture
@@ -554,15 +553,7 @@ async def test_a_traced_run_leaves_nothing_behind_whatever_the_outcome(
                 await asyncio.gather(*(runtime.run("worker", "ok") for _ in range(5)))
                 with pytest.raises(ValueError, match="tool failed"):
                     await runtime.run("worker", "fail")
-                task = asyncio.create_task(runtime.run("worker", "hang"))
-                for _ in range(1000):  # until the run has opened its file and hangs (the sync tool runs in a thread)
-                    if open_handles():
-                        break
-                    await asyncio.sleep(0.01)
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-                del task
+                await cancel_a_hanging_run(runtime)
             await settle()
             assert_no_leaks()
         assert leaks.leaks() == []
