@@ -54,6 +54,8 @@ from tests.postgres import PostgresServer, temporary_postgres  # noqa: E402
 ACCOUNTS = [f"acct{number:02d}" for number in range(20)]
 START_BALANCE = 1_000_000
 VARIANTS = {"llm-do": "bank.app:create_app", "pydantic-ai": "bank.plain:create_app"}
+FROZEN = {"llm-do": "frozen_apps:llm_do_app", "pydantic-ai": "frozen_apps:plain_app"}
+"""With `--freeze`: the same apps, each freezing its heap once started (benchmarks/frozen_apps.py)."""
 FAILS, FORGETS = 0, 1
 """With `--mix`: a request whose draw (0 to 9) is FAILS fails mid-transaction; FORGETS forgets to commit."""
 
@@ -99,9 +101,10 @@ async def create_database(postgres: PostgresServer) -> str:
     return postgres.dsn(name)
 
 
-def start_server(name: str, app: str, database: str, pool_size: int) -> Server:
+def start_server(name: str, app: str, database: str, pool_size: int, freeze: bool = False) -> Server:
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(ROOT / "examples" / "service")]
+    app_dir = ROOT / ("benchmarks" if freeze else "examples/service")
+    command = [sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(app_dir)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
     env = {**os.environ, "LLM_DO_DATABASE_URL": database, "LLM_DO_POOL_SIZE": str(pool_size)}
     process = subprocess.Popen(command, env=env, cwd=ROOT)
@@ -181,7 +184,9 @@ def report(servers: list[Server], rss_end: dict[str, int], args: argparse.Namesp
     what = "the mix (10% fail mid-transaction, 10% forget to commit)" if args.mix else "successful transfers"
     print(
         f"\n{args.rounds} rounds x {args.requests} requests of {what} at concurrency {args.concurrency}, "
-        f"pool of {args.pool_size} (after {args.warmup} warm-up requests each); medians over rounds\n"
+        f"pool of {args.pool_size} (after {args.warmup} warm-up requests each); medians over rounds"
+        + ("; both heaps frozen once started" if args.freeze else "")
+        + "\n"
     )
     print("| server | requests/s | p50 | p99 | CPU per request | RSS after warm-up | RSS at end | errors |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -217,7 +222,8 @@ def _median_rate(server: Server) -> float:
 async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
     deadline = time.monotonic() + args.deadline
     database = await create_database(postgres)
-    servers = [start_server(name, app, database, args.pool_size) for name, app in VARIANTS.items()]
+    apps = FROZEN if args.freeze else VARIANTS
+    servers = [start_server(name, app, database, args.pool_size, args.freeze) for name, app in apps.items()]
     try:
         limits = httpx.Limits(max_connections=args.concurrency * 2)
         async with httpx.AsyncClient(limits=limits, timeout=60.0) as client:
@@ -329,6 +335,7 @@ def main() -> None:
     parser.add_argument("--mix", action="store_true", help="10%% of runs fail mid-transaction, 10%% forget to commit")
     parser.add_argument("--deadline", type=float, default=150.0, help="stop starting rounds after this many seconds")
     parser.add_argument("--count-calls", action="store_true", help="count function calls per request instead")
+    parser.add_argument("--freeze", action="store_true", help="both apps freeze their heap once started (gc.freeze)")
     args = parser.parse_args()
     with temporary_postgres() as postgres:
         asyncio.run(count_calls(postgres, args.requests) if args.count_calls else bench(postgres, args))
