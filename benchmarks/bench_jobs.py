@@ -27,8 +27,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from llm_do import AgentEntry, Runtime  # noqa: E402
 from llm_do.jobs import JobQueue, WorkerOptions, run_worker  # noqa: E402
+from tests.jobs_support import fresh_database  # noqa: E402
 from tests.postgres import PostgresServer, temporary_postgres  # noqa: E402
 
 LATENCY = float(os.environ.get("BENCH_JOBS_LATENCY", "0.05"))
@@ -70,24 +69,6 @@ def make_runtime() -> Runtime:
 
 queue = JobQueue(entries=["adder"], runtime=make_runtime)
 """What the worker processes run (`llm-do worker bench_jobs:queue --app-dir benchmarks`)."""
-
-
-@asynccontextmanager
-async def fresh_database(postgres: PostgresServer) -> AsyncIterator[str]:
-    name = postgres.new_database_name()
-    admin = await asyncpg.connect(postgres.dsn())
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    try:
-        yield postgres.dsn(name)
-    finally:
-        admin = await asyncpg.connect(postgres.dsn())
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
 
 
 # -- 1. throughput -----------------------------------------------------------------------------------

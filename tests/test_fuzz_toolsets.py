@@ -73,6 +73,7 @@ from llm_do.toolsets.database import Database
 
 from .filesystem_fixtures import SECRET, tree_of
 from .postgres import PostgresServer
+from .test_shell_toolset import marked_processes
 
 settings.register_profile(
     "llm-do-fuzz",
@@ -432,23 +433,6 @@ def shell_calls(outside: Path) -> st.SearchStrategy[Call]:
         st.just([]),
     )
     return calls_of(st.builds(lambda c, d: Call("run", {"command": c, "cwd": d}), command, cwd))
-
-
-def marked_processes(marker: str) -> list[int]:
-    """Live processes whose environment holds `LLM_DO_TEST_MARK=<marker>`."""
-    needle = f"LLM_DO_TEST_MARK={marker}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and stat[stat.rindex(")") + 2] not in "ZX":
-            found.append(int(proc.name))
-    return found
 
 
 def test_fuzz_shell(base: Path, runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch) -> None:
