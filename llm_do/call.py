@@ -87,8 +87,8 @@ def current_scope() -> CallScope | None:
 def _direct_model() -> Model:
     """The model a direct `call_tool` puts in its `RunContext`: one that refuses to be asked.
 
-    Built on first use: pydantic-ai's `FunctionModel` module and the price data that building a model
-    loads cost a command that never calls a tool directly about 30 ms."""
+    Built on first use: importing pydantic-ai's `FunctionModel` module costs about 15 ms, which a
+    command that never calls a tool directly need not pay."""
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     def no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:

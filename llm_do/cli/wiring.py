@@ -1,7 +1,7 @@
 """Import dependency-injector's `wiring` module without importing FastAPI and Starlette.
 
 `dependency_injector.containers` imports `dependency_injector.wiring`, which imports FastAPI's
-`Depends` and Starlette's `Request` whenever they are installed (about 0.2 s of CPU), only to
+`Depends` and Starlette's `Request` whenever they are installed (about 0.17 s of CPU), only to
 recognise them later when something is wired. The command imports `wiring` with those two packages
 kept out, then gives `wiring` the same two checks made lazily: they look at the modules only once
 something has imported them, which is exactly when an object can be a FastAPI `Depends` or a
