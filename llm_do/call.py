@@ -7,6 +7,7 @@ that loaded it), so that this module depends on neither the entries nor the runt
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
@@ -17,7 +18,7 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from . import tracing
@@ -82,11 +83,18 @@ def current_scope() -> CallScope | None:
     return deps if isinstance(deps, CallScope) else None
 
 
-def _no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
-    raise ToolsetError("a tool called directly through CallScope.call_tool has no model to ask")
+@functools.cache
+def _direct_model() -> Model:
+    """The model a direct `call_tool` puts in its `RunContext`: one that refuses to be asked.
 
+    Built on first use: importing pydantic-ai's `FunctionModel` module costs about 15 ms, which a
+    command that never calls a tool directly need not pay."""
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-_DIRECT_MODEL = FunctionModel(_no_model, model_name="llm-do-direct")
+    def no_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        raise ToolsetError("a tool called directly through CallScope.call_tool has no model to ask")
+
+    return FunctionModel(no_model, model_name="llm-do-direct")
 
 
 class CallScope:
@@ -285,7 +293,7 @@ class CallScope:
         gate = self._lending.gate()
         call_id = gate.direct_call_id()
         ctx: RunContext[Any] = RunContext(
-            deps=self, model=_DIRECT_MODEL, usage=self.state.usage, tool_name=name, tool_call_id=call_id, prompt=None
+            deps=self, model=_direct_model(), usage=self.state.usage, tool_name=name, tool_call_id=call_id, prompt=None
         )
         available: list[str] = []
         try:

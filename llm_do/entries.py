@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
-from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import FunctionToolset
 
@@ -103,26 +104,39 @@ class AgentEntry(_Described):
         span = tracing.CURRENT.get()
         if span is not None:
             span.set_attribute("llm_do.model", _model_name(model if agent.model is None else agent.model))
+        prompt = self._prompt(input_data)
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
             renamed.__enter__()
         try:
-            result = await agent.run(
-                self._prompt(input_data),
-                message_history=scope.message_history,
-                toolsets=scope.toolsets,
-                capabilities=scope.capabilities,
-                deps=scope,
-                usage=scope.state.usage,
-                model=model,
-                event_stream_handler=scope.host.event_stream_handler,
-            )
+            with capture_run_messages() as captured:
+                try:
+                    result = await agent.run(
+                        prompt,
+                        message_history=scope.message_history,
+                        toolsets=scope.toolsets,
+                        capabilities=scope.capabilities,
+                        deps=scope,
+                        usage=scope.state.usage,
+                        model=model,
+                        event_stream_handler=scope.host.event_stream_handler,
+                    )
+                except BaseException:
+                    scope.messages = _added(captured, scope.message_history)  # for the call's usage and log
+                    raise
         finally:
             if renamed is not None:
                 renamed.__exit__(None, None, None)
         scope.messages = result.new_messages()
         scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends
         return result.output
+
+
+def _added(captured: list[ModelMessage], history: list[ModelMessage] | None) -> list[ModelMessage]:
+    """The messages a failed run added: what pydantic-ai captured, less the history it was given
+    (which it keeps as the same objects unless it had to repair them)."""
+    given = {id(message) for message in history or ()}
+    return [message for message in captured if id(message) not in given]
 
 
 def _model_name(model: Model | str | None) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RunUsage
 
 __all__ = ["CallRecord", "LogEntry", "RunReport", "RunResult", "RunState", "attach_report", "run_report", "usage_of"]
@@ -31,10 +31,13 @@ class CallRecord:
     toolsets: tuple[str, ...]
     outcome: Outcome
     usage: RunUsage
-    """Requests and tokens of this call's own model responses (children not included).
+    """Requests, tokens and tool calls of this call's own agent run (children not included), from
+    its messages; a failed or cancelled run counts what it did up to the failure.
 
-    Zero for a call whose agent run failed: pydantic-ai returns no messages then; the run's
-    total (`RunResult.usage`) still counts them."""
+    `tool_calls` counts what pydantic-ai counts in `RunUsage.tool_calls`: the call's tool calls that
+    ran and returned (a tool that asks for another agent counts once here, and the child counts its
+    own). Failed, retried and denied calls and output tools do not count, nor do direct
+    `CallScope.call_tool` calls, which pydantic-ai does not see either."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +116,42 @@ def attach_report(error: BaseException, report: RunReport) -> None:
         setattr(error, _REPORT, report)
 
 
+_NOT_RUN = frozenset(
+    {
+        "Final result processed.",
+        "Output not used as the final result - addressing tool retries from this round first.",
+        "Output tool not used - a final result was already processed.",
+        "Output tool processed, but its value will not be the final result of the agent run.",
+        "Output tool not used - output function execution failed.",
+        "Output tool not used - output failed validation.",
+        "Tool not executed - a final result was already processed.",
+    }
+)
+"""What pydantic-ai writes as the successful result of a tool call it did not count as run: an output
+tool's call, or a call skipped once a final result was found (`tests/test_run_usage.py` checks the
+list against pydantic-ai's)."""
+
+
 def usage_of(messages: list[ModelMessage] | tuple[ModelMessage, ...]) -> RunUsage:
-    """Requests and tokens of the model responses among `messages`."""
+    """Requests and tokens of the model responses among `messages`, and the tool calls that ran.
+
+    A tool call counts as pydantic-ai counts it in `RunUsage.tool_calls`: its result is a
+    `ToolReturnPart` with outcome `success` (failed, retried, denied and interrupted calls do not
+    count), and it is not pydantic-ai's stand-in for an output tool or for a call it skipped.
+    """
     usage = RunUsage()
     for message in messages:
         if isinstance(message, ModelResponse):
             usage.requests += 1
             usage.incr(message.usage)
+        elif isinstance(message, ModelRequest):
+            usage.tool_calls += sum(_ran(part) for part in message.parts)
     return usage
+
+
+def _ran(part: ModelRequestPart) -> bool:
+    return (
+        isinstance(part, ToolReturnPart)
+        and part.outcome == "success"
+        and not (isinstance(part.content, str) and part.content in _NOT_RUN)
+    )

@@ -140,12 +140,10 @@ class _Usage(Protocol):
 class SpanScope:
     """A span that is current (for OpenTelemetry and as `CURRENT`) from its start until `end`."""
 
-    __slots__ = ("_otel_token", "_token", "span", "tool_calls")
+    __slots__ = ("_otel_token", "_token", "span")
 
-    def __init__(self, span: Span, *, tool_calls: bool) -> None:
+    def __init__(self, span: Span) -> None:
         self.span = span
-        self.tool_calls = tool_calls
-        """Whether the usage given to `end` counts tool calls (a run's does; a call's own usage does not)."""
         self._otel_token = otel_context.attach(trace.set_span_in_context(span))
         self._token: Token[Span | None] = CURRENT.set(span)
 
@@ -159,12 +157,11 @@ class SpanScope:
                     attributes.update(
                         {
                             "llm_do.usage.requests": usage.requests,
+                            "llm_do.usage.tool_calls": usage.tool_calls,
                             "llm_do.usage.input_tokens": usage.input_tokens,
                             "llm_do.usage.output_tokens": usage.output_tokens,
                         }
                     )
-                    if self.tool_calls:
-                        attributes["llm_do.usage.tool_calls"] = usage.tool_calls
                 span.set_attributes(attributes)
                 if outcome == "cancelled":
                     span.set_status(Status(StatusCode.ERROR, "cancelled"))
@@ -180,7 +177,7 @@ class SpanScope:
 def start_run(tracer: Tracer, entry: str, parent: Context | None) -> SpanScope:
     """Start (and make current) the span of a run of `entry`, under `parent` when given."""
     span = tracer.start_span(f"llm_do.run {entry}", context=parent, attributes={"llm_do.entry": entry})
-    return SpanScope(span, tool_calls=True)
+    return SpanScope(span)
 
 
 class _Call(Protocol):
@@ -200,7 +197,7 @@ def start_call(tracer: Tracer, call: _Call, entry: str, parent: _Call | None, to
     }
     if parent is not None:
         attributes["llm_do.call.parent"] = parent.id
-    return SpanScope(tracer.start_span(f"llm_do.call {entry}", attributes=attributes), tool_calls=False)
+    return SpanScope(tracer.start_span(f"llm_do.call {entry}", attributes=attributes))
 
 
 def add_event(span: Span, name: str, attributes: Mapping[str, Any], error: BaseException | None = None) -> None:

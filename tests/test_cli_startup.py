@@ -1,12 +1,16 @@
-"""`llm-do --help` and `--version` answer without importing pydantic-ai; the facade stays whole while lazy."""
+"""`llm-do --help` and `--version` answer without importing pydantic-ai; a replayed run imports nothing it
+does not use (no FastAPI, no MCP, no jobs); the facade stays whole while lazy."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import importlib.metadata
+import importlib.util
+import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -37,6 +41,115 @@ def test_help_and_version_do_not_import_pydantic_ai(flag: str) -> None:
 def test_each_command_imports_pydantic_ai_only_when_it_runs() -> None:
     for name in ("run", "chat", "check", "list"):
         assert "pydantic_ai" not in imported_modules(name, "--help")
+
+
+BANK_CLERK = Path(__file__).parents[1] / "examples" / "bank_clerk"
+
+NOT_FOR_A_REPLAYED_RUN = (
+    "fastapi",  # dependency-injector's wiring imports it when installed; the command keeps it out
+    "starlette",
+    "pydantic_ai.models.function",  # only a direct `CallScope.call_tool` needs its model
+    "pydantic_ai.mcp",
+    "fastmcp",
+    "llm_do.mcp",
+    "llm_do.jobs",
+    "procrastinate",
+    "asyncpg",
+    "opentelemetry.sdk",  # --otel only
+    "llm_do.cli.otel",
+    "llm_do.cli.approve",  # a terminal's approver; --approve-all needs none
+    "llm_do.cli.chat",
+)
+
+
+def modules_after(*args: str) -> set[str]:
+    """`sys.modules` after the command `llm-do ARGS` ran in a fresh interpreter (which must succeed)."""
+    code = (
+        "import json, sys\n"
+        "from llm_do.cli.main import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=environment(), timeout=120
+    )
+    report = json.loads(done.stderr.splitlines()[-1])
+    assert report["code"] == 0, done.stderr
+    assert "Done: moved 30 from alice to carol" in done.stdout
+    return set(report["modules"])
+
+
+def test_a_replayed_run_imports_no_web_framework_mcp_jobs_or_exporter() -> None:
+    # Only meaningful where these are installed (the dev extra installs FastAPI and the rest).
+    for name in ("fastapi", "starlette", "fastmcp", "procrastinate", "opentelemetry.sdk"):
+        assert importlib.util.find_spec(name) is not None, f"{name} is not installed: `make setup` installs it"
+    modules = modules_after(
+        "run", str(BANK_CLERK), "--model", f"replay:{BANK_CLERK / 'recording.json'}", "--approve-all"
+    )
+    assert {"llm_do.cli.running", "dependency_injector.wiring", "llm_do.toolsets.sqlite_backend"} <= modules
+    loaded = {
+        name for name in modules if any(name == lazy or name.startswith(f"{lazy}.") for lazy in NOT_FOR_A_REPLAYED_RUN)
+    }
+    assert loaded == set()
+
+
+WIRING_CHECK = """
+import json, sys
+
+if sys.argv[1] == "kept-out":
+    from llm_do.cli.wiring import import_wiring_without_web_frameworks
+
+    import_wiring_without_web_frameworks()
+    assert "fastapi" not in sys.modules and "starlette" not in sys.modules
+
+from dependency_injector import containers, providers
+from dependency_injector.wiring import Provide, inject
+
+assert ("fastapi" in sys.modules) is (sys.argv[1] == "as-installed")  # dependency-injector imports it by itself
+
+from fastapi import Depends
+from starlette.requests import Request
+
+
+class Container(containers.DeclarativeContainer):
+    value = providers.Object("injected")
+
+
+@inject
+def handler(value: str = Depends(Provide[Container.value])) -> object:
+    return value
+
+
+class AppRequest(Request):  # wiring leaves the markers of Starlette requests alone
+    value = Provide[Container.value]
+
+
+class Plain:
+    value = Provide[Container.value]
+
+
+container = Container()
+container.wire(modules=[sys.modules[__name__]])
+print(json.dumps([handler(), type(AppRequest.value).__name__, Plain.value]))
+"""
+
+
+def test_the_command_keeps_fastapi_out_of_wiring_without_changing_what_wiring_does(tmp_path: Path) -> None:
+    script = tmp_path / "wired.py"
+    script.write_text(textwrap.dedent(WIRING_CHECK))
+    outputs = {
+        mode: subprocess.run(
+            [sys.executable, str(script), mode], capture_output=True, text=True, env=environment(), timeout=60
+        )
+        for mode in ("as-installed", "kept-out")
+    }
+    for done in outputs.values():
+        assert done.returncode == 0, done.stderr
+    assert (
+        json.loads(outputs["kept-out"].stdout)
+        == json.loads(outputs["as-installed"].stdout)
+        == ["injected", "Provide", "injected"]
+    )
 
 
 def test_version_prints_the_installed_version() -> None:

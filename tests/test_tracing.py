@@ -141,6 +141,7 @@ async def test_a_nested_run_is_one_trace_with_pydantic_ais_spans(
             "llm_do.toolsets": toolsets,
             "llm_do.outcome": "ok",
             "llm_do.usage.requests": 2,
+            "llm_do.usage.tool_calls": 1,  # boss's call to helper; helper's call to add
             "llm_do.usage.input_tokens": record.usage.input_tokens,
             "llm_do.usage.output_tokens": record.usage.output_tokens,
         }

@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # --help, --version (0) or a bad command line (2); argparse printed why
         return exit_.code if isinstance(exit_.code, int) else USAGE
     module, _, function = str(args.handler).partition(":")
+    import_module(".wiring", __package__).import_wiring_without_web_frameworks()  # before any container
     handler: Callable[[argparse.Namespace], int] = getattr(import_module(f".{module}", __package__), function)
     try:
         return handler(args)

@@ -1,8 +1,8 @@
 """What the command shows: the call tree (live and final), the usage table, the output, the JSON documents.
 
-Per-call usage comes from the `Board`, which saw every model response of every call, failed runs
-included; a call it never saw (an `@entry` function) keeps its `CallRecord.usage`. Calls are shown
-depth-first: each call directly under its parent, children in the order they started.
+Per-call usage is each `CallRecord.usage` (failed runs included); the `Board` gives the model each
+call asked and, while the run goes, the live tree. Calls are shown depth-first: each call directly
+under its parent, children in the order they started.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def final_tree(calls: Iterable[CallRecord], board: Board) -> Tree:
     for call in depth_first(calls):
         parent = nodes.get(call.parent, root)
         status = _STATUS.get(call.outcome, escape(call.outcome))
-        label = _label(call.entry, call.depth, board.model_of(call.id) or "-", status, board.usage_of(call))
+        label = _label(call.entry, call.depth, board.model_of(call.id) or "-", status, call.usage)
         nodes[call.id] = parent.add(label)
     return root
 
@@ -85,15 +85,14 @@ def live_tree(board: Board) -> Tree:
     return root
 
 
-def usage_table(calls: Iterable[CallRecord], total: RunUsage, board: Board | None = None) -> Table:
+def usage_table(calls: Iterable[CallRecord], total: RunUsage) -> Table:
     """Requests, tool calls and tokens per call (depth-first, indented by depth), and the run's total."""
     table = Table(title="usage", title_justify="left")
     table.add_column("call")
     for name in ("requests", "tool calls", "input tokens", "output tokens"):
         table.add_column(name, justify="right")
     for call in depth_first(calls):
-        usage = board.usage_of(call) if board is not None else call.usage
-        table.add_row(f"{'  ' * call.depth}{escape(call.entry)}", *_numbers(usage))
+        table.add_row(f"{'  ' * call.depth}{escape(call.entry)}", *_numbers(call.usage))
     table.add_row("[bold]total[/]", *_numbers(total))
     return table
 
@@ -118,7 +117,7 @@ def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]
             "depth": call.depth,
             "model": board.model_of(call.id),
             "outcome": call.outcome,
-            "usage": usage_json(board.usage_of(call)),
+            "usage": usage_json(call.usage),
             "calls": [],
         }
         children.setdefault(call.parent if call.parent in ids else None, []).append(node)

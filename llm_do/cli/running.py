@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(document, ensure_ascii=False))
         return OK
     err.print(final_tree(result.calls, board))
-    err.print(usage_table(result.calls, result.usage, board))
+    err.print(usage_table(result.calls, result.usage))
     print(output_text(result.output))
     return OK
 
@@ -123,7 +123,7 @@ def _failed(
         print(json.dumps(document, ensure_ascii=False), flush=True)
     elif calls:
         err.print(final_tree(calls, board))
-        err.print(usage_table(calls, total, board))
+        err.print(usage_table(calls, total))
 
 
 @contextmanager

@@ -2,10 +2,9 @@
 
 Every agent of a loaded project gets its model wrapped in a `WatchedModel` (`watch_project`). The
 wrapper learns which call asks (the `CallScope` pydantic-ai hands the agent as `deps`) and tells a
-`Board`: the calls seen so far with their entry, depth, model, requests, tokens and tool calls (the
-successful tool results each request carries back), and, for `-v`, the tool calls a response asks
-for and those results. The board sees the requests of calls whose agent run failed, which
-`CallRecord.usage` does not count. Function entries make no model requests: they appear in the
+`Board`: the calls seen so far with their entry, depth, model and usage so far (for the live tree;
+counted as `CallRecord.usage` counts, which the final reports show), and, for `-v`, the tool calls a
+response asks for and their results. Function entries make no model requests: they appear in the
 final tree (from `RunResult.calls`), not live.
 """
 
@@ -13,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -39,7 +38,7 @@ from ..call import current_scope
 from ..entries import AgentEntry
 from ..project import Project
 from ..project.models import model_id
-from ..run import CallRecord
+from ..run import usage_of
 
 __all__ = ["Board", "LiveCall", "WatchedModel", "watch_project"]
 
@@ -53,19 +52,12 @@ class LiveCall:
     entry: str
     depth: int
     model: str
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tool_calls: int = 0
+    used: RunUsage = field(default_factory=RunUsage)
+    """What this call used so far: its responses, and the tool results its requests carried back."""
 
     def usage(self) -> RunUsage:
         """What this call used so far."""
-        return RunUsage(
-            requests=self.requests,
-            tool_calls=self.tool_calls,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-        )
+        return self.used
 
 
 Echo = Callable[[str, str, str], None]
@@ -96,11 +88,6 @@ class Board:
         call = self.calls.get(call_id)
         return None if call is None else call.model
 
-    def usage_of(self, record: CallRecord) -> RunUsage:
-        """The usage of a finished call: as the board saw it, else (a call that asked no model) its record's."""
-        call = self.calls.get(record.id)
-        return record.usage if call is None else call.usage()
-
     def request(self, scope: Any, model: str, messages: list[ModelMessage]) -> None:
         call_id = str(getattr(scope, "id", "?"))
         if call_id not in self.calls:
@@ -115,8 +102,8 @@ class Board:
         self.active = call_id
         if not messages or not isinstance(messages[-1], ModelRequest):
             return
+        self.calls[call_id].used.tool_calls += usage_of(messages[-1:]).tool_calls
         results = [part for part in messages[-1].parts if isinstance(part, ToolReturnPart)]
-        self.calls[call_id].tool_calls += sum(getattr(part, "outcome", "success") == "success" for part in results)
         if self.verbosity >= 1 and self.echo is not None:
             for part in results:
                 self.echo("result", _where(scope), f"{part.tool_name} -> {_short(part.model_response_str())}")
@@ -124,9 +111,7 @@ class Board:
     def response(self, scope: Any, response: ModelResponse) -> None:
         call = self.calls.get(str(getattr(scope, "id", "?")))
         if call is not None:
-            call.requests += 1
-            call.input_tokens += response.usage.input_tokens
-            call.output_tokens += response.usage.output_tokens
+            call.used.incr(usage_of([response]))
         if self.echo is None:
             return
         for part in response.parts:
