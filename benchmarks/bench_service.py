@@ -20,6 +20,13 @@ to commit (the transaction is rolled back when the run ends: by the call scope i
     python benchmarks/bench_service.py [--rounds 5] [--requests 200] [--concurrency 16] [--warmup 60]
     python benchmarks/bench_service.py --mix --rounds 6 --requests 400 --concurrency 50 --pool-size 20
 
+`--instructions` runs both servers under valgrind's callgrind and reports the machine instructions
+each server executes per request in each round, all its threads included (with `--cache-sim`, also
+simulated cache misses and callgrind's cycle estimate). Counts, unlike seconds, do not depend on what
+else the machine is doing; the servers run some 50 times slower, so use few rounds:
+
+    python benchmarks/bench_service.py --mix --instructions --rounds 2 --requests 300 --concurrency 50 --pool-size 20
+
 `--count-calls` counts instead the Python function calls each kind of request costs the server's
 event loop thread (committed, failed mid-transaction, forgotten), with both apps in this process
 behind `llm_do.testing.asgi_client` (cProfile; no machine noise changes the counts; work done in
@@ -34,12 +41,15 @@ import cProfile
 import os
 import pstats
 import random
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +81,10 @@ class Server:
     cpu: list[float] = field(default_factory=list)
     """CPU seconds the server process spent per request, in each round (all its threads)."""
     errors: int = 0
+    counts: list[dict[str, int]] = field(default_factory=list)
+    """With `--instructions`: callgrind's event totals per request (Ir, and cache misses if simulated) of each round."""
+    dumps: Path | None = None
+    """With `--instructions`: where callgrind writes this server's counts."""
 
     def rss(self) -> int:
         """Resident set size of the server process, in bytes."""
@@ -101,14 +115,55 @@ async def create_database(postgres: PostgresServer) -> str:
     return postgres.dsn(name)
 
 
-def start_server(name: str, app: str, database: str, pool_size: int, freeze: bool = False) -> Server:
+def start_server(
+    name: str, app: str, database: str, pool_size: int, freeze: bool = False, callgrind: list[str] | None = None
+) -> Server:
+    """Start a uvicorn server for `app`; with `callgrind` (valgrind options), under callgrind."""
     port = free_port()
     app_dir = ROOT / ("benchmarks" if freeze else "examples/service")
     command = [sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(app_dir)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    dumps = None
+    if callgrind is not None:
+        dumps = Path(tempfile.mkdtemp(prefix=f"bench-service-{name}-"))
+        command = ["valgrind", "--tool=callgrind", "--quiet", f"--callgrind-out-file={dumps}/callgrind.%p", *callgrind]
+        command += ["--dump-instr=no", sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(app_dir)]
+        command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
     env = {**os.environ, "LLM_DO_DATABASE_URL": database, "LLM_DO_POOL_SIZE": str(pool_size)}
     process = subprocess.Popen(command, env=env, cwd=ROOT)
-    return Server(name, process, f"http://127.0.0.1:{port}")
+    return Server(name, process, f"http://127.0.0.1:{port}", dumps=dumps)
+
+
+def callgrind_zero(server: Server) -> None:
+    """Start counting afresh in a server run under callgrind."""
+    subprocess.run(["callgrind_control", "--zero", str(server.process.pid)], check=True, capture_output=True)
+
+
+def callgrind_counts(server: Server) -> dict[str, int]:
+    """Dump a callgrind server's counts since the last zero; its event totals."""
+    assert server.dumps is not None
+    before = set(server.dumps.iterdir())
+    subprocess.run(["callgrind_control", "--dump", str(server.process.pid)], check=True, capture_output=True)
+    (dump,) = set(server.dumps.iterdir()) - before
+    events: list[str] = []
+    for line in dump.read_text().splitlines():
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith("summary:"):
+            return dict(zip(events, map(int, line.split()[1:]), strict=True))
+    raise RuntimeError(f"no summary in {dump}")
+
+
+LAST_LEVEL_CACHE = "8388608,16,64"
+"""The simulated last-level cache with `--cache-sim` (8 MiB, 16-way, 64-byte lines): valgrind's
+default copies the host's, which on a virtual machine is a share of a much larger one."""
+
+
+def cycle_estimate(counts: dict[str, float]) -> float:
+    """callgrind_annotate's cycle estimate: Ir + 10 x L1 misses + 100 x last-level misses."""
+    l1 = counts["I1mr"] + counts["D1mr"] + counts["D1mw"]
+    ll = counts["ILmr"] + counts["DLmr"] + counts["DLmw"]
+    return counts["Ir"] + 10 * l1 + 100 * ll
 
 
 async def wait_until_up(server: Server, client: httpx.AsyncClient, within: float = 60.0) -> None:
@@ -158,11 +213,15 @@ async def load(
             if response.status_code != expected:
                 server.errors += 1
 
+    if server.dumps is not None:
+        callgrind_zero(server)
     cpu = server.cpu_seconds()
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     server.rounds.append((requests / (time.perf_counter() - started), latencies))
     server.cpu.append((server.cpu_seconds() - cpu) / requests)
+    if server.dumps is not None:
+        server.counts.append({event: total // requests for event, total in callgrind_counts(server).items()})
 
 
 def stop(server: Server) -> None:
@@ -215,6 +274,39 @@ def report(servers: list[Server], rss_end: dict[str, int], args: argparse.Namesp
         print(f"median {statistics.median(cpu_ratios):.3f}")
 
 
+def report_instructions(servers: list[Server], args: argparse.Namespace) -> None:
+    what = "the mix (10% fail mid-transaction, 10% forget to commit)" if args.mix else "successful transfers"
+    print(
+        f"\n{args.rounds} rounds x {args.requests} requests of {what} at concurrency {args.concurrency}, "
+        f"pool of {args.pool_size}, each server under callgrind (after {args.warmup} warm-up requests each); "
+        "per request, medians over rounds\n"
+    )
+    simulated = args.cache_sim
+    header = "| server | instructions |" + (" L1 misses | last-level misses | cycle estimate |" if simulated else "")
+    print(header + " errors |")
+    print("|---|---:|" + ("---:|---:|---:|" if simulated else "") + "---:|")
+    medians: dict[str, dict[str, float]] = {}
+    for server in servers:
+        events = server.counts[0].keys() if server.counts else ()
+        median = {event: statistics.median(round_[event] for round_ in server.counts) for event in events}
+        medians[server.name] = median
+        row = f"| {server.name} | {median['Ir'] / 1e6:.2f} M |"
+        if simulated:
+            l1 = median["I1mr"] + median["D1mr"] + median["D1mw"]
+            ll = median["ILmr"] + median["DLmr"] + median["DLmw"]
+            row += f" {l1 / 1e6:.2f} M | {ll / 1e3:.1f} k | {cycle_estimate(median) / 1e6:.2f} M |"
+        print(f"{row} {server.errors} |")
+    ours, plain = servers
+    measures: list[tuple[str, Callable[[dict[str, float]], float]]] = [("instructions", lambda m: m["Ir"])]
+    if simulated:
+        measures.append(("cycle estimate", cycle_estimate))
+    for label, measure in measures:
+        pairs = zip(ours.counts, plain.counts, strict=False)
+        rounds = ", ".join(f"{measure(dict(a)) / measure(dict(b)):.3f}" for a, b in pairs)
+        overall = measure(medians[ours.name]) / measure(medians[plain.name])
+        print(f"\n{ours.name} / {plain.name} {label} per request: {overall:.3f} (per round: {rounds})")
+
+
 def _median_rate(server: Server) -> float:
     return statistics.median(rate for rate, _ in server.rounds)
 
@@ -223,12 +315,17 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
     deadline = time.monotonic() + args.deadline
     database = await create_database(postgres)
     apps = FROZEN if args.freeze else VARIANTS
-    servers = [start_server(name, app, database, args.pool_size, args.freeze) for name, app in apps.items()]
+    callgrind = None
+    if args.instructions:
+        if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+            raise SystemExit("--instructions needs valgrind (Debian/Ubuntu: apt-get install valgrind)")
+        callgrind = ["--cache-sim=yes", f"--LL={LAST_LEVEL_CACHE}"] if args.cache_sim else []
+    servers = [start_server(name, app, database, args.pool_size, args.freeze, callgrind) for name, app in apps.items()]
     try:
         limits = httpx.Limits(max_connections=args.concurrency * 2)
-        async with httpx.AsyncClient(limits=limits, timeout=60.0) as client:
+        async with httpx.AsyncClient(limits=limits, timeout=600.0 if callgrind else 60.0) as client:
             for server in servers:
-                await wait_until_up(server, client)
+                await wait_until_up(server, client, within=900.0 if callgrind else 60.0)
             conn = await asyncpg.connect(database)
             try:
                 await conn.executemany(
@@ -240,6 +337,7 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
                 await load(server, client, transfers(server.name, args.warmup, 0, args.mix), args.concurrency)
                 server.rounds.clear()
                 server.cpu.clear()
+                server.counts.clear()
                 server.rss_after_warmup = server.rss()
             for number in range(args.rounds):
                 order = servers if number % 2 == 0 else servers[::-1]
@@ -256,12 +354,17 @@ async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
                 break
             rss_end = {server.name: server.rss() for server in servers}
             total = (await client.get(f"{servers[0].url}/accounts")).json()
-        report(servers, rss_end, args)
+        if callgrind is None:
+            report(servers, rss_end, args)
+        else:
+            report_instructions(servers, args)
         conserved = sum(total.values()) == START_BALANCE * len(ACCOUNTS)
         print(f"\nmoney conserved across both servers: {'yes' if conserved else 'NO'}")
     finally:
         for server in servers:
             stop(server)
+            if server.dumps is not None:
+                shutil.rmtree(server.dumps, ignore_errors=True)
 
 
 KINDS: dict[str, dict[str, object]] = {
@@ -333,10 +436,16 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=60, help="warm-up requests per server")
     parser.add_argument("--pool-size", type=int, default=10, help="connections in each server's asyncpg pool")
     parser.add_argument("--mix", action="store_true", help="10%% of runs fail mid-transaction, 10%% forget to commit")
-    parser.add_argument("--deadline", type=float, default=150.0, help="stop starting rounds after this many seconds")
+    parser.add_argument(
+        "--deadline", type=float, help="stop starting rounds after this many seconds (150; 3600 with --instructions)"
+    )
     parser.add_argument("--count-calls", action="store_true", help="count function calls per request instead")
     parser.add_argument("--freeze", action="store_true", help="both apps freeze their heap once started (gc.freeze)")
+    parser.add_argument("--instructions", action="store_true", help="count instructions per request (callgrind)")
+    parser.add_argument("--cache-sim", action="store_true", help="with --instructions: simulate caches too")
     args = parser.parse_args()
+    if args.deadline is None:
+        args.deadline = 3600.0 if args.instructions else 150.0
     with temporary_postgres() as postgres:
         asyncio.run(count_calls(postgres, args.requests) if args.count_calls else bench(postgres, args))
 

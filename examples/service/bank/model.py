@@ -70,7 +70,7 @@ def _attempts(messages: list[ModelMessage]) -> tuple[dict[str, Any], list[str]]:
     return done, failures
 
 
-def teller(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+async def teller(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     request = _request(messages)
     done, failures = _attempts(messages)
     if failures and not done and (len(failures) >= MAX_ATTEMPTS or "call begin" not in failures[-1]):
