@@ -77,6 +77,8 @@ from .filesystem_fixtures import SECRET, tree_of
 from .postgres import PostgresServer
 from .test_shell_toolset import marked_processes
 
+pytestmark = pytest.mark.long
+
 settings.register_profile(
     "llm-do-fuzz",
     max_examples=int(os.environ.get("LLM_DO_FUZZ_EXAMPLES", "2000")),
