@@ -29,7 +29,7 @@ import time
 import traceback
 from pathlib import Path
 
-WARM_MODULES = ("llm_do.cli.main", "llm_do.cli.running", "llm_do.cli.checking", "llm_do.cli.chat")
+WARM_MODULES = ("llm_do.cli.main", "llm_do.cli.running", "llm_do.cli.checking")  # what run, check and list import
 
 
 # -- the server (a process of its own) ------------------------------------------------------------
