@@ -12,6 +12,8 @@ from pydantic_ai.usage import RequestUsage
 
 from llm_do.models import Recording
 
+from . import cli_warm
+
 NOTES = '''
 from pathlib import Path
 
@@ -144,14 +146,17 @@ def llm_do(
     env: dict[str, str | None] | None = None,
     python: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run the command without a terminal (stdin is a pipe, or /dev/null); `env` adds variables (None
-    removes one); `python` adds interpreter options (like `-X importtime`)."""
+    """Run the command without a terminal (stdin is a pipe); `env` adds variables (None removes one);
+    `python` adds interpreter options (like `-X importtime`) and so starts a fresh interpreter. Without
+    them the command runs in a process forked from a warm interpreter (`tests/cli_warm.py`)."""
     variables = environment()
     for name, value in (env or {}).items():
         if value is None:
             variables.pop(name, None)
         else:
             variables[name] = value
+    if not python:
+        return cli_warm.run([str(arg) for arg in args], stdin or "", cwd, variables, timeout=120)
     return subprocess.run(
         [sys.executable, *python, *command(*args)[1:]],
         input=stdin if stdin is not None else "",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from pydantic_ai.messages import ToolCallPart
 
 from llm_do.models import Recording
@@ -113,6 +114,7 @@ def test_a_missing_replay_file_is_a_usage_error_naming_the_path_from_the_current
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.long
 def test_replay_paths_on_the_command_line_are_relative_to_the_current_directory(tmp_path: Path) -> None:
     notes_project(tmp_path / "notes")
     args = ("run", "notes", "note it", "--approve-all", "--json")
@@ -141,6 +143,7 @@ def test_no_input_is_a_usage_error(tmp_path: Path) -> None:
     assert "no input: give a PROMPT" in done.stderr
 
 
+@pytest.mark.long
 def test_a_failing_run_prints_one_line_and_a_traceback_only_with_debug(tmp_path: Path) -> None:
     project = tmp_path / "fails"
     project.mkdir()
@@ -155,6 +158,7 @@ def test_a_failing_run_prints_one_line_and_a_traceback_only_with_debug(tmp_path:
     assert debug.returncode == 1 and "Traceback" in debug.stderr
 
 
+@pytest.mark.long
 def test_record_then_replay(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
     recorded = tmp_path / "recorded.json"
@@ -176,6 +180,7 @@ def test_list_shows_entries_toolsets_models_and_policies(tmp_path: Path) -> None
     assert "notes: default ask" in done.stdout
 
 
+@pytest.mark.long
 def test_max_depth_is_applied(tmp_path: Path) -> None:
     project = tmp_path / "deep"
     project.mkdir()

@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .cli_projects import TEAM_SCRIPT, hello_project, llm_do, notes_project, team_project
 
 SCHEMA = """
@@ -171,6 +173,7 @@ def test_pydantic_ais_banner_is_not_printed(tmp_path: Path) -> None:
     assert done.stderr.startswith("calls\n")
 
 
+@pytest.mark.long
 def test_a_missing_api_key_names_the_variable(tmp_path: Path) -> None:
     unset: dict[str, str | None] = {"OPENAI_API_KEY": None}
     done = llm_do("run", hello_project(tmp_path / "hello"), "hi", "-m", "openai:gpt-5.2", env=unset)
@@ -184,6 +187,7 @@ def test_a_missing_api_key_names_the_variable(tmp_path: Path) -> None:
     assert (as_json.returncode, json.loads(as_json.stdout)["kind"]) == (2, "api_key")
 
 
+@pytest.mark.long
 def test_check_and_list_accept_workers_without_a_model(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
     check = llm_do("check", project)
@@ -204,6 +208,7 @@ def test_check_and_list_accept_workers_without_a_model(tmp_path: Path) -> None:
     assert checked == {"ok": True, "default_entry": "scribe", "entries": ["scribe"], "without_model": ["scribe"]}
 
 
+@pytest.mark.long
 def test_check_refuses_model_names_that_run_would_refuse(tmp_path: Path) -> None:
     project = notes_project(tmp_path / "notes")
     nonsense = llm_do("check", project, "-m", "nonsense")

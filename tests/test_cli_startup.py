@@ -93,6 +93,16 @@ def test_a_replayed_run_imports_no_web_framework_mcp_jobs_or_exporter() -> None:
     assert loaded == set()
 
 
+def test_check_and_list_without_mcp_servers_import_no_mcp_client(tmp_path: Path) -> None:
+    project = tmp_path / "hello"
+    project.mkdir()
+    (project / "hello.worker").write_text("---\nmodel: test\n---\nSay hi.\n")
+    for command in ("check", "list"):
+        modules = imported_modules(command, str(project))
+        assert "llm_do.project" in modules  # the report is of a loaded project
+        assert not {name for name in modules if name.split(".")[0] in ("fastmcp", "mcp") or name == "llm_do.mcp"}
+
+
 WIRING_CHECK = """
 import json, sys
 

@@ -64,6 +64,7 @@ def run_python(block: str, namespace: dict[str, Any], origin: str, line: int, lo
 PAGES = sorted(page.name for page in DOCS.glob("*.md") if re.search(r"^```(python|console)$", page.read_text(), re.M))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", PAGES)
 def test_doc_examples_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in [v for v in os.environ if v.upper().startswith("LLM_DO_")]:

@@ -5,7 +5,8 @@ Hypothesis generates a script of tool calls: paths with `..`, absolute paths, NU
 allowed; SQL text (transaction control, ATTACH, several statements, odd placeholders, random
 text) with params of every JSON type; forged handles, handles of another toolset instance, stale
 ones of an earlier call and closed ones. A `FunctionModel` replays the script through
-`Runtime.run`, one call per model response, so an example is one real agent run. For every example:
+`Runtime.run`, one turn per model response (most scripts are one turn of 1 to 4 tool calls, which
+pydantic-ai runs one after the other), so an example is one real agent run. For every example:
 
 - the run ends normally and every call is answered with a success or a readable failure (a string
   the model reads, or pydantic-ai's validation retry), which can be written as JSON: no exception
@@ -17,10 +18,11 @@ ones of an earlier call and closed ones. A `FunctionModel` replays the script th
   successful commit, nothing changes), and no connection or handle is left open;
 - no process the shell started is left running, and no private HOME is left behind.
 
-The settings profile `llm-do-fuzz` runs each test with 400 examples, scripts of 2 to 16 calls, so at
-least 2,000 generated tool calls per toolset (each test checks the count); LLM_DO_FUZZ_EXAMPLES=N
-runs N examples instead. Runs are deterministic (`derandomize=True`, no example database), and
-`pytest -s` prints how many calls of each tool succeeded and failed.
+The settings profile `llm-do-fuzz` runs 2,000 examples per toolset: `filesystem` and `shell` 2,000
+each, `sql` 1,000 on SQLite and 1,000 on PostgreSQL; each test checks it made at least 2.5 calls
+per example (5,000 calls for 2,000 examples). LLM_DO_FUZZ_EXAMPLES=N runs N per toolset instead.
+A test keeps one `Runtime` for all its examples. Runs are deterministic (`derandomize=True`, no
+example database), and `pytest -s` prints how many calls of each tool succeeded and failed.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, Runtime, RuntimeConfig
+from llm_do import AgentEntry, RunResult, Runtime, RuntimeConfig
 from llm_do.handles import open_handles
 from llm_do.toolsets import (
     CommandResult,
@@ -75,19 +77,28 @@ from .filesystem_fixtures import SECRET, tree_of
 from .postgres import PostgresServer
 from .test_shell_toolset import marked_processes
 
+pytestmark = pytest.mark.long
+
 settings.register_profile(
     "llm-do-fuzz",
-    max_examples=int(os.environ.get("LLM_DO_FUZZ_EXAMPLES", "400")),
+    max_examples=int(os.environ.get("LLM_DO_FUZZ_EXAMPLES", "2000")),
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 FUZZ = settings.get_profile("llm-do-fuzz")
-FUZZ_EXAMPLES = FUZZ.max_examples
+FUZZ_EXAMPLES = FUZZ.max_examples  # per toolset; `sql` shares them between SQLite and PostgreSQL
+SQL_EXAMPLES = {"sqlite": FUZZ_EXAMPLES - FUZZ_EXAMPLES // 2, "postgresql": FUZZ_EXAMPLES // 2}
 APPROVE = RuntimeConfig(approval_mode="approve_all")
-MIN_CALLS, MAX_CALLS = 2, 16
-FUZZ_CALLS = 5 * FUZZ_EXAMPLES  # generated tool calls each test makes at least (2,000 by default)
+MAX_BATCH = 4  # calls in one model response
+
+
+def enough_calls(examples: int) -> int:
+    """The generated tool calls a test makes at least: 2.5 a script on average (5,000 for 2,000 scripts)."""
+    return 5 * examples // 2
+
+
 USAGE = RequestUsage(input_tokens=1, output_tokens=1)  # FunctionModel would estimate it from JSON the args may not make
 
 
@@ -131,6 +142,7 @@ class Call:
 class Answer:
     """A call as it was sent, and what the model read back."""
 
+    number: int
     tool: str
     args: dict[str, Any]
     ok: bool
@@ -142,25 +154,46 @@ class Answer:
         return self.ok or isinstance(self.content, str)
 
 
+Script = list[list[Call]]
+"""A script: the model's turns, each one response of one or more tool calls (run one after the other)."""
+
+
 @dataclass
 class Harness:
-    """One runtime for a whole test; each example replays its script through `Runtime.run`."""
+    """One runtime for a whole test; each example replays its script through `Runtime.run`.
+
+    The calls of a turn run one after the other (pydantic-ai's sequential mode), except that calls
+    waiting for approval run after the others of their turn (pydantic-ai defers them, then runs the
+    approved ones). Where the order matters (`in_order`), a turn is cut so that it holds no call
+    that needs no approval after one that does, and no `Ref` to a `begin` of the same turn (a
+    reference is resolved when its turn is sent): the calls then run as written, one after the other.
+    """
 
     runner: asyncio.Runner
     resolve: Callable[[Any, list[Any]], Any]
-    script: list[Call] = field(default_factory=list)
+    in_order: bool = False
+    asking: frozenset[str] = frozenset()
+    """The tools whose calls wait for approval, under the toolset's default policy."""
+    turns: Script = field(default_factory=list)
     stats: collections.Counter[str] = field(default_factory=collections.Counter)
     runtime: Runtime | None = None
 
     def model(self) -> FunctionModel:
-        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
             step = sum(isinstance(message, ModelResponse) for message in messages)
-            if step >= len(self.script):
+            if step >= len(self.turns):
                 return ModelResponse(parts=[TextPart("done")], usage=USAGE)
-            call = self.script[step]
             begun = [answer.content for answer in answers_in(messages) if answer.tool == "begin" and answer.ok]
-            args = {key: self.resolved(value, begun) for key, value in call.args.items()}
-            return ModelResponse(parts=[ToolCallPart(call.tool, args, tool_call_id=f"fuzz-{step}")], usage=USAGE)
+            first = sum(len(turn) for turn in self.turns[:step])
+            parts = [
+                ToolCallPart(
+                    call.tool,
+                    {key: self.resolved(value, begun) for key, value in call.args.items()},
+                    tool_call_id=f"fuzz-{number}",
+                )
+                for number, call in enumerate(self.turns[step], start=first)
+            ]
+            return ModelResponse(parts=parts, usage=USAGE)
 
         return FunctionModel(respond)
 
@@ -180,21 +213,51 @@ class Harness:
         if self.runtime is not None:
             self.runner.run(self.runtime.aclose())
 
-    def replay(self, script: list[Call]) -> list[Answer]:
-        """Run the script as one agent run; check that every call got a success or a readable failure."""
+    def cut(self, script: Script) -> Script:
+        if not self.in_order:
+            return script
+        turns: Script = []
+        for turn in script:
+            current: list[Call] = []
+            for call in turn:
+                if current and self.waits_for(call, current):
+                    turns.append(current)
+                    current = []
+                current.append(call)
+            turns.append(current)
+        return turns
+
+    def waits_for(self, call: Call, earlier: list[Call]) -> bool:
+        refers = any(isinstance(value, Ref) for value in call.args.values())
+        if refers and any(other.tool == "begin" for other in earlier):
+            return True
+        return call.tool not in self.asking and any(other.tool in self.asking for other in earlier)
+
+    async def run(self) -> RunResult:
         assert self.runtime is not None
-        self.script = script
-        result = self.runner.run(self.runtime.run("fuzzer", "go"))  # any exception fails the example
+        with Agent.parallel_tool_call_execution_mode("sequential"):  # in the runner's context, which the run copies
+            return await self.runtime.run("fuzzer", "go")
+
+    def replay(self, script: Script) -> list[Answer]:
+        """Run the script as one agent run; check that every call got a success or a readable failure.
+
+        The calls of a turn run one after the other, in order (pydantic-ai's sequential mode), so the
+        answers read like those of one call per turn, at a fraction of the model requests."""
+        assert self.runtime is not None
+        self.turns = self.cut(script)
+        result = self.runner.run(self.run())  # any exception fails the example
         assert result.output == "done"
-        answers = answers_in(result.messages)
-        assert len(answers) == len(script), "every call is answered, once"
+        answers = sorted(answers_in(result.messages), key=lambda answer: answer.number)  # retries come first
+        calls = sum(len(turn) for turn in script)
+        assert [answer.number for answer in answers] == list(range(calls)), "every call is answered, once"
         for answer in answers:
             self.stats[f"{answer.tool}:{'ok' if answer.ok else 'failed'}"] += 1
             if not answer.ok:
                 assert_readable(answer)
             pydantic_core.to_json(answer.content)  # a provider can send it back as JSON (no lone surrogates)
         self.stats["examples"] += 1
-        self.stats["calls"] += len(script)
+        self.stats["calls"] += calls
+        self.stats["turns"] += len(self.turns)
         return answers
 
 
@@ -208,7 +271,8 @@ def answers_in(messages: list[ModelMessage]) -> list[Answer]:
             elif isinstance(part, ToolReturnPart | RetryPromptPart) and isinstance(message, ModelRequest):
                 call = sent.pop(part.tool_call_id)
                 ok = isinstance(part, ToolReturnPart) and part.outcome == "success"
-                answers.append(Answer(call.tool_name, call.args_as_dict(), ok, part.content))
+                number = int(call.tool_call_id.removeprefix("fuzz-"))
+                answers.append(Answer(number, call.tool_name, call.args_as_dict(), ok, part.content))
     return answers
 
 
@@ -321,6 +385,12 @@ def fs_calls(outside: Path) -> st.SearchStrategy[Call]:
     )
 
 
+def scripts(calls: st.SearchStrategy[Call]) -> st.SearchStrategy[Script]:
+    """Most scripts are one turn (one model response of 1 to 4 calls); one in four is two turns."""
+    turn = st.lists(calls, min_size=1, max_size=MAX_BATCH)
+    return st.sampled_from([1, 1, 1, 2]).flatmap(lambda turns: st.lists(turn, min_size=turns, max_size=turns))
+
+
 def calls_of(*typed: st.SearchStrategy[Call]) -> st.SearchStrategy[Call]:
     """Calls whose arguments have the right types (and fuzzed values); one in five has an argument of a
     wrong type, or one the tool does not take."""
@@ -373,8 +443,8 @@ def test_fuzz_filesystem(base: Path, runner: asyncio.Runner) -> None:
     harness.open({"filesystem": toolset})
 
     @FUZZ
-    @given(script=st.lists(fs_calls(outside), min_size=MIN_CALLS, max_size=MAX_CALLS))
-    def example(script: list[Call]) -> None:
+    @given(script=scripts(fs_calls(outside)))
+    def example(script: Script) -> None:
         if tree_of(root) != pristine:  # an earlier example changed it
             shutil.rmtree(root)
             build_root(root, outside)
@@ -394,7 +464,7 @@ def test_fuzz_filesystem(base: Path, runner: asyncio.Runner) -> None:
         harness.close()
     report("filesystem", harness.stats)
     assert harness.stats["examples"] >= FUZZ_EXAMPLES
-    assert harness.stats["calls"] >= FUZZ_CALLS
+    assert harness.stats["calls"] >= enough_calls(FUZZ_EXAMPLES)
     for tool in ("read_text", "list_dir", "glob", "write_text", "edit", "mkdir", "delete"):
         assert harness.stats[f"{tool}:ok"] > 0 and harness.stats[f"{tool}:failed"] > 0, (tool, harness.stats)
 
@@ -452,8 +522,8 @@ def test_fuzz_shell(base: Path, runner: asyncio.Runner, monkeypatch: pytest.Monk
     inside = sorted(os.listdir(root))
 
     @FUZZ
-    @given(script=st.lists(shell_calls(outside), min_size=MIN_CALLS, max_size=MAX_CALLS))
-    def example(script: list[Call]) -> None:
+    @given(script=scripts(shell_calls(outside)))
+    def example(script: Script) -> None:
         before = beside(base, outside)
         answers = harness.replay(script)
         assert beside(base, outside) == before, "something beside the root was created or changed"
@@ -477,7 +547,7 @@ def test_fuzz_shell(base: Path, runner: asyncio.Runner, monkeypatch: pytest.Monk
         harness.close()
     report("shell", harness.stats)
     assert harness.stats["examples"] >= FUZZ_EXAMPLES
-    assert harness.stats["calls"] >= FUZZ_CALLS
+    assert harness.stats["calls"] >= enough_calls(FUZZ_EXAMPLES)
     assert harness.stats["run:ok"] > 0 and harness.stats["run:failed"] > 0
     assert harness.stats["printf echoed"] > 0
 
@@ -561,11 +631,10 @@ def sql_calls(outside: Path) -> st.SearchStrategy[Call]:
     )
 
 
-def sql_scripts(outside: Path) -> st.SearchStrategy[list[Call]]:
+def sql_scripts(outside: Path) -> st.SearchStrategy[Script]:
     """Most scripts open a transaction or two first, so that what follows has a handle to use."""
     begins = st.lists(st.builds(lambda r: Call("begin", {"read_only": r}), st.booleans()), max_size=2)
-    calls = st.lists(sql_calls(outside), min_size=MIN_CALLS, max_size=MAX_CALLS)
-    return st.builds(lambda first, rest: [*first, *rest], begins, calls)
+    return st.builds(lambda first, rest: [first, *rest] if first else rest, begins, scripts(sql_calls(outside)))
 
 
 ST_FORGED = st.binary(min_size=4, max_size=4).map(lambda raw: f"txn_{raw.hex()}")
@@ -680,17 +749,19 @@ def fuzz_sql(
     live = foreign[True]
     dirty = [True]
 
-    @FUZZ
+    @settings(FUZZ, max_examples=SQL_EXAMPLES[kind])
     @given(script=sql_scripts(outside))
     @hypothesis.example(  # a rollback refused for its arguments leaves the transaction open, to be committed
         script=[
-            Call("begin", {"read_only": False}),
-            Call("execute", {"txn": Ref(-1), "sql": "DELETE FROM ledger WHERE k = $1", "params": [2]}),
-            Call("rollback", {"txn": Ref(-1), "unexpected": None}),
-            Call("commit", {"txn": Ref(-1)}),
+            [
+                Call("begin", {"read_only": False}),
+                Call("execute", {"txn": Ref(-1), "sql": "DELETE FROM ledger WHERE k = $1", "params": [2]}),
+                Call("rollback", {"txn": Ref(-1), "unexpected": None}),
+                Call("commit", {"txn": Ref(-1)}),
+            ]
         ]
     )
-    def example(script: list[Call]) -> None:
+    def example(script: Script) -> None:
         if dirty[0]:  # a commit changed it (or a check failed): back to the initial rows
             reset()
         dirty[0] = True
@@ -741,7 +812,10 @@ def run_sql_fuzz(
 ) -> Harness:
     other, live = runner.run(foreign_handle(database))
     foreign = {True: live, False: "txn_00000000"}
-    harness = Harness(runner, resolver(foreign))
+    policy = SqlToolset.default_policy
+    assert policy is not None
+    asking = frozenset(tool for tool, decision in policy.tools.items() if decision == "ask")
+    harness = Harness(runner, resolver(foreign), in_order=True, asking=asking)
     toolset = providers.Factory(SqlToolset, database, max_rows=5, max_bytes=2048)
     harness.open({"sql": toolset})
     initial = runner.run(dump()) if dump is not None else None
@@ -762,8 +836,8 @@ def run_sql_fuzz(
         harness.close()
         runner.run(database.aclose())
     report(f"sql ({kind})", harness.stats)
-    assert harness.stats["examples"] >= FUZZ_EXAMPLES
-    assert harness.stats["calls"] >= FUZZ_CALLS
+    assert harness.stats["examples"] >= SQL_EXAMPLES[kind]
+    assert harness.stats["calls"] >= enough_calls(SQL_EXAMPLES[kind])
     for tool in ("begin", "query", "execute", "commit", "rollback", "tables", "describe"):
         assert harness.stats[f"{tool}:ok"] > 0 and harness.stats[f"{tool}:failed"] > 0, (tool, harness.stats)
     return harness

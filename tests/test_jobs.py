@@ -177,6 +177,7 @@ async def test_cancelling_a_queued_job_and_a_running_job(queue: JobQueue, tmp_pa
         await queue.cancel(999_999)
 
 
+@pytest.mark.long
 async def test_a_sigkilled_workers_job_is_run_again_by_another_worker(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
@@ -221,6 +222,7 @@ async def test_a_job_still_running_when_its_worker_shuts_down_is_queued_again(
     assert record.status == "succeeded" and record.attempts == 2 and record.outcome == "ok"
 
 
+@pytest.mark.long
 async def test_workers_reconnect_after_a_postgresql_restart(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     with temporary_postgres() as server:

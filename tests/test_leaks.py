@@ -17,6 +17,8 @@ from llm_do.testing import LeakError, ScriptedModel, assert_no_leaks, settle, to
 
 from .helpers import by_prompt, call, text
 
+pytestmark = pytest.mark.whole_heap  # the reports name holders found with gc.get_referrers
+
 kept: list[object] = []
 
 

@@ -81,6 +81,7 @@ async def test_servers_from_project_toml_worker_files_and_mcp_json_with_scopes_a
     assert "s3cret-value" not in repr(project.mcp_servers["fresh"])
 
 
+@pytest.mark.long
 async def test_a_declared_server_passes_env_from_the_environment_and_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +135,7 @@ def test_bad_declarations_are_reported_with_file_line_and_what_to_do(tmp_path: P
     assert "project.toml:1: MCP server 'both'" in messages and "project.toml:5: MCP server 'typo'" in messages
 
 
+@pytest.mark.long
 def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",

@@ -49,6 +49,7 @@ async def test_a_global_server_is_one_process_shared_by_50_concurrent_runs_and_g
     assert server_processes() == []
 
 
+@pytest.mark.long
 async def test_each_call_gets_its_own_server_and_its_process_ends_with_the_call() -> None:
     seen: list[int] = []
 
@@ -87,6 +88,7 @@ async def test_a_per_run_server_is_shared_by_the_calls_of_one_run_only() -> None
     assert two[:2] == [1, 2] and two[2] != one[2]  # the next run: a fresh one
 
 
+@pytest.mark.long
 async def test_no_process_is_left_after_20_runs_with_per_call_servers() -> None:
     gate = asyncio.Semaphore(4)
 

@@ -112,6 +112,7 @@ class HttpServers(containers.DeclarativeContainer):
     shared = providers.Singleton(McpServer, providers.Singleton(MCPToolset, url), name="shared", options=QUICK)
 
 
+@pytest.mark.long
 async def test_a_streamable_http_server_on_loopback_is_shared_reports_a_drop_and_reconnects(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"

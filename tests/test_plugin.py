@@ -103,6 +103,7 @@ llm_do_container = app:App
 """
 
 
+@pytest.mark.long
 def test_fixtures_work_from_the_entry_point_and_overrides_never_leak(pytester: pytest.Pytester) -> None:
     pytester.makefile(".ini", pytest=INI)
     pytester.makepyfile(app=APP, conftest=CONFTEST, test_kit=TESTS)

@@ -104,6 +104,7 @@ async def alive(kind: type) -> int:
     return sum(isinstance(obj, kind) for obj in gc.get_objects())
 
 
+@pytest.mark.long
 async def test_context_snapshots_taken_during_runs_keep_nothing_of_them() -> None:
     app = App()
     baseline = await alive(ModelResponse)

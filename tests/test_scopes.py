@@ -158,6 +158,7 @@ def flat_clerk() -> AgentEntry:
     )
 
 
+@pytest.mark.long
 async def test_concurrent_and_sequential_runs_never_share_scoped_instances() -> None:
     app = App()
     async with Runtime(app, entries=[flat_clerk()]) as runtime:

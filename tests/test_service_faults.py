@@ -71,6 +71,7 @@ async def test_backends_terminated_mid_load_lose_nothing(postgres: PostgresServe
     assert "8 backends terminated" in outcome.notes[0], outcome.notes
 
 
+@pytest.mark.long
 async def test_clients_leaving_mid_request_cancel_their_runs_and_roll_back(postgres: PostgresServer) -> None:
     outcome = await bench_faults.disconnects(postgres, REQUESTS, IN_FLIGHT, count=30, pool_size=10)
     _holds(outcome)

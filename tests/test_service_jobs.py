@@ -98,6 +98,7 @@ async def test_defer_read_and_cancel_through_the_endpoints(
     assert bad.status_code == 400 and "unknown job status 'done'" in bad.json()["error"]
 
 
+@pytest.mark.long
 async def test_500_jobs_two_workers_one_sigkilled_every_job_accounted_for_and_money_conserved(
     service: httpx.AsyncClient, database: str, tmp_path: Path
 ) -> None:

@@ -543,6 +543,7 @@ def test_the_trace_context_travels_to_a_worker_process(
 # -- nothing outlives a traced run ----------------------------------------------------------------
 
 
+@pytest.mark.long
 async def test_a_traced_run_leaves_nothing_behind_whatever_the_outcome(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:

@@ -254,6 +254,8 @@ class ServerProbe:
 
 async def probe_servers(specs: Mapping[str, ToolsetSpec], servers: Mapping[str, Declared]) -> list[ServerProbe]:
     """Start each declared server once (one after another), list its tools, and stop it."""
+    if not servers:
+        return []  # without MCP servers, fastmcp is never imported (about a second of start-up)
     from ..mcp import McpServer, McpServerError
 
     probes: list[ServerProbe] = []

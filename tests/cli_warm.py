@@ -1,0 +1,212 @@
+"""A warm interpreter for the command tests: the `llm-do` command without an interpreter start-up each time.
+
+`python tests/cli_warm.py SOCKET` imports the command's modules once (pydantic-ai, the project
+loader, the command handlers), then listens on the unix socket `SOCKET`. For each command line it
+is sent, with the caller's stdin, stdout and stderr pipes, it forks: the new process takes the
+pipes as its fds 0, 1 and 2, the caller's working directory and environment, and runs
+`llm_do.cli.main.main()` as `python -m llm_do.cli` would, then exits with its code. Each command is
+still a process of its own (its own state, exit code, children and pipes); what it saves is the
+second or so of start-up and imports that every command test used to pay.
+
+`run()` is the client: tests call it through `tests.cli_projects.llm_do`. A test of start-up itself
+(interpreter options such as `-X importtime`) starts a fresh interpreter instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+WARM_MODULES = ("llm_do.cli.main", "llm_do.cli.running", "llm_do.cli.checking")  # what run, check and list import
+
+
+# -- the server (a process of its own) ------------------------------------------------------------
+
+
+def serve(path: str) -> None:
+    import importlib
+
+    for module in WARM_MODULES:
+        importlib.import_module(module)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    while True:
+        ready, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in ready:  # end of file: the test process is gone
+            return
+        connection, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            _handle(connection)  # never returns
+        connection.close()
+        while True:  # reap the handlers that are done
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+
+
+def _handle(connection: socket.socket) -> None:
+    try:
+        message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+        request = json.loads(message)
+        pid = os.fork()
+        if pid == 0:
+            connection.close()
+            _command(request, fds)  # never returns
+        for fd in fds:
+            os.close(fd)
+        connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        connection.sendall(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+    finally:
+        os._exit(0)
+
+
+def _command(request: dict[str, object], fds: list[int]) -> None:
+    code = 1
+    try:
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(str(request["cwd"]))
+        os.environ.clear()
+        os.environ.update(request["env"])  # type: ignore[arg-type]
+        import llm_do.cli.main as cli
+
+        sys.argv = [str(Path(cli.__file__).with_name("__main__.py")), *request["args"]]  # type: ignore[misc]
+        sys.path[0] = os.getcwd()  # as `python -m` has it
+        code = _exit_code(cli.main)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _exit_code(main: object) -> int:
+    """What `raise SystemExit(main())` makes of the outcome, as the interpreter would report it."""
+    try:
+        code = main()  # type: ignore[operator]
+    except SystemExit as exit_:
+        code = exit_.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+# -- the client -----------------------------------------------------------------------------------
+
+_server: tuple[subprocess.Popen[bytes], str] | None = None
+_lock = threading.Lock()
+
+
+def _socket(env: dict[str, str]) -> str:
+    global _server
+    with _lock:
+        if _server is not None and _server[0].poll() is None:
+            return _server[1]
+        place = tempfile.mkdtemp(prefix="llm-do-cli-")
+        path = os.path.join(place, "socket")
+        process = subprocess.Popen(
+            [sys.executable, __file__, path], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env
+        )  # its stdin ends when this process does, however it ends: then the server stops
+        atexit.register(_stop, process, place)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(path):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the warm llm-do interpreter did not start (exit {process.poll()})")
+            time.sleep(0.02)
+        _server = (process, path)
+        return path
+
+
+def _stop(process: subprocess.Popen[bytes], place: str) -> None:
+    process.kill()
+    process.wait()
+    if process.stdin is not None:
+        process.stdin.close()
+    shutil.rmtree(place, ignore_errors=True)
+
+
+def run(
+    args: list[str], stdin: str, cwd: Path | None, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run `llm-do ARGS` in a process forked from the warm interpreter; like `subprocess.run(text=True)`."""
+    path = _socket(env)
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    request = {"args": args, "cwd": str(cwd or os.getcwd()), "env": env}
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(path)
+        socket.send_fds(connection, [json.dumps(request).encode()], [in_read, out_write, err_write])
+        for fd in (in_read, out_write, err_write):
+            os.close(fd)
+        outputs: dict[int, bytes] = {}
+        threads = [
+            threading.Thread(target=_write, args=(in_write, stdin.encode())),
+            threading.Thread(target=_read, args=(out_read, outputs)),
+            threading.Thread(target=_read, args=(err_read, outputs)),
+        ]
+        for thread in threads:
+            thread.start()
+        connection.settimeout(timeout)
+        replies = connection.makefile("rb")
+        pid = json.loads(replies.readline())["pid"]
+        try:
+            line = replies.readline()
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            for thread in threads:
+                thread.join()
+            raise subprocess.TimeoutExpired(["llm-do", *args], timeout) from None
+        code = json.loads(line)["code"]
+        for thread in threads:
+            thread.join()
+    return subprocess.CompletedProcess(
+        ["llm-do", *args], code, _text(outputs.get(out_read, b"")), _text(outputs.get(err_read, b""))
+    )
+
+
+def _write(fd: int, data: bytes) -> None:
+    try:
+        with open(fd, "wb") as pipe:
+            pipe.write(data)
+    except BrokenPipeError:
+        pass
+
+
+def _read(fd: int, outputs: dict[int, bytes]) -> None:
+    with open(fd, "rb") as pipe:
+        outputs[fd] = pipe.read()
+
+
+def _text(data: bytes) -> str:
+    return data.decode().replace("\r\n", "\n").replace("\r", "\n")  # as subprocess.run(text=True) reads it
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
