@@ -486,7 +486,8 @@ async def test_placeholder_mistakes_are_explained(backend: Backend, make_app: Ma
 
 
 async def test_values_no_database_can_take_are_refused_readably(backend: Backend, make_app: MakeApp) -> None:
-    """Found by fuzzing: an integer beyond 64 bits and text with a lone surrogate (JSON can carry `\\ud800`)."""
+    """Found by fuzzing: an integer beyond 64 bits, text with a lone surrogate (JSON can carry `\\ud800`)
+    and a NUL in SQL text (on PostgreSQL it broke the connection)."""
 
     async def attempts(scope: CallScope) -> list[str]:
         txn = await scope.call_tool("begin", {})
@@ -495,6 +496,7 @@ async def test_values_no_database_can_take_are_refused_readably(backend: Backend
             ("SELECT $1::text AS v", [2**70]),
             ("SELECT $1::text AS v", ["a\ud800"]),
             ("SELECT 'a\ud800' AS v", []),
+            ("SELECT 'a\x00b' AS v", []),
         ]:
             with pytest.raises(ToolFailed) as raised:
                 await scope.call_tool("query", {"txn": txn, "sql": sql, "params": params})
@@ -507,7 +509,7 @@ async def test_values_no_database_can_take_are_refused_readably(backend: Backend
         return messages
 
     async with Runtime(make_app(backend.url), entries=[direct(attempts)]) as runtime:
-        huge, param, text, table, after = (await runtime.run("direct", None)).output
+        huge, param, text, nul, table, after = (await runtime.run("direct", None)).output
     if backend.kind == "sqlite":
         assert huge.startswith(
             "query failed: $1 is 1180591620717411303424, beyond SQLite's 64-bit integers "
@@ -518,6 +520,10 @@ async def test_values_no_database_can_take_are_refused_readably(backend: Backend
     surrogate = "it contains a lone surrogate (shown escaped), which is not text and cannot reach the database"
     assert param == f"query refused: params[0] ($1) is 'a\\ud800'; {surrogate}"
     assert text == f"query refused: the statement has '\\ud800' at character 10; {surrogate}"
+    assert nul == (
+        "query refused: the statement has a NUL character ('\\x00') at character 10, which no database "
+        "accepts in SQL text; pass such data as a parameter"
+    )
     assert table == f"describe: there is no table or view named 'acc\\udcffounts': {surrogate}"
     assert after == "[{'n': 2}]"
 

@@ -334,10 +334,17 @@ _NOT_TEXT = "it contains a lone surrogate (shown escaped), which is not text and
 
 
 def _check_text(tool_name: str, sql: str, params: Sequence[Param] | None) -> None:
-    """Refuse, before any handle is looked up, text that no database can take: lone surrogates."""
+    """Refuse, before any handle is looked up, text that no database can take: lone surrogates, and
+    NUL characters in a statement (SQLite refuses them; PostgreSQL's protocol cannot carry them)."""
     at = _lone_surrogate(sql)
     if at is not None:
         raise ToolFailed(f"{tool_name} refused: the statement has {sql[at]!r} at character {at + 1}; {_NOT_TEXT}")
+    at = sql.find("\x00")
+    if at >= 0:
+        raise ToolFailed(
+            f"{tool_name} refused: the statement has a NUL character ('\\x00') at character {at + 1}, "
+            "which no database accepts in SQL text; pass such data as a parameter"
+        )
     for number, value in enumerate(params or [], 1):
         if isinstance(value, str) and _lone_surrogate(value) is not None:
             raise ToolFailed(f"{tool_name} refused: params[{number - 1}] (${number}) is {value!r}; {_NOT_TEXT}")
