@@ -12,7 +12,17 @@ from typing import Any, Literal
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RunUsage
 
-__all__ = ["CallRecord", "LogEntry", "RunReport", "RunResult", "RunState", "attach_report", "run_report", "usage_of"]
+__all__ = [
+    "CallRecord",
+    "LogEntry",
+    "RunReport",
+    "RunResult",
+    "RunState",
+    "attach_report",
+    "finished_report",
+    "run_report",
+    "usage_of",
+]
 
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
 _REPORT = "llm_do_run_report"
@@ -96,8 +106,16 @@ class RunReport:
     """The run's per-run objects by provider name, after their teardown."""
 
 
+def finished_report(result: RunResult) -> RunReport:
+    """The report of a run that finished (outcome `ok`) although its caller was cancelled meanwhile."""
+    return RunReport("ok", result.usage, result.calls, result.log, result.per_run)
+
+
 def run_report(error: BaseException) -> RunReport | None:
     """The report of the run that raised `error` from `Runtime.run`, or None if no run raised it.
+
+    A caller cancelled just as its run finished gets `CancelledError` with a report whose outcome
+    is `ok`: the run did all it set out to do (a commit included) before the cancellation landed.
 
     ```python
     try:

@@ -24,7 +24,7 @@ from .lifecycle import Teardown
 from .loading import Loaded, ToolsetSource, resolved
 from .owned import owned
 from .policy import ToolPolicy
-from .run import Outcome, RunReport, RunResult, RunState, attach_report
+from .run import Outcome, RunReport, RunResult, RunState, attach_report, finished_report
 from .runlocal import open_run_box
 from .runscope import RunScope
 from .scopes import Scope
@@ -139,6 +139,10 @@ class Runtime:
             self._running.discard(task)  # awaiting a task ends only once it is done
             if reports:  # the run's own exception, or the caller's cancellation that ended it
                 attach_report(error, reports.pop())
+            elif task.done() and not task.cancelled() and task.exception() is None:
+                # The run finished, but the caller's cancellation landed before the caller resumed:
+                # the cancellation carries what the finished run did (it may have committed).
+                attach_report(error, finished_report(task.result()))
             if isinstance(error, asyncio.CancelledError):
                 self._abandoned = True  # pydantic-ai's abandoned generators: settled at close
             # Until the loop turns, asyncio's wakeup callback still holds the failed task, and so the

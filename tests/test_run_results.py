@@ -103,6 +103,30 @@ async def test_a_cancelled_run_reports_what_it_did_before_the_cancellation() -> 
     assert report.per_run["audit"].lines == ["waiting", "closed"]
 
 
+async def test_a_caller_cancelled_as_its_run_finishes_gets_the_finished_runs_report() -> None:
+    """The run ends well, but its caller's cancellation lands before the caller resumes: the
+    cancellation carries a report whose outcome is ok, so the caller knows what the run did."""
+    caller: asyncio.Task[Any] | None = None
+
+    class CancellingAudit(Audit):
+        def cleanup(self) -> None:
+            super().cleanup()  # the run's last act: the cancellation lands once the run has ended
+            assert caller is not None
+            asyncio.get_running_loop().call_soon(caller.cancel)
+
+    container = App()
+    container.audit.override(RunLocalSingleton(CancellingAudit))
+    async with Runtime(container, entries=[clerk()]) as runtime:
+        caller = asyncio.create_task(runtime.run("clerk", "10"))
+        with pytest.raises(asyncio.CancelledError) as raised:
+            await caller
+    report = run_report(raised.value)
+    assert report is not None and report.outcome == "ok"
+    assert report.per_run["audit"].lines == ["transfer 10", "closed"]
+    assert [(call.entry, call.outcome) for call in report.calls] == [("clerk", "ok")]
+    assert report.usage.requests == 2
+
+
 events: list[str] = []
 
 
