@@ -267,7 +267,11 @@ def report(servers: list[Server], rss_end: dict[str, int], args: argparse.Namesp
         shown = ", ".join(f"{ratio:.3f}" for ratio in ratios)
         print(f"\n{ours.name} / {plain.name} requests per second, per round: {shown}")
         overall = _median_rate(ours) / _median_rate(plain)
-        print(f"median of the ratios {statistics.median(ratios):.3f}; ratio of the medians {overall:.3f}")
+        print(
+            f"median of the ratios {statistics.median(ratios):.3f}; ratio of the medians {overall:.3f}; "
+            f"geometric mean of the ratios {statistics.geometric_mean(ratios):.3f} (the order alternates "
+            "round by round, so over an even number of rounds going first or second weighs on both alike)"
+        )
         cpu_ratios = [theirs / mine for mine, theirs in zip(ours.cpu, plain.cpu, strict=False)]
         shown = ", ".join(f"{ratio:.3f}" for ratio in cpu_ratios)
         print(f"{plain.name} / {ours.name} CPU per request (above 1: {ours.name} spends less), per round: {shown}")
