@@ -11,6 +11,11 @@ requests per second in each round, and each server's RSS after warm-up and at th
 generator runs on the same machine: compare the two columns, not the absolute numbers. Loopback
 only; bounded by request count and by `--deadline` seconds.
 
+Both servers serve the same endpoints: `bank.app:create_transfer_app` is the llm-do example
+without its job endpoints, whose libraries (procrastinate, psycopg) would make its process hold a
+third more objects than the plain one for reasons that have nothing to do with the runtime;
+`--with-jobs` serves the example whole instead.
+
 `--mix` sends the realistic mix instead of successes only: one request in ten fails mid-transaction
 (an amount larger than any balance: the rows are locked, then `transfer` refuses and the run
 raises; the service answers 409 after rolling back) and one in ten makes the scripted model forget
@@ -63,7 +68,10 @@ from tests.postgres import PostgresServer, temporary_postgres  # noqa: E402
 
 ACCOUNTS = [f"acct{number:02d}" for number in range(20)]
 START_BALANCE = 1_000_000
-VARIANTS = {"llm-do": "bank.app:create_app", "pydantic-ai": "bank.plain:create_app"}
+VARIANTS = {"llm-do": "bank.app:create_transfer_app", "pydantic-ai": "bank.plain:create_app"}
+"""Like for like: both serve `POST /transfer` and `GET /accounts` only (`--with-jobs`: llm-do's whole app)."""
+WITH_JOBS = "bank.app:create_app"
+"""The llm-do example as it ships, with its job endpoints: its process also holds the job queue's libraries."""
 FROZEN = {"llm-do": "frozen_apps:llm_do_app", "pydantic-ai": "frozen_apps:plain_app"}
 """With `--freeze`: the same apps, each freezing its heap once started (benchmarks/frozen_apps.py)."""
 FAILS, FORGETS = 0, 1
@@ -318,7 +326,11 @@ def _median_rate(server: Server) -> float:
 async def bench(postgres: PostgresServer, args: argparse.Namespace) -> None:
     deadline = time.monotonic() + args.deadline
     database = await create_database(postgres)
-    apps = FROZEN if args.freeze else VARIANTS
+    apps = dict(FROZEN if args.freeze else VARIANTS)
+    if args.with_jobs:
+        if args.freeze:
+            raise SystemExit("--with-jobs and --freeze do not combine")
+        apps["llm-do"] = WITH_JOBS
     callgrind = None
     if args.instructions:
         if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
@@ -398,7 +410,7 @@ async def count_calls(postgres: PostgresServer, requests: int) -> None:
     sys.path.insert(0, str(ROOT / "examples" / "service"))
     os.environ["LLM_DO_DATABASE_URL"] = await create_database(postgres)
     os.environ["LLM_DO_POOL_SIZE"] = "10"
-    from bank.app import create_app as llm_do_app
+    from bank.app import create_transfer_app as llm_do_app
     from bank.plain import create_app as plain_app
 
     counts: dict[tuple[str, str], float] = {}
@@ -445,6 +457,7 @@ def main() -> None:
     )
     parser.add_argument("--count-calls", action="store_true", help="count function calls per request instead")
     parser.add_argument("--freeze", action="store_true", help="both apps freeze their heap once started (gc.freeze)")
+    parser.add_argument("--with-jobs", action="store_true", help="serve llm-do's whole app, job endpoints included")
     parser.add_argument("--instructions", action="store_true", help="count instructions per request (callgrind)")
     parser.add_argument("--cache-sim", action="store_true", help="with --instructions: simulate caches too")
     args = parser.parse_args()

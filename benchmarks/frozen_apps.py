@@ -40,7 +40,7 @@ def _frozen(app: FastAPI) -> FastAPI:
 
 def llm_do_app() -> FastAPI:
     """The llm-do bank app, frozen after start-up."""
-    return _frozen(llm_do_bank.create_app())
+    return _frozen(llm_do_bank.create_transfer_app())
 
 
 def plain_app() -> FastAPI:

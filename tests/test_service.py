@@ -34,6 +34,8 @@ from bank.app import create_app
 from bank.toolsets import Audit, LedgerToolset
 from bank.wiring import APPLICATION, Bank, open_pool
 
+SERVICE = Path(__file__).resolve().parents[1] / "examples" / "service"
+
 # -- databases and what PostgreSQL says about them ----------------------------------------------
 
 
@@ -139,6 +141,26 @@ def handle_of(audit: list[str]) -> str:
 
 
 # -- in process, through the lifespan -------------------------------------------------------------
+
+
+async def test_the_service_without_job_endpoints_transfers_and_never_loads_the_job_queue(
+    bank: Bank, database: str
+) -> None:
+    async with asgi_client(create_app(bank, with_jobs=False)) as client:
+        await seed(client, A=100, B=50)
+        response = await client.post("/transfer", json={"reference": "solo", "source": "A", "target": "B", "amount": 5})
+        assert response.status_code == 200, response.text
+        assert (
+            await client.post("/jobs/transfer", json={"reference": "j", "source": "A", "target": "B", "amount": 1})
+        ).status_code == 404
+    assert await balances(database) == {"A": 95, "B": 55}
+    probe = (
+        f"import sys; sys.path.insert(0, {str(SERVICE)!r}); import bank.app; bank.app.create_transfer_app(); "
+        "print(sorted(name for name in ('procrastinate', 'psycopg', 'llm_do.jobs') if name in sys.modules))"
+    )
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", probe, stdout=asyncio.subprocess.PIPE)
+    out, _ = await process.communicate()
+    assert process.returncode == 0 and out.decode().strip() == "[]"
 
 
 async def test_a_transfer_commits_and_answers_with_output_audit_and_usage(bank: Bank, database: str) -> None:

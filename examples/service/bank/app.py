@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import asyncpg
 from fastapi import Depends, FastAPI, Request, Response
@@ -17,16 +17,17 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from llm_do import Runtime, run_report
-from llm_do.jobs import JobNotFound, JobQueue, JobRecord, JobSettings
 
 from . import ledger
-from .jobs import make_queue
 from .model import TransferRequest
 from .toolsets import Audit
 from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
 from .wiring import Bank, teller
 
-__all__ = ["create_app"]
+if TYPE_CHECKING:
+    from llm_do.jobs import JobQueue, JobRecord
+
+__all__ = ["create_app", "create_transfer_app"]
 
 logger = logging.getLogger("bank")
 
@@ -71,15 +72,16 @@ def _job_json(record: JobRecord) -> dict[str, Any]:
     }
 
 
-def create_app(container: Bank | None = None, jobs: JobQueue | None = None) -> FastAPI:
+def create_app(container: Bank | None = None, jobs: JobQueue | None = None, *, with_jobs: bool = True) -> FastAPI:
     """The service over `container` (a fresh `Bank()` from the environment when omitted).
 
     `jobs` is the queue `POST /jobs/transfer` defers to (default: the bank's queue in the database of
-    `LLM_DO_JOBS_DATABASE_URL`, else the container's `database_url`); workers run the jobs.
+    `LLM_DO_JOBS_DATABASE_URL`, else the container's `database_url`); workers run the jobs. With
+    `with_jobs=False` the service has no job endpoints and never imports the job queue's libraries.
     The container is also `app.state.container`, for tests that override its providers.
     """
     bank = container if container is not None else Bank()
-    queue = jobs if jobs is not None else make_queue(JobSettings().jobs_database_url or bank.config.database_url())
+    queue = _queue(bank, jobs) if with_jobs else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
@@ -89,8 +91,9 @@ def create_app(container: Bank | None = None, jobs: JobQueue | None = None) -> F
             if started is not None:
                 await started
             runtime = await stack.enter_async_context(Runtime(bank, entries=[teller]))
-            await stack.enter_async_context(queue)
-            await queue.apply_schema()
+            if queue is not None:
+                await stack.enter_async_context(queue)
+                await queue.apply_schema()
             yield {"runtime": runtime}
             # Runtime.aclose: waits for the runs in flight, then shuts the pool down
 
@@ -133,6 +136,43 @@ def create_app(container: Bank | None = None, jobs: JobQueue | None = None) -> F
             }
         )
 
+    if queue is not None:
+        _add_job_endpoints(app, queue)
+
+    @app.post("/accounts", status_code=201)
+    async def open_account(body: NewAccount) -> Response:
+        try:
+            await ledger.open_account(await pool(), body.name, body.balance)
+        except asyncpg.UniqueViolationError:
+            return error_response(409, f"account {body.name!r} already exists", None)
+        return JSONResponse({"name": body.name, "balance": body.balance}, status_code=201)
+
+    @app.get("/accounts")
+    async def accounts() -> dict[str, int]:
+        return await ledger.balances(await pool())
+
+    return app
+
+
+def create_transfer_app() -> FastAPI:
+    """The service without its job endpoints: what `bank.plain` serves, for the like-for-like benchmark."""
+    return create_app(with_jobs=False)
+
+
+def _queue(bank: Bank, jobs: JobQueue | None) -> JobQueue:
+    if jobs is not None:
+        return jobs
+    from llm_do.jobs import JobSettings
+
+    from .jobs import make_queue
+
+    return make_queue(JobSettings().jobs_database_url or bank.config.database_url())
+
+
+def _add_job_endpoints(app: FastAPI, queue: JobQueue) -> None:
+    """`POST /jobs/transfer`, `GET` and `DELETE /jobs/{id}`, `GET /jobs?status=`: transfers as jobs."""
+    from llm_do.jobs import JobNotFound
+
     @app.post("/jobs/transfer", status_code=202)
     async def defer_transfer(body: TransferRequest) -> dict[str, Any]:
         job_id = await queue.defer("transfer", body.model_dump_json())  # the teller reads JSON text
@@ -163,20 +203,6 @@ def create_app(container: Bank | None = None, jobs: JobQueue | None = None) -> F
         except ValueError as error:
             return error_response(400, str(error), None)
         return JSONResponse([_job_json(record) for record in records])
-
-    @app.post("/accounts", status_code=201)
-    async def open_account(body: NewAccount) -> Response:
-        try:
-            await ledger.open_account(await pool(), body.name, body.balance)
-        except asyncpg.UniqueViolationError:
-            return error_response(409, f"account {body.name!r} already exists", None)
-        return JSONResponse({"name": body.name, "balance": body.balance}, status_code=201)
-
-    @app.get("/accounts")
-    async def accounts() -> dict[str, int]:
-        return await ledger.balances(await pool())
-
-    return app
 
 
 async def _shutdown_resources(bank: Bank) -> None:
