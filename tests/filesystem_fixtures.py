@@ -101,14 +101,22 @@ def build_layout(base: Path) -> tuple[Path, Path]:
     Returns (root, outside). `base/home` is meant for HOME.
     """
     root, outside, home = base / "project", base / "outside", base / "home"
-    for directory in (root / "inner", root / "work", outside / "sub", home):
+    for directory in (outside / "sub", home):
+        directory.mkdir(parents=True)
+    (outside / "secret.txt").write_text(f"{SECRET}\n")
+    (outside / "sub" / "deeper.txt").write_text(f"{SECRET} deeper\n")
+    (home / "secret.txt").write_text(f"{HOME_SECRET}\n")
+    populate_root(root, outside)
+    return root, outside
+
+
+def populate_root(root: Path, outside: Path) -> None:
+    """The root's files and directories, and symlinks from it into `outside` (which need not exist yet)."""
+    for directory in (root / "inner", root / "work"):
         directory.mkdir(parents=True)
     (root / "notes.txt").write_text("inside notes\n")
     (root / "inner" / "a.txt").write_text("inner a\n")
     (root / "work" / "secret.txt").write_text("not the secret\n")
-    (outside / "secret.txt").write_text(f"{SECRET}\n")
-    (outside / "sub" / "deeper.txt").write_text(f"{SECRET} deeper\n")
-    (home / "secret.txt").write_text(f"{HOME_SECRET}\n")
     links = {
         "link_out": "../outside",
         "link_secret": "../outside/secret.txt",
@@ -122,7 +130,6 @@ def build_layout(base: Path) -> tuple[Path, Path]:
     }
     for name, target in links.items():
         os.symlink(target, root / name)
-    return root, outside
 
 
 async def call_tools(

@@ -73,7 +73,7 @@ from llm_do.toolsets import (
 )
 from llm_do.toolsets.database import Database
 
-from .filesystem_fixtures import SECRET, tree_of
+from .filesystem_fixtures import SECRET, populate_root, tree_of
 from .postgres import PostgresServer
 from .test_shell_toolset import marked_processes
 
@@ -406,24 +406,7 @@ def _mistyped(call: Call, junk: Any) -> Call:
 
 def build_root(root: Path, outside: Path) -> None:
     """The root's layout: files, directories, symlinks into the sentinel, a hard link to it, a FIFO."""
-    for directory in (root / "inner", root / "work"):
-        directory.mkdir(parents=True)
-    (root / "notes.txt").write_text("inside notes\n")
-    (root / "inner" / "a.txt").write_text("inner a\n")
-    (root / "work" / "secret.txt").write_text("not the secret\n")
-    links = {
-        "link_out": "../outside",
-        "link_secret": "../outside/secret.txt",
-        "link_abs": str(outside / "secret.txt"),
-        "dangling_out": "../outside/created-through-link.txt",
-        "inner/up": "../../outside",
-        "chain": "chain2",
-        "chain2": "link_secret",
-        "inside_link": "notes.txt",
-        "dev_zero": "/dev/zero",
-    }
-    for name, target in links.items():
-        os.symlink(target, root / name)
+    populate_root(root, outside)
     os.link(outside / "secret.txt", root / "hard")
     os.mkfifo(root / "pipe")
     (root / os.fsdecode(b"caf\xe9.txt")).write_text("a name that is not UTF-8\n")
