@@ -161,6 +161,8 @@ async def test_the_service_without_job_endpoints_transfers_and_never_loads_the_j
     process = await asyncio.create_subprocess_exec(sys.executable, "-c", probe, stdout=asyncio.subprocess.PIPE)
     out, _ = await process.communicate()
     assert process.returncode == 0 and out.decode().strip() == "[]"
+    with pytest.raises(ValueError, match="with_jobs=False"):
+        create_app(bank, jobs=object(), with_jobs=False)  # type: ignore[arg-type]
 
 
 async def test_a_transfer_commits_and_answers_with_output_audit_and_usage(bank: Bank, database: str) -> None:

@@ -80,6 +80,8 @@ def create_app(container: Bank | None = None, jobs: JobQueue | None = None, *, w
     `with_jobs=False` the service has no job endpoints and never imports the job queue's libraries.
     The container is also `app.state.container`, for tests that override its providers.
     """
+    if jobs is not None and not with_jobs:
+        raise ValueError("create_app: a job queue was given with with_jobs=False; pass one or the other")
     bank = container if container is not None else Bank()
     queue = _queue(bank, jobs) if with_jobs else None
 
