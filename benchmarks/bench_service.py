@@ -7,7 +7,11 @@ pydantic-ai: one shared FunctionToolset, per-request state in deps). Both serve 
 (four model steps: begin, transfer, commit, answer). After a warm-up, rounds alternate between
 the servers, each round a fixed number of requests at a fixed concurrency; the report gives
 requests per second and p50/p99 latency (medians over rounds), the ratio of the two servers'
-requests per second in each round, and each server's RSS after warm-up and at the end. The load
+requests per second in each round, and each server's RSS after warm-up and at the end. The
+warm-up is a round's worth of requests per server: with a quarter of that, the first measured
+round (llm-do's, always) came out about 20% slower than the other rounds in which a server went
+first. Idle client connections are kept open between rounds (uvicorn's 5 s default would close
+them while the other server has its round, and a request sent as one closes fails). The load
 generator runs on the same machine: compare the two columns, not the absolute numbers. Loopback
 only; bounded by request count and by `--deadline` seconds.
 
@@ -22,7 +26,7 @@ raises; the service answers 409 after rolling back) and one in ten makes the scr
 to commit (the transaction is rolled back when the run ends: by the call scope in llm-do, by a
 `finally` in the plain code). Both servers get the same requests in the same order.
 
-    python benchmarks/bench_service.py [--rounds 5] [--requests 200] [--concurrency 16] [--warmup 60]
+    python benchmarks/bench_service.py [--rounds 5] [--requests 200] [--concurrency 16] [--warmup 200]
     python benchmarks/bench_service.py --mix --rounds 6 --requests 400 --concurrency 50 --pool-size 20
 
 `--instructions` runs both servers under valgrind's callgrind and reports the machine instructions
@@ -74,6 +78,8 @@ WITH_JOBS = "bank.app:create_app"
 """The llm-do example as it ships, with its job endpoints: its process also holds the job queue's libraries."""
 FROZEN = {"llm-do": "frozen_apps:llm_do_app", "pydantic-ai": "frozen_apps:plain_app"}
 """With `--freeze`: the same apps, each freezing its heap once started (benchmarks/frozen_apps.py)."""
+KEEP_ALIVE = 3600
+"""Seconds a server keeps an idle client connection open."""
 FAILS, FORGETS = 0, 1
 """With `--mix`: a request whose draw (0 to 9) is FAILS fails mid-transaction; FORGETS forgets to commit."""
 
@@ -131,12 +137,14 @@ def start_server(
     app_dir = ROOT / ("benchmarks" if freeze else "examples/service")
     command = [sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(app_dir)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    # The client's connections wait idle while the other server has its round: uvicorn's default
+    # 5 s keep-alive would close them, and a request sent as one closes fails (httpx.ReadError).
+    command += ["--timeout-keep-alive", str(KEEP_ALIVE)]
     dumps = None
     if callgrind is not None:
         dumps = Path(tempfile.mkdtemp(prefix=f"bench-service-{name}-"))
-        command = ["valgrind", "--tool=callgrind", "--quiet", f"--callgrind-out-file={dumps}/callgrind.%p", *callgrind]
-        command += ["--dump-instr=no", sys.executable, "-m", "uvicorn", app, "--factory", "--app-dir", str(app_dir)]
-        command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+        valgrind = ["valgrind", "--tool=callgrind", "--quiet", f"--callgrind-out-file={dumps}/callgrind.%p", *callgrind]
+        command = [*valgrind, "--dump-instr=no", *command]
     env = {**os.environ, "LLM_DO_DATABASE_URL": database, "LLM_DO_POOL_SIZE": str(pool_size)}
     process = subprocess.Popen(command, env=env, cwd=ROOT)
     return Server(name, process, f"http://127.0.0.1:{port}", dumps=dumps)
@@ -449,7 +457,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=200, help="requests per round and server")
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--warmup", type=int, default=60, help="warm-up requests per server")
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="warm-up requests per server (default: as many as a round's)"
+    )
     parser.add_argument("--pool-size", type=int, default=10, help="connections in each server's asyncpg pool")
     parser.add_argument("--mix", action="store_true", help="10%% of runs fail mid-transaction, 10%% forget to commit")
     parser.add_argument(
@@ -463,6 +473,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.deadline is None:
         args.deadline = 3600.0 if args.instructions else 150.0
+    if args.warmup is None:
+        args.warmup = args.requests
     with temporary_postgres() as postgres:
         asyncio.run(count_calls(postgres, args.requests) if args.count_calls else bench(postgres, args))
 

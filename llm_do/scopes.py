@@ -71,11 +71,13 @@ class ToolsetSpec:
     def from_provider(cls, provider: providers.Provider[Any]) -> ToolsetSpec:
         """Spec whose scope is the provider's kind; an override must keep that scope."""
         scope = scope_of_provider(provider)
+        call = _with_ready_resources(provider)
 
         def create() -> Any:
             if provider.overridden:
                 _check_override(provider, scope)
-            return provider()
+                return provider()
+            return call()
 
         declared = getattr(provider, "provides", None)
         if not isinstance(provider, providers.Object) and not isinstance(declared, type):
@@ -138,12 +140,50 @@ async def built(value: Any) -> Any:
     unentered. Other awaitables (a coroutine) are awaited in place, in the caller's context.
     """
     if isinstance(value, asyncio.Future):
+        if value.done():
+            return value.result()
         try:
             return await asyncio.shield(value)
         except asyncio.CancelledError:
             value.add_done_callback(_dropped)
             raise
     return await value if is_awaitable(value) else value
+
+
+def _with_ready_resources(provider: providers.Provider[Any]) -> Callable[[], Any]:
+    """A call of `provider` that hands a `Factory` the objects of its open async `Resource`s.
+
+    dependency-injector resolves an async dependency through a future and two `asyncio.gather`s
+    even once the resource is open: 8 event-loop callbacks and about 20 us per toolset built.
+    Passing the resource's object as a keyword argument is what it would have injected, built
+    without waiting. Only a factory already in async mode qualifies (a mode never changes once
+    set), and only a keyword resource that is open, async and not overridden; the rest is left to
+    the provider. The keywords are read at each call, so later `add_kwargs` are seen.
+    """
+    if not isinstance(provider, providers.Factory):
+        return provider
+
+    def call() -> Any:
+        if not provider.is_async_mode_enabled():
+            return provider()
+        ready: dict[str, Any] = {}
+        for name, dependency in provider.kwargs.items():
+            if (
+                isinstance(dependency, providers.Resource)
+                and dependency.initialized
+                and not dependency.overridden
+                and dependency.is_async_mode_enabled()
+            ):
+                value = dependency()
+                if isinstance(value, asyncio.Future) and _settled_with_a_result(value):
+                    ready[name] = value.result()
+        return provider(**ready)
+
+    return call
+
+
+def _settled_with_a_result(future: asyncio.Future[Any]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
 
 
 def _dropped(future: asyncio.Future[Any]) -> None:

@@ -317,3 +317,95 @@ async def test_a_call_cancelled_while_its_toolset_is_built_from_an_async_provide
     finally:
         loop.set_exception_handler(previous)
     assert failures == []
+
+
+class ReadyPool:
+    """Global: an async resource, opened once."""
+
+    opened = 0
+
+    def __init__(self) -> None:
+        ReadyPool.opened += 1
+        self.serial = ReadyPool.opened
+
+
+async def _ready_pool() -> Any:
+    yield ReadyPool()
+
+
+class UsesPool(Toolset):
+    """Per call: keeps the pool it was given."""
+
+    def __init__(self, pool: Any, kind: str = "real") -> None:
+        self.pool = pool
+        self.kind = kind
+
+
+class ReadyPoolApp(AgentContainer):
+    pool = providers.Resource(_ready_pool)
+    tools = providers.Factory(UsesPool, pool=pool)
+
+
+async def _shut_down(app: ReadyPoolApp) -> None:
+    closing = app.shutdown_resources()
+    if closing is not None:  # an awaitable while an async resource is open
+        await closing
+
+
+def _finished_without_suspending(awaitable: Any) -> Any:
+    """Drive a coroutine one step: return its result if it finished without yielding to the loop."""
+    coroutine = awaitable.__await__()
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise AssertionError("building the toolset waited on the event loop")
+
+
+async def test_a_factory_on_a_ready_async_resource_is_built_without_waiting_on_the_loop() -> None:
+    app = ReadyPoolApp()
+    spec = ToolsetSpec.from_provider(app.tools)
+    first = await spec.create()  # the pool is opened on the way (dependency-injector's async path)
+    assert isinstance(first.pool, ReadyPool)
+    second = _finished_without_suspending(spec.create())
+    third = _finished_without_suspending(spec.create())
+    assert second is not first and third is not second  # still one toolset per call
+    assert second.pool is first.pool is third.pool  # the resource's one object
+    await _shut_down(app)
+
+
+async def test_overrides_of_a_ready_async_resource_or_its_factory_still_win() -> None:
+    app = ReadyPoolApp()
+    spec = ToolsetSpec.from_provider(app.tools)
+    real = (await spec.create()).pool
+    fake = ReadyPool()
+    with app.pool.override(providers.Object(fake)):
+        assert (await spec.create()).pool is fake
+    assert (await spec.create()).pool is real
+    with app.tools.override(providers.Factory(UsesPool, pool=app.pool, kind="fake")):
+        built_by_override = await spec.create()
+    assert (built_by_override.kind, built_by_override.pool) == ("fake", real)
+    app.tools.add_kwargs(pool=providers.Object(fake))  # rewired after load: seen at the next call
+    assert (await spec.create()).pool is fake
+    app.tools.add_kwargs(pool=app.pool)
+    assert (await spec.create()).pool is real
+    await _shut_down(app)
+    reopened = (await spec.create()).pool  # shut down: opened again through dependency-injector
+    assert isinstance(reopened, ReadyPool) and reopened is not real
+    await _shut_down(app)
+
+
+async def test_a_run_gets_the_ready_resource_through_its_per_call_toolset() -> None:
+    app = ReadyPoolApp()
+    serials: list[int] = []
+
+    @entry(toolsets=["tools"])
+    async def job(scope: CallScope, text: str) -> str:
+        serials.append(scope.toolset("tools").pool.serial)  # type: ignore[attr-defined]
+        return text
+
+    async with Runtime(app, entries=[job]) as runtime:
+        for _ in range(3):
+            await runtime.run("job", "x")
+    assert len(serials) == 3 and len(set(serials)) == 1

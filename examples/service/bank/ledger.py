@@ -7,7 +7,8 @@ Plain asyncpg, no llm-do: the llm-do toolset (`bank.toolsets`) and the plain pyd
 from __future__ import annotations
 
 import asyncio
-from typing import Any, TypeAlias
+from collections.abc import Coroutine
+from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 
@@ -20,12 +21,14 @@ __all__ = [
     "balance",
     "balances",
     "create_schema",
+    "finish_even_if_cancelled",
     "is_database_fault",
     "open_account",
     "transfer",
     "transferred",
 ]
 
+T = TypeVar("T")
 Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
 Connection: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 
@@ -138,6 +141,26 @@ class Transaction:
             await self._transaction.rollback()
         finally:
             await self.pool.release(self.conn)  # a release also rolls back what a failed rollback left
+
+
+async def finish_even_if_cancelled(work: Coroutine[Any, Any, T]) -> T:
+    """Await `work` to its end even if the caller is cancelled meanwhile, then let the cancellation go on.
+
+    A commit once sent cannot be called back: a caller cancelled during it (the client left) waits
+    for its outcome, so what the caller records says what happened.
+    """
+    outcome = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(outcome)
+    except asyncio.CancelledError:
+        while not outcome.done():
+            try:
+                await asyncio.wait((outcome,))
+            except asyncio.CancelledError:
+                continue
+        if not outcome.cancelled():
+            outcome.exception()  # retrieved: the cancellation is what the caller ends with
+        raise
 
 
 async def balance(conn: Connection, name: str) -> int:

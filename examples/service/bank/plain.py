@@ -2,8 +2,9 @@
 
 Written as a careful user would: one `FunctionToolset` built once at import (schemas derived
 once) and shared by every request; per-request state (the pool, the audit, the open
-transactions) travels in `deps`; forgotten transactions are rolled back in a `finally`. Same SQL
-(`bank.ledger`), same scripted model, same HTTP plumbing (`bank.web`) as `bank.app`.
+transactions) travels in `deps`; forgotten transactions are rolled back in a `finally`; a commit
+once sent is seen to its end even if the client leaves. Same SQL and commit (`bank.ledger`), same
+scripted model, same HTTP plumbing (`bank.web`) as `bank.app`.
 
 Serve it with `uvicorn bank.plain:create_app --factory --app-dir examples/service`.
 """
@@ -80,8 +81,9 @@ async def transfer(ctx: RunContext[Deps], txn: str, source: str, target: str, am
 @tools.tool
 async def commit(ctx: RunContext[Deps], txn: str) -> str:
     """Commit the transaction `txn`; its handle is closed."""
-    await ctx.deps.txn(txn).commit()
-    del ctx.deps.txns[txn]
+    transaction = ctx.deps.txn(txn)
+    del ctx.deps.txns[txn]  # a commit once sent is never rolled back: it releases the connection itself
+    await ledger.finish_even_if_cancelled(transaction.commit())
     ctx.deps.audit.record(f"commit {txn}")
     return f"{txn} committed"
 

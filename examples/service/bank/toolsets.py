@@ -130,20 +130,7 @@ class LedgerToolset(Toolset):
     async def commit(self, txn: str) -> str:
         """Commit the transaction `txn`; its handle is closed."""
         transaction = self.txns.pop(txn)
-        # A commit once sent cannot be called back: if the run is cancelled meanwhile (the client
-        # left), wait for its outcome so the audit says what happened, then let the cancellation go on.
-        outcome = asyncio.ensure_future(self._commit(transaction))
-        try:
-            return await asyncio.shield(outcome)
-        except asyncio.CancelledError:
-            while not outcome.done():
-                try:
-                    await asyncio.wait((outcome,))
-                except asyncio.CancelledError:
-                    continue
-            if not outcome.cancelled():
-                outcome.exception()  # retrieved: the cancellation is what this call ends with
-            raise
+        return await ledger.finish_even_if_cancelled(self._commit(transaction))
 
     async def _commit(self, transaction: ledger.Transaction) -> str:
         txn = transaction.handle
