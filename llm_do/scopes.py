@@ -158,7 +158,7 @@ def _with_ready_resources(provider: providers.Provider[Any]) -> Callable[[], Any
     Passing the resource's object as a keyword argument is what it would have injected, built
     without waiting. Only a factory already in async mode qualifies (a mode never changes once
     set), and only a keyword resource that is open, async and not overridden; the rest is left to
-    the provider. The keywords are read at each call, so later `add_kwargs` are seen.
+    the provider. The keywords are read at each call, so a later `set_kwargs` is seen.
     """
     if not isinstance(provider, providers.Factory):
         return provider

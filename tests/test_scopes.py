@@ -386,9 +386,9 @@ async def test_overrides_of_a_ready_async_resource_or_its_factory_still_win() ->
     with app.tools.override(providers.Factory(UsesPool, pool=app.pool, kind="fake")):
         built_by_override = await spec.create()
     assert (built_by_override.kind, built_by_override.pool) == ("fake", real)
-    app.tools.add_kwargs(pool=providers.Object(fake))  # rewired after load: seen at the next call
+    app.tools.set_kwargs(pool=providers.Object(fake))  # rewired after load: seen at the next call
     assert (await spec.create()).pool is fake
-    app.tools.add_kwargs(pool=app.pool)
+    app.tools.set_kwargs(pool=app.pool)
     assert (await spec.create()).pool is real
     await _shut_down(app)
     reopened = (await spec.create()).pool  # shut down: opened again through dependency-injector
