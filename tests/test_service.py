@@ -250,6 +250,67 @@ async def test_an_unexpected_error_is_a_500_that_hides_its_details(bank: Bank, d
     assert body["audit"] == [f"begin {txn}", f"rollback {txn} (never committed)"]
 
 
+def _audit_shape(audit: list[str]) -> list[str]:
+    """The audit without its handles and the balances it read (the two apps run one after the other)."""
+    return [re.sub(r"holds \d+", "holds N", re.sub(r"txn_[0-9a-f]{8}", "txn", line)) for line in audit]
+
+
+async def test_the_plain_twin_answers_the_mix_as_the_llm_do_app_does(bank: Bank, database: str) -> None:
+    """The benchmark's baseline does the same work: same answers, audits and money for each kind."""
+    from bank.plain import create_app as create_plain_app
+
+    kinds = {
+        "committed": ({"amount": 10}, 200),
+        "failed": ({"amount": 10_000}, 409),
+        "forgotten": ({"amount": 10, "forget_commit": True}, 200),
+    }
+
+    async def send_each_kind(client: httpx.AsyncClient, server: str) -> list[tuple[int, list[str]]]:
+        answers = []
+        for kind, (extra, _) in kinds.items():
+            body = {"reference": f"{server}-{kind}", "source": "A", "target": "B", **extra}
+            response = await client.post("/transfer", json=body)
+            audit = [line.replace(server, "server") for line in response.json()["audit"]]
+            answers.append((response.status_code, _audit_shape(audit)))
+        return answers
+
+    async with asgi_client(create_app(bank, with_jobs=False)) as client:  # creates the tables
+        await seed(client, A=100, B=50)
+        ours = await send_each_kind(client, "llm-do")
+    async with asgi_client(create_plain_app()) as client:
+        theirs = await send_each_kind(client, "plain")
+    assert await idle_in_transaction(database) == 0
+    assert [status for status, _ in ours] == [status for _, status in kinds.values()]
+    assert theirs == ours
+    assert await balances(database) == {"A": 80, "B": 70}  # one committed transfer of 10 from each app
+
+
+async def test_a_commit_once_sent_finishes_when_its_caller_is_cancelled(bank: Bank, database: str) -> None:
+    """`bank.ledger.finish_even_if_cancelled`, the commit both apps use: the caller's cancellation
+    waits for the commit's outcome, then goes on."""
+    async with asgi_client(create_app(bank, with_jobs=False)) as client:
+        await seed(client, A=100, B=50)
+    async with asynccontextmanager(open_pool)(database, 2) as pool:
+        transaction = await ledger.Transaction.begin(pool)
+        await ledger.transfer(transaction.conn, "A", "B", 7, "sent-then-left")
+        recorded: list[str] = []
+
+        async def commit_and_record() -> None:
+            await transaction.commit()
+            recorded.append("commit")  # what the toolset's audit does once the commit has answered
+
+        caller = asyncio.ensure_future(ledger.finish_even_if_cancelled(commit_and_record()))
+        await asyncio.sleep(0)  # the commit is on its way
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert caller.cancelled()
+        assert recorded == ["commit"]  # the cancellation waited for the commit's answer
+        assert pool.get_idle_size() == pool.get_size()  # and its connection is back in the pool
+        assert await ledger.transferred(pool, "sent-then-left")
+    assert await balances(database) == {"A": 93, "B": 57}
+
+
 async def test_a_bad_request_body_is_refused_before_any_run(bank: Bank) -> None:
     async with asgi_client(create_app(bank)) as client:
         response = await client.post("/transfer", json={"reference": "r", "source": "A", "target": "B", "amount": -5})
