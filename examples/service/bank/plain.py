@@ -83,8 +83,12 @@ async def commit(ctx: RunContext[Deps], txn: str) -> str:
     """Commit the transaction `txn`; its handle is closed."""
     transaction = ctx.deps.txn(txn)
     del ctx.deps.txns[txn]  # a commit once sent is never rolled back: it releases the connection itself
-    await ledger.finish_even_if_cancelled(transaction.commit())
-    ctx.deps.audit.record(f"commit {txn}")
+    return await ledger.finish_even_if_cancelled(_commit(ctx.deps.audit, transaction, txn))
+
+
+async def _commit(audit: Audit, transaction: ledger.Transaction, txn: str) -> str:
+    await transaction.commit()
+    audit.record(f"commit {txn}")  # also when the client left meanwhile: the audit says what happened
     return f"{txn} committed"
 
 
