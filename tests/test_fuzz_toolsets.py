@@ -448,8 +448,17 @@ def test_fuzz_filesystem(base: Path, runner: asyncio.Runner) -> None:
     report("filesystem", harness.stats)
     assert harness.stats["examples"] >= FUZZ_EXAMPLES
     assert harness.stats["calls"] >= enough_calls(FUZZ_EXAMPLES)
-    for tool in ("read_text", "list_dir", "glob", "write_text", "edit", "mkdir", "delete"):
-        assert harness.stats[f"{tool}:ok"] > 0 and harness.stats[f"{tool}:failed"] > 0, (tool, harness.stats)
+    each_succeeded_and_failed(harness.stats, ("read_text", "list_dir", "glob", "write_text", "edit", "mkdir", "delete"))
+
+
+def each_succeeded_and_failed(stats: Mapping[str, int], tools: tuple[str, ...]) -> None:
+    """The search reached both outcomes of every tool; with few examples it may not, and says so."""
+    missed = [tool for tool in tools if not (stats[f"{tool}:ok"] and stats[f"{tool}:failed"])]
+    assert not missed, (
+        f"over {stats['examples']} examples, these tools did not both succeed and fail: "
+        + ", ".join(f"{tool} ({stats[f'{tool}:ok']} ok, {stats[f'{tool}:failed']} failed)" for tool in missed)
+        + "; a small LLM_DO_FUZZ_EXAMPLES may not reach both outcomes: run more examples (the default is 2,000)"
+    )
 
 
 def report(name: str, stats: Mapping[str, int]) -> None:
@@ -531,7 +540,7 @@ def test_fuzz_shell(base: Path, runner: asyncio.Runner, monkeypatch: pytest.Monk
     report("shell", harness.stats)
     assert harness.stats["examples"] >= FUZZ_EXAMPLES
     assert harness.stats["calls"] >= enough_calls(FUZZ_EXAMPLES)
-    assert harness.stats["run:ok"] > 0 and harness.stats["run:failed"] > 0
+    each_succeeded_and_failed(harness.stats, ("run",))
     assert harness.stats["printf echoed"] > 0
 
 
@@ -821,8 +830,7 @@ def run_sql_fuzz(
     report(f"sql ({kind})", harness.stats)
     assert harness.stats["examples"] >= SQL_EXAMPLES[kind]
     assert harness.stats["calls"] >= enough_calls(SQL_EXAMPLES[kind])
-    for tool in ("begin", "query", "execute", "commit", "rollback", "tables", "describe"):
-        assert harness.stats[f"{tool}:ok"] > 0 and harness.stats[f"{tool}:failed"] > 0, (tool, harness.stats)
+    each_succeeded_and_failed(harness.stats, ("begin", "query", "execute", "commit", "rollback", "tables", "describe"))
     return harness
 
 
