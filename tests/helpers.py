@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -16,6 +18,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from llm_do import RunReport, Runtime, run_report
 
 Step = ModelResponse | Callable[[list[ModelMessage]], ModelResponse]
 
@@ -73,3 +77,16 @@ def by_prompt(script: Callable[[str, int, list[ModelMessage]], ModelResponse]) -
         return script(prompt(messages), index, messages)
 
     return FunctionModel(respond)
+
+
+async def cancelled_run_report(runtime: Runtime, entry: str, input_data: Any, started: asyncio.Event) -> RunReport:
+    """Run `entry`, cancel it once `started` is set, and return the report its cancellation carries."""
+    started.clear()
+    task = asyncio.create_task(runtime.run(entry, input_data))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError) as raised:
+        await task
+    report = run_report(raised.value)
+    assert report is not None and report.outcome == "cancelled"
+    return report

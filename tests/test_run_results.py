@@ -15,7 +15,7 @@ from pydantic_ai import Agent
 from containers import AgentContainer
 from llm_do import AgentEntry, RunLocalSingleton, Runtime, Toolset, run_report, tool
 
-from .helpers import by_prompt, call, text
+from .helpers import by_prompt, call, cancelled_run_report, text
 
 
 class Audit:
@@ -92,14 +92,7 @@ async def test_a_failed_run_reports_its_per_run_objects_on_the_exception() -> No
 
 async def test_a_cancelled_run_reports_what_it_did_before_the_cancellation() -> None:
     async with Runtime(App(), entries=[clerk()]) as runtime:
-        waiting.clear()
-        task = asyncio.create_task(runtime.run("clerk", "wait"))
-        await waiting.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError) as raised:
-            await task
-    report = run_report(raised.value)
-    assert report is not None and report.outcome == "cancelled"
+        report = await cancelled_run_report(runtime, "clerk", "wait", waiting)
     assert report.per_run["audit"].lines == ["waiting", "closed"]
 
 

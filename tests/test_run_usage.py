@@ -16,7 +16,7 @@ from pydantic_ai.usage import RunUsage
 
 from llm_do import AgentEntry, CallRecord, RunReport, Runtime, RuntimeConfig, Toolset, run_report, tool
 
-from .helpers import call, calls, scripted, text
+from .helpers import call, calls, cancelled_run_report, scripted, text
 
 started = asyncio.Event()
 
@@ -142,14 +142,7 @@ async def test_a_failed_run_reports_each_calls_usage_up_to_the_failure() -> None
 async def test_a_cancelled_run_reports_the_tool_calls_that_returned_before_it() -> None:
     entry = AgentEntry(Agent(scripted(call("ok"), calls(("ok", {}), ("hang", {})))), name="waiter", toolsets=["desk"])
     async with runtime(entry) as rt:
-        started.clear()
-        task = asyncio.create_task(rt.run("waiter", "go"))
-        await started.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError) as raised:
-            await task
-    report = run_report(raised.value)
-    assert report is not None and report.outcome == "cancelled"
+        report = await cancelled_run_report(rt, "waiter", "go", started)
     [record] = report.calls
     assert (record.outcome, record.usage.requests) == ("cancelled", 2)
     assert record.usage.tool_calls == report.usage.tool_calls
