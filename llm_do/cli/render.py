@@ -81,7 +81,7 @@ def live_tree(board: Board) -> Tree:
     for call in board.calls.values():
         parent = nodes.get(call.parent, root)
         status = "[cyan]asking the model[/]" if call.id == board.active else "[dim]running[/]"
-        nodes[call.id] = parent.add(_label(call.entry, call.depth, call.model, status, call.usage()))
+        nodes[call.id] = parent.add(_label(call.entry, call.depth, call.model, status, call.usage))
     return root
 
 

@@ -52,12 +52,8 @@ class LiveCall:
     entry: str
     depth: int
     model: str
-    used: RunUsage = field(default_factory=RunUsage)
+    usage: RunUsage = field(default_factory=RunUsage)
     """What this call used so far: its responses, and the tool results its requests carried back."""
-
-    def usage(self) -> RunUsage:
-        """What this call used so far."""
-        return self.used
 
 
 Echo = Callable[[str, str, str], None]
@@ -102,7 +98,7 @@ class Board:
         self.active = call_id
         if not messages or not isinstance(messages[-1], ModelRequest):
             return
-        self.calls[call_id].used.tool_calls += usage_of(messages[-1:]).tool_calls
+        self.calls[call_id].usage.tool_calls += usage_of(messages[-1:]).tool_calls
         results = [part for part in messages[-1].parts if isinstance(part, ToolReturnPart)]
         if self.verbosity >= 1 and self.echo is not None:
             for part in results:
@@ -111,7 +107,7 @@ class Board:
     def response(self, scope: Any, response: ModelResponse) -> None:
         call = self.calls.get(str(getattr(scope, "id", "?")))
         if call is not None:
-            call.used.incr(usage_of([response]))
+            call.usage.incr(usage_of([response]))
         if self.echo is None:
             return
         for part in response.parts:
