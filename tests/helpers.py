@@ -69,14 +69,27 @@ def scripted(*steps: Step) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def by_prompt(script: Callable[[str, int, list[ModelMessage]], ModelResponse]) -> FunctionModel:
-    """A model whose answer depends on the run's prompt and how many responses it already gave."""
+def by_prompt(
+    script: Callable[[str, int, list[ModelMessage]], ModelResponse], *, threads: bool = True
+) -> FunctionModel:
+    """A model whose answer depends on the run's prompt and how many responses it already gave.
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    pydantic-ai runs a sync model function in anyio's worker threads, and each idle thread keeps
+    its last job (the messages it was given) until it takes another. `threads=False` answers on the
+    event loop instead, as a real model's async client does: for tests that count what stays alive.
+    """
+
+    def answer(messages: list[ModelMessage]) -> ModelResponse:
         index = sum(isinstance(message, ModelResponse) for message in messages)
         return script(prompt(messages), index, messages)
 
-    return FunctionModel(respond)
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return answer(messages)
+
+    async def respond_on_the_loop(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return answer(messages)
+
+    return FunctionModel(respond if threads else respond_on_the_loop)
 
 
 async def cancelled_run_report(runtime: Runtime, entry: str, input_data: Any, started: asyncio.Event) -> RunReport:

@@ -95,7 +95,8 @@ def clerk() -> AgentEntry:
             return call("clerk", input="child")
         return text("done")
 
-    return AgentEntry(Agent(by_prompt(script)), name="clerk", toolsets=["ledger", "clerk"])
+    # On the loop: a sync model's worker threads would each keep their last job's messages.
+    return AgentEntry(Agent(by_prompt(script, threads=False)), name="clerk", toolsets=["ledger", "clerk"])
 
 
 async def alive(kind: type) -> int:

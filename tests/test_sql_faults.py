@@ -74,6 +74,12 @@ async def _sql(server: PostgresServer, *statements: str, dsn: str | None = None)
         await conn.close()
 
 
+async def _backends(server: PostgresServer) -> list[str]:
+    """The toolset's sessions the server still has."""
+    rows = await _sql(server, "SELECT pid FROM pg_stat_activity WHERE application_name = 'llm-do'")
+    return [str(pid) for (pid,) in rows]
+
+
 async def _in_transaction(server: PostgresServer) -> list[str]:
     """States of toolset sessions still in a transaction, idle or running a statement (there must be none)."""
     rows = await _sql(
@@ -376,6 +382,10 @@ async def test_backends_killed_with_pg_terminate_backend(
             server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'llm-do'"
         )
         assert len(killed) == 10
+        # pg_terminate_backend only signals. Wait until the backends have ended (and so their ends
+        # have reached the pool's connections): a COMMIT written to a backend still on its way out
+        # has an outcome nobody can know, and the commit's tool error rightly says so.
+        assert await _eventually_none(lambda: _backends(server)) == []
 
     async def nothing() -> None:
         pass

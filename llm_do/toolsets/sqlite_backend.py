@@ -117,7 +117,7 @@ class _Session:
     def open(self) -> None:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, cached_statements=0)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._use_wal(conn)
             conn.execute("PRAGMA foreign_keys=ON")
             conn.set_authorizer(self._authorize)
             conn.set_progress_handler(self._progress, 1000)
@@ -125,6 +125,22 @@ class _Session:
             conn.close()
             raise
         self.conn = conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL mode (a no-op once it is). While a file in another journal mode is
+        switched, connections opened meanwhile get SQLITE_BUSY at once: SQLite does not call the busy
+        handler there. So wait for the switch here, up to the timeout, as the busy handler would."""
+        deadline = time.monotonic() + self.timeout
+        pause = 0.001
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as error:
+                if getattr(error, "sqlite_errorname", "") != "SQLITE_BUSY" or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def close(self) -> None:
         conn, self.conn = self.conn, None
