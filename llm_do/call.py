@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from contextvars import Token
 from dataclasses import replace
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
@@ -21,14 +22,15 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
-from . import tracing
+from . import events
 from .approval import Approvals
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
+from .events import CallEnded, CallStarted, CallTag, Observer, Sink
 from .lending import Lending
-from .lifecycle import Teardown
+from .owner import ScopeOwner
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
-from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, built
+from .scopes import EntryPlan, Scope, ToolsetUse
 from .settings import RuntimeConfig
 from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 
@@ -66,7 +68,6 @@ class CallHost(Protocol):
     def event_stream_handler(self) -> EventStreamHandler[Any] | None: ...
     def entry(self, name: str) -> Entry: ...
     def plan_of(self, entry_name: str) -> EntryPlan: ...
-    async def acquire_global(self, spec: ToolsetSpec, label: str) -> Any: ...
 
 
 def current_scope() -> CallScope | None:
@@ -100,10 +101,11 @@ def _direct_model() -> Model:
 class CallScope:
     """One invocation of an entry: resolves its toolsets, lends them out, and tears down what it made.
 
-    Per-call toolsets are built fresh here; per-run ones come from the run, global ones from the
-    runtime. Agents run by `AgentEntry` receive the scope as `deps`. When the call ends the scope
-    lets go of everything it held (toolsets, messages, the run), so a scope that something
-    captured during the call (a callback's context) is an empty shell that refuses use.
+    Each toolset comes from the owner of its scope: per-call toolsets are built fresh by the call's
+    own `ScopeOwner`, per-run ones by the run's, global ones by the runtime's. Agents run by
+    `AgentEntry` receive the scope as `deps`. When the call ends the scope lets go of everything
+    it held (toolsets, messages, the run), so a scope that something captured during the call (a
+    callback's context) is an empty shell that refuses use.
     """
 
     def __init__(
@@ -114,23 +116,28 @@ class CallScope:
         *,
         parent: CallScope | None = None,
         message_history: list[ModelMessage] | None = None,
+        tool_call_id: str | None = None,
     ) -> None:
         self.host = host
         self.entry = entry
         self.parent = parent
         self.depth: int = 0 if parent is None else parent.depth + 1
         self.message_history = message_history
+        self.tool_call_id = tool_call_id
+        """The parent's tool call that started this call (an agent used as a tool), if any."""
         self.id = run.state.next_call_id()
         self.toolsets: list[AbstractToolset[Any]] = []
         self.messages: list[ModelMessage] = []
         """Messages this call added (recorded in the run's log)."""
         self.all_messages: list[ModelMessage] = []
         """The whole conversation after this call, including `message_history`."""
+        self.sink: Sink | None = None
+        """Where this call announces its events; None when nobody observes its run."""
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
-        self._teardown = Teardown(host.config.cleanup_timeout, Scope.PER_CALL)
+        self._owner = ScopeOwner(Scope.PER_CALL, host.config.cleanup_timeout, run.owner)
         self._lending = Lending(host.approvals, self, host.entry_tools)
-        self._span: tracing.SpanScope | None = None
+        self._sink_token: Token[Sink | None] | None = None
 
     @property
     def config(self) -> RuntimeConfig:
@@ -172,15 +179,38 @@ class CallScope:
             raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; its scope can no longer be used")
         return run
 
+    def tag(self) -> CallTag:
+        """This call, as its events name it."""
+        parent = self.parent
+        return CallTag(
+            self.id, None if parent is None else parent.id, self.entry.name, self.depth, self.chain(), self.tool_call_id
+        )
+
+    def _observe(self, observers: tuple[Observer, ...]) -> None:
+        tag = self.tag()
+        sink = self.sink = self._owner.sink = Sink(tag, observers)
+        self._sink_token = events.CURRENT.set(sink)
+        sink.emit(CallStarted(tag, tuple(self.entry.toolsets)))
+
     async def __aenter__(self) -> CallScope:
         run = self._run
-        tracer = None if run is None else run.tracer
-        if tracer is not None:
-            self._span = tracing.start_call(tracer, self, self.entry.name, self.parent, tuple(self.entry.toolsets))
+        if run is not None and run.observers is not None:
+            self._observe(run.observers)
         try:
             plan = self.host.plan_of(self.entry.name)
-            uses = plan.uses
-            acquired = [(use, await self._acquire(use)) for use in uses]
+            owner, sink = self._owner, self.sink
+            acquired = [  # each from the owner of its scope: this call's, the run's, the runtime's
+                (
+                    use,
+                    await (owner if use.spec.scope is Scope.PER_CALL else owner.find(use.spec.scope)).acquire(
+                        use.spec, use.label, use.name, sink
+                    ),
+                )
+                for use in plan.uses
+            ]
+            for use, obj in acquired:
+                if type(obj) is not use.spec.provides and not isinstance(obj, AbstractToolset):  # the first: known
+                    raise self._not_a_toolset(use, obj)
             if len(acquired) > 1 and not plan.tools_checked:
                 check_unique_tools(self.entry.name, ((use.name, known_tool_names(ts) or ()) for use, ts in acquired))
             may_ask = plan.may_ask
@@ -200,20 +230,8 @@ class CallScope:
     ) -> None:
         await self._finish(exc)
 
-    async def _acquire(self, use: ToolsetUse) -> AbstractToolset[Any]:
-        spec = use.spec
-        if spec.scope is Scope.PER_CALL:
-            obj = await built(spec.factory())
-            entering = self._teardown.register(obj, use.label)
-            if entering is not None:
-                await entering
-        elif spec.scope is Scope.PER_RUN:
-            obj = await self._open_run().acquire(spec, use.label, use.name)
-        else:
-            obj = await self.host.acquire_global(spec, use.label)
-        if type(obj) is spec.provides or isinstance(obj, AbstractToolset):  # the first: checked at load
-            return obj  # type: ignore[no-any-return]
-        raise ToolsetError(
+    def _not_a_toolset(self, use: ToolsetUse, obj: object) -> ToolsetError:
+        return ToolsetError(
             f"entry {self.entry.name!r}: toolset {use.name!r} was built as {type(obj).__qualname__}, "
             "which is not a pydantic-ai toolset; make its provider build an AbstractToolset "
             "(an llm_do.Toolset subclass, a FunctionToolset, ...)"
@@ -221,7 +239,7 @@ class CallScope:
 
     async def _finish(self, exc: BaseException | None) -> None:
         outcome: Outcome = "ok" if exc is None else "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
-        state = self.state
+        state = self._open_run().state
         parent_id = None if self.parent is None else self.parent.id
         record = CallRecord(
             id=self.id,
@@ -236,12 +254,23 @@ class CallScope:
         if self.messages:
             state.log.append(LogEntry(self.id, parent_id, self.entry.name, self.depth, tuple(self.messages)))
         try:
-            await self._teardown.__aexit__(type(exc) if exc else None, exc, None)
+            if await self._owner.close(exc) and exc is None:
+                raise asyncio.CancelledError  # a cancellation arrived during the teardown of a call that ended well
         finally:
             self._release()
-            span, self._span = self._span, None
-            if span is not None:
-                span.end(outcome, exc, record.usage)
+            sink = self.sink
+            if sink is not None:
+                self._unobserve(sink, record, exc)
+
+    def _unobserve(self, sink: Sink, record: CallRecord, exc: BaseException | None) -> None:
+        tag = sink.call
+        assert tag is not None
+        sink.emit(CallEnded(tag, record.outcome, record.usage, exc))
+        sink.close()
+        self.sink = self._owner.sink = None
+        token, self._sink_token = self._sink_token, None
+        if token is not None:
+            events.CURRENT.reset(token)
 
     def _release(self) -> None:
         """Let go of everything the call held; pydantic-ai's run context, which a callback scheduled by
@@ -276,12 +305,12 @@ class CallScope:
         if name not in self.entry.toolsets:
             raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
 
-    async def call_child(self, name: str, input_data: Any) -> Any:
+    async def call_child(self, name: str, input_data: Any, *, tool_call_id: str | None = None) -> Any:
         """Run entry `name` as a child call, ungated: for the agent-as-tool toolset, whose calls the
-        gate already saw. The depth limit is enforced here, whoever calls."""
+        gate already saw (`tool_call_id` is that tool call's). The depth limit is enforced here, whoever calls."""
         target = self.host.entry(name)
         self.check_depth(name)
-        async with CallScope(self.host, target, self._open_run(), parent=self) as child:
+        async with CallScope(self.host, target, self._open_run(), parent=self, tool_call_id=tool_call_id) as child:
             return await target.run_turn(child, input_data)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:

@@ -8,12 +8,11 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel, ValidationError
 from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
 from pydantic_ai.messages import ModelMessage
-from pydantic_ai.models import Model
 from pydantic_ai.toolsets import FunctionToolset
 
-from . import tracing
 from .call import CallScope, Entry
 from .errors import ToolsetError
+from .events import AgentStarted
 
 __all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset"]
 
@@ -101,9 +100,9 @@ class AgentEntry(_Described):
     async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
         agent = self.agent
         model = scope.config.model if agent.model is None else None
-        span = tracing.CURRENT.get()
-        if span is not None:
-            span.set_attribute("llm_do.model", _model_name(model if agent.model is None else agent.model))
+        sink = scope.sink
+        if sink is not None:
+            sink.emit(AgentStarted(scope.tag(), model if agent.model is None else agent.model))
         prompt = self._prompt(input_data)
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
@@ -137,12 +136,6 @@ def _added(captured: list[ModelMessage], history: list[ModelMessage] | None) -> 
     (which it keeps as the same objects unless it had to repair them)."""
     given = {id(message) for message in history or ()}
     return [message for message in captured if id(message) not in given]
-
-
-def _model_name(model: Model | str | None) -> str:
-    if isinstance(model, Model):
-        return f"{model.system}:{model.model_name}"
-    return model or "none"
 
 
 class FunctionEntry(_Described):
@@ -206,7 +199,7 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
         scope = ctx.deps
         if not isinstance(scope, CallScope):
             raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
-        return await scope.call_child(target.name, input)
+        return await scope.call_child(target.name, input, tool_call_id=ctx.tool_call_id)
 
     if target.schema_in is not None:
         call.__annotations__ = {**call.__annotations__, "input": target.schema_in}

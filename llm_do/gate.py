@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NoReturn, Protocol
 
-from opentelemetry.trace import Span
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from . import tracing
 from .approval import ApprovalDenied, ApprovalRequest, Approvals, SessionKey, session_key
+from .events import ApprovalDecided, ApprovalRequested, Sink
 from .policy import Verdict
 
 __all__ = ["CallGate", "GatedCall"]
@@ -41,6 +40,8 @@ class GatedCall(Protocol):
     def id(self) -> str: ...
     @property
     def depth(self) -> int: ...
+    @property
+    def sink(self) -> Sink | None: ...
     def chain(self) -> tuple[str, ...]: ...
     def check_depth(self, name: str) -> None: ...
 
@@ -223,11 +224,11 @@ class CallGate:
         )
 
     async def _settle(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
-        span = tracing.CURRENT.get()
-        if span is None:
+        sink = self.call.sink
+        if sink is None:
             why = await self.approvals.decide(request, verdict)
         else:
-            why = await _traced_decision(span, self.approvals, request, verdict)
+            why = await _observed_decision(sink, self.approvals, request, verdict)
         if why is not None and self.approvals.on_deny == "raise":
             raise ApprovalDenied(request, why)
         return why
@@ -237,19 +238,16 @@ class CallGate:
         return f"The call to {request.tool!r} was not run: {why}. Do not retry the same call."
 
 
-async def _traced_decision(span: Span, approvals: Approvals, request: ApprovalRequest, verdict: Verdict) -> str | None:
-    where = {"llm_do.toolset": request.toolset, "llm_do.tool": request.tool}
-    asked = {**where, "llm_do.approval.verdict": verdict.decision, "llm_do.approval.reason": request.reason}
-    tracing.add_event(span, "approval.asked", asked)
+async def _observed_decision(
+    sink: Sink, approvals: Approvals, request: ApprovalRequest, verdict: Verdict
+) -> str | None:
+    sink.emit(ApprovalRequested(sink.call, request, verdict.decision))
     try:
         why = await approvals.decide(request, verdict)
     except Exception as error:
-        tracing.add_event(span, "approval.decided", {**where, "llm_do.approval.approved": False}, error)
+        sink.emit(ApprovalDecided(sink.call, request, False, None, error))
         raise
-    decided = {**where, "llm_do.approval.approved": why is None}
-    if why is not None:
-        decided["llm_do.approval.why"] = why
-    tracing.add_event(span, "approval.decided", decided)
+    sink.emit(ApprovalDecided(sink.call, request, why is None, why))
     return why
 
 

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from . import tracing
+from . import events
 from .errors import UnknownHandle
 
 __all__ = ["Handles", "live_handle_maps", "open_handles"]
@@ -44,9 +44,9 @@ class Handles(Generic[T]):
             handle = f"{self.prefix}_{secrets.token_hex(4)}"
             if handle not in self._open:
                 self._open[handle] = obj
-                span = tracing.CURRENT.get()
-                if span is not None:
-                    tracing.add_event(span, "handle.opened", {"llm_do.handle": handle})
+                sink = events.CURRENT.get()
+                if sink is not None:
+                    sink.emit(events.HandleOpened(sink.call, handle))
                 return handle
 
     def get(self, handle: str) -> T:
@@ -62,9 +62,9 @@ class Handles(Generic[T]):
             obj = self._open.pop(handle)
         except (KeyError, TypeError):
             raise self._unknown(handle) from None
-        span = tracing.CURRENT.get()
-        if span is not None:
-            tracing.add_event(span, "handle.closed", {"llm_do.handle": handle})
+        sink = events.CURRENT.get()
+        if sink is not None:
+            sink.emit(events.HandleClosed(sink.call, handle))
         return obj
 
     def __contains__(self, handle: object) -> bool:
@@ -78,7 +78,7 @@ class Handles(Generic[T]):
 
     async def close_all(self) -> None:
         """Release every open object, newest first; a failing release is logged and the rest go on."""
-        span = tracing.CURRENT.get()
+        sink = events.CURRENT.get()
         while self._open:
             handle, obj = self._open.popitem()
             failure: Exception | None = None
@@ -89,8 +89,8 @@ class Handles(Generic[T]):
             except Exception as error:
                 failure = error
                 _logger.error("releasing forgotten handle %s failed", handle, exc_info=error)
-            if span is not None:
-                tracing.add_event(span, "handle.rolled_back", {"llm_do.handle": handle}, failure)
+            if sink is not None:
+                sink.emit(events.HandleRolledBack(sink.call, handle, failure))
 
     def _release(self, obj: T) -> Any:
         if self._on_forget is not None:

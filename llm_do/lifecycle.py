@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic_ai.toolsets import AbstractToolset
 
-from . import tracing, tracking
+from .events import FinalizerFailed, Sink
 from .handles import Handles
 from .scopes import Scope, is_awaitable
 
@@ -31,8 +31,9 @@ class Teardown:
     `adopt` enters an object (`__aenter__`) and registers its release: forgotten handles are
     closed, then `__aexit__` runs with the body's exception, then `cleanup()`. `close` runs
     every registered finalizer in reverse order, each at most `timeout` seconds, shielded from
-    a second cancellation; failures are logged on the `llm_do` logger and never raised.
-    Used as an async context manager, it re-raises the body's exception unchanged.
+    a second cancellation; failures are logged on the `llm_do` logger (and announced to the
+    scope's observers) and never raised. Used as an async context manager, it re-raises the
+    body's exception unchanged.
     """
 
     __slots__ = ("_finalizers", "_owned", "scope", "timeout")
@@ -43,6 +44,10 @@ class Teardown:
         """The lifetime of what this teardown owns; leak checks ignore global objects."""
         self._finalizers: list[tuple[str, Finalizer]] = []
         self._owned: set[int] = set()
+
+    def owns(self, obj: object) -> bool:
+        """Whether `obj` is registered here already."""
+        return id(obj) in self._owned
 
     async def adopt(self, obj: object, label: str) -> bool:
         """Enter `obj` once and register its release; False when it was already owned here."""
@@ -57,9 +62,6 @@ class Teardown:
         """Register the release of `obj` (not owned here yet). Returns what enters it (`__aenter__`),
         to await, if it has one: its exit and handle release are registered once it has entered."""
         self._owned.add(id(obj))
-        if tracking.active:
-            for tracker in tracking.active:
-                tracker.adopted(self, self.scope, obj, label)
         enters, exits, cleans, has_dict = _protocol(type(obj))
         if cleans or (has_dict and callable(vars(obj).get("cleanup"))):
             cleanup = obj.cleanup  # type: ignore[attr-defined]
@@ -79,8 +81,9 @@ class Teardown:
         if has_dict:
             self._finalizers.append((label, lambda _exc: _close_forgotten_handles(obj)))
 
-    async def close(self, exc: BaseException | None) -> bool:
-        """Run and forget every finalizer; True when a cancellation arrived meanwhile."""
+    async def close(self, exc: BaseException | None, sink: Sink | None = None) -> bool:
+        """Run and forget every finalizer; True when a cancellation arrived meanwhile. Failures are
+        announced to `sink`, when the scope is observed."""
         interrupted = False
         finalizers, self._finalizers = self._finalizers, []
         self._owned.clear()
@@ -89,13 +92,14 @@ class Teardown:
             try:
                 result = finalizer(exc)
             except Exception as error:
-                _failed(label, error)
+                _failed(label, error, sink)
                 continue
-            if result is not None and is_awaitable(result) and await _await_finalizer(label, result, self.timeout):
+            if (
+                result is not None
+                and is_awaitable(result)
+                and await _await_finalizer(label, result, self.timeout, sink)
+            ):
                 interrupted = True
-        if tracking.active:
-            for tracker in tracking.active:
-                tracker.ended(self)
         return interrupted
 
     async def __aenter__(self) -> Teardown:
@@ -142,7 +146,7 @@ def _protocol(cls: type) -> tuple[bool, bool, bool, bool]:
     return known
 
 
-async def _await_finalizer(label: str, result: Any, budget: float) -> bool:
+async def _await_finalizer(label: str, result: Any, budget: float, sink: Sink | None) -> bool:
     """Await an async finalizer for at most `budget` seconds; True if a cancellation arrived meanwhile."""
     task: asyncio.Future[Any] = asyncio.ensure_future(result)
     loop = asyncio.get_running_loop()
@@ -154,10 +158,8 @@ async def _await_finalizer(label: str, result: Any, budget: float) -> bool:
             task.cancel()
             task.add_done_callback(_consume)
             logger.error("cleanup of %s did not finish within %ss and was cancelled", label, budget)
-            span = tracing.CURRENT.get()
-            if span is not None:
-                late = TimeoutError(f"did not finish within {budget}s and was cancelled")
-                tracing.add_event(span, "teardown.error", {"llm_do.finalizer": label}, late)
+            if sink is not None:
+                sink.emit(FinalizerFailed(label, TimeoutError(f"did not finish within {budget}s and was cancelled")))
             return interrupted
         try:
             await asyncio.wait((task,), timeout=remaining)
@@ -165,15 +167,14 @@ async def _await_finalizer(label: str, result: Any, budget: float) -> bool:
             interrupted = True  # keep going: the remaining finalizers must still run
     failure = None if task.cancelled() else task.exception()
     if failure is not None:
-        _failed(label, failure)
+        _failed(label, failure, sink)
     return interrupted
 
 
-def _failed(label: str, error: BaseException) -> None:
+def _failed(label: str, error: BaseException, sink: Sink | None) -> None:
     logger.error("cleanup of %s failed", label, exc_info=error)
-    span = tracing.CURRENT.get()
-    if span is not None:
-        tracing.add_event(span, "teardown.error", {"llm_do.finalizer": label}, error)
+    if sink is not None:
+        sink.emit(FinalizerFailed(label, error))
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

@@ -7,7 +7,6 @@ the container and the global teardown live here; `Runtime` runs requests against
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -21,8 +20,8 @@ from .approval import Approvals, Approver, load_policies
 from .call import Entry
 from .entries import entry_toolset
 from .errors import ConfigurationError
-from .lifecycle import Teardown
 from .owned import owning
+from .owner import ScopeOwner
 from .policy import ToolPolicy
 from .run import RunState
 from .runlocal import RunLocalSingleton
@@ -96,8 +95,8 @@ class Loaded:
         self._plans = {
             name: EntryPlan.of(tuple(self._with_gating(use) for use in uses)) for name, uses in self._uses.items()
         }
-        self.globals = Teardown(config.cleanup_timeout, Scope.GLOBAL)
-        self._global_lock = asyncio.Lock()
+        self.globals = ScopeOwner(Scope.GLOBAL, config.cleanup_timeout)
+        """The owner of the global objects: released when the runtime closes."""
 
     # -- loading -----------------------------------------------------------------
 
@@ -227,20 +226,13 @@ class Loaded:
         """What a call of the entry does with its toolsets, resolved at load."""
         return self._plans[entry_name]
 
-    async def acquire_global(self, spec: ToolsetSpec, label: str) -> Any:
-        """The global instance of a spec, entered once and torn down when the runtime closes."""
-        obj = await spec.create()
-        async with self._global_lock:  # a second caller waits until the first has entered it
-            await self.globals.adopt(obj, label)
-        return obj
-
     # -- runs --------------------------------------------------------------------
 
     async def new_state(self) -> RunState:
         """The run's `RunState`: the container's `run_state` provider's, or a plain one."""
         if self.run_state is None:
             return RunState()
-        state = await resolved(self.run_state())
+        state = await built(self.run_state())
         if not isinstance(state, RunState):
             raise ConfigurationError(
                 f"the container's run_state provider built {type(state).__qualname__}, not llm_do.RunState"
@@ -268,11 +260,6 @@ class Loaded:
                 done = provider.shutdown()
                 if done is not None:
                     await done
-
-
-async def resolved(value: Any) -> Any:
-    """`value`, awaited when it is awaitable (an async provider's result; see `scopes.built`)."""
-    return await built(value)
 
 
 def _described(provider: providers.Provider[Any]) -> str:

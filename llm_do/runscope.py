@@ -1,37 +1,94 @@
-"""`RunScope`: one top-level run's shared state and the per-run objects it owns."""
+"""`RunScope`: one top-level run, opened and closed like every scope level.
+
+Entering it gives the run's task its box (`RunLocalSingleton`), resets plain
+`ContextLocalSingleton`s, makes the run's `RunState` and resolves every per-run provider, which
+the run's `ScopeOwner` adopts. Leaving it tears them down, builds what the caller gets (the
+`RunResult`, or the `RunReport` of a failed run), announces the end to the run's observers, then
+forgets everything, so that nothing a callback or task captured during the run reaches the run's
+objects afterwards.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType, TracebackType
+from typing import Any, Protocol
 
-from opentelemetry.trace import Tracer
+from dependency_injector import providers
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
 
+from . import events
 from .errors import ScopeError
-from .lifecycle import Teardown
-from .run import RunState
-from .runlocal import RunBox
-from .scopes import ToolsetSpec
+from .events import HandedOver, Observer, RunEnded, RunStarted, Sink
+from .owned import owned
+from .owner import ScopeOwner
+from .run import Outcome, RunReport, RunResult, RunState
+from .runlocal import RunBox, open_run_box
+from .scopes import Scope, built
+from .settings import RuntimeConfig
 
-__all__ = ["RunScope"]
+__all__ = ["RunHost", "RunScope"]
+
+
+class RunHost(Protocol):
+    """What a run needs from the runtime that loaded its entries."""
+
+    @property
+    def config(self) -> RuntimeConfig: ...
+    @property
+    def globals(self) -> ScopeOwner: ...
+    @property
+    def per_run(self) -> tuple[tuple[str, providers.Provider[Any]], ...]: ...
+    @property
+    def context_locals(self) -> tuple[providers.Provider[Any], ...]: ...
+    async def new_state(self) -> RunState: ...
+    def note_resource_overrides(self) -> None: ...
+
+
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
 
 
 class RunScope:
-    """One run: its `RunState`, the teardown of its per-run objects, and the box its
-    `RunLocalSingleton`s fill. `close()` forgets all of it, so that nothing a callback or task
-    captured during the run can reach the run's objects afterwards."""
+    """One run: its owner (the per-run objects), its `RunState`, its box, and who observes it."""
 
-    __slots__ = ("_cache", "_state", "box", "per_run", "teardown", "tracer")
+    __slots__ = (
+        "_state",
+        "box",
+        "entry",
+        "host",
+        "messages",
+        "observers",
+        "output",
+        "owner",
+        "report",
+        "result",
+        "usage",
+    )
 
-    def __init__(self, teardown: Teardown, box: RunBox) -> None:
-        self.teardown = teardown
-        self.box = box
-        self.per_run: dict[str, Any] = {}
-        """Per-run objects by provider (or toolset) name, reported to the caller."""
+    def __init__(self, host: RunHost, entry: Named, observers: tuple[Observer, ...] | None) -> None:
+        self.host = host
+        self.entry = entry
+        self.owner = ScopeOwner(Scope.PER_RUN, host.config.cleanup_timeout, host.globals)
+        self.observers = observers
+        """The run's observers (tracing, leak tracking, a live stream); None when nobody observes it."""
+        if observers is not None:
+            self.owner.sink = Sink(None, observers)
+        self.box: RunBox | None = None
         self._state: RunState | None = None
-        self._cache: dict[ToolsetSpec, asyncio.Future[Any]] = {}
-        self.tracer: Tracer | None = None
-        """Where the run's calls record their spans; None when tracing is off."""
+        self.output: Any = None
+        """The top-level call's output, for the result (set by whoever runs the call)."""
+        self.messages: list[ModelMessage] = []
+        """The top-level call's conversation, for the result."""
+        self.result: RunResult | None = None
+        """What the run's caller gets, once the run has ended well."""
+        self.report: RunReport | None = None
+        """What a failed or cancelled run leaves (None if it failed before its state existed)."""
+        self.usage: RunUsage | None = None
+        """The run's usage, once it has ended (None if it failed before its state existed)."""
 
     @property
     def state(self) -> RunState:
@@ -40,33 +97,70 @@ class RunScope:
             raise ScopeError("this run has ended (or not started): its state is gone")
         return state
 
-    @state.setter
-    def state(self, state: RunState) -> None:
-        self._state = state
-
-    async def acquire(self, spec: ToolsetSpec, label: str, name: str) -> Any:
-        """The run's one instance of a per-run spec, created on first use and owned by the run."""
-        pending = self._cache.get(spec)
-        if pending is not None:  # made, or being made by a parallel call of this run
-            return pending.result() if pending.done() else await asyncio.shield(pending)
-        pending = self._cache[spec] = asyncio.get_running_loop().create_future()
+    async def __aenter__(self) -> RunScope:
+        host = self.host
+        host.note_resource_overrides()
+        self.box = open_run_box()
+        sink = self.owner.sink
+        if sink is not None:
+            events.CURRENT.set(sink)  # the run's own task: nothing to restore
+            sink.emit(RunStarted(self.entry.name))
+        for provider in host.context_locals:
+            provider.reset()  # type: ignore[attr-defined]
         try:
-            obj = await spec.create()
-            if await self.teardown.adopt(obj, label):
-                self.per_run.setdefault(name, obj)
+            self._state = await host.new_state()
+            for name, provider in host.per_run:
+                obj = owned(await built(provider()), name)
+                await self.owner.adopt(obj, f"per-run provider {name!r}", name, sink)
         except BaseException as error:
-            del self._cache[spec]  # the next use tries again
-            if isinstance(error, asyncio.CancelledError):
-                pending.cancel()
-            else:
-                pending.set_exception(error)
-                pending.exception()  # parallel waiters re-raise it; nobody else need retrieve it
+            await self._end(error)
             raise
-        pending.set_result(obj)
-        return obj
+        return self
 
-    def close(self) -> None:
-        """Forget the run's objects (after their teardown): the box, the cache and the state."""
-        self.box.close()
-        self._cache.clear()
-        self._state = None
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._end(exc)
+
+    async def _end(self, exc: BaseException | None) -> None:
+        """Tear down the per-run objects, build the result or report, tell the observers, forget it all.
+
+        Raises `CancelledError` when a cancellation arrived during the teardown of a run that ended well."""
+        owner = self.owner
+        interrupted = False
+        try:
+            interrupted = await owner.close(exc) and exc is None
+            if interrupted:
+                exc = asyncio.CancelledError()
+            self._hand_over(exc)
+        finally:  # forget the run's objects (after their teardown): the box, the state, the output
+            if self.box is not None:
+                self.box.close()
+            self._state = self.output = None
+            self.messages = []
+            owner.named = {}
+            if owner.sink is not None:
+                owner.sink.close()
+            for provider in self.host.context_locals:
+                provider.reset()  # type: ignore[attr-defined]
+        if interrupted:
+            raise asyncio.CancelledError
+
+    def _hand_over(self, exc: BaseException | None) -> None:
+        """Build the result (or report) and tell the observers that the run ended."""
+        state = self._state
+        outcome: Outcome = "ok" if exc is None else "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
+        per_run: Mapping[str, Any] = MappingProxyType(dict(self.owner.named))
+        holder: RunResult | RunReport | None = None
+        if state is not None:
+            self.usage = state.usage
+            calls, log = state.calls_in_order(), tuple(state.log)
+            if exc is None:
+                holder = self.result = RunResult(self.output, state.usage, self.messages, calls, log, per_run)
+            else:
+                holder = self.report = RunReport(outcome, state.usage, calls, log, per_run)
+        sink = self.owner.sink
+        if sink is not None:
+            if holder is not None and per_run:
+                sink.emit(HandedOver(holder, tuple(per_run.values())))
+            sink.emit(RunEnded(outcome, exc, self.usage, holder))

@@ -6,12 +6,12 @@ import asyncio
 import contextvars
 import gc
 from collections.abc import Iterable, Mapping
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 from typing import Any
 
 from dependency_injector import containers
 from opentelemetry import context as otel_context
-from opentelemetry.trace import TracerProvider
+from opentelemetry.trace import Tracer, TracerProvider
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
@@ -20,15 +20,13 @@ from . import tracing, tracking
 from .approval import Approver
 from .call import CallScope, Entry
 from .errors import ConfigurationError
-from .lifecycle import Teardown
-from .loading import Loaded, ToolsetSource, resolved
-from .owned import owned
+from .events import Observer, Sink
+from .loading import Loaded, ToolsetSource
 from .policy import ToolPolicy
-from .run import Outcome, RunReport, RunResult, RunState, attach_report, finished_report
-from .runlocal import open_run_box
+from .run import RunReport, RunResult, attach_report, finished_report
 from .runscope import RunScope
-from .scopes import Scope
 from .settings import RuntimeConfig
+from .traced import TracingObserver
 
 __all__ = ["Runtime"]
 
@@ -163,45 +161,30 @@ class Runtime:
         trace_parent: tracing.TraceParent | None,
     ) -> RunResult:
         loaded = self._loaded
-        loaded.note_resource_overrides()
-        run = RunScope(Teardown(self.config.cleanup_timeout, Scope.PER_RUN), open_run_box())
         if trace_parent is not None:  # this task's own context: nothing to restore
             otel_context.attach(tracing.extract_trace_context(trace_parent))
-        tracer = run.tracer = self._tracing.tracer()
-        span = None if tracer is None else tracing.start_run(tracer, target.name, None)
-        for provider in loaded.context_locals:
-            provider.reset()  # type: ignore[attr-defined]
-        state: RunState | None = None
+        tracer = self._tracing.tracer()
+        observers = None if tracer is None and not tracking.active else self._observers(tracer)
+        run = RunScope(loaded, target, observers)
         try:
-            async with run.teardown:
-                state = run.state = await loaded.new_state()
-                for name, provider in loaded.per_run:
-                    obj = owned(await resolved(provider()), name)
-                    if await run.teardown.adopt(obj, f"per-run provider {name!r}"):
-                        run.per_run[name] = obj
-                async with CallScope(loaded, target, run, message_history=message_history) as scope:
-                    output = await target.run_turn(scope, input_data)
-                    messages = scope.all_messages
-        except BaseException as error:
-            outcome: Outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
-            if span is not None:
-                span.end(outcome, error, None if state is None else state.usage)
-            if state is not None:
-                report = RunReport(outcome, state.usage, *_records(state), _frozen(run.per_run))
-                _handed_over(report)
-                reports.append(report)
+            async with run, CallScope(loaded, target, run, message_history=message_history) as scope:
+                run.output = await target.run_turn(scope, input_data)
+                run.messages = scope.all_messages
+        except BaseException:
+            if run.report is not None:
+                reports.append(run.report)
             raise
         finally:
-            run.close()
-            for provider in loaded.context_locals:
-                provider.reset()  # type: ignore[attr-defined]
-            if state is not None:
-                self.usage.incr(state.usage)
-        if span is not None:
-            span.end("ok", None, state.usage)
-        result = RunResult(output, state.usage, messages, *_records(state), _frozen(run.per_run))
-        _handed_over(result)
-        return result
+            if run.usage is not None:
+                self.usage.incr(run.usage)
+        assert run.result is not None
+        return run.result
+
+    def _observers(self, tracer: Tracer | None) -> tuple[Observer, ...]:
+        """Who observes a run starting now: tracing when a provider is set, leak tracking when on."""
+        observers: list[Observer] = [] if tracer is None else [TracingObserver(tracer)]
+        observers.extend(tracking.active)
+        return tuple(observers)
 
     # -- closing ---------------------------------------------------------------
 
@@ -224,7 +207,9 @@ class Runtime:
             raise
         finally:
             try:
-                await self._loaded.globals.close(None)
+                globals_ = self._loaded.globals
+                globals_.sink = Sink(None, tuple(tracking.active)) if tracking.active else None
+                await globals_.close(None)
             finally:
                 await self._loaded.shutdown_resources()
         # The loop still holds the last finished run's task (and so its result) until it turns.
@@ -237,20 +222,6 @@ class Runtime:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
-
-
-def _records(state: RunState) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    return state.calls_in_order(), tuple(state.log)
-
-
-def _frozen(per_run: dict[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(dict(per_run))
-
-
-def _handed_over(holder: RunResult | RunReport) -> None:
-    """Leak checks do not count per-run objects while the result or report that carries them is alive."""
-    if tracking.active and holder.per_run:
-        tracking.hand_over(holder, list(holder.per_run.values()))
 
 
 async def _release_abandoned(turns: int = 3) -> None:

@@ -180,23 +180,18 @@ def start_run(tracer: Tracer, entry: str, parent: Context | None) -> SpanScope:
     return SpanScope(span)
 
 
-class _Call(Protocol):
-    @property
-    def id(self) -> str: ...
-    @property
-    def depth(self) -> int: ...
-
-
-def start_call(tracer: Tracer, call: _Call, entry: str, parent: _Call | None, toolsets: tuple[str, ...]) -> SpanScope:
+def start_call(
+    tracer: Tracer, call_id: str, depth: int, entry: str, parent: str | None, toolsets: tuple[str, ...]
+) -> SpanScope:
     """Start (and make current) the span of one call, under whatever span is current."""
     attributes: dict[str, Any] = {
         "llm_do.entry": entry,
-        "llm_do.call.id": call.id,
-        "llm_do.call.depth": call.depth,
+        "llm_do.call.id": call_id,
+        "llm_do.call.depth": depth,
         "llm_do.toolsets": toolsets,
     }
     if parent is not None:
-        attributes["llm_do.call.parent"] = parent.id
+        attributes["llm_do.call.parent"] = parent
     return SpanScope(tracer.start_span(f"llm_do.call {entry}", attributes=attributes))
 
 

@@ -1,6 +1,7 @@
 """An opt-in record of the objects scopes adopt, for leak checks (`llm_do.testing.track_leaks`).
 
-Off by default: `Teardown` only checks whether `active` is empty, so tracking costs nothing then.
+A `Tracker` is an observer of the scopes' events (`llm_do.events`). Off by default: a runtime
+checks once per run whether `active` is empty, so tracking costs nothing then.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from .events import Adopted, Event, HandedOver, TeardownEnded
 from .scopes import Scope
 
-__all__ = ["Adoption", "Tracker", "active", "hand_over"]
+__all__ = ["Adoption", "Tracker", "active"]
 
 _ASYNCIO = str(Path(asyncio.__file__).parent)
 _LIBRARY_DIRS = (str(Path(__file__).parent), str(Path(contextlib.__file__).parent))
@@ -47,34 +49,42 @@ class Adoption:
 
 
 class Tracker:
-    """Adoptions recorded while this tracker is in `active`."""
+    """Adoptions recorded while this tracker is in `active`: an observer of the runs started meanwhile."""
 
     def __init__(self) -> None:
         self.adoptions: list[Adoption] = []
         self._running: dict[int, list[Adoption]] = {}
 
-    def adopted(self, teardown: object, scope: Scope | None, obj: object, label: str) -> None:
+    def notify(self, event: Event) -> None:
+        if isinstance(event, Adopted):
+            self.adopted(event.owner, event.scope, event.obj, event.label)
+        elif isinstance(event, TeardownEnded):
+            self.ended(event.owner)
+        elif isinstance(event, HandedOver):
+            self.handed_over(event.holder, event.objs)
+
+    def adopted(self, owner: object, scope: Scope | None, obj: object, label: str) -> None:
         try:
             ref: weakref.ref[Any] | None = weakref.ref(obj)
         except TypeError:
             ref = None
         adoption = Adoption(ref, type(obj).__qualname__, label, scope, _caller(sys._getframe(1)))
         self.adoptions.append(adoption)
-        self._running.setdefault(id(teardown), []).append(adoption)
+        self._running.setdefault(id(owner), []).append(adoption)
 
-    def handed_over(self, holder: object, objs: list[object]) -> None:
+    def handed_over(self, holder: object, objs: tuple[object, ...]) -> None:
         keys = {id(obj) for obj in objs}
         for adoption in self.adoptions:
             if adoption.ref is not None and id(adoption.ref()) in keys:
                 adoption.handed_to = weakref.ref(holder)
 
-    def ended(self, teardown: object) -> None:
-        for adoption in self._running.pop(id(teardown), ()):
+    def ended(self, owner: object) -> None:
+        for adoption in self._running.pop(id(owner), ()):
             adoption.ended = True
 
 
 active: list[Tracker] = []
-"""Trackers recording now (innermost last). `Teardown` reports to each of them."""
+"""Trackers recording now (innermost last): each run started meanwhile reports to each of them."""
 
 
 def _caller(frame: FrameType | None) -> tuple[str, int, str] | None:
@@ -87,9 +97,3 @@ def _caller(frame: FrameType | None) -> tuple[str, int, str] | None:
             return filename, frame.f_lineno, frame.f_code.co_name
         frame = frame.f_back
     return None
-
-
-def hand_over(holder: object, objs: list[object]) -> None:
-    """Tell the active trackers that `holder` (a run's result or report) gives these objects to its caller."""
-    for tracker in active:
-        tracker.handed_over(holder, objs)

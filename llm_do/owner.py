@@ -1,0 +1,123 @@
+"""`ScopeOwner`: one scope level (global, session, run or call), with one shape for every level.
+
+An owner has a teardown (what it adopted, released in reverse order when it closes), a way of
+making each spec's object once per level, and a parent. A call scope asks the owner of a spec's
+scope (`find`) for the spec's object. What "once per level" means differs by level, for reasons:
+
+- per call: every acquisition builds a fresh object (the level itself is one call);
+- per run and per session: the first acquisition builds it, and parallel first uses (tool calls
+  that pydantic-ai runs in child tasks) wait for that one (a cache of futures);
+- global: each acquisition asks the spec (a `Singleton` provider is the cache), and the owner
+  adopts what it returns once, by identity, under a lock. So a provider overridden after the
+  runtime loaded (dependency-injector overrides are process-global) is honoured at the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any
+
+from .events import Adopted, Sink, TeardownEnded
+from .lifecycle import Teardown
+from .scopes import Scope, ToolsetSpec, built
+
+__all__ = ["ScopeOwner"]
+
+
+class ScopeOwner:
+    """The objects one scope level owns: made on demand, released when it closes, never masking errors."""
+
+    __slots__ = ("_cache", "_lock", "named", "parent", "scope", "sink", "teardown")
+
+    def __init__(self, scope: Scope, timeout: float, parent: ScopeOwner | None = None) -> None:
+        self.scope = scope
+        self.parent = parent
+        self.teardown = Teardown(timeout, scope)
+        self.sink: Sink | None = None
+        """Where this level announces what it adopts and releases; None when nobody observes it."""
+        self.named: dict[str, Any] = {}
+        """Objects adopted under a name (a provider's or a toolset's), first one per name: reported to callers."""
+        self._cache: dict[ToolsetSpec, asyncio.Future[Any]] | None = {} if scope is Scope.PER_RUN else None
+        self._lock = asyncio.Lock() if scope is Scope.GLOBAL else None
+
+    def find(self, scope: Scope) -> ScopeOwner:
+        """The owner of `scope` among this one and its parents; the nearest one that outlives it otherwise."""
+        owner = self
+        while owner.scope is not scope and owner.parent is not None:
+            owner = owner.parent
+        return owner
+
+    async def acquire(self, spec: ToolsetSpec, label: str, name: str, sink: Sink | None) -> Any:
+        """This level's object of `spec`, adopted here; `sink` hears the adoption (the asking call's)."""
+        if self._cache is not None:
+            return await self._cached(spec, label, name, sink)
+        if self._lock is not None:
+            obj = await spec.create()
+            async with self._lock:  # a second caller waits until the first has entered it
+                await self.adopt(obj, label, None, sink)
+            return obj
+        obj = await built(spec.factory())
+        entering = self.teardown.register(obj, label)
+        if sink is not None:
+            sink.emit(Adopted(self, self.scope, obj, label))
+        if entering is not None:
+            await entering
+        return obj
+
+    async def adopt(self, obj: object, label: str, name: str | None, sink: Sink | None) -> bool:
+        """Enter `obj` and own its release; False when this level already owns it."""
+        teardown = self.teardown
+        if teardown.owns(obj):
+            return False
+        entering = teardown.register(obj, label)
+        if sink is not None:
+            sink.emit(Adopted(self, self.scope, obj, label))
+        if entering is not None:
+            await entering
+        if name is not None:
+            self.named.setdefault(name, obj)
+        return True
+
+    async def _cached(self, spec: ToolsetSpec, label: str, name: str, sink: Sink | None) -> Any:
+        cache = self._cache
+        assert cache is not None
+        pending = cache.get(spec)
+        if pending is not None:  # made, or being made by a parallel call
+            return pending.result() if pending.done() else await asyncio.shield(pending)
+        pending = cache[spec] = asyncio.get_running_loop().create_future()
+        try:
+            obj = await spec.create()
+            await self.adopt(obj, label, name, sink)
+        except BaseException as error:
+            del cache[spec]  # the next use tries again
+            if isinstance(error, asyncio.CancelledError):
+                pending.cancel()
+            else:
+                pending.set_exception(error)
+                pending.exception()  # parallel waiters re-raise it; nobody else need retrieve it
+            raise
+        pending.set_result(obj)
+        return obj
+
+    async def close(self, exc: BaseException | None) -> bool:
+        """Release everything this level owns, in reverse order; True when a cancellation arrived meanwhile."""
+        sink = self.sink
+        interrupted = await self.teardown.close(exc, sink)
+        if self._cache is not None:
+            self._cache.clear()
+        if sink is not None:
+            sink.emit(TeardownEnded(self))
+        return interrupted
+
+    async def __aenter__(self) -> ScopeOwner:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if await self.close(exc) and exc is None:
+            raise asyncio.CancelledError
+
+    def __repr__(self) -> str:
+        return f"ScopeOwner({self.scope})"
