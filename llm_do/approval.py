@@ -1,15 +1,21 @@
-"""Approvals: gate tool calls by per-toolset-name policies, the runtime's approver and a session cache.
+"""Approvals: gate tool calls by per-toolset-name policies, an approver and the session's grants.
 
-This module holds what the runtime knows (policies, mode, approver, session cache) and the
-request and answer types; `gate` applies them to one call scope's toolsets.
+This module holds what the runtime knows (policies, mode, the default approver, the time an
+answer may take), what a session knows (`Grants`: its "approve for session" answers and the
+questions pending in it), and the request and answer types; `gate` applies them to one call
+scope's toolsets. Nothing here waits for anything but the answer to its own question: questions
+from different runs are asked at once, and an approver that can only ask one at a time (a
+terminal) serialises itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import hashlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, get_args
@@ -28,7 +34,9 @@ __all__ = [
     "ApprovalRequest",
     "Approvals",
     "Approver",
+    "Grants",
     "SessionKey",
+    "approval_id",
     "load_policies",
     "session_key",
 ]
@@ -60,11 +68,19 @@ class ApprovalRequest:
     """Why it needs approval: the policy entry, the tool's own flag, or the rule's reason."""
     description: str
     """One human-readable line describing the call, for a prompt or a log."""
+    approval_id: str
+    """A stable id of this question (`apr_...`): the same call at the same place of a run, replayed, gets
+    the same id. Answer a live run's question with it (`LiveRun.decide`)."""
+    call_id: str
+    """The id of the llm-do call whose tool call this is (`CallRecord.id`)."""
+    tool_call_id: str | None
+    """pydantic-ai's id of the tool call (`ToolCallPart.tool_call_id`), to attach the question to the tool
+    call a user interface already shows; None for `CallScope.call_agent` from Python."""
 
 
 @dataclass(frozen=True, slots=True)
 class Approval:
-    """The approver's answer. `approve_for_session` also approves identical calls until the runtime closes."""
+    """The approver's answer. `approve_for_session` also approves identical calls for the rest of the session."""
 
     choice: ApprovalChoice
     note: str | None = None
@@ -117,7 +133,37 @@ class ApprovalUnavailable(LlmDoError):
 
 
 Approver: TypeAlias = Callable[[ApprovalRequest], Approval | ApprovalChoice | Awaitable[Approval | ApprovalChoice]]
-"""Sync or async. A sync approver runs in a worker thread, so it may block (a terminal prompt)."""
+"""Sync or async. A sync approver runs in a worker thread, so it may block (a terminal prompt).
+Questions of different runs reach it at the same time: an approver that can ask only one at a
+time serialises itself."""
+
+
+def approval_id(path: Sequence[tuple[str, str | None]], tool_call_id: str) -> str:
+    """The stable id of a question: from the call's path (each entry from the top-level call down, with
+    the parent's tool call that started it) and the tool call's id."""
+    text = json.dumps([list(path), tool_call_id], separators=(",", ":"), ensure_ascii=False)
+    return "apr_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Grants:
+    """One session's "approve for session" answers, and its questions waiting for an answer.
+
+    A run given no session has grants of its own, which end with it.
+    """
+
+    __slots__ = ("_granted", "_pending")
+
+    def __init__(self) -> None:
+        self._granted: set[SessionKey] = set()
+        self._pending: dict[SessionKey, asyncio.Future[Approval | None]] = {}
+
+    @property
+    def granted(self) -> frozenset[SessionKey]:
+        """The calls approved for the rest of the session."""
+        return frozenset(self._granted)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._granted
 
 
 def load_policies(
@@ -167,7 +213,7 @@ def _merge(
 
 
 class Approvals:
-    """A runtime's approval state: policies by toolset name, the mode, the approver and the session cache."""
+    """A runtime's approval rules: policies by toolset name, the mode, the default approver, the time limit."""
 
     def __init__(
         self,
@@ -178,6 +224,7 @@ class Approvals:
         approver: Approver | None,
         declared: Collection[str] | None = None,
         overrides: Mapping[str, PolicySettings] | None = None,
+        timeout: float = 600.0,
     ) -> None:
         if mode not in _MODES:
             raise ConfigurationError(f"approval_mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
@@ -185,8 +232,7 @@ class Approvals:
             raise ConfigurationError(
                 f"approval_on_deny must be one of {', '.join(map(repr, _ON_DENY))}, got {on_deny!r}"
             )
-        if approver is not None and not callable(approver):
-            raise ConfigurationError(f"approver must be a callable taking an ApprovalRequest, got {approver!r}")
+        check_approver(approver)
         self.policies: Mapping[str, ToolPolicy] = MappingProxyType(dict(policies))
         self._gating = frozenset(name for name, policy in self.policies.items() if policy.may_gate)
         self._declared = frozenset(self.policies if declared is None else declared)
@@ -198,13 +244,9 @@ class Approvals:
         self.mode = mode
         self.on_deny = on_deny
         self.approver = approver
-        self._session: set[SessionKey] = set()
-        self._lock = asyncio.Lock()
-
-    @property
-    def session(self) -> frozenset[SessionKey]:
-        """Calls approved for the rest of this runtime's life."""
-        return frozenset(self._session)
+        """The runtime's approver: asked when neither the run nor its session has one."""
+        self.timeout = timeout
+        """Seconds an approver may take to answer before the call is denied."""
 
     def may_gate(self, toolset: str) -> bool:
         """Whether the policy of a toolset name can ask or deny a call."""
@@ -244,8 +286,14 @@ class Approvals:
             verdict = Verdict(verdict.decision, f"MCP tool {tool!r} of toolset {toolset!r}: {_hinted(annotations)}")
         return verdict
 
-    async def decide(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
-        """None when the call may run, else why it is denied. Asks the approver at most once per call."""
+    async def decide(
+        self, request: ApprovalRequest, verdict: Verdict, *, approver: Approver | None, grants: Grants
+    ) -> str | None:
+        """None when the call may run, else why it is denied. Asks `approver` at most once per call.
+
+        Only an identical question pending in the same session waits (for that one's answer, which
+        may approve it for the session); nothing else does.
+        """
         if verdict.decision == "deny":
             return f"denied by policy ({verdict.reason})"
         if verdict.decision == "allow":
@@ -254,18 +302,37 @@ class Approvals:
             return None
         if self.mode == "reject_all":
             return f"it needs approval ({verdict.reason}) and approval_mode is 'reject_all'"
-        if self.approver is None:
+        if approver is None:
             raise ApprovalUnavailable(request)
         key = session_key(request.toolset, request.tool, request.args)
-        async with self._lock:  # one question at a time, and a fresh session approval is seen by the next
-            if key in self._session:
+        pending = grants._pending
+        while True:
+            if key in grants._granted:
                 return None
-            answer = await _ask(self.approver, request)
-            if answer.choice == "approve_for_session":
-                self._session.add(key)
+            twin = pending.get(key)
+            if twin is None:
+                break
+            await asyncio.shield(twin)  # its answer may approve this call for the session too
+        mine = pending[key] = asyncio.get_running_loop().create_future()
+        answer: Approval | None = None
+        try:
+            answer = await _ask_within(approver, request, self.timeout)
+            if answer is not None and answer.choice == "approve_for_session":
+                grants._granted.add(key)
+        finally:
+            del pending[key]
+            mine.set_result(answer)
+        if answer is None:
+            return f"no answer came within {self.timeout:g}s (LLM_DO_APPROVAL_TIMEOUT)"
         if answer.choice == "deny":
             return "the approver denied it" + (f": {answer.note}" if answer.note else "")
         return None
+
+
+def check_approver(approver: object) -> None:
+    """Refuse an approver that cannot be called."""
+    if approver is not None and not callable(approver):
+        raise ConfigurationError(f"approver must be a callable taking an ApprovalRequest, got {approver!r}")
 
 
 def _hinted(annotations: Mapping[str, Any]) -> str:
@@ -287,6 +354,39 @@ def session_key(toolset: str, tool: str, args: Mapping[str, Any]) -> SessionKey:
         to_jsonable_python(dict(args), fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
     return (toolset, tool, canonical)
+
+
+async def _ask_within(approver: Approver, request: ApprovalRequest, seconds: float) -> Approval | None:
+    """The approver's answer, or None when it gave none within `seconds` (it is then cancelled).
+
+    The deadline is armed in an empty context: a timer keeps its context until it is due or
+    purged, and the run's context must not outlive the run."""
+    loop = asyncio.get_running_loop()
+    asking = loop.create_task(_ask(approver, request))
+    expired: asyncio.Future[None] = loop.create_future()
+    timer = contextvars.Context().run(loop.call_later, seconds, _expire, expired)
+    try:
+        await asyncio.wait((asking, expired), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        asking.cancel()
+        raise
+    finally:
+        timer.cancel()
+    if asking.done():
+        return asking.result()
+    asking.cancel()
+    asking.add_done_callback(_retrieve)
+    return None
+
+
+def _expire(expired: asyncio.Future[None]) -> None:
+    if not expired.done():
+        expired.set_result(None)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # the call was already denied; what the approver did next is of no use
 
 
 async def _ask(approver: Approver, request: ApprovalRequest) -> Approval:

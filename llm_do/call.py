@@ -23,7 +23,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from . import events
-from .approval import Approvals
+from .approval import Approvals, Approver, Grants
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .events import CallEnded, CallStarted, CallTag, Observer, Sink
 from .lending import Lending
@@ -163,6 +163,26 @@ class CallScope:
                 f"entry {self.entry.name!r} has no open toolset {name!r}; its toolsets: "
                 f"{', '.join(self._instances) or 'none (the call has ended)'}"
             ) from None
+
+    @property
+    def approver(self) -> Approver | None:
+        """Who answers this call's approvals: the run's approver, else its session's, else the runtime's."""
+        return self._open_run().approver
+
+    @property
+    def grants(self) -> Grants:
+        """The "approve for session" answers this call's approvals may reuse: its session's."""
+        return self._open_run().grants
+
+    def path(self) -> tuple[tuple[str, str | None], ...]:
+        """Where this call is in its run: each entry from the top-level call down, with the tool call
+        of its parent that started it. The same for the same call when a run is replayed."""
+        steps: list[tuple[str, str | None]] = []
+        scope: CallScope | None = self
+        while scope is not None:
+            steps.append((scope.entry.name, scope.tool_call_id))
+            scope = scope.parent
+        return tuple(reversed(steps))
 
     def chain(self) -> tuple[str, ...]:
         """Entry names from the top-level call down to this one."""

@@ -26,7 +26,7 @@ from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from .approval import ApprovalDenied, ApprovalRequest, Approvals, SessionKey, session_key
+from .approval import ApprovalDenied, ApprovalRequest, Approvals, Approver, Grants, SessionKey, approval_id, session_key
 from .events import ApprovalDecided, ApprovalRequested, Sink
 from .policy import Verdict
 
@@ -42,7 +42,12 @@ class GatedCall(Protocol):
     def depth(self) -> int: ...
     @property
     def sink(self) -> Sink | None: ...
+    @property
+    def approver(self) -> Approver | None: ...
+    @property
+    def grants(self) -> Grants: ...
     def chain(self) -> tuple[str, ...]: ...
+    def path(self) -> tuple[tuple[str, str | None], ...]: ...
     def check_depth(self, name: str) -> None: ...
 
 
@@ -96,9 +101,7 @@ class CallGate:
 
     def direct_call_id(self) -> str:
         """A tool call id for a call made from Python; its gated calls are always deferred to `settle_direct`."""
-        if self._direct_ids is None:
-            self._direct_ids = itertools.count(1)
-        call_id = f"{self.call.id}_direct_{next(self._direct_ids)}"
+        call_id = f"direct_{self._next_direct()}"  # unique in the call; the call's path makes it unique in the run
         self._direct.add(call_id)
         return call_id
 
@@ -134,7 +137,7 @@ class CallGate:
         )
         if verdict.decision == "allow":
             return None
-        request = self._request(toolset, tool, args, verdict.reason or verdict.decision)
+        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, call_id)
         if not ctx.tool_call_approved and self._defers(call_id):
             self.defer(call_id, request, verdict)
         # Approved by something other than this gate (another capability, or results passed into
@@ -153,7 +156,7 @@ class CallGate:
     async def tool_asked(self, toolset: str, tool: str, args: dict[str, Any], call_id: str) -> ToolDenied | None:
         """The tool raised `ApprovalRequired` itself: an `ask` verdict. Deferred when the gate defers;
         otherwise decided here: None to run the call again as approved, or the denial to return."""
-        request = self._request(toolset, tool, args, f"tool {tool!r} asked for approval")
+        request = self._request(toolset, tool, args, f"tool {tool!r} asked for approval", call_id)
         verdict = Verdict("ask", request.reason)
         if self._defers(call_id):
             self.defer(call_id, request, verdict)
@@ -188,30 +191,21 @@ class CallGate:
 
     async def authorize(self, toolset: str, tool: str, args: dict[str, Any]) -> None:
         """Gate a call made directly from Python (no model to tell): raises `ApprovalDenied` when denied."""
-        request, verdict = await self._evaluate(toolset, tool, args, requires_approval=False)
+        verdict = await self.approvals.evaluate(toolset, tool, args, requires_approval=False)
+        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, None)
         why = await self._settle(request, verdict)
         if why is not None:
             raise ApprovalDenied(request, why)
 
-    async def _evaluate(
-        self,
-        toolset: str,
-        tool: str,
-        args: dict[str, Any],
-        *,
-        requires_approval: bool,
-        annotations: Mapping[str, Any] | None = None,
-    ) -> tuple[ApprovalRequest, Verdict]:
-        verdict = await self.approvals.evaluate(
-            toolset, tool, args, requires_approval=requires_approval, annotations=annotations
-        )
-        return self._request(toolset, tool, args, verdict.reason or verdict.decision), verdict
-
-    def _request(self, toolset: str, tool: str, args: dict[str, Any], reason: str) -> ApprovalRequest:
+    def _request(
+        self, toolset: str, tool: str, args: dict[str, Any], reason: str, tool_call_id: str | None
+    ) -> ApprovalRequest:
         call = self.call
         chain = call.chain()
         shown = ", ".join(f"{name}={_short(value)}" for name, value in args.items())
         description = f"{' > '.join(chain)} wants to run {toolset}.{tool}({shown}): {reason}"
+        # A call from Python has no tool call: it is known by its order among this call's own.
+        asked_as = tool_call_id if tool_call_id is not None else f"python:{toolset}.{tool}#{self._next_direct()}"
         return ApprovalRequest(
             entry=chain[-1],
             depth=call.depth,
@@ -221,14 +215,24 @@ class CallGate:
             args=MappingProxyType(dict(args)),
             reason=reason,
             description=description,
+            approval_id=approval_id(call.path(), asked_as),
+            call_id=call.id,
+            tool_call_id=tool_call_id,
         )
 
+    def _next_direct(self) -> int:
+        if self._direct_ids is None:
+            self._direct_ids = itertools.count(1)
+        return next(self._direct_ids)
+
     async def _settle(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
-        sink = self.call.sink
+        call = self.call
+        approvals = self.approvals
+        sink = call.sink
         if sink is None:
-            why = await self.approvals.decide(request, verdict)
+            why = await approvals.decide(request, verdict, approver=call.approver, grants=call.grants)
         else:
-            why = await _observed_decision(sink, self.approvals, request, verdict)
+            why = await _observed_decision(sink, call, approvals, request, verdict)
         if why is not None and self.approvals.on_deny == "raise":
             raise ApprovalDenied(request, why)
         return why
@@ -239,11 +243,11 @@ class CallGate:
 
 
 async def _observed_decision(
-    sink: Sink, approvals: Approvals, request: ApprovalRequest, verdict: Verdict
+    sink: Sink, call: GatedCall, approvals: Approvals, request: ApprovalRequest, verdict: Verdict
 ) -> str | None:
     sink.emit(ApprovalRequested(sink.call, request, verdict.decision))
     try:
-        why = await approvals.decide(request, verdict)
+        why = await approvals.decide(request, verdict, approver=call.approver, grants=call.grants)
     except Exception as error:
         sink.emit(ApprovalDecided(sink.call, request, False, None, error))
         raise

@@ -91,6 +91,7 @@ class Loaded:
             approver=approver,
             declared=declared,
             overrides=config.approval_policies,
+            timeout=config.approval_timeout,
         )
         self._plans = {
             name: EntryPlan.of(tuple(self._with_gating(use) for use in uses)) for name, uses in self._uses.items()

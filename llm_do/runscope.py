@@ -20,6 +20,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from . import events
+from .approval import Approver, Grants
 from .errors import ScopeError
 from .events import HandedOver, Observer, RunEnded, RunStarted, Sink
 from .owned import owned
@@ -56,7 +57,9 @@ class RunScope:
     """One run: its owner (the per-run objects), its `RunState`, its box, and who observes it."""
 
     __slots__ = (
+        "_grants",
         "_state",
+        "approver",
         "box",
         "entry",
         "host",
@@ -69,8 +72,19 @@ class RunScope:
         "usage",
     )
 
-    def __init__(self, host: RunHost, entry: Named, observers: tuple[Observer, ...] | None) -> None:
+    def __init__(
+        self,
+        host: RunHost,
+        entry: Named,
+        observers: tuple[Observer, ...] | None,
+        *,
+        approver: Approver | None = None,
+        grants: Grants | None = None,
+    ) -> None:
         self.host = host
+        self.approver = approver
+        """Who answers the run's approvals (the run's own, else its session's, else the runtime's)."""
+        self._grants = grants
         self.entry = entry
         self.owner = ScopeOwner(Scope.PER_RUN, host.config.cleanup_timeout, host.globals)
         self.observers = observers
@@ -89,6 +103,14 @@ class RunScope:
         """What a failed or cancelled run leaves (None if it failed before its state existed)."""
         self.usage: RunUsage | None = None
         """The run's usage, once it has ended (None if it failed before its state existed)."""
+
+    @property
+    def grants(self) -> Grants:
+        """The "approve for session" answers of the run's session; a run without one has its own."""
+        grants = self._grants
+        if grants is None:
+            grants = self._grants = Grants()
+        return grants
 
     @property
     def state(self) -> RunState:

@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from . import tracing, tracking
-from .approval import Approver
+from .approval import Approver, check_approver
 from .call import CallScope, Entry
 from .errors import ConfigurationError
 from .events import Observer, Sink
@@ -111,6 +111,7 @@ class Runtime:
         *,
         message_history: list[ModelMessage] | None = None,
         trace_parent: tracing.TraceParent | None = None,
+        approver: Approver | None = None,
     ) -> RunResult:
         """Run an entry as one top-level request, in a context of its own.
 
@@ -119,16 +120,22 @@ class Runtime:
 
         `trace_parent` (a W3C `traceparent`, or the mapping `llm_do.tracing.inject_trace_context()`
         returned in another process) makes the run's span a child of that remote span.
+
+        `approver` answers this run's approvals instead of the runtime's approver. "Approve for
+        session" answers last as long as the run.
         """
         if self._closed:
             raise RuntimeError("this Runtime is closed; create a new one")
+        if approver is not None:
+            check_approver(approver)
         name = entry if isinstance(entry, str) else entry.name
         target = self._loaded.entry(name)
         if not isinstance(entry, str) and entry is not target:
             raise ConfigurationError(f"entry {name!r} is not the one this runtime loaded under that name")
         reports: list[RunReport] = []
         task = asyncio.get_running_loop().create_task(
-            self._run(target, input_data, message_history, reports, trace_parent), context=contextvars.copy_context()
+            self._run(target, input_data, message_history, reports, trace_parent, approver),
+            context=contextvars.copy_context(),
         )
         self._running.add(task)
         try:
@@ -159,13 +166,14 @@ class Runtime:
         message_history: list[ModelMessage] | None,
         reports: list[RunReport],
         trace_parent: tracing.TraceParent | None,
+        approver: Approver | None,
     ) -> RunResult:
         loaded = self._loaded
         if trace_parent is not None:  # this task's own context: nothing to restore
             otel_context.attach(tracing.extract_trace_context(trace_parent))
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not tracking.active else self._observers(tracer)
-        run = RunScope(loaded, target, observers)
+        run = RunScope(loaded, target, observers, approver=approver or loaded.approvals.approver)
         try:
             async with run, CallScope(loaded, target, run, message_history=message_history) as scope:
                 run.output = await target.run_turn(scope, input_data)

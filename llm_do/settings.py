@@ -85,6 +85,7 @@ _FORMS: dict[str, tuple[str, str]] = {
     "approval_mode": ("one of prompt, approve_all, reject_all", "prompt"),
     "approval_on_deny": ("one of tell_model, raise", "tell_model"),
     "cleanup_timeout": ("a number of seconds > 0", "10"),
+    "approval_timeout": ("a number of seconds > 0", "600"),
     "project_root": ("an existing directory", "/path/to/project"),
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
     "message_log": ("a file path", "logs/messages.jsonl"),
@@ -138,6 +139,8 @@ class LlmDoSettings(BaseSettings):
     """What a denied call does: the model reads the denial as the tool result, or `ApprovalDenied` is raised."""
     approval_policies: dict[str, PolicySettings] = {}
     """Policy overrides per toolset name, on top of the declared policies (see docs/approvals.md)."""
+    approval_timeout: float = Field(default=600.0, gt=0)
+    """Seconds an approver may take to answer; then the call is denied (the model reads why)."""
     cleanup_timeout: float = Field(default=10.0, gt=0)
     """Seconds each finalizer may take during teardown before it is cancelled."""
     project_root: DirectoryPath = Path(".")
@@ -246,7 +249,15 @@ def _plain(value: SecretStr | str | None) -> str | None:
     return value.get_secret_value() if isinstance(value, SecretStr) else value
 
 
-_RUNTIME_FIELDS = ("max_depth", "cleanup_timeout", "approval_mode", "model", "approval_on_deny", "approval_policies")
+_RUNTIME_FIELDS = (
+    "max_depth",
+    "cleanup_timeout",
+    "approval_mode",
+    "model",
+    "approval_on_deny",
+    "approval_policies",
+    "approval_timeout",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,12 +274,15 @@ class RuntimeConfig:
     model: Model | str | None = None
     approval_on_deny: ApprovalOnDeny = "tell_model"
     approval_policies: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
+    approval_timeout: float = 600.0
+    """Seconds an approver may take to answer before the call is denied."""
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
-        if self.cleanup_timeout <= 0:
-            raise ValueError(f"cleanup_timeout must be > 0 seconds, got {self.cleanup_timeout}")
+        for name in ("cleanup_timeout", "approval_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
 
     @classmethod
     def from_settings(

@@ -272,25 +272,24 @@ async def test_an_approver_answer_that_is_not_an_approval_is_an_error() -> None:
 # -- session cache -------------------------------------------------------------------------------
 
 
-async def test_approve_for_session_remembers_the_exact_call_for_the_runtime_lifetime() -> None:
+async def test_approve_for_session_remembers_the_exact_call_for_the_rest_of_the_run() -> None:
     ran: list[str] = []
     approver = Approver("approve_for_session", "approve", "approve", "approve")
 
     def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        return call("rm", path=prompt) if step == 0 else text(str(returns(messages)[0]))
+        paths = prompt.split()
+        if step < len(paths):
+            return call("rm", path=paths[step])
+        return text("done")
 
     runtime = shell_runtime(ran, script, approver=approver)
     async with runtime:
-        await runtime.run("job", "a.txt")  # asked: approved for the session
-        await runtime.run("job", "a.txt")  # hit: same toolset, tool and arguments
-        await runtime.run("job", "b.txt")  # miss: other arguments
-    assert [dict(r.args) for r in approver.asked] == [{"path": "a.txt"}, {"path": "b.txt"}]
-    assert ran == ["rm a.txt", "rm a.txt", "rm b.txt"]
-
-    another = shell_runtime(ran, script, approver=approver)
-    async with another:
-        await another.run("job", "a.txt")  # another runtime starts with an empty cache
+        # asked: approved for the session; hit: same toolset, tool and arguments; miss: other arguments
+        await runtime.run("job", "a.txt a.txt b.txt")
+        assert [dict(r.args) for r in approver.asked] == [{"path": "a.txt"}, {"path": "b.txt"}]
+        await runtime.run("job", "a.txt")  # a run given no session is a session of its own
     assert [dict(r.args) for r in approver.asked] == [{"path": "a.txt"}, {"path": "b.txt"}, {"path": "a.txt"}]
+    assert ran == ["rm a.txt", "rm a.txt", "rm b.txt", "rm a.txt"]
 
 
 async def test_the_session_cache_is_keyed_by_toolset_name() -> None:
@@ -298,11 +297,14 @@ async def test_the_session_cache_is_keyed_by_toolset_name() -> None:
     approver = Approver("approve_for_session", "approve")
     policies = {"shell": ASK, "backup_shell": ASK}
 
-    def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+    def job_script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+        return call("rm", path="a.txt") if step < 2 else call("backup", input="go") if step == 2 else text("done")
+
+    def backup_script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
         return call("rm", path="a.txt") if step == 0 else text("done")
 
-    for_shell = AgentEntry(Agent(by_prompt(script)), name="job", toolsets=["shell"])
-    for_backup = AgentEntry(Agent(by_prompt(script)), name="backup", toolsets=["backup_shell"])
+    for_shell = AgentEntry(Agent(by_prompt(job_script)), name="job", toolsets=["shell", "backup"])
+    for_backup = AgentEntry(Agent(by_prompt(backup_script)), name="backup", toolsets=["backup_shell"])
     runtime = Runtime(
         None,
         entries=[for_shell, for_backup],
@@ -313,8 +315,6 @@ async def test_the_session_cache_is_keyed_by_toolset_name() -> None:
     )
     async with runtime:
         await runtime.run("job", "go")
-        await runtime.run("job", "go")
-        await runtime.run("backup", "go")
     assert [(r.entry, r.toolset) for r in approver.asked] == [("job", "shell"), ("backup", "backup_shell")]
     assert len(ran) == 3
 
@@ -411,8 +411,24 @@ async def test_a_nested_call_under_reject_all_with_a_gated_tool_is_denied() -> N
 async def test_nested_calls_use_the_same_policies_approver_and_session() -> None:
     ran: list[str] = []
     approver = Approver("approve_for_session")
-    async with nested_runtime(ran, approver=approver) as runtime:
-        await runtime.run("boss", "clean up")
+
+    def boss_twice(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+        return call("worker", input="f0.txt") if step < 2 else text("done")
+
+    boss = AgentEntry(Agent(by_prompt(boss_twice)), name="boss", toolsets=["worker"])
+    worker = AgentEntry(
+        Agent(by_prompt(lambda p, step, m: call("rm", path=p) if step == 0 else text("removed"))),
+        name="worker",
+        toolsets=["shell"],
+    )
+    runtime = Runtime(
+        None,
+        entries=[boss, worker],
+        toolsets={"shell": lambda: Shell(ran)},
+        policies={"shell": ASK},
+        approver=approver,
+    )
+    async with runtime:
         await runtime.run("boss", "clean up")
     [request] = approver.asked
     assert (request.entry, request.depth, request.chain) == ("worker", 1, ("boss", "worker"))

@@ -23,7 +23,7 @@ _CHOICES = escape("[a] approve once  [s] approve for this session  [d] deny (wit
 
 
 class TerminalApprover:
-    """Asks on the terminal, one question at a time (the runtime serialises them).
+    """Asks on the terminal, one question at a time: questions that come together wait their turn here.
 
     Reading happens in a daemon thread, so a Ctrl-C while the prompt waits cancels the run at once.
     `pause()` returns a context manager during which the live display is stopped.
@@ -39,8 +39,13 @@ class TerminalApprover:
         self.console = console
         self.stdin = stdin if stdin is not None else sys.stdin
         self.pause = pause if pause is not None else nullcontext
+        self._turn = asyncio.Lock()
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
+        async with self._turn:
+            return await self._prompt(request)
+
+    async def _prompt(self, request: ApprovalRequest) -> Approval:
         with self.pause():
             self.console.print(_panel(request))
             while True:
