@@ -131,3 +131,6 @@ queue = JobQueue(
     entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded"],
     runtime=make_runtime,
 )
+
+other_queue = JobQueue(entries=list(queue.entries.values()), runtime=make_runtime, queue="llm_do_other")
+"""A second queue declaring the same entries (`tests.jobs_app:other_queue`): it shares their task names."""

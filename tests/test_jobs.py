@@ -17,7 +17,15 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from llm_do import ConfigurationError
-from llm_do.jobs import JobNotFound, JobQueue, JobRecord, WorkerOptions, current_job, run_worker
+from llm_do.jobs import (
+    JobNotFound,
+    JobQueue,
+    JobRecord,
+    WorkerOptions,
+    current_job,
+    recover_stalled_jobs,
+    run_worker,
+)
 
 from .jobs_app import make_runtime
 from .jobs_app import queue as app_queue
@@ -25,6 +33,7 @@ from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
 from .postgres import PostgresServer, temporary_postgres
 
 TARGET = "tests.jobs_app:queue"
+OTHER_TARGET = "tests.jobs_app:other_queue"
 ENTRIES = list(app_queue.entries.values())
 
 
@@ -175,6 +184,51 @@ async def test_cancelling_a_queued_job_and_a_running_job(queue: JobQueue, tmp_pa
         await queue.get(999_999)
     with pytest.raises(JobNotFound):
         await queue.cancel(999_999)
+
+
+async def test_two_queues_in_one_database_never_see_or_touch_each_others_jobs(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """Both queues declare the same entries, so their jobs share procrastinate's task names."""
+    notes = tmp_path / "notes.txt"
+    async with JobQueue(dsn, entries=ENTRIES, queue="llm_do_other") as other:
+        mine = await queue.defer("greeter", "mine")
+        theirs = await other.defer("greeter", "theirs")
+        theirs_later = await other.defer("sleeper", {"path": str(notes), "seconds": 0}, delay=3600)
+        assert [job.id for job in await queue.list("todo", entry="greeter")] == [mine]
+        assert [job.id for job in await queue.list()] == [mine]
+        assert [job.id for job in await other.list()] == [theirs_later, theirs]
+        for job_id in (theirs, theirs_later):
+            with pytest.raises(JobNotFound):
+                await queue.get(job_id)
+            with pytest.raises(JobNotFound):
+                await queue.cancel(job_id)
+            with pytest.raises(JobNotFound):
+                await queue.wait(job_id)
+        with pytest.raises(JobNotFound):
+            await other.get(mine)
+        assert (await other.get(theirs_later)).status == "todo", "the other queue's job was not cancelled"
+
+        worker = Worker(OTHER_TARGET, dsn, tmp_path / "other.log")  # a real worker of the other queue
+        try:
+            assert (await finished(other, theirs)).output == "hello from the job"
+            running = await other.defer("sleeper", {"path": str(notes), "seconds": 60})
+            await started_by(notes, running)
+        finally:
+            worker.kill()  # its job stays `doing`, its heartbeat stops
+        assert (await queue.get(mine)).status == "todo", "the other queue's worker ran this queue's job"
+        assert await recover_stalled_jobs(queue, stalled_timeout=0.001) == []
+        assert await recover_stalled_jobs(other, stalled_timeout=0.001) == [running]
+
+        async with in_process_worker(queue):  # a worker of this queue runs its job, and only its own
+            done = await finished(queue, mine)
+        assert done.output == "hello from the job" and done.input == "mine"
+        assert [job.id for job in await queue.list("succeeded")] == [mine]
+        assert {job.id: job.status for job in await other.list()} == {
+            running: "todo",
+            theirs_later: "todo",
+            theirs: "succeeded",
+        }
 
 
 @pytest.mark.long

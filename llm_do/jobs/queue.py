@@ -191,7 +191,7 @@ class JobQueue:
 
     async def get(self, job_id: int) -> JobRecord:
         """The job `job_id`: its status and, once a run finished, output, usage, calls and error."""
-        found = await fetch_records(self.pool, self._task_entries, job_id=job_id, limit=1)
+        found = await fetch_records(self.pool, self.queue_name, self._task_entries, job_id=job_id, limit=1)
         if not found:
             raise JobNotFound(job_id)
         return found[0]
@@ -205,7 +205,9 @@ class JobQueue:
         if unknown:
             raise ValueError(f"unknown job status {', '.join(map(repr, unknown))}: use {', '.join(sorted(STATUSES))}")
         entries = None if entry is None else [entry]
-        return await fetch_records(self.pool, self._task_entries, statuses=statuses, entries=entries, limit=limit)
+        return await fetch_records(
+            self.pool, self.queue_name, self._task_entries, statuses=statuses, entries=entries, limit=limit
+        )
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: a queued job never starts; a running one has its run cancelled (its teardown

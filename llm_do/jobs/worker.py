@@ -20,7 +20,7 @@ __all__ = ["WorkerOptions", "recover_stalled_jobs", "run_worker"]
 
 logger = logging.getLogger("llm_do.jobs")
 
-_RECOVERY_LOCK = 7_2616_3033  # advisory lock key: one worker at a time re-queues stalled jobs
+_RECOVERY_LOCK = 7_2616_3033  # advisory lock key, with the queue's: one worker per queue re-queues stalled jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +164,15 @@ async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
 
 
 async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[int]:
-    """Queue again the running jobs of workers silent for `stalled_timeout` seconds; their ids.
+    """Queue again the running jobs of `queue` whose workers were silent for `stalled_timeout` seconds;
+    their ids. Other queues' jobs are left to their own workers.
 
-    One worker at a time does it (an advisory lock), so a job is never queued twice.
+    One worker of the queue at a time does it (an advisory lock), so a job is never queued twice.
     """
     async with queue.pool.connection() as conn, conn.transaction():
-        locked = await (await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_RECOVERY_LOCK,))).fetchone()
+        locked = await (
+            await conn.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (_RECOVERY_LOCK, queue.queue_name))
+        ).fetchone()
         if locked is None or not locked[0]:
             return []
         cursor = await conn.execute(
