@@ -73,7 +73,8 @@ async def sleeper(scope: CallScope, input_data: dict[str, Any]) -> str:
     job = current_job()
     assert job is not None
     await scope.call_tool("note", {"path": input_data["path"], "line": f"started {job.id} {os.getpid()}"})
-    await asyncio.sleep(float(input_data["then"] if job.attempt and "then" in input_data else input_data["seconds"]))
+    retry = job.attempt > 1 and "then" in input_data
+    await asyncio.sleep(float(input_data["then"] if retry else input_data["seconds"]))
     _note(input_data["path"], f"finished {job.id} attempt {job.attempt}")
     return f"slept {input_data['seconds']}"
 
@@ -88,7 +89,7 @@ async def flaky(scope: CallScope, input_data: Any) -> dict[str, Any]:
     """Fails on its first attempt, succeeds on the next."""
     job = current_job()
     assert job is not None
-    if job.attempt == 0:
+    if job.attempt == 1:
         raise ConnectionError("the first attempt always fails")
     return {"attempt": job.attempt, "input": input_data}
 
