@@ -216,18 +216,27 @@ async def test_two_queues_in_one_database_never_see_or_touch_each_others_jobs(
         try:
             assert (await finished(other, theirs)).output == "hello from the job"
             running = await other.defer("sleeper", {"path": str(notes), "seconds": 60})
+            doomed = await other.defer("sleeper", {"path": str(notes), "seconds": 60})
             await started_by(notes, running)
+            await started_by(notes, doomed)
         finally:
-            worker.kill()  # its job stays `doing`, its heartbeat stops
+            worker.kill()  # its jobs stay `doing`, its heartbeat stops
         assert (await queue.get(mine)).status == "todo", "the other queue's worker ran this queue's job"
+        with pytest.raises(JobNotFound):
+            await queue.cancel(doomed)
+        assert await other.cancel(doomed) is True  # nobody is left to cancel its run
+        assert (await other.get(doomed)).cancel_requested is True
         assert await recover_stalled_jobs(queue, stalled_timeout=0.001) == []
-        assert await recover_stalled_jobs(other, stalled_timeout=0.001) == [running]
+        assert sorted(await recover_stalled_jobs(other, stalled_timeout=0.001)) == [running, doomed]
+        recovered = await other.get(doomed)
+        assert recovered.status == "aborted" and not recovered.cancel_requested, recovered
 
         async with in_process_worker(queue):  # a worker of this queue runs its job, and only its own
             done = await finished(queue, mine)
         assert done.output == "hello from the job" and done.input == "mine"
         assert [job.id for job in await queue.list("succeeded")] == [mine]
         assert {job.id: job.status for job in await other.list()} == {
+            doomed: "aborted",
             running: "todo",
             theirs_later: "todo",
             theirs: "succeeded",

@@ -160,12 +160,13 @@ async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
             logger.debug("stalled-job check failed: %s", error)
             continue
         if found:
-            logger.warning("queued again %d job(s) of dead workers: %s", len(found), ", ".join(map(str, found)))
+            logger.warning("recovered %d job(s) of dead workers: %s", len(found), ", ".join(map(str, found)))
 
 
 async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[int]:
     """Queue again the running jobs of `queue` whose workers were silent for `stalled_timeout` seconds;
-    their ids. Other queues' jobs are left to their own workers.
+    their ids. A job whose cancellation was asked for is `aborted` instead (procrastinate would mark it
+    `failed`). Other queues' jobs are left to their own workers.
 
     One worker of the queue at a time does it (an advisory lock), so a job is never queued twice.
     """
@@ -180,7 +181,17 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
             {"queue": queue.queue_name, "task_name": None, "seconds_since_heartbeat": stalled_timeout},
         )
         ids = [int(row[0]) for row in await cursor.fetchall()]
+        cancelled = await conn.execute(
+            "SELECT id FROM procrastinate_jobs WHERE id = ANY(%s) AND abort_requested", (ids,)
+        )
+        aborted = {int(row[0]) for row in await cancelled.fetchall()}
         for job_id in ids:
+            if job_id in aborted:
+                await conn.execute(
+                    procrastinate_sql.queries["finish_job"],
+                    {"job_id": job_id, "status": "aborted", "delete_job": False},
+                )
+                continue
             await conn.execute(
                 procrastinate_sql.queries["retry_job"],
                 {
