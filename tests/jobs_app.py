@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dependency_injector import providers
 from opentelemetry import trace
+from pydantic import BaseModel
 from pydantic_ai import Agent
 
 from containers import AgentContainer
@@ -120,16 +122,28 @@ async def traced(scope: CallScope, input_data: Any) -> dict[str, Any]:
     return {"trace_id": format(trace.get_current_span().get_span_context().trace_id, "032x"), "job": job.traceparent}
 
 
+class Receipt(BaseModel):
+    amount: int
+    to: str
+    at: datetime
+
+
+@entry
+async def receipt(scope: CallScope, input_data: Any) -> Receipt:
+    """A pydantic model as the output."""
+    return Receipt(amount=10, to=str(input_data), at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+
+
 def make_runtime() -> Runtime:
     return Runtime(
         JobsApp(),
-        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded],
+        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded, receipt],
         toolsets={"greet_note": JobsApp.notes},
     )
 
 
 queue = JobQueue(
-    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded"],
+    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded", "receipt"],
     runtime=make_runtime,
 )
 

@@ -131,6 +131,12 @@ async def test_a_job_deferred_inside_a_span_is_run_in_that_trace(queue: JobQueue
     assert untraced.traceparent is None and untraced.output["trace_id"] != trace_id
 
 
+async def test_a_jobs_output_comes_back_decoded_from_json(queue: JobQueue) -> None:
+    async with in_process_worker(queue):
+        record = await finished(queue, await queue.defer("receipt", "B"))
+    assert record.output == {"amount": 10, "to": "B", "at": "2026-01-02T03:04:05Z"}  # the model's JSON form, decoded
+
+
 async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(
     queue: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
