@@ -160,7 +160,8 @@ async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
             logger.debug("stalled-job check failed: %s", error)
             continue
         if found:
-            logger.warning("recovered %d job(s) of dead workers: %s", len(found), ", ".join(map(str, found)))
+            jobs = ", ".join(map(str, found))
+            logger.warning("queued again %d job(s) of dead workers (cancelled ones aborted): %s", len(found), jobs)
 
 
 async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[int]:
