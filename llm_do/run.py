@@ -86,7 +86,9 @@ class RunResult:
     usage: RunUsage
     """Usage summed over every call of the run."""
     messages: list[ModelMessage]
-    """The top-level call's conversation; pass it as `message_history` to continue."""
+    """The top-level call's whole conversation: the `message_history` it was given, then this run's
+    messages. Pass it as the next run's `message_history` to continue. Empty when the top-level entry
+    is an `@entry` function (its child calls' messages are in `log`)."""
     calls: tuple[CallRecord, ...]
     """Every call of the run, in the order they started."""
     log: tuple[LogEntry, ...] = field(default=())

@@ -119,6 +119,9 @@ class Runtime:
         If the run fails, its exception propagates unchanged; `llm_do.run_report(error)` gives
         what the run left (its per-run objects, usage and calls).
 
+        `message_history` (an earlier run's `RunResult.messages`) continues that conversation: the
+        top-level call's agent gets it; child calls start their own.
+
         `trace_parent` (a W3C `traceparent`, or the mapping `llm_do.tracing.inject_trace_context()`
         returned in another process) makes the run's span a child of that remote span.
         """

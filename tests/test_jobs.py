@@ -16,8 +16,17 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from llm_do import ConfigurationError
-from llm_do.jobs import JobNotFound, JobQueue, JobRecord, WorkerOptions, current_job, run_worker
+from llm_do import ConfigurationError, InvalidSettings, LlmDoError
+from llm_do.jobs import (
+    JobNotFound,
+    JobQueue,
+    JobRecord,
+    JobSettings,
+    WorkerOptions,
+    current_job,
+    recover_stalled_jobs,
+    run_worker,
+)
 
 from .jobs_app import make_runtime
 from .jobs_app import queue as app_queue
@@ -25,6 +34,7 @@ from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
 from .postgres import PostgresServer, temporary_postgres
 
 TARGET = "tests.jobs_app:queue"
+OTHER_TARGET = "tests.jobs_app:other_queue"
 ENTRIES = list(app_queue.entries.values())
 
 
@@ -121,6 +131,12 @@ async def test_a_job_deferred_inside_a_span_is_run_in_that_trace(queue: JobQueue
     assert untraced.traceparent is None and untraced.output["trace_id"] != trace_id
 
 
+async def test_a_jobs_output_comes_back_decoded_from_json(queue: JobQueue) -> None:
+    async with in_process_worker(queue):
+        record = await finished(queue, await queue.defer("receipt", "B"))
+    assert record.output == {"amount": 10, "to": "B", "at": "2026-01-02T03:04:05Z"}  # the model's JSON form, decoded
+
+
 async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(
     queue: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,7 +164,7 @@ async def test_a_run_that_raises_marks_its_job_failed_with_its_error_and_it_is_n
     assert failed.attempts == 1 and failed.output is None  # ran once, not retried
     assert [call["outcome"] for call in failed.calls] == ["error"]
     assert retried.status == "succeeded" and retried.attempts == 2
-    assert retried.output == {"attempt": 1, "input": "x"}
+    assert retried.output == {"attempt": 2, "input": "x"}  # the run's attempt is the record's count
     assert [job.id for job in await queue.list(["failed", "aborted"])] == [failed_id]
 
 
@@ -171,10 +187,66 @@ async def test_cancelling_a_queued_job_and_a_running_job(queue: JobQueue, tmp_pa
     assert not any(line.startswith(f"finished {running}") for line in lines(notes))
     assert after.status == "succeeded"
     assert await queue.cancel(running) is False  # already over
-    with pytest.raises(JobNotFound, match="no llm-do job with id 999999"):
+    with pytest.raises(JobNotFound, match="no llm-do job with id 999999") as missing:
         await queue.get(999_999)
+    assert isinstance(missing.value, LlmDoError) and isinstance(missing.value, LookupError)
     with pytest.raises(JobNotFound):
         await queue.cancel(999_999)
+
+
+@pytest.mark.long
+async def test_two_queues_in_one_database_never_see_or_touch_each_others_jobs(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """Both queues declare the same entries, so their jobs share procrastinate's task names."""
+    notes = tmp_path / "notes.txt"
+    async with JobQueue(dsn, entries=ENTRIES, queue="llm_do_other") as other:
+        mine = await queue.defer("greeter", "mine")
+        theirs = await other.defer("greeter", "theirs")
+        theirs_later = await other.defer("sleeper", {"path": str(notes), "seconds": 0}, delay=3600)
+        assert [job.id for job in await queue.list("todo", entry="greeter")] == [mine]
+        assert [job.id for job in await queue.list()] == [mine]
+        assert [job.id for job in await other.list()] == [theirs_later, theirs]
+        for job_id in (theirs, theirs_later):
+            with pytest.raises(JobNotFound):
+                await queue.get(job_id)
+            with pytest.raises(JobNotFound):
+                await queue.cancel(job_id)
+            with pytest.raises(JobNotFound):
+                await queue.wait(job_id)
+        with pytest.raises(JobNotFound):
+            await other.get(mine)
+        assert (await other.get(theirs_later)).status == "todo", "the other queue's job was not cancelled"
+
+        worker = Worker(OTHER_TARGET, dsn, tmp_path / "other.log")  # a real worker of the other queue
+        try:
+            assert (await finished(other, theirs)).output == "hello from the job"
+            running = await other.defer("sleeper", {"path": str(notes), "seconds": 60})
+            doomed = await other.defer("sleeper", {"path": str(notes), "seconds": 60})
+            await started_by(notes, running)
+            await started_by(notes, doomed)
+        finally:
+            worker.kill()  # its jobs stay `doing`, its heartbeat stops
+        assert (await queue.get(mine)).status == "todo", "the other queue's worker ran this queue's job"
+        with pytest.raises(JobNotFound):
+            await queue.cancel(doomed)
+        assert await other.cancel(doomed) is True  # nobody is left to cancel its run
+        assert (await other.get(doomed)).cancel_requested is True
+        assert await recover_stalled_jobs(queue, stalled_timeout=0.001) == []
+        assert sorted(await recover_stalled_jobs(other, stalled_timeout=0.001)) == [running, doomed]
+        recovered = await other.get(doomed)
+        assert recovered.status == "aborted" and not recovered.cancel_requested, recovered
+
+        async with in_process_worker(queue):  # a worker of this queue runs its job, and only its own
+            done = await finished(queue, mine)
+        assert done.output == "hello from the job" and done.input == "mine"
+        assert [job.id for job in await queue.list("succeeded")] == [mine]
+        assert {job.id: job.status for job in await other.list()} == {
+            doomed: "aborted",
+            running: "todo",
+            theirs_later: "todo",
+            theirs: "succeeded",
+        }
 
 
 @pytest.mark.long
@@ -200,7 +272,7 @@ async def test_a_sigkilled_workers_job_is_run_again_by_another_worker(
     assert lines(notes) == [
         f"started {job_id} {victim_pid}",
         f"started {job_id} {survivor.pid}",
-        f"finished {job_id} attempt 1",
+        f"finished {job_id} attempt 2",
         f"teardown {job_id} {survivor.pid}",
     ]
 
@@ -271,6 +343,43 @@ async def test_bad_declarations_and_inputs_are_refused_with_what_to_do(queue: Jo
     with pytest.raises(ConfigurationError, match="is empty"):
         JobQueue(dsn, entries=[])
     assert current_job() is None  # outside a worker's run
+
+
+async def test_a_database_without_the_schema_says_to_apply_it(dsn: str) -> None:
+    async with JobQueue(dsn, entries=ENTRIES) as queue:  # no worker started here, apply_schema() not called
+        for attempt in (queue.defer("greeter", "x"), queue.get(1), queue.list(), queue.cancel(1)):
+            with pytest.raises(ConfigurationError, match=r"jobs schema is missing .*await queue\.apply_schema\(\)"):
+                await attempt
+        await queue.apply_schema()
+        assert (await queue.get(await queue.defer("greeter", "x"))).status == "todo"
+
+
+async def test_a_closed_queue_can_be_opened_again(dsn: str) -> None:
+    queue = JobQueue(dsn, entries=ENTRIES)
+    async with queue:
+        await queue.apply_schema()
+        first = await queue.defer("greeter", "first")
+    assert not queue.is_open
+    async with queue:  # a new pool, and procrastinate defers through it
+        second = await queue.defer("greeter", "second")
+        assert [job.id for job in await queue.list("todo")] == [second, first]
+        async with in_process_worker(queue):  # a worker on the reopened queue
+            assert (await finished(queue, first)).status == (await finished(queue, second)).status == "succeeded"
+    async with queue:
+        assert {job.id for job in await queue.list("succeeded")} == {first, second}
+
+
+def test_worker_durations_take_fractions_of_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    durations = {"HEARTBEAT": "0.25", "STALLED_TIMEOUT": "1.5", "SHUTDOWN_TIMEOUT": "0.5", "DATABASE_TIMEOUT": "0.75"}
+    for name, value in durations.items():
+        monkeypatch.setenv(f"LLM_DO_WORKER_{name}", value)
+    monkeypatch.setenv("LLM_DO_WORKER_CONCURRENCY", "3")
+    assert WorkerOptions.from_settings(JobSettings(), name="w") == WorkerOptions(
+        concurrency=3, heartbeat=0.25, stalled_timeout=1.5, shutdown_timeout=0.5, database_timeout=0.75, name="w"
+    )
+    monkeypatch.setenv("LLM_DO_WORKER_HEARTBEAT", "0")
+    with pytest.raises(InvalidSettings, match="LLM_DO_WORKER_HEARTBEAT"):
+        JobSettings()
 
 
 async def test_the_worker_command_names_a_bad_target(dsn: str, tmp_path: Path) -> None:

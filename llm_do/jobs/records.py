@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 
 from pydantic_core import to_jsonable_python
 
+from ..errors import LlmDoError
 from ..run import CallRecord
 
 __all__ = [
@@ -31,7 +32,7 @@ STATUSES: frozenset[str] = frozenset(get_args(JobStatus))
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "aborted"})
 
 
-class JobNotFound(LookupError):
+class JobNotFound(LlmDoError, LookupError):
     """No job of this queue has that id."""
 
     def __init__(self, job_id: int) -> None:
