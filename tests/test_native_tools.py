@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +18,10 @@ from pydantic_ai.profiles import ModelProfile
 from llm_do import AgentEntry, ConfigurationError, Runtime, RuntimeConfig, ToolPolicy
 from llm_do.models import MissingResponse, Recording, RecordingModel
 from llm_do.project import ProjectError, WorkerSpec, load_project, parse_worker
-from llm_do.testing import ScriptedModel
+from llm_do.testing import ScriptedModel, tool_call
 
 from .cli_projects import llm_do
+from .test_replay import JsonServer, chat_server
 
 FILE = Path("scout.worker")
 
@@ -169,6 +166,41 @@ async def test_each_declared_tool_reaches_the_model_as_pydantic_ais_native_tool(
         ImageGenerationTool(size="1K", aspect_ratio="16:9"),
     ]
     assert turn.offered == ()  # no local fallback was declared, so no function tool stands in
+
+
+async def test_a_python_entry_gives_its_agent_native_tools_as_usual_beside_gated_toolsets() -> None:
+    from pydantic_ai.capabilities import WebSearch
+
+    from llm_do import ApprovalChoice, ApprovalRequest, Toolset, tool
+
+    class Notes(Toolset):
+        @tool
+        def note(self, text: str) -> str:
+            """Keep a note."""
+            return "noted"
+
+    asked: list[str] = []
+
+    def approver(request: ApprovalRequest) -> ApprovalChoice:
+        asked.append(request.tool)
+        return "approve"
+
+    script = ScriptedModel(tool_call("note", text="asyncio.timeout"), "Noted.")
+    scout = AgentEntry(Agent(capabilities=[WebSearch(max_uses=1)]), name="scout", toolsets=["notes"])
+    runtime = Runtime(
+        None,
+        entries=[scout],
+        toolsets={"notes": Notes},
+        policies={"notes": ToolPolicy(default="ask")},
+        approver=approver,
+        config=RuntimeConfig(model=script, approval_mode="prompt"),
+    )
+    async with runtime:
+        result = await runtime.run("scout", "Search and note.")
+    assert result.output == "Noted." and asked == ["note"]
+    assert [turn.info.model_request_parameters.native_tools for turn in script.turns] == [
+        [WebSearchTool(max_uses=1)]
+    ] * 2
 
 
 # checked before any request
@@ -354,76 +386,35 @@ def test_list_shows_native_tools_as_not_gated_and_check_reports_a_model_without_
 API_KEY = "sk-test-never-recorded-2424"
 
 
-class ResponsesServer(BaseHTTPRequestHandler):
+class ResponsesServer(JsonServer):
     """OpenAI's Responses API: first a web search (the provider's) and a call to the `note` tool, then text."""
 
-    seen: list[dict[str, Any]]
+    endpoint = "/v1/responses"
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append(body)
-        if self.path != "/v1/responses":
-            self.send_error(404)
-            return
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         if not any(item.get("type") == "function_call_output" for item in body["input"]):
             search = {"type": "search", "query": "asyncio timeout", "sources": [{"type": "url", "url": "https://x.y"}]}
+            note = {"name": "note", "arguments": '{"text": "use asyncio.timeout"}'}
             output: list[dict[str, Any]] = [
                 {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": search},
-                {
-                    "type": "function_call",
-                    "id": "fc_1",
-                    "call_id": "call_1",
-                    "name": "note",
-                    "arguments": '{"text": "use asyncio.timeout"}',
-                },
+                {"type": "function_call", "id": "fc_1", "call_id": "call_1", **note},
             ]
         else:
-            message = {"type": "output_text", "text": "Use asyncio.timeout.", "annotations": []}
-            output = [
-                {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [message]}
-            ]
-        usage = {
-            "input_tokens": 20,
-            "output_tokens": 5,
-            "total_tokens": 25,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0},
-        }
-        answer = {
+            text = {"type": "output_text", "text": "Use asyncio.timeout.", "annotations": []}
+            output = [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [text]}]
+        tokens = {"input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
+        return {
             "id": f"resp_{len(self.seen)}",
             "object": "response",
             "created_at": 1_700_000_000,
             "model": "gpt-5.2",
             "status": "completed",
             "output": output,
-            "usage": usage,
+            "usage": {"input_tokens": 20, "output_tokens": 5, "total_tokens": 25, **tokens},
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
         }
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@contextmanager
-def responses_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    seen: list[dict[str, Any]] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (ResponsesServer,), {"seen": seen}))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 NOTES = """
@@ -470,7 +461,7 @@ async def test_native_tool_parts_of_a_real_client_are_recorded_and_replayed_offl
     allowed = models.ALLOW_MODEL_REQUESTS
     models.ALLOW_MODEL_REQUESTS = True
     try:
-        with responses_server() as (base_url, seen):
+        with chat_server(ResponsesServer) as (base_url, seen):
             real = OpenAIResponsesModel("gpt-5.2", provider=OpenAIProvider(base_url=base_url, api_key=API_KEY))
             async with RecordingModel(real, path) as recorder, load_project(root, model=recorder) as loaded:
                 live = await loaded.run("scout", "How do I time out a coroutine?")
@@ -478,7 +469,8 @@ async def test_native_tool_parts_of_a_real_client_are_recorded_and_replayed_offl
         models.ALLOW_MODEL_REQUESTS = allowed
     assert live.output == "Use asyncio.timeout."
     assert len(seen) == 2
-    sent = {tool["type"]: tool for tool in seen[0]["tools"]}
+    assert [auth for auth, _ in seen] == [f"Bearer {API_KEY}"] * 2, "the real client went over HTTP"
+    sent = {tool["type"]: tool for tool in seen[0][1]["tools"]}
     assert sent["web_search"]["filters"] == {"allowed_domains": ["docs.python.org"]}
     assert sent["code_interpreter"]["container"] == {"type": "auto"}
     assert sent["function"]["name"] == "note"

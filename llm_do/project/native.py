@@ -84,18 +84,20 @@ class NativeOptions(BaseModel):
         return self.model_dump(mode="json", exclude_defaults=True)
 
 
-_Domains = list[str] | None
+class _Restricted(NativeOptions):
+    """The restrictions pydantic-ai's web tools share: a model that cannot apply one cannot run the tool."""
+
+    max_uses: int | None = Field(default=None, gt=0)
+    allowed_domains: list[str] | None = None
+    blocked_domains: list[str] | None = None
 
 
-class WebSearchOptions(NativeOptions):
+class WebSearchOptions(_Restricted):
     """`web_search`: pydantic-ai's `WebSearch` capability (`WebSearchTool`)."""
 
     kind: ClassVar[str] = "web_search"
     fallback_option: ClassVar[str | None] = "local: duckduckgo"
 
-    max_uses: int | None = Field(default=None, gt=0)
-    allowed_domains: _Domains = None
-    blocked_domains: _Domains = None
     search_context_size: Literal["low", "medium", "high"] | None = None
     user_location: WebSearchUserLocation | None = None
     local: Literal["duckduckgo", True, False] = False
@@ -126,15 +128,12 @@ class WebSearchOptions(NativeOptions):
         return "duckduckgo" if self.local else None
 
 
-class WebFetchOptions(NativeOptions):
+class WebFetchOptions(_Restricted):
     """`web_fetch`: pydantic-ai's `WebFetch` capability (`WebFetchTool`)."""
 
     kind: ClassVar[str] = "web_fetch"
     fallback_option: ClassVar[str | None] = "local: true"
 
-    max_uses: int | None = Field(default=None, gt=0)
-    allowed_domains: _Domains = None
-    blocked_domains: _Domains = None
     local: bool = False
     """Fetch pages in this process (applying the domain lists) when the model has no web fetch."""
 
