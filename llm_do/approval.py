@@ -28,6 +28,7 @@ __all__ = [
     "ApprovalRequest",
     "Approvals",
     "Approver",
+    "NATIVE_TOOL_NOT_GATED",
     "SessionKey",
     "load_policies",
     "session_key",
@@ -132,6 +133,7 @@ def load_policies(
     merged = _merge(declared, overrides)
     for name, policy in merged.items():
         if name not in known:
+            _refuse_native_tool(name)
             raise ConfigurationError(
                 f"an approval policy names toolset {name!r}, which is neither a provider of the container, "
                 f"a runtime toolset, nor an entry (known: {', '.join(sorted(known)) or 'none'}); fix the name "
@@ -145,6 +147,21 @@ def load_policies(
                 f"which it does not have (its tools: {', '.join(sorted(tools or ())) or 'none'}); fix the tool names"
             )
     return merged
+
+
+NATIVE_TOOL_NOT_GATED = "it runs at the model's provider, inside the model's request, so no approval policy can gate it"
+"""Why a policy cannot name a native tool (web search, code execution, ...)."""
+
+
+def _refuse_native_tool(name: str) -> None:
+    """A policy naming a native tool (`web_search`, ...) that is no toolset here: say why it cannot apply."""
+    from pydantic_ai.native_tools import NATIVE_TOOL_TYPES
+
+    if name in NATIVE_TOOL_TYPES:
+        raise ConfigurationError(
+            f"an approval policy names {name!r}, a native tool: {NATIVE_TOOL_NOT_GATED}; remove the policy "
+            "(to gate what it does, use a toolset of your own instead)"
+        )
 
 
 def _merge(

@@ -24,6 +24,7 @@ from ..policy import ToolPolicy
 from ..project import Project, load_project
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
+from ..project.native import native_rows
 from .failures import ERROR, OK, classify, problems_json
 from .render import console
 from .running import command_line_model
@@ -76,14 +77,16 @@ def list_project(args: argparse.Namespace) -> int:
             return OK
         title = f"{project.root.name}: default entry {project.default_entry or 'none'}"
         table = Table(title=escape(title), title_justify="left")
-        for column in ("entry", "kind", "model", "toolsets", "approvals"):
+        native = any("native_tools" in row for row in rows)
+        for column in ("entry", "kind", "model", "toolsets", *(["native tools"] if native else []), "approvals"):
             table.add_column(column)
         for row in rows:
-            policies = "\n".join(f"{toolset}: {policy}" for toolset, policy in row["approvals"].items())
-            table.add_row(
-                *map(escape, (row["entry"], row["kind"], row["model"] or "-", ", ".join(row["toolsets"]) or "-")),
-                escape(policies or "-"),
-            )
+            policies = [f"{toolset}: {policy}" for toolset, policy in row["approvals"].items()]
+            policies += [f"{tool['name']}: {tool['approval']}" for tool in row.get("native_tools", ())]
+            cells = [row["entry"], row["kind"], row["model"] or "-", ", ".join(row["toolsets"]) or "-"]
+            if native:
+                cells.append("\n".join(map(_native_cell, row.get("native_tools", ()))) or "-")
+            table.add_row(*map(escape, cells), escape("\n".join(policies) or "-"))
         out = console(stderr=False)
         out.print(table)
         if probes:
@@ -128,7 +131,7 @@ def _model_of(entry: Any) -> str | None:
 def _row(project: Project, name: str) -> dict[str, Any]:
     entry = project.entries[name]
     kind = "worker" if name in project.workers else "agent" if isinstance(entry, AgentEntry) else "function"
-    return {
+    row: dict[str, Any] = {
         "entry": name,
         "kind": kind,
         "model": _model_of(entry) or None,
@@ -136,6 +139,14 @@ def _row(project: Project, name: str) -> dict[str, Any]:
         "approvals": {toolset: _policy(project, toolset) for toolset in entry.toolsets},
         "description": entry.description,
     }
+    if name in project.workers and project.workers[name].native_tools:
+        row["native_tools"] = native_rows(project.workers[name].native_tools)
+    return row
+
+
+def _native_cell(tool: dict[str, Any]) -> str:
+    options = ", ".join(f"{key} {value}" for key, value in tool["options"].items())
+    return f"{tool['name']} ({options})" if options else str(tool["name"])
 
 
 def _policy(project: Project, toolset: str) -> str:

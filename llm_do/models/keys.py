@@ -3,7 +3,7 @@
 The key is a SHA-256 of canonical JSON made of:
 
 - the entry chain (`CallScope.chain()` of the agent run's `deps`, empty outside llm-do),
-- the names of the tools the agent offers,
+- the names of the tools the agent offers, and of the native tools it sends (web search, ...), if any,
 - every message so far, reduced to what the model reads: prompts, instructions, texts, tool calls
   (name and arguments) and tool returns (name and content). Timestamps, run and conversation ids,
   usage, model names and provider details are left out, and each tool call id is replaced by the
@@ -92,7 +92,9 @@ def request_key(
     handles: dict[str, str] = {}
     normalised = _without_handles([_message(message, ordinals) for message in messages], handles)
     tools = sorted(tool.name for tool in (*params.function_tools, *params.output_tools))
-    payload = {"chain": list(chain), "tools": tools, "messages": normalised}
+    payload: dict[str, Any] = {"chain": list(chain), "tools": tools, "messages": normalised}
+    if params.native_tools:  # absent otherwise, so the keys of requests without native tools stay as they were
+        payload["native_tools"] = sorted(tool.unique_id for tool in params.native_tools)
     digest = hashlib.sha256(_canonical(payload).encode()).hexdigest()
     return RequestKey(
         key=digest,

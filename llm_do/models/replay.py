@@ -12,6 +12,7 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS, AbstractNativeTool
 from pydantic_ai.settings import ModelSettings
 
 from .keys import HANDLE_PATTERN, RequestKey, request_key
@@ -118,6 +119,11 @@ class ReplayModel(Model):
     @property
     def system(self) -> str:
         return "replay"
+
+    @classmethod
+    def supported_native_tools(cls) -> frozenset[type[AbstractNativeTool]]:
+        """Every native tool: a replay answers with what the recorded model answered, native tool parts included."""
+        return SUPPORTED_NATIVE_TOOLS
 
     def answer(self, messages: list[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
         """The recorded response to this request, with fresh deterministic tool call ids and the live handles."""

@@ -30,6 +30,7 @@ from .layout import ProjectLayout, discover_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
 from .models import matches_any, model_id, model_problem, resolve_model
 from .modules import ProjectModules, load_modules
+from .native import is_native_tool, native_capabilities, native_policy_problem, worker_native_problems
 from .problems import Problem, ProjectError, raise_if_any
 from .worker import WorkerSpec, check_worker_file
 
@@ -337,6 +338,9 @@ class _Builder:
         model = self._model(spec, fallback, settings)
         names = list(spec.toolsets)
         for toolset, override in spec.approvals.items():
+            if toolset not in spec.toolsets and is_native_tool(toolset, spec.native_tools, known):
+                self.problems.append(native_policy_problem(toolset, spec.problem))
+                continue
             if toolset not in spec.toolsets:
                 self.problems.append(
                     spec.problem(
@@ -371,6 +375,8 @@ class _Builder:
             base = _declared_policy(container, toolset, original).overridden(override)
             operator = config.approval_policies.get(toolset) if config is not None else None
             self.policies[alias] = base.overridden(operator) if operator is not None else base
+        capabilities, problems = native_capabilities(spec.native_tools, spec.problem)
+        self.problems.extend(problems)
         if len(self.problems) > count or (model is None and (self.models_required or spec.model is not None)):
             return
         agent: Agent[CallScope, Any] = Agent(
@@ -380,7 +386,10 @@ class _Builder:
             model_settings=dict(spec.model_settings) or None,  # type: ignore[arg-type]
             name=spec.name,
             deps_type=CallScope,
+            capabilities=capabilities,
         )
+        if model is not None:
+            self.problems.extend(worker_native_problems(spec.name, agent, model, spec.problem))
         self.agents[spec.name] = AgentEntry(
             agent, name=spec.name, toolsets=names, schema_in=schema_in, description=spec.description
         )
