@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, overload
+from typing import Annotated, Any, TypeVar, overload
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import FunctionToolset
 
 from . import tracing
+from .attachments import TAKES_ATTACHMENTS, check_model, prompt_with
 from .call import CallScope, Entry
 from .errors import ToolsetError
 
@@ -105,6 +106,9 @@ class AgentEntry(_Described):
         if span is not None:
             span.set_attribute("llm_do.model", _model_name(model if agent.model is None else agent.model))
         prompt = self._prompt(input_data)
+        if scope.attachments:
+            check_model(scope.attachments, model if agent.model is None else agent.model)
+            prompt = prompt_with(prompt, scope.attachments)
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
             renamed.__enter__()
@@ -202,16 +206,27 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
     Like every toolset a scope lends out, it is gated by the approval policy of its name (the entry's).
     """
 
-    async def call(ctx: RunContext[Any], input: str) -> Any:
+    async def call(ctx: RunContext[Any], input: str, attachments: _Names = ()) -> Any:
         scope = ctx.deps
         if not isinstance(scope, CallScope):
             raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
-        return await scope.call_child(target.name, input)
+        handed = await scope.attachments_for(ctx.tool_call_id, attachments) if attachments else ()
+        return await scope.call_child(target.name, input, attachments=handed)
 
     if target.schema_in is not None:
         call.__annotations__ = {**call.__annotations__, "input": target.schema_in}
     description = target.description or f"Ask the {target.name!r} agent to do a task and return its answer."
-    return FunctionToolset([Tool(call, name=target.name, description=description, takes_ctx=True)])
+    tool = Tool(call, name=target.name, description=description, takes_ctx=True, metadata={TAKES_ATTACHMENTS: True})
+    return FunctionToolset([tool])
+
+
+_Names = Annotated[
+    tuple[str, ...],
+    Field(
+        description="Files to hand over with the input, by name: files under the project root "
+        "(like 'reports/q3.pdf'), or attachments you received yourself"
+    ),
+]
 
 
 def _check_name(name: str) -> None:
