@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -203,7 +204,7 @@ def detect_media_type(name: str, data: bytes) -> str:
         return _RIFF[head[8:12]]
     if _is_mp3(head):
         return "audio/mpeg"
-    if b"\x00" not in data:
+    if not _BINARY_CONTROL.search(data):
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -225,6 +226,8 @@ _MAGIC = (
     (b"ID3", "audio/mpeg"),
 )
 _RIFF = {b"WEBP": "image/webp", b"WAVE": "audio/wav"}
+_BINARY_CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+"""Control bytes text does not hold (tabs, line breaks, form feeds and escapes are text)."""
 
 
 def _is_mp3(head: bytes) -> bool:
