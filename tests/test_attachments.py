@@ -3,6 +3,9 @@ approvers see their names, sizes and types, policies decide calls that carry the
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ from llm_do import (
     ToolPolicy,
     entry,
 )
+from llm_do.models import AttachmentMismatch, Recording, RecordingModel, ReplayModel
 from llm_do.testing import ScriptedModel, Turn, tool_call
 
 from .attachment_files import CSV, GIF, JPEG, MP3_FRAME, MP3_ID3, TEXT, WEBP, pdf, png, wav
@@ -444,3 +448,58 @@ async def test_call_spans_carry_the_attachments_names_sizes_and_types(
     assert tuple(attributes["llm_do.attachments.media_types"]) == ("image/png", "text/csv")  # type: ignore[arg-type]
     assert tuple(attributes["llm_do.attachments.sizes"]) == (len(png()), len(CSV))  # type: ignore[arg-type]
     assert "llm_do.attachments.names" not in (spans["llm_do.call coordinator"].attributes or {})
+
+
+async def test_a_recording_keeps_digests_not_bytes_and_replay_refuses_a_changed_file(
+    root: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "recording.json"
+    steps = [tool_call("reviewer", input="Check", attachments=["data/chart.png", "data/sales.csv"]), returns_of]
+    recorder = RecordingModel(ScriptedModel(*steps), path)
+    child_recorder = RecordingModel(ScriptedModel(lambda turn: f"saw {len(files_in(received(turn)))} files"), path)
+    reviewer = AgentEntry(Agent(child_recorder), name="reviewer")
+    coordinator = AgentEntry(Agent(recorder), name="coordinator", toolsets=["reviewer"])
+    config = RuntimeConfig(project_root=root, approval_mode="approve_all")
+    async with child_recorder, recorder, Runtime(None, entries=[coordinator, reviewer], config=config) as runtime:
+        recorded = await runtime.run("coordinator", "go")
+    assert recorded.output == "saw 2 files"
+    text = path.read_text()
+    chart = (root / "data/chart.png").read_bytes()
+    assert base64.b64encode(chart).decode() not in text and "north,Q3" not in text  # no bytes, no text
+    saved = [item for item in json.loads(text)["responses"] if item.get("attachments")]
+    assert [info["name"] for info in saved[0]["attachments"]] == ["data/chart.png", "data/sales.csv"]
+    assert saved[0]["attachments"][0] == {
+        "name": "data/chart.png",
+        "media_type": "image/png",
+        "size": len(chart),
+        "sha256": hashlib.sha256(chart).hexdigest(),
+    }
+
+    def replayed() -> Runtime:
+        replay = ReplayModel.from_file(path)
+        entries = [
+            AgentEntry(Agent(replay), name="coordinator", toolsets=["reviewer"]),
+            AgentEntry(Agent(replay), name="reviewer"),
+        ]
+        return Runtime(None, entries=entries, config=config)
+
+    async with replayed() as runtime:
+        assert (await runtime.run("coordinator", "go")).output == "saw 2 files"
+    (root / "data/chart.png").write_bytes(png(5, 5))
+    async with replayed() as runtime:
+        with pytest.raises(AttachmentMismatch) as mismatch:
+            await runtime.run("coordinator", "go")
+    message = str(mismatch.value)
+    assert "the attachments of entry chain coordinator > reviewer, request #0" in message
+    assert f"'data/chart.png' was {len(chart):,} bytes with sha256 {hashlib.sha256(chart).hexdigest()[:12]}" in message
+    assert f"now {len(png(5, 5)):,} bytes" in message
+
+
+async def test_a_script_step_with_attachments_answers_only_those_files(root: Path) -> None:
+    memo = Attachment.from_bytes("memo.md", b"# Memo\n")
+    recording = Recording.from_script(["read the memo"], entry="reader", attachments=[memo.info])
+    reader = AgentEntry(Agent(ReplayModel(recording)), name="reader")
+    async with Runtime(None, entries=[reader]) as runtime:
+        assert (await runtime.run("reader", "go", attachments=[memo])).output == "read the memo"
+        with pytest.raises(AttachmentMismatch, match=r"'memo\.md' was 7 bytes with sha256 .*, now 11 bytes"):
+            await runtime.run("reader", "go", attachments=[Attachment.from_bytes("memo.md", b"# Changed\n\n")])
