@@ -267,7 +267,7 @@ def _check_name(name: str) -> None:
 def _check_size(name: str, size: int, limit: int, setting: str, kind: str = "") -> None:
     if size > limit:
         raise AttachmentError(
-            f"attach: the {kind}{name!r} is {size:,} bytes, more than the {limit:,}-byte limit "
+            f"attach: {kind}{name!r} is {size:,} bytes, more than the {limit:,}-byte limit "
             f"({_SETTINGS}{setting.upper()}); attach a smaller file"
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from ..approval import Approver
+from ..attachments import Attachment
 from ..call import CallScope, Entry
 from ..entries import AgentEntry, entry_toolset
 from ..errors import ConfigurationError
@@ -57,9 +58,15 @@ class Project:
     mcp_specs: Mapping[str, ToolsetSpec] = field(default_factory=dict, repr=False)
 
     async def run(
-        self, entry: str | None = None, input_data: Any = None, *, message_history: list[ModelMessage] | None = None
+        self,
+        entry: str | None = None,
+        input_data: Any = None,
+        *,
+        message_history: list[ModelMessage] | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> RunResult:
-        """Run `entry` (default: the project's default entry) on `input_data` (default: its default input)."""
+        """Run `entry` (default: the project's default entry) on `input_data` (default: its default input),
+        handing it `attachments` (see `Runtime.run`)."""
         name = entry or self.default_entry
         if name is None:
             raise ConfigurationError(
@@ -70,7 +77,7 @@ class Project:
             if self.default_input is None:
                 raise ConfigurationError(f"no input for entry {name!r}: give one, or set input = ... in project.toml")
             input_data = self.default_input
-        return await self.runtime.run(name, input_data, message_history=message_history)
+        return await self.runtime.run(name, input_data, message_history=message_history, attachments=attachments)
 
     async def aclose(self) -> None:
         """Close the runtime (its global toolsets and resources)."""
