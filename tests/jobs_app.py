@@ -119,15 +119,21 @@ async def traced(scope: CallScope, input_data: Any) -> dict[str, Any]:
     return {"trace_id": format(trace.get_current_span().get_span_context().trace_id, "032x"), "job": job.traceparent}
 
 
+@entry
+async def inspect(scope: CallScope, input_data: Any) -> list[dict[str, Any]]:
+    """The files the job's run received, with their bytes in hex."""
+    return [{**attachment.info.to_json(), "hex": attachment.data.hex()} for attachment in scope.attachments]
+
+
 def make_runtime() -> Runtime:
     return Runtime(
         JobsApp(),
-        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded],
+        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded, inspect],
         toolsets={"greet_note": JobsApp.notes},
     )
 
 
 queue = JobQueue(
-    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded"],
+    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded", "inspect"],
     runtime=make_runtime,
 )
