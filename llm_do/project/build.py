@@ -154,6 +154,8 @@ class _Builder:
             self._raise()
         assert container is not None
         config = self.config if self.config is not None else self._runtime_config(container)
+        if self.config is not None and self.config.project_root == Path("."):  # attachments: the project's files
+            config = replace(self.config, project_root=_project_root(container, self.root))
         settings = _settings_of(container)
         fallback = self.model if self.model is not None else config.model if config is not None else None
         self.toolsets = {name: spec for name, (spec, _) in modules.toolsets.items()}
@@ -498,6 +500,13 @@ def _settings_of(container: containers.DeclarativeContainer) -> Mapping[str, Any
     config = getattr(container, "config", None)
     values = config() if callable(config) else None
     return values if isinstance(values, Mapping) else {}
+
+
+def _project_root(container: containers.DeclarativeContainer, root: Path) -> Path:
+    """The container's project root (the project directory unless LLM_DO_PROJECT_ROOT says otherwise)."""
+    config = getattr(container, "config", None)
+    value = config.get("project_root") if config is not None else None
+    return Path(value) if isinstance(value, str | Path) else root
 
 
 def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy:
