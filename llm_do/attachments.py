@@ -159,9 +159,12 @@ class Attachment:
 
 
 def read_attachment(root: ConfinedRoot, path: str, settings: AttachmentSettings) -> Attachment:
-    """Read `path` under `root`: a regular file with one link, within the limits (blocking: run it in a thread)."""
+    """Read `path` under `root`: a regular file with one link, within the limits (blocking: run it in a thread).
+
+    The attachment is named by its path in normal form (`./a//b.txt` is `a/b.txt`)."""
     _check_name(path)
     try:
+        canonical = "/".join(root.parts(path, tool="attach"))
         with root.parent(path, tool="attach") as (dir_fd, name):
             if name is None:
                 raise AttachmentError(f"attach: {path!r} is the root directory, not a file")
@@ -190,7 +193,7 @@ def read_attachment(root: ConfinedRoot, path: str, settings: AttachmentSettings)
     finally:
         os.close(fd)
     _check_size(path, len(data), settings.max_file_bytes, "max_file_bytes")
-    return Attachment._made(path, data, detect_media_type(path, data), settings)
+    return Attachment._made(canonical, data, detect_media_type(canonical, data), settings)
 
 
 def detect_media_type(name: str, data: bytes) -> str:

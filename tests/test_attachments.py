@@ -503,3 +503,7 @@ async def test_a_script_step_with_attachments_answers_only_those_files(root: Pat
         assert (await runtime.run("reader", "go", attachments=[memo])).output == "read the memo"
         with pytest.raises(AttachmentMismatch, match=r"'memo\.md' was 7 bytes with sha256 .*, now 11 bytes"):
             await runtime.run("reader", "go", attachments=[Attachment.from_bytes("memo.md", b"# Changed\n\n")])
+
+
+def test_a_file_is_named_by_its_path_in_normal_form(root: Path) -> None:
+    assert Attachment.read(root, "./data//chart.png").name == "data/chart.png"
