@@ -128,18 +128,21 @@ class CallGate:
         *,
         requires_approval: bool,
         annotations: Mapping[str, Any] | None = None,
-        attachments: Sequence[str] = (),
+        attachments: Sequence[str] | None = None,
     ) -> ToolDenied | None:
         """Before a call runs: None to run it, a denial to return instead; raises `ApprovalRequired` to ask.
 
-        `attachments` names the files the call hands over: when it needs approval they are read here
-        (an `AttachmentError` is the call's failure), shown to the approver, and kept for the call."""
+        `attachments` names the files the call hands over (None: the tool takes none): when it needs
+        approval they are read here (an `AttachmentError` is the call's failure), shown to the
+        approver, and kept for the call. An empty list is left out of the arguments policies see."""
         if toolset in self.entry_tools:
             self.call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
         if annotations is not None and not self.approvals.annotated(toolset):
             annotations = None  # a declared policy decides, not the tool's MCP annotations
         if not requires_approval and annotations is None and not self.approvals.may_gate(toolset):
             return None  # its policy allows every call and the tool does not ask
+        if attachments is not None and not attachments:
+            args = {key: value for key, value in args.items() if key != "attachments"}
         call_id = ctx.tool_call_id or ""
         if ctx.tool_call_approved and self._grants.get(call_id) == session_key(toolset, tool, args):
             del self._grants[call_id]  # approved here, for exactly these arguments, once

@@ -119,16 +119,14 @@ async def _call_gated(
     # An MCP tool carries its annotations (None when it has none): without a declared policy, they decide.
     annotations = (metadata.get("annotations") or {}) if "annotations" in metadata else None
     if requires_approval or annotations is not None or lending.may_gate(toolset_name):  # else nothing can ask
-        attachments = tool_args.get("attachments") if metadata.get(TAKES_ATTACHMENTS) else None
-        shown = tool_args if attachments or attachments is None else _without(tool_args, "attachments")
         denial = await lending.gate().check(
             toolset_name,
             name,
-            shown,
+            tool_args,
             ctx,
             requires_approval=requires_approval,
             annotations=annotations,
-            attachments=attachments or (),
+            attachments=tool_args.get("attachments") if metadata.get(TAKES_ATTACHMENTS) else None,
         )
         if denial is not None:
             return denial
@@ -141,11 +139,6 @@ async def _call_gated(
     if denial is not None:
         return denial
     return await inner.call_tool(name, tool_args, replace(ctx, tool_call_approved=True), tool)
-
-
-def _without(args: dict[str, Any], name: str) -> dict[str, Any]:
-    """The arguments an approver and a policy see of a call to an entry: no empty `attachments`."""
-    return {key: value for key, value in args.items() if key != name}
 
 
 def _gated_tools(tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:

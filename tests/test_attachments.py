@@ -507,3 +507,11 @@ async def test_a_script_step_with_attachments_answers_only_those_files(root: Pat
 
 def test_a_file_is_named_by_its_path_in_normal_form(root: Path) -> None:
     assert Attachment.read(root, "./data//chart.png").name == "data/chart.png"
+
+
+async def test_a_scripted_turn_reads_the_prompt_of_a_call_with_attachments() -> None:
+    model = ScriptedModel(lambda turn: f"prompt: {turn.prompt}")
+    reader = AgentEntry(Agent(model), name="reader")
+    async with Runtime(None, entries=[reader]) as runtime:
+        result = await runtime.run("reader", "Read this.", attachments=[Attachment.from_bytes("a.txt", b"words")])
+    assert result.output == "prompt: Read this."
