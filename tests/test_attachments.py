@@ -515,3 +515,19 @@ async def test_a_scripted_turn_reads_the_prompt_of_a_call_with_attachments() -> 
     async with Runtime(None, entries=[reader]) as runtime:
         result = await runtime.run("reader", "Read this.", attachments=[Attachment.from_bytes("a.txt", b"words")])
     assert result.output == "prompt: Read this."
+
+
+async def test_a_settings_override_denies_calls_carrying_attachments(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLM_DO_APPROVAL_POLICIES__REVIEWER__ATTACHMENTS", "deny")
+    monkeypatch.setenv("LLM_DO_PROJECT_ROOT", str(root))
+    steps = [tool_call("reviewer", input="Check", attachments=["data/sales.csv"]), returns_of]
+    got: list[Any] = []
+    child = AgentEntry(Agent(ScriptedModel(lambda turn: got.append(turn) or "seen")), name="reviewer")
+    parent = AgentEntry(Agent(ScriptedModel(*steps)), name="coordinator", toolsets=["reviewer"])
+    async with Runtime(None, entries=[parent, child], config=RuntimeConfig.from_settings()) as runtime:
+        assert runtime.policy("reviewer").attachments == "deny"
+        result = await runtime.run("coordinator", "go")
+    assert "calls that carry attachments are 'deny'" in result.output
+    assert got == []
