@@ -24,7 +24,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from . import tracing
 from .approval import Approvals
-from .attachments import Attachment, AttachmentError, check_call, check_count, read_attachment
+from .attachments import Attachment, AttachmentError, check_call, check_count
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .lending import Lending
 from .lifecycle import Teardown
@@ -294,19 +294,14 @@ class CallScope:
         check_count(len(names), settings)  # before reading any of them
         received = {attachment.name: attachment for attachment in self.attachments}
         found: list[Attachment] = []
-        root = None
         for item in names:
             if isinstance(item, Attachment):
                 found.append(item)
             elif isinstance(item, str) and item in received:
                 found.append(received[item])
-            else:
-                if root is None:
-                    from .toolsets.confine import ConfinedRoot
-
-                    root = ConfinedRoot(self.host.config.project_root)
-                read = functools.partial(read_attachment, root, item, settings)
-                found.append(await asyncio.get_running_loop().run_in_executor(None, read))  # no context copied
+            else:  # read in a worker thread, without copying this context into it
+                read = functools.partial(Attachment.read, self.host.config.project_root, item, settings=settings)
+                found.append(await asyncio.get_running_loop().run_in_executor(None, read))
         check_call(found, settings)
         return tuple(found)
 
