@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import BinaryContent, ModelRequest, TextContent, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.profiles import ModelProfile
+from rich.console import Console
 
 from llm_do import (
     AgentEntry,
@@ -32,6 +34,7 @@ from llm_do import (
     ToolPolicy,
     entry,
 )
+from llm_do.cli.approve import TerminalApprover
 from llm_do.models import AttachmentMismatch, Recording, RecordingModel, ReplayModel
 from llm_do.testing import ScriptedModel, Turn, tool_call
 
@@ -531,3 +534,20 @@ async def test_a_settings_override_denies_calls_carrying_attachments(
         result = await runtime.run("coordinator", "go")
     assert "calls that carry attachments are 'deny'" in result.output
     assert got == []
+
+
+async def test_the_terminal_prompt_lists_the_files_a_call_hands_over(root: Path) -> None:
+    console = Console(file=io.StringIO(), width=200, highlight=False)
+    approver = TerminalApprover(console, stdin=io.StringIO("a\n"))
+    steps = [tool_call("reviewer", input="Check", attachments=["data/chart.png", "data/sales.csv"]), returns_of]
+    runtime, got = parent_and_child(
+        root, steps, policies={"reviewer": ToolPolicy(attachments="ask")}, approver=approver
+    )
+    async with runtime:
+        await runtime.run("coordinator", "go")
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "files it hands over (name, type, size):" in shown
+    assert f"'data/chart.png' (image/png, {len(png())} bytes)" in shown
+    assert f"'data/sales.csv' (text/csv, {len(CSV)} bytes)" in shown
+    assert "north,Q3" not in shown  # never the contents
+    assert len(got) == 1
