@@ -32,6 +32,8 @@ demo: $(STAMP)
 	env -u LLM_DO_DATABASE_URL $(VENV)/bin/llm-do run examples/bank_clerk --model replay:examples/bank_clerk/recording.json --approve-all -v
 	@echo
 	$(VENV)/bin/llm-do run examples/notes_desk --model test --approve-all -v
+	@echo
+	$(VENV)/bin/llm-do run examples/review_desk --model replay:examples/review_desk/recording.json --approve-all -v
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py

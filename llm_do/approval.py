@@ -12,13 +12,16 @@ import json
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 from pydantic_core import to_jsonable_python
 
 from .errors import ConfigurationError, LlmDoError
 from .policy import PolicySettings, ToolPolicy, Verdict
 from .settings import ApprovalMode, ApprovalOnDeny
+
+if TYPE_CHECKING:
+    from .attachments import AttachmentInfo
 
 __all__ = [
     "Approval",
@@ -61,6 +64,8 @@ class ApprovalRequest:
     """Why it needs approval: the policy entry, the tool's own flag, or the rule's reason."""
     description: str
     """One human-readable line describing the call, for a prompt or a log."""
+    attachments: tuple[AttachmentInfo, ...] = ()
+    """The files the call hands over: name, size, media type and digest (never their bytes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,19 +248,24 @@ class Approvals:
         *,
         requires_approval: bool,
         annotations: Mapping[str, Any] | None = None,
+        attachments: bool = False,
     ) -> Verdict:
-        """The verdict for one call. An MCP tool (`annotations` is its annotations, `{}` when it has none)
-        of a toolset without a declared policy is allowed when annotated `readOnlyHint` and asked for
-        otherwise; settings overrides for the toolset still apply on top."""
+        """The verdict for one call (`attachments`: whether it carries any). An MCP tool (`annotations` is
+        its annotations, `{}` when it has none) of a toolset without a declared policy is allowed when
+        annotated `readOnlyHint` and asked for otherwise; settings overrides for the toolset still apply on top."""
         if annotations is None or toolset in self._declared:
-            return await self.policy(toolset).evaluate(toolset, tool, args, requires_approval=requires_approval)
+            return await self.policy(toolset).evaluate(
+                toolset, tool, args, requires_approval=requires_approval, attachments=attachments
+            )
         read_only = annotations.get("readOnlyHint") is True
         override = self._overrides.get(toolset)
         if read_only and override is None and not requires_approval:
             return _READ_ONLY_VERDICT  # the common case, decided without building anything
         base = _READ_ONLY if read_only else _UNMARKED
         policy = base if override is None else base.overridden(override)
-        verdict = await policy.evaluate(toolset, tool, args, requires_approval=requires_approval)
+        verdict = await policy.evaluate(
+            toolset, tool, args, requires_approval=requires_approval, attachments=attachments
+        )
         by_annotation = override is None or (tool not in override.tools and override.default is None)
         if by_annotation and verdict.decision == base.default and not requires_approval:
             verdict = Verdict(verdict.decision, f"MCP tool {tool!r} of toolset {toolset!r}: {_hinted(annotations)}")
@@ -273,7 +283,7 @@ class Approvals:
             return f"it needs approval ({verdict.reason}) and approval_mode is 'reject_all'"
         if self.approver is None:
             raise ApprovalUnavailable(request)
-        key = session_key(request.toolset, request.tool, request.args)
+        key = session_key(request.toolset, request.tool, request.args, request.attachments)
         async with self._lock:  # one question at a time, and a fresh session approval is seen by the next
             if key in self._session:
                 return None
@@ -298,10 +308,17 @@ _READ_ONLY_VERDICT = Verdict("allow", "the MCP tool is annotated readOnlyHint")
 _UNMARKED = ToolPolicy(default="ask")
 
 
-def session_key(toolset: str, tool: str, args: Mapping[str, Any]) -> SessionKey:
-    """The cache key of a call: its toolset and tool names and its exact arguments."""
+def session_key(
+    toolset: str, tool: str, args: Mapping[str, Any], attachments: Iterable[AttachmentInfo] = ()
+) -> SessionKey:
+    """The cache key of a call: its toolset and tool names, its exact arguments, and the digests of the
+    files it carries (an approval for the session covers those contents, not whatever a name holds later)."""
+    values = dict(args)
+    digests = [f"{item.name}@sha256:{item.sha256}" for item in attachments]
+    if digests:
+        values["\x00attachments"] = digests  # cannot collide with an argument name
     canonical = json.dumps(
-        to_jsonable_python(dict(args), fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        to_jsonable_python(values, fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
     return (toolset, tool, canonical)
 

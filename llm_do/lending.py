@@ -21,6 +21,7 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .approval import Approvals
+from .attachments import TAKES_ATTACHMENTS
 from .gate import CallGate, GatedCall
 from .toolset import Toolset
 
@@ -119,7 +120,13 @@ async def _call_gated(
     annotations = (metadata.get("annotations") or {}) if "annotations" in metadata else None
     if requires_approval or annotations is not None or lending.may_gate(toolset_name):  # else nothing can ask
         denial = await lending.gate().check(
-            toolset_name, name, tool_args, ctx, requires_approval=requires_approval, annotations=annotations
+            toolset_name,
+            name,
+            tool_args,
+            ctx,
+            requires_approval=requires_approval,
+            annotations=annotations,
+            attachments=tool_args.get("attachments") if metadata.get(TAKES_ATTACHMENTS) else None,
         )
         if denial is not None:
             return denial

@@ -7,10 +7,13 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RunUsage
+
+if TYPE_CHECKING:
+    from .attachments import AttachmentInfo
 
 __all__ = [
     "CallRecord",
@@ -48,6 +51,8 @@ class CallRecord:
     ran and returned (a tool that asks for another agent counts once here, and the child counts its
     own). Failed, retried and denied calls and output tools do not count, nor do direct
     `CallScope.call_tool` calls, which pydantic-ai does not see either."""
+    attachments: tuple[AttachmentInfo, ...] = ()
+    """The files the call received: name, media type, size and digest (never their bytes)."""
 
 
 @dataclass(frozen=True, slots=True)

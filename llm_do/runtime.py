@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import Any
 
@@ -18,6 +18,7 @@ from pydantic_ai.usage import RunUsage
 
 from . import tracing, tracking
 from .approval import Approver
+from .attachments import Attachment, check_call
 from .call import CallScope, Entry
 from .errors import ConfigurationError
 from .lifecycle import Teardown
@@ -113,8 +114,13 @@ class Runtime:
         *,
         message_history: list[ModelMessage] | None = None,
         trace_parent: tracing.TraceParent | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> RunResult:
         """Run an entry as one top-level request, in a context of its own.
+
+        `attachments` are files handed to the entry with its input (`Attachment.read(root, path)`,
+        `Attachment.from_bytes(name, data)`), checked against `config.attachments`' limits first
+        (an `AttachmentError` when they do not fit); see docs/attachments.md.
 
         If the run fails, its exception propagates unchanged; `llm_do.run_report(error)` gives
         what the run left (its per-run objects, usage and calls).
@@ -131,9 +137,15 @@ class Runtime:
         target = self._loaded.entry(name)
         if not isinstance(entry, str) and entry is not target:
             raise ConfigurationError(f"entry {name!r} is not the one this runtime loaded under that name")
+        handed = tuple(attachments)
+        if handed:
+            if not all(isinstance(item, Attachment) for item in handed):
+                raise TypeError("Runtime.run(attachments=...) takes llm_do.Attachment objects: Attachment.read(...)")
+            check_call(handed, self.config.attachments)
         reports: list[RunReport] = []
         task = asyncio.get_running_loop().create_task(
-            self._run(target, input_data, message_history, reports, trace_parent), context=contextvars.copy_context()
+            self._run(target, input_data, message_history, reports, trace_parent, handed),
+            context=contextvars.copy_context(),
         )
         self._running.add(task)
         try:
@@ -164,6 +176,7 @@ class Runtime:
         message_history: list[ModelMessage] | None,
         reports: list[RunReport],
         trace_parent: tracing.TraceParent | None,
+        attachments: tuple[Attachment, ...],
     ) -> RunResult:
         loaded = self._loaded
         loaded.note_resource_overrides()
@@ -182,7 +195,9 @@ class Runtime:
                     obj = owned(await resolved(provider()), name)
                     if await run.teardown.adopt(obj, f"per-run provider {name!r}"):
                         run.per_run[name] = obj
-                async with CallScope(loaded, target, run, message_history=message_history) as scope:
+                async with CallScope(
+                    loaded, target, run, message_history=message_history, attachments=attachments
+                ) as scope:
                     output = await target.run_turn(scope, input_data)
                     messages = scope.all_messages
         except BaseException as error:

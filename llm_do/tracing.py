@@ -13,7 +13,7 @@ Helpers for carrying a trace across processes (a web request that defers a job, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from typing import Any, Protocol
@@ -187,7 +187,23 @@ class _Call(Protocol):
     def depth(self) -> int: ...
 
 
-def start_call(tracer: Tracer, call: _Call, entry: str, parent: _Call | None, toolsets: tuple[str, ...]) -> SpanScope:
+class _File(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def media_type(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+
+
+def start_call(
+    tracer: Tracer,
+    call: _Call,
+    entry: str,
+    parent: _Call | None,
+    toolsets: tuple[str, ...],
+    attachments: Sequence[_File] = (),
+) -> SpanScope:
     """Start (and make current) the span of one call, under whatever span is current."""
     attributes: dict[str, Any] = {
         "llm_do.entry": entry,
@@ -197,6 +213,10 @@ def start_call(tracer: Tracer, call: _Call, entry: str, parent: _Call | None, to
     }
     if parent is not None:
         attributes["llm_do.call.parent"] = parent.id
+    if attachments:
+        attributes["llm_do.attachments.names"] = [item.name for item in attachments]
+        attributes["llm_do.attachments.media_types"] = [item.media_type for item in attachments]
+        attributes["llm_do.attachments.sizes"] = [item.size for item in attachments]
     return SpanScope(tracer.start_span(f"llm_do.call {entry}", attributes=attributes))
 
 

@@ -134,16 +134,32 @@ async def receipt(scope: CallScope, input_data: Any) -> Receipt:
     return Receipt(amount=10, to=str(input_data), at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
 
 
+@entry
+async def inspect(scope: CallScope, input_data: Any) -> list[dict[str, Any]]:
+    """The files the job's run received, with their bytes in hex."""
+    return [{**attachment.info.to_json(), "hex": attachment.data.hex()} for attachment in scope.attachments]
+
+
 def make_runtime() -> Runtime:
     return Runtime(
         JobsApp(),
-        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded, receipt],
+        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded, receipt, inspect],
         toolsets={"greet_note": JobsApp.notes},
     )
 
 
 queue = JobQueue(
-    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded", "receipt"],
+    entries=[
+        "sleeper",
+        "boom",
+        JobEntry("flaky", retry=1),
+        "greeter",
+        "orchestrate",
+        "traced",
+        "guarded",
+        "receipt",
+        "inspect",
+    ],
     runtime=make_runtime,
 )
 

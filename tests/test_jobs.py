@@ -4,6 +4,7 @@ results read back from the database; cancellation, failures, retries, SIGKILL an
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import re
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from llm_do import ConfigurationError, InvalidSettings, LlmDoError
+from llm_do import Attachment, AttachmentError, ConfigurationError, InvalidSettings, LlmDoError
 from llm_do.jobs import (
     JobNotFound,
     JobQueue,
@@ -28,6 +29,7 @@ from llm_do.jobs import (
     run_worker,
 )
 
+from .attachment_files import CSV, png
 from .jobs_app import make_runtime
 from .jobs_app import queue as app_queue
 from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
@@ -135,6 +137,30 @@ async def test_a_jobs_output_comes_back_decoded_from_json(queue: JobQueue) -> No
     async with in_process_worker(queue):
         record = await finished(queue, await queue.defer("receipt", "B"))
     assert record.output == {"amount": 10, "to": "B", "at": "2026-01-02T03:04:05Z"}  # the model's JSON form, decoded
+
+
+async def test_a_jobs_attachments_are_stored_in_it_and_handed_to_its_run(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chart = Attachment.from_bytes("data/chart.png", png())
+    table = Attachment.from_bytes("data/sales.csv", CSV.encode())
+    job_id = await queue.defer("inspect", "look", attachments=[chart, table])
+    async with queue.pool.connection() as conn:  # the job itself holds the bytes: any worker can run it
+        row = await (await conn.execute("SELECT args FROM procrastinate_jobs WHERE id = %s", (job_id,))).fetchone()
+    assert row is not None
+    assert [base64.b64decode(item["data"]) for item in row[0]["attachments"]] == [png(), CSV.encode()]
+    async with in_process_worker(queue):
+        record = await finished(queue, job_id)
+    assert record.status == "succeeded", record
+    assert record.output == [
+        {**chart.info.to_json(), "hex": png().hex()},
+        {**table.info.to_json(), "hex": CSV.encode().hex()},
+    ]
+    assert list(record.attachments) == [chart.info.to_json(), table.info.to_json()]  # no bytes in the record
+    assert record.calls[0]["attachments"] == [chart.info.to_json(), table.info.to_json()]
+    monkeypatch.setenv("LLM_DO_ATTACHMENTS__MAX_CALL_BYTES", str(chart.size + table.size - 1))
+    with pytest.raises(AttachmentError, match=r"more than the .*-byte limit .*MAX_CALL_BYTES"):
+        await queue.defer("inspect", "look", attachments=[chart, table])
 
 
 async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(

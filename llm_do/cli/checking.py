@@ -154,6 +154,8 @@ def _policy(project: Project, toolset: str) -> str:
     if toolset in project.mcp_servers and policy == ToolPolicy():
         return "from its tools' MCP annotations (readOnlyHint allow, others ask)"
     parts = [f"default {policy.default}"] + [f"{tool} {decision}" for tool, decision in policy.tools.items()]
+    if policy.attachments is not None:
+        parts.append(f"with attachments {policy.attachments}")
     if policy.rule is not None:
         parts.append("a rule")
     return ", ".join(parts)

@@ -36,8 +36,8 @@ class UsageError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """A failure as the command reports it. `kind` is one of usage, input, project, approval, api_key,
-    interrupted, error; `problems` are a project's problems, one line each (`file:line: message`)."""
+    """A failure as the command reports it. `kind` is one of usage, input, attachment, project, approval,
+    api_key, interrupted, error; `problems` are a project's problems, one line each (`file:line: message`)."""
 
     code: int
     kind: str
@@ -78,6 +78,9 @@ def classify(error: BaseException) -> Failure:
             f"entry {request.entry!r} wants to call {request.toolset}.{request.tool}, which needs approval "
             f"({request.reason}), and there is no terminal to ask on; pass --approve-all or --reject-all",
         )
+    attachment = find(error, _loaded("llm_do.attachments", "AttachmentError"))
+    if attachment is not None:
+        return Failure(USAGE, "attachment", " ".join(str(attachment).split()))
     missing_key = find(error, _loaded("llm_do.project.models", "MissingApiKey"))
     if missing_key is not None:
         return Failure(USAGE, "api_key", str(missing_key))

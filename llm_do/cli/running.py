@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 
+from ..attachments import Attachment, check_call
 from ..entries import AgentEntry
 from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
@@ -58,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
             project = session.project
             name = args.entry or project.default_entry
             input_data = _checked_input(project, name, given, args)
+            attachments = _attachments(project, args.attach)
             try:
-                result = asyncio.run(_run_once(session, name, input_data))
+                result = asyncio.run(_run_once(session, name, input_data, attachments))
             except BaseException as error:
                 report = run_report(error)
                 if report is not None:
@@ -94,10 +96,12 @@ def chat(args: argparse.Namespace) -> int:
 # -- a run ------------------------------------------------------------------------
 
 
-async def _run_once(session: _Session, name: str | None, input_data: Any) -> RunResult:
+async def _run_once(
+    session: _Session, name: str | None, input_data: Any, attachments: tuple[Attachment, ...] = ()
+) -> RunResult:
     async with session.recorder if session.recorder is not None else nullcontext(), session.project:
         with session.live if session.live is not None else nullcontext():
-            return await session.project.run(name, input_data)
+            return await session.project.run(name, input_data, attachments=attachments)
 
 
 def _failed(
@@ -270,6 +274,25 @@ def _checked_input(project: Project, name: str | None, given: Any, args: argpars
             "give a PROMPT, or give the worker an input model (input: module:Class)"
         )
     return input_data
+
+
+def _attachments(project: Project, paths: list[str]) -> tuple[Attachment, ...]:
+    """The files given with --attach, relative to the current directory, each under the project root
+    (attachments never leave it) and within the limits of the project's settings."""
+    config = project.runtime.config
+    root = os.path.realpath(config.project_root)
+    found: list[Attachment] = []
+    for given in paths:
+        where = os.path.abspath(given)
+        real = os.path.join(os.path.realpath(os.path.dirname(where)), os.path.basename(where))
+        if os.path.commonpath([root, real]) != root or real == root:
+            raise UsageError(
+                f"--attach {given}: {where} is not a file under the project root {root}; "
+                "attachments never leave the project: copy the file into it"
+            )
+        found.append(Attachment.read(root, os.path.relpath(real, root), settings=config.attachments))
+    check_call(found, config.attachments)
+    return tuple(found)
 
 
 def _validated(schema: type[BaseModel], input_data: Any, name: str, source: str) -> BaseModel:

@@ -1,7 +1,9 @@
 """`JobQueue`: which entries may run as jobs, and deferring, reading, listing and cancelling them.
 
 Built on procrastinate (a PostgreSQL task queue): each declared entry is a procrastinate task named
-`llm_do:<entry>`; a job's arguments are the run's input and an optional W3C `traceparent`.
+`llm_do:<entry>`; a job's arguments are the run's input, an optional W3C `traceparent` and the
+attachments handed to the run (name, media type, digest and bytes as base64, so that any worker can
+run the job again).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -23,11 +25,12 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from ..attachments import Attachment, check_call
 from ..errors import ConfigurationError
 from ..runtime import Runtime
 from ..tracing import current_traceparent
 from .context import JobInfo
-from .execute import SHUTDOWN, perform
+from .execute import SHUTDOWN, perform, stored_attachments
 from .records import STATUSES, JobNotFound, JobRecord
 from .retry import JobRetry
 from .settings import JobSettings
@@ -178,8 +181,12 @@ class JobQueue:
         priority: int = 0,
         delay: float | None = None,
         queueing_lock: str | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> int:
         """Queue one run of `entry` on `input_data` (JSON-compatible) and return the job's id.
+
+        `attachments` are stored in the job (bytes included, as base64) and handed to its run, within the
+        limits of `LLM_DO_ATTACHMENTS__*` here (8 MiB per job by default); the worker checks each digest.
 
         `traceparent` (a W3C trace context; default: the current span's, when tracing is on) travels
         with the job, and the worker's run continues that trace. `delay` starts it no
@@ -193,13 +200,18 @@ class JobQueue:
             payload = to_jsonable_python(input_data)
         except PydanticSerializationError as error:
             raise TypeError(f"the input of a job of entry {entry!r} must be JSON-compatible: {error}") from None
+        handed = tuple(attachments)
+        extra: dict[str, Any] = {}
+        if handed:
+            check_call(handed, JobSettings().attachments)
+            extra["attachments"] = stored_attachments(handed)
         options: dict[str, Any] = {"priority": priority}
         if delay is not None:
             options["schedule_in"] = {"seconds": delay}
         if queueing_lock is not None:
             options["queueing_lock"] = queueing_lock
         with _schema_needed():
-            return await task.configure(**options).defer_async(input=payload, traceparent=traceparent)
+            return await task.configure(**options).defer_async(input=payload, traceparent=traceparent, **extra)
 
     async def get(self, job_id: int) -> JobRecord:
         """The job `job_id`: its status and, once a run finished, output, usage, calls and error."""
@@ -244,8 +256,10 @@ class JobQueue:
         self._runtime = runtime
 
     def _register(self, spec: JobEntry) -> Task[Any, Any, Any]:
-        async def run_job(context: JobContext, input: Any = None, traceparent: str | None = None) -> None:
-            await self._perform(spec.name, context, input, traceparent)
+        async def run_job(
+            context: JobContext, input: Any = None, traceparent: str | None = None, attachments: Any = None
+        ) -> None:
+            await self._perform(spec.name, context, input, traceparent, attachments)
 
         run_job.__name__ = run_job.__qualname__ = f"run_{spec.name}"
         task: Task[Any, Any, Any] = self.app.task(
@@ -253,7 +267,9 @@ class JobQueue:
         )(run_job)
         return task
 
-    async def _perform(self, entry: str, context: JobContext, input_data: Any, traceparent: str | None) -> None:
+    async def _perform(
+        self, entry: str, context: JobContext, input_data: Any, traceparent: str | None, attachments: Any
+    ) -> None:
         runtime = self._runtime
         if runtime is None:
             raise RuntimeError("no runtime attached: run jobs with llm_do.jobs.run_worker (or `llm-do worker`)")
@@ -266,7 +282,7 @@ class JobQueue:
             why = context.abort_reason()
             return None if why is None else ("cancel requested" if why.value == "user_request" else SHUTDOWN)
 
-        await perform(runtime, self.pool, info, input_data, reason)
+        await perform(runtime, self.pool, info, input_data, reason, attachments)
 
     def _task(self, entry: str) -> Task[Any, Any, Any]:
         try:

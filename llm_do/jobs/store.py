@@ -49,7 +49,9 @@ ON CONFLICT (job_id) DO UPDATE SET
 """
 
 _SELECT = """
-SELECT j.id, j.task_name, j.status::text AS status, j.attempts, j.args, j.abort_requested,
+SELECT j.id, j.task_name, j.status::text AS status, j.attempts, j.args - 'attachments' AS args,
+       (SELECT jsonb_agg(a - 'data') FROM jsonb_array_elements(j.args->'attachments') AS a) AS attachments,
+       j.abort_requested,
        r.outcome, r.output, r.usage, r.calls, r.error, r.worker, r.started_at, r.finished_at
   FROM procrastinate_jobs j
   LEFT JOIN llm_do_job_results r ON r.job_id = j.id
@@ -133,6 +135,7 @@ def _record(row: DictRow, tasks: dict[str, str]) -> JobRecord:
         attempts=row["attempts"],
         input=args.get("input"),
         traceparent=args.get("traceparent"),
+        attachments=tuple(row["attachments"] or ()),
         cancel_requested=bool(row["abort_requested"]) and row["status"] == "doing",
         outcome=row["outcome"],
         output=row["output"],

@@ -18,7 +18,7 @@ from pydantic_ai.settings import ModelSettings
 from .keys import HANDLE_PATTERN, RequestKey, request_key
 from .recording import RecordedResponse, Recording
 
-__all__ = ["MissingResponse", "ReplayModel", "UnknownRecordedHandle"]
+__all__ = ["AttachmentMismatch", "MissingResponse", "ReplayModel", "UnknownRecordedHandle"]
 
 _HANDLE_OR_PLACEHOLDER = re.compile(rf"{HANDLE_PATTERN.pattern}|<handle#([0-9]+)>")
 
@@ -33,6 +33,30 @@ class MissingResponse(LookupError):
             "The conversation differs from the one recorded (prompt, instructions, tools or tool results "
             "changed). Re-record it by running the same code with "
             f"RecordingModel(<a real model>, {source!r}) as the model."
+        )
+
+
+class AttachmentMismatch(MissingResponse):
+    """The recording answers this request for other files: an attachment changed since it was recorded."""
+
+    def __init__(self, request: RequestKey, source: str, recorded: RecordedResponse) -> None:
+        self.request = request
+        self.recorded = recorded.attachments
+        now = {info.name: info for info in request.attachments}
+        then = {info.name: info for info in recorded.attachments}
+        changes = [
+            f"{name!r} was {then[name].size:,} bytes with sha256 {then[name].sha256[:12]}, now "
+            f"{now[name].size:,} bytes with sha256 {now[name].sha256[:12]}"
+            for name in then
+            if name in now and then[name].sha256 != now[name].sha256
+        ]
+        changes += [f"{name!r} is no longer attached" for name in then if name not in now]
+        changes += [f"{name!r} was not attached when it was recorded" for name in now if name not in then]
+        LookupError.__init__(
+            self,
+            f"{source}: the attachments of {request.describe()} differ from the recorded ones: "
+            f"{'; '.join(changes)}. Replay answers only the files it recorded: restore them, or re-record "
+            f"with RecordingModel(<a real model>, {source!r}).",
         )
 
 
@@ -130,6 +154,9 @@ class ReplayModel(Model):
         request = request_key(messages, params)
         found = self.recording.find(request)
         if found is None:
+            other = next((item for item in self.recording.responses if item.differs_only_in_attachments(request)), None)
+            if other is not None:
+                raise AttachmentMismatch(request, self.source, other)
             raise MissingResponse(request, self.source)
         handles = _HandleMap(found, request, self.source)
         parts = [

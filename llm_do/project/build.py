@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from ..approval import Approver
+from ..attachments import Attachment
 from ..call import CallScope, Entry
 from ..entries import AgentEntry, entry_toolset
 from ..errors import ConfigurationError
@@ -58,9 +59,15 @@ class Project:
     mcp_specs: Mapping[str, ToolsetSpec] = field(default_factory=dict, repr=False)
 
     async def run(
-        self, entry: str | None = None, input_data: Any = None, *, message_history: list[ModelMessage] | None = None
+        self,
+        entry: str | None = None,
+        input_data: Any = None,
+        *,
+        message_history: list[ModelMessage] | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> RunResult:
-        """Run `entry` (default: the project's default entry) on `input_data` (default: its default input)."""
+        """Run `entry` (default: the project's default entry) on `input_data` (default: its default input),
+        handing it `attachments` (see `Runtime.run`)."""
         name = entry or self.default_entry
         if name is None:
             raise ConfigurationError(
@@ -71,7 +78,7 @@ class Project:
             if self.default_input is None:
                 raise ConfigurationError(f"no input for entry {name!r}: give one, or set input = ... in project.toml")
             input_data = self.default_input
-        return await self.runtime.run(name, input_data, message_history=message_history)
+        return await self.runtime.run(name, input_data, message_history=message_history, attachments=attachments)
 
     async def aclose(self) -> None:
         """Close the runtime (its global toolsets and resources)."""
@@ -148,6 +155,8 @@ class _Builder:
             self._raise()
         assert container is not None
         config = self.config if self.config is not None else self._runtime_config(container)
+        if self.config is not None and self.config.project_root == Path("."):  # attachments: the project's files
+            config = replace(self.config, project_root=_project_root(container, self.root))
         settings = _settings_of(container)
         fallback = self.model if self.model is not None else config.model if config is not None else None
         self.toolsets = {name: spec for name, (spec, _) in modules.toolsets.items()}
@@ -500,6 +509,13 @@ def _settings_of(container: containers.DeclarativeContainer) -> Mapping[str, Any
     config = getattr(container, "config", None)
     values = config() if callable(config) else None
     return values if isinstance(values, Mapping) else {}
+
+
+def _project_root(container: containers.DeclarativeContainer, root: Path) -> Path:
+    """The container's project root (the project directory unless LLM_DO_PROJECT_ROOT says otherwise)."""
+    config = getattr(container, "config", None)
+    value = config.get("project_root") if config is not None else None
+    return Path(value) if isinstance(value, str | Path) else root
 
 
 def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy:
