@@ -4,6 +4,7 @@ example project notes_desk; `llm-do check` and `llm-do list` against real server
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -86,6 +87,7 @@ async def test_a_declared_server_passes_env_from_the_environment_and_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COUNTER_SECRET", "s3cret-value")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     root = write_project(
         tmp_path / "desk",
         f'entry = "clerk"\n\n[mcp_servers.counter]\n{COUNTER}scope = "per_call"\n'
@@ -96,6 +98,8 @@ async def test_a_declared_server_passes_env_from_the_environment_and_settings(
         tool_call("getenv", name="SECRET"),
         tool_call("getenv", name="DEPTH"),
         tool_call("getenv", name="LABEL"),
+        tool_call("getenv", name="HTTPS_PROXY"),
+        tool_call("getenv", name="HOME"),
         tool_call("bump", by=2),
         lambda turn: f"{turn.returned('getenv')}",
     )
@@ -107,7 +111,7 @@ async def test_a_declared_server_passes_env_from_the_environment_and_settings(
             for part in getattr(message, "parts", ())
             if part.part_kind == "tool-return"
         ]
-    assert returns == ["s3cret-value", "5", "plain", 2]
+    assert returns == ["s3cret-value", "5", "plain", "", os.environ["HOME"], 2]  # undeclared: HOME, not proxies
     assert server_processes() == []
     listed = llm_do("list", root, "--model", "test", env={"COUNTER_SECRET": "s3cret-value"})
     assert listed.returncode == 0, listed.stderr
@@ -128,11 +132,37 @@ def test_bad_declarations_are_reported_with_file_line_and_what_to_do(tmp_path: P
         load_project(root, model="test")
     messages = "\n".join(str(problem) for problem in caught.value.problems)
     assert "MCP server 'both': give either command (a stdio server) or url" in messages
-    assert "MCP server 'typo': comand: Extra inputs are not permitted" in messages
+    assert "MCP server 'typo': unknown key 'comand' (did you mean 'command'?); the keys are command, args" in messages
     assert "${LLM_DO_TEST_UNSET_VARIABLE} names an environment variable that is not set" in messages
     assert "MCP server 'clerk' has the name of another toolset or entry" in messages
     assert "clerk.worker:3: MCP server 'mine': scope: Input should be 'global', 'per_run' or 'per_call'" in messages
     assert "project.toml:1: MCP server 'both'" in messages and "project.toml:5: MCP server 'typo'" in messages
+
+
+def test_every_unset_variable_of_a_server_is_reported_at_its_own_line(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "desk",
+        f'mcp_config = ["mcp.json"]\n[mcp_servers.counter]\n{COUNTER}[mcp_servers.counter.env]\n'
+        'A = "${LLM_DO_TEST_UNSET_1}"\n'
+        'B = "x-${LLM_DO_TEST_UNSET_2}-${LLM_DO_TEST_UNSET_3:-}-${LLM_DO_TEST_UNSET_4}"\n',
+        mcp__json='{"mcpServers": {\n  "other": {\n    "command": "x",\n'
+        '    "env": {"C": "${LLM_DO_TEST_UNSET_5}"}\n  }\n}}\n',
+        clerk__worker="---\ntoolsets: [counter]\n---\nHi.",
+    )
+    checked = llm_do("check", root, "--model", "test")
+    assert checked.returncode == 1
+    toml, json_file = root / "project.toml", root / "mcp.json"
+    assert checked.stderr.splitlines() == [
+        f"{json_file}:4: MCP server 'other': ${{LLM_DO_TEST_UNSET_5}} names an environment variable that is not "
+        "set; set it or give ${LLM_DO_TEST_UNSET_5:-default}",
+        f"{toml}:6: MCP server 'counter': ${{LLM_DO_TEST_UNSET_1}} names an environment variable that is not set; "
+        "set it or give ${LLM_DO_TEST_UNSET_1:-default}",
+        f"{toml}:7: MCP server 'counter': ${{LLM_DO_TEST_UNSET_2}} names an environment variable that is not set; "
+        "set it or give ${LLM_DO_TEST_UNSET_2:-default}",
+        f"{toml}:7: MCP server 'counter': ${{LLM_DO_TEST_UNSET_4}} names an environment variable that is not set; "
+        "set it or give ${LLM_DO_TEST_UNSET_4:-default}",
+        "llm-do: 4 problems found",
+    ]
 
 
 @pytest.mark.long
@@ -147,6 +177,7 @@ def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: 
     assert "MCP server 'ghost' failed" in checked.stderr
     assert "command 'no-such-mcp-server-xyz' was not found" in checked.stderr
     assert "'good'" not in checked.stderr
+    assert checked.stderr.splitlines()[-1] == "llm-do: 1 problem found (MCP server 'ghost' did not start)"
     (root / "project.toml").write_text(f"[mcp_servers.good]\n{COUNTER}")
     (root / "clerk.worker").write_text("---\ntoolsets: [good]\n---\nHi.")
     checked = llm_do("check", root, "--model", "test")
@@ -155,4 +186,6 @@ def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: 
     document = json.loads(llm_do("check", root, "--model", "test", "--json").stdout)
     (server,) = document["mcp_servers"]
     assert document["ok"] is True and server["name"] == "good" and server["error"] is None
-    assert ["read_count", True] in server["tools"] and ["bump", False] in server["tools"]
+    tools = {tool["name"]: tool for tool in server["tools"]}
+    assert tools["read_count"] == {"name": "read_count", "read_only": True, "annotations": {"readOnlyHint": True}}
+    assert tools["bump"]["read_only"] is False and server["tool_prefix"] is None

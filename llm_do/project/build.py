@@ -20,7 +20,7 @@ from ..approval import Approver
 from ..call import CallScope, Entry
 from ..entries import AgentEntry, entry_toolset
 from ..errors import ConfigurationError
-from ..policy import ToolPolicy
+from ..policy import PolicySettings, ToolPolicy
 from ..run import RunResult
 from ..runtime import Runtime
 from ..scopes import Scope, ToolsetSpec
@@ -134,6 +134,8 @@ class _Builder:
         self.problems: list[Problem] = []
         self.toolsets: dict[str, ToolsetSpec] = {}
         self.policies: dict[str, ToolPolicy] = {}
+        self.overrides: dict[str, PolicySettings] = {}
+        """Policy overrides of the toolset names workers' `approvals:` make (`toolset@worker`)."""
         self.agents: dict[str, AgentEntry] = {}
         self.models_required = True
         self.models_installed = False
@@ -165,6 +167,8 @@ class _Builder:
         if self.problems or config is None:
             self._raise()
         assert config is not None
+        if self.overrides:
+            config = replace(config, approval_policies={**config.approval_policies, **self.overrides})
         try:
             runtime = Runtime(
                 container,
@@ -368,9 +372,13 @@ class _Builder:
             alias = f"{toolset}@{spec.name}"
             names[names.index(toolset)] = alias
             self.toolsets[alias] = original
-            base = _declared_policy(container, toolset, original).overridden(override)
+            # The worker's approvals are an override, like the settings' (which still win): laid over the
+            # toolset's declared policy, or over its tools' MCP annotations when it has none.
             operator = config.approval_policies.get(toolset) if config is not None else None
-            self.policies[alias] = base.overridden(operator) if operator is not None else base
+            self.overrides[alias] = override.overridden(operator) if operator is not None else override
+            declared = _declared_policy(container, toolset, original)
+            if declared is not None:
+                self.policies[alias] = declared
         if len(self.problems) > count or (model is None and (self.models_required or spec.model is not None)):
             return
         agent: Agent[CallScope, Any] = Agent(
@@ -386,8 +394,8 @@ class _Builder:
         )
 
     def _spec_of(self, name: str, providers: Mapping[str, Any], modules: ProjectModules) -> ToolsetSpec | None:
-        if name in modules.toolsets:
-            return modules.toolsets[name][0]
+        if name in self.toolsets:  # a project module's toolset or an MCP server
+            return self.toolsets[name]
         if name in providers:
             try:
                 return ToolsetSpec.from_provider(providers[name])
@@ -493,8 +501,8 @@ def _settings_of(container: containers.DeclarativeContainer) -> Mapping[str, Any
     return values if isinstance(values, Mapping) else {}
 
 
-def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy:
-    """The policy a toolset name has before a worker's overrides: the container's, else its class default."""
+def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy | None:
+    """The policy declared for a toolset name: the container's, else its class default; None when there is none."""
     provider = container.providers.get("approval_policies")
     declared = provider() if provider is not None else None
     if isinstance(declared, Mapping) and isinstance(declared.get(name), ToolPolicy):
@@ -502,4 +510,4 @@ def _declared_policy(container: containers.DeclarativeContainer, name: str, spec
         return policy
     provides = spec.provides if isinstance(spec.provides, type) or spec.provides is None else type(spec.provides)
     default = getattr(provides, "default_policy", None)
-    return default if isinstance(default, ToolPolicy) else ToolPolicy()
+    return default if isinstance(default, ToolPolicy) else None
