@@ -127,9 +127,11 @@ async def test_two_servers_with_the_same_tools_serve_one_worker_under_prefixes(t
     ]
 
 
-def test_an_unknown_server_key_is_named_with_the_keys_there_are(tmp_path: Path) -> None:
+def test_an_unknown_server_key_is_named_with_the_keys_there_are_and_only_once(tmp_path: Path) -> None:
     root = write_project(
-        tmp_path / "desk", f'[mcp_servers.counter]\n{COUNTER}toolprefix = "c"\n', clerk__worker="Count."
+        tmp_path / "desk",
+        f'[mcp_servers.counter]\n{COUNTER}toolprefix = "c"\n',
+        clerk__worker="---\ntoolsets: [counter]\napprovals: {counter: {default: ask}}\n---\nCount.",
     )
     with pytest.raises(ProjectError) as caught:
         load_project(root, model="test")

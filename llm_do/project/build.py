@@ -135,6 +135,7 @@ class _Builder:
         self.toolsets: dict[str, ToolsetSpec] = {}
         self.policies: dict[str, ToolPolicy] = {}
         self.overrides: dict[str, PolicySettings] = {}
+        self.broken_servers: set[str] = set()
         """Policy overrides of the toolset names workers' `approvals:` make (`toolset@worker`)."""
         self.agents: dict[str, AgentEntry] = {}
         self.models_required = True
@@ -159,7 +160,7 @@ class _Builder:
         self.problems.extend(problems)
         self.toolsets.update(mcp_specs)
         workers = {name: _with_servers(spec, servers) for name, spec in workers.items()}
-        known = {*providers, *modules.toolsets, *workers, *modules.entries, *servers}
+        known = {*providers, *modules.toolsets, *workers, *modules.entries, *servers, *self.broken_servers}
         for spec in workers.values():
             self._worker(spec, known, modules, container, providers, fallback, settings, config)
         entries: dict[str, Entry] = {**self.agents, **{name: e for name, (e, _) in modules.entries.items()}}
@@ -197,7 +198,8 @@ class _Builder:
         raise_if_any(self.problems)
 
     def _mcp_servers(self, workers: Mapping[str, WorkerSpec], taken: set[str]) -> dict[str, Declared]:
-        """The MCP servers of `project.toml` and of the workers' frontmatter; each name a new toolset name."""
+        """The MCP servers of `project.toml` and of the workers' frontmatter; each name a new toolset name.
+        The names of servers declared wrong go to `broken_servers`, so that naming them is no second problem."""
         layout = self.layout
         servers, problems = declared_servers(
             self.root, layout.mcp_servers, layout.mcp_config, layout.config_file, layout.line_of
@@ -213,14 +215,15 @@ class _Builder:
             self.problems.extend(problems)
             for name, declared in found.items():
                 if name in servers:
-                    where = servers[name].file.name
+                    first = servers[name]
+                    where = f" in {first.file.name}" if first is not None else ""
                     self.problems.append(
-                        spec.problem(f"MCP server {name!r} is also declared in {where}; declare it once", "mcp_servers")
+                        spec.problem(f"MCP server {name!r} is also declared{where}; declare it once", "mcp_servers")
                     )
                     continue
                 servers[name] = declared
         for name, declared in servers.items():
-            if name in taken:
+            if name in taken and declared is not None:
                 self.problems.append(
                     Problem(
                         declared.file,
@@ -228,7 +231,8 @@ class _Builder:
                         f"MCP server {name!r} has the name of another toolset or entry of the project; rename it",
                     )
                 )
-        return servers
+        self.broken_servers = {name for name, declared in servers.items() if declared is None}
+        return {name: declared for name, declared in servers.items() if declared is not None}
 
     # -- parts -------------------------------------------------------------------
 
@@ -351,7 +355,7 @@ class _Builder:
                     )
                 )
                 continue
-            if toolset not in known:
+            if toolset not in known or toolset in self.broken_servers:
                 continue
             original = self._spec_of(toolset, providers, modules)
             tools = known_tool_names(original.provides) if original is not None else None

@@ -90,12 +90,13 @@ def parse_servers(
     *,
     lenient: bool = False,
     line_of: Callable[[str], int | None] | None = None,
-) -> tuple[dict[str, Declared], list[Problem]]:
+) -> tuple[dict[str, Declared | None], list[Problem]]:
     """Servers of one `mcp_servers` table (or `mcpServers` object); `lenient` drops keys other clients use.
-    `line_of(name)` gives the line of a server's own declaration, when known."""
+    `line_of(name)` gives the line of a server's own declaration, when known. A server declared wrong is
+    None, its problems reported: its name is still taken."""
     if not isinstance(raw, Mapping):
         return {}, [Problem(file, line, f"mcp_servers must map server names to tables, got {raw!r}")]
-    found: dict[str, Declared] = {}
+    found: dict[str, Declared | None] = {}
     problems: list[Problem] = []
     for name, values in raw.items():
         if not isinstance(name, str) or not re.match(r"^[A-Za-z_][\w-]*$", name):
@@ -108,6 +109,7 @@ def parse_servers(
             found[name] = Declared(McpServerDecl.model_validate(values), file, line)
         except ValidationError as error:
             problems.extend(Problem(file, line, f"MCP server {name!r}: {_explained(item)}") for item in error.errors())
+            found[name] = None
     return found, problems
 
 
@@ -125,10 +127,11 @@ def _explained(item: Any) -> str:
 
 def declared_servers(
     root: Path, table: Any, config_files: Any, file: Path | None, line_of: Callable[[str], int | None]
-) -> tuple[dict[str, Declared], list[Problem]]:
-    """The servers of `project.toml`: its `[mcp_servers]` table and the `mcp_config` JSON files it names."""
+) -> tuple[dict[str, Declared | None], list[Problem]]:
+    """The servers of `project.toml`: its `[mcp_servers]` table and the `mcp_config` JSON files it names
+    (None for a server declared wrong)."""
     where = file or root
-    servers: dict[str, Declared] = {}
+    servers: dict[str, Declared | None] = {}
     problems: list[Problem] = []
     if table is not None:
         text = file.read_text(encoding="utf-8") if file is not None else ""
