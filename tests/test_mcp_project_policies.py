@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dependency_injector import containers, providers
+from pydantic_ai.exceptions import UserError
 
-from llm_do import ApprovalRequest, RuntimeConfig
+from llm_do import ApprovalRequest, Runtime, RuntimeConfig
 from llm_do.project import ProjectError, load_project
 
 from .cli_projects import llm_do
-from .mcp_support import SERVER, answers_of, plan, plan_model, server_processes
+from .mcp_support import SERVER, agent_entry, answers_of, in_process, plan, plan_model, server_processes
 
 COUNTER = f'command = "python"\nargs = ["{SERVER}"]\n'
 OWN = f"  mine: {{command: python, args: ['{SERVER}']}}\n"
@@ -125,6 +127,17 @@ async def test_two_servers_with_the_same_tools_serve_one_worker_under_prefixes(t
     assert {"name": "r_read_count", "read_only": True} in [
         {key: tool[key] for key in ("name", "read_only")} for tool in servers["right"]["tools"]
     ]
+
+
+async def test_a_run_whose_servers_offer_the_same_tool_says_to_give_one_a_prefix() -> None:
+    class Two(containers.DeclarativeContainer):
+        left = providers.Singleton(in_process)
+        right = providers.Singleton(in_process)
+
+    runtime = Runtime(Two(), entries=[agent_entry("clerk", ["left", "right"])], config=RuntimeConfig())
+    async with runtime:
+        with pytest.raises(UserError, match=r"Give one of the two servers a tool_prefix \(project files\)"):
+            await runtime.run("clerk", plan("read_count"))
 
 
 def test_an_unknown_server_key_is_named_with_the_keys_there_are_and_only_once(tmp_path: Path) -> None:
