@@ -59,6 +59,19 @@ def stdio_toolset(**env: str) -> MCPToolset[Any]:
     return MCPToolset(SERVER)
 
 
+COUNTER_TOML = f'command = "python"\nargs = ["{SERVER}"]\n'
+"""The counter server's lines in a `[mcp_servers.NAME]` table of project.toml."""
+
+
+def write_project(root: Path, toml: str, **files: str) -> Path:
+    """A project directory: `project.toml` and `files` (`clerk__worker` is the file clerk.worker)."""
+    root.mkdir(exist_ok=True)
+    (root / "project.toml").write_text(toml)
+    for name, text in files.items():
+        (root / name.replace("__", ".")).write_text(text)
+    return root
+
+
 def plan(*steps: tuple[str, dict[str, Any]] | str) -> str:
     """A prompt for `plan_model`: the tool calls to make, one per model request, in order."""
     return json.dumps([[step, {}] if isinstance(step, str) else list(step) for step in steps])

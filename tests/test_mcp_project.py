@@ -15,7 +15,7 @@ from llm_do.project import ProjectError, load_project
 from llm_do.testing import ScriptedModel, tool_call
 
 from .cli_projects import llm_do
-from .mcp_support import SERVER, server_processes
+from .mcp_support import COUNTER_TOML, SERVER, server_processes, write_project
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "notes_desk"
 
@@ -43,17 +43,6 @@ async def test_the_example_project_runs_a_per_run_server_with_approvals_from_its
     model.assert_done()
 
 
-def write_project(root: Path, toml: str, **files: str) -> Path:
-    root.mkdir(exist_ok=True)
-    (root / "project.toml").write_text(toml)
-    for name, text in files.items():
-        (root / name.replace("__", ".")).write_text(text)
-    return root
-
-
-COUNTER = f'command = "python"\nargs = ["{SERVER}"]\n'
-
-
 async def test_servers_from_project_toml_worker_files_and_mcp_json_with_scopes_and_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -63,7 +52,7 @@ async def test_servers_from_project_toml_worker_files_and_mcp_json_with_scopes_a
     }
     root = write_project(
         tmp_path / "desk",
-        f'entry = "clerk"\nmcp_config = ["mcp.json"]\n\n[mcp_servers.fresh]\n{COUNTER}scope = "per_call"\n'
+        f'entry = "clerk"\nmcp_config = ["mcp.json"]\n\n[mcp_servers.fresh]\n{COUNTER_TOML}scope = "per_call"\n'
         'env = { SECRET = "${COUNTER_SECRET}", DEPTH = "${settings.max_depth}", LABEL = "${NO_SUCH_VAR:-plain}" }\n',
         mcp__json=json.dumps(mcp_json),
         clerk__worker="---\ntoolsets: [fresh, shared]\nmcp_servers:\n"
@@ -90,7 +79,7 @@ async def test_a_declared_server_passes_env_from_the_environment_and_settings(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     root = write_project(
         tmp_path / "desk",
-        f'entry = "clerk"\n\n[mcp_servers.counter]\n{COUNTER}scope = "per_call"\n'
+        f'entry = "clerk"\n\n[mcp_servers.counter]\n{COUNTER_TOML}scope = "per_call"\n'
         'env = { SECRET = "${COUNTER_SECRET}", DEPTH = "${settings.max_depth}", LABEL = "${NO_SUCH_VAR:-plain}" }\n',
         clerk__worker="---\ntoolsets: [counter]\n---\nCount.",
     )
@@ -142,7 +131,7 @@ def test_bad_declarations_are_reported_with_file_line_and_what_to_do(tmp_path: P
 def test_every_unset_variable_of_a_server_is_reported_at_its_own_line(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",
-        f'mcp_config = ["mcp.json"]\n[mcp_servers.counter]\n{COUNTER}[mcp_servers.counter.env]\n'
+        f'mcp_config = ["mcp.json"]\n[mcp_servers.counter]\n{COUNTER_TOML}[mcp_servers.counter.env]\n'
         'A = "${LLM_DO_TEST_UNSET_1}"\n'
         'B = "x-${LLM_DO_TEST_UNSET_2}-${LLM_DO_TEST_UNSET_3:-}-${LLM_DO_TEST_UNSET_4}"\n',
         mcp__json='{"mcpServers": {\n  "other": {\n    "command": "x",\n'
@@ -169,7 +158,7 @@ def test_every_unset_variable_of_a_server_is_reported_at_its_own_line(tmp_path: 
 def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",
-        f'[mcp_servers.good]\n{COUNTER}\n[mcp_servers.ghost]\ncommand = "no-such-mcp-server-xyz"\n',
+        f'[mcp_servers.good]\n{COUNTER_TOML}\n[mcp_servers.ghost]\ncommand = "no-such-mcp-server-xyz"\n',
         clerk__worker="---\ntoolsets: [good, ghost]\n---\nHi.",
     )
     checked = llm_do("check", root, "--model", "test")
@@ -178,7 +167,7 @@ def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: 
     assert "command 'no-such-mcp-server-xyz' was not found" in checked.stderr
     assert "'good'" not in checked.stderr
     assert checked.stderr.splitlines()[-1] == "llm-do: 1 problem found (MCP server 'ghost' did not start)"
-    (root / "project.toml").write_text(f"[mcp_servers.good]\n{COUNTER}")
+    (root / "project.toml").write_text(f"[mcp_servers.good]\n{COUNTER_TOML}")
     (root / "clerk.worker").write_text("---\ntoolsets: [good]\n---\nHi.")
     checked = llm_do("check", root, "--model", "test")
     assert checked.returncode == 0, checked.stderr

@@ -15,18 +15,19 @@ from llm_do import ApprovalRequest, Runtime, RuntimeConfig
 from llm_do.project import ProjectError, load_project
 
 from .cli_projects import llm_do
-from .mcp_support import SERVER, agent_entry, answers_of, in_process, plan, plan_model, server_processes
+from .mcp_support import (
+    COUNTER_TOML,
+    SERVER,
+    agent_entry,
+    answers_of,
+    in_process,
+    plan,
+    plan_model,
+    server_processes,
+    write_project,
+)
 
-COUNTER = f'command = "python"\nargs = ["{SERVER}"]\n'
 OWN = f"  mine: {{command: python, args: ['{SERVER}']}}\n"
-
-
-def write_project(root: Path, toml: str, **files: str) -> Path:
-    root.mkdir(exist_ok=True)
-    (root / "project.toml").write_text(toml)
-    for name, text in files.items():
-        (root / name.replace("__", ".")).write_text(text)
-    return root
 
 
 async def run_asking(root: Path, runs: list[tuple[str, str]]) -> tuple[list[list[Any]], list[str]]:
@@ -48,7 +49,7 @@ async def run_asking(root: Path, runs: list[tuple[str, str]]) -> tuple[list[list
 async def test_a_workers_approvals_for_a_server_lay_over_its_tools_annotations(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",
-        f"[mcp_servers.counter]\n{COUNTER}",
+        f"[mcp_servers.counter]\n{COUNTER_TOML}",
         shared__worker="---\ntoolsets: [counter]\napprovals: {counter: {tools: {reset: deny}}}\n---\nCount.",
         own__worker=f"---\nmcp_servers:\n{OWN}approvals: {{mine: {{tools: {{reset: deny}}}}}}\n---\nCount.",
         plain__worker="---\ntoolsets: [counter]\n---\nCount.",
@@ -83,7 +84,7 @@ APPROVALS_DOC = {
 def test_list_shows_for_each_tool_the_decision_that_applies(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",
-        f'entry = "clerk"\n\n[mcp_servers.counter]\n{COUNTER}',
+        f'entry = "clerk"\n\n[mcp_servers.counter]\n{COUNTER_TOML}',
         clerk__worker="---\ntoolsets: [counter]\n---\nCount.",
         strict__worker="---\ntoolsets: [counter]\napprovals: {counter: {tools: {read_count: ask}}}\n---\nCount.",
     )
@@ -107,7 +108,8 @@ def test_list_shows_for_each_tool_the_decision_that_applies(tmp_path: Path) -> N
 async def test_two_servers_with_the_same_tools_serve_one_worker_under_prefixes(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",
-        f'[mcp_servers.left]\n{COUNTER}tool_prefix = "l"\n\n[mcp_servers.right]\n{COUNTER}tool_prefix = "r"\n',
+        f'[mcp_servers.left]\n{COUNTER_TOML}tool_prefix = "l"\n\n'
+        f'[mcp_servers.right]\n{COUNTER_TOML}tool_prefix = "r"\n',
         both__worker="---\ntoolsets: [left, right]\napprovals: {right: {tools: {r_reset: deny}}}\n---\nCount.",
     )
     steps = plan(("l_bump", {"by": 2}), ("r_bump", {"by": 5}), "l_read_count", "r_reset", "l_reset")
@@ -143,7 +145,7 @@ async def test_a_run_whose_servers_offer_the_same_tool_says_to_give_one_a_prefix
 def test_an_unknown_server_key_is_named_with_the_keys_there_are_and_only_once(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",
-        f'[mcp_servers.counter]\n{COUNTER}toolprefix = "c"\n',
+        f'[mcp_servers.counter]\n{COUNTER_TOML}toolprefix = "c"\n',
         clerk__worker="---\ntoolsets: [counter]\napprovals: {counter: {default: ask}}\n---\nCount.",
     )
     with pytest.raises(ProjectError) as caught:
@@ -158,7 +160,7 @@ def test_an_unknown_server_key_is_named_with_the_keys_there_are_and_only_once(tm
 def test_check_names_tools_two_servers_of_one_worker_share_and_policies_naming_no_tool(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",
-        f'[mcp_servers.left]\n{COUNTER}\n[mcp_servers.right]\n{COUNTER}tool_prefix = "r"\n',
+        f'[mcp_servers.left]\n{COUNTER_TOML}\n[mcp_servers.right]\n{COUNTER_TOML}tool_prefix = "r"\n',
         both__worker="---\ntoolsets: [left, right]\napprovals: {right: {tools: {reset: deny}}}\n---\nCount.",
     )
     checked = llm_do("check", root, "--model", "test")
@@ -169,7 +171,7 @@ def test_check_names_tools_two_servers_of_one_worker_share_and_policies_naming_n
         "does not offer (its tools are named with the prefix 'r_': did you mean 'r_reset'?); fix the tool name"
     ) in lines
     (root / "both.worker").write_text("---\ntoolsets: [left, right]\n---\nCount.")
-    (root / "project.toml").write_text(f"[mcp_servers.left]\n{COUNTER}\n[mcp_servers.right]\n{COUNTER}")
+    (root / "project.toml").write_text(f"[mcp_servers.left]\n{COUNTER_TOML}\n[mcp_servers.right]\n{COUNTER_TOML}")
     checked = llm_do("check", root, "--model", "test")
     assert checked.returncode == 1
     assert (
