@@ -135,8 +135,9 @@ class _Builder:
         self.toolsets: dict[str, ToolsetSpec] = {}
         self.policies: dict[str, ToolPolicy] = {}
         self.overrides: dict[str, PolicySettings] = {}
-        self.broken_servers: set[str] = set()
         """Policy overrides of the toolset names workers' `approvals:` make (`toolset@worker`)."""
+        self.broken_servers: set[str] = set()
+        """Names of MCP servers declared wrong (reported once, where they are declared)."""
         self.agents: dict[str, AgentEntry] = {}
         self.models_required = True
         self.models_installed = False
