@@ -1,6 +1,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# MCP servers of the ecosystem that the tests run for real (tests/mcp_servers/package.json).
+NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 
 .PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
 
@@ -10,7 +12,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(NODE_SERVERS): tests/mcp_servers/package.json tests/mcp_servers/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm (Node.js 20 or later) is needed to install the test MCP server @modelcontextprotocol/server-filesystem (tests/mcp_servers/package.json); install Node.js" >&2; exit 1; }
+	npm ci --prefix tests/mcp_servers --no-audit --no-fund --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=2000 --fetch-timeout=30000 \
+		|| { echo "could not install the test MCP server @modelcontextprotocol/server-filesystem (npm ci --prefix tests/mcp_servers)" >&2; exit 1; }
+	touch $@
+
+setup: $(STAMP) $(NODE_SERVERS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -19,7 +27,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(NODE_SERVERS)
 	$(VENV)/bin/pytest -q -n auto --dist worksteal
 
 test: lint typecheck pytest
@@ -55,4 +63,4 @@ bench-mcp: $(STAMP)
 	$(PY) benchmarks/bench_mcp.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules

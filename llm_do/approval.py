@@ -250,22 +250,40 @@ class Approvals:
         annotations: Mapping[str, Any] | None = None,
         attachments: bool = False,
     ) -> Verdict:
-        """The verdict for one call (`attachments`: whether it carries any). An MCP tool (`annotations` is
-        its annotations, `{}` when it has none) of a toolset without a declared policy is allowed when
-        annotated `readOnlyHint` and asked for otherwise; settings overrides for the toolset still apply on top."""
+        """The verdict for one call (`attachments`: whether it carries any): `verdict`, then the policy's rule
+        (a toolset decided by its tools' MCP annotations has none)."""
         if annotations is None or toolset in self._declared:
             return await self.policy(toolset).evaluate(
                 toolset, tool, args, requires_approval=requires_approval, attachments=attachments
             )
+        return self.verdict(
+            toolset, tool, requires_approval=requires_approval, annotations=annotations, attachments=attachments
+        )
+
+    def verdict(
+        self,
+        toolset: str,
+        tool: str,
+        *,
+        requires_approval: bool = False,
+        annotations: Mapping[str, Any] | None = None,
+        attachments: bool = False,
+    ) -> Verdict:
+        """The verdict for a call before any rule sees its arguments. An MCP tool (`annotations` is its
+        annotations, `{}` when it has none) of a toolset without a declared policy is allowed when
+        annotated `readOnlyHint` and asked for otherwise; settings overrides for the toolset still apply
+        on top."""
+        if annotations is None or toolset in self._declared:
+            return self.policy(toolset).static_verdict(
+                toolset, tool, requires_approval=requires_approval, attachments=attachments
+            )
         read_only = annotations.get("readOnlyHint") is True
         override = self._overrides.get(toolset)
-        if read_only and override is None and not requires_approval:
+        if read_only and override is None and not requires_approval and not attachments:
             return _READ_ONLY_VERDICT  # the common case, decided without building anything
         base = _READ_ONLY if read_only else _UNMARKED
         policy = base if override is None else base.overridden(override)
-        verdict = await policy.evaluate(
-            toolset, tool, args, requires_approval=requires_approval, attachments=attachments
-        )
+        verdict = policy.static_verdict(toolset, tool, requires_approval=requires_approval, attachments=attachments)
         by_annotation = override is None or (tool not in override.tools and override.default is None)
         if by_annotation and verdict.decision == base.default and not requires_approval:
             verdict = Verdict(verdict.decision, f"MCP tool {tool!r} of toolset {toolset!r}: {_hinted(annotations)}")

@@ -163,6 +163,10 @@ class GatedToolset(WrapperToolset[Any]):
     def label(self) -> str:
         return f"toolset {self.name!r} ({self.wrapped.label})"
 
+    @property
+    def tool_name_conflict_hint(self) -> str:
+        return self.wrapped.tool_name_conflict_hint
+
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         self.lending.saw(ctx)
         return _gated_tools(await super().get_tools(ctx))

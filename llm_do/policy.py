@@ -82,26 +82,31 @@ class ToolPolicy:
         attachments = settings.attachments if settings.attachments is not None else self.attachments
         return replace(self, default=default, tools={**self.tools, **settings.tools}, attachments=attachments)
 
+    def static_verdict(self, toolset: str, tool: str, *, requires_approval: bool, attachments: bool = False) -> Verdict:
+        """The verdict before the rule: the strictest of the static decision, the tool's own flag and the
+        decision for calls carrying attachments (when this one does)."""
+        if tool in self.tools:
+            verdict = Verdict(self.tools[tool], f"toolset {toolset!r} policy: tool {tool!r} is {self.tools[tool]!r}")
+        else:
+            verdict = Verdict(self.default, f"toolset {toolset!r} policy: default is {self.default!r}")
+        if requires_approval:
+            verdict = _strictest(verdict, Verdict("ask", f"tool {tool!r} is declared with requires_approval=True"))
+        if attachments and self.attachments is not None:
+            reason = f"toolset {toolset!r} policy: calls that carry attachments are {self.attachments!r}"
+            verdict = _strictest(verdict, Verdict(self.attachments, reason))
+        return verdict
+
     async def evaluate(
         self, toolset: str, tool: str, args: Mapping[str, Any], *, requires_approval: bool, attachments: bool = False
     ) -> Verdict:
         """The verdict for one call: the strictest of the static decision, the tool's own flag, the decision
         for calls carrying attachments (when this one does) and the rule."""
-        if tool in self.tools:
-            verdicts = [Verdict(self.tools[tool], f"toolset {toolset!r} policy: tool {tool!r} is {self.tools[tool]!r}")]
-        else:
-            verdicts = [Verdict(self.default, f"toolset {toolset!r} policy: default is {self.default!r}")]
-        if requires_approval:
-            verdicts.append(Verdict("ask", f"tool {tool!r} is declared with requires_approval=True"))
-        if attachments and self.attachments is not None:
-            reason = f"toolset {toolset!r} policy: calls that carry attachments are {self.attachments!r}"
-            verdicts.append(Verdict(self.attachments, reason))
+        verdict = self.static_verdict(toolset, tool, requires_approval=requires_approval, attachments=attachments)
         if self.rule is not None:
             ruled = await _apply_rule(self.rule, toolset, tool, args)
             if ruled is not None:
-                verdicts.append(ruled)
-        # Ties go to the later verdict: the rule's reason is the most specific one.
-        return max(reversed(verdicts), key=lambda verdict: _RANK[verdict.decision])
+                verdict = _strictest(verdict, ruled)
+        return verdict
 
 
 class PolicySettings(BaseModel):
@@ -115,6 +120,18 @@ class PolicySettings(BaseModel):
     """Replace or add per-tool decisions."""
     attachments: Decision | None = None
     """Replaces the decision for calls that carry attachments when set."""
+
+    def overridden(self, other: PolicySettings) -> PolicySettings:
+        """This override with `other` on top: its default and attachments decisions, if set, and its per-tool
+        decisions win."""
+        default = other.default if other.default is not None else self.default
+        attachments = other.attachments if other.attachments is not None else self.attachments
+        return PolicySettings(default=default, tools={**self.tools, **other.tools}, attachments=attachments)
+
+
+def _strictest(first: Verdict, then: Verdict) -> Verdict:
+    """The stricter verdict (deny > ask > allow); a tie goes to `then`, the more specific one."""
+    return first if _RANK[first.decision] > _RANK[then.decision] else then
 
 
 async def _apply_rule(rule: Rule, toolset: str, tool: str, args: Mapping[str, Any]) -> Verdict | None:

@@ -24,7 +24,7 @@ from .errors import ConfigurationError
 from .lifecycle import Teardown
 from .loading import Loaded, ToolsetSource, resolved
 from .owned import owned
-from .policy import ToolPolicy
+from .policy import ToolPolicy, Verdict
 from .run import Outcome, RunReport, RunResult, RunState, attach_report, finished_report
 from .runlocal import open_run_box
 from .runscope import RunScope
@@ -102,8 +102,19 @@ class Runtime:
         return self._loaded.entry(name)
 
     def policy(self, toolset: str) -> ToolPolicy:
-        """The approval policy calls to toolset `toolset` are decided by (all-allow when none is declared)."""
+        """The approval policy of toolset `toolset`, settings overrides included (all-allow when none is
+        declared). The tools of an MCP toolset without a declared policy are decided by their annotations
+        instead, with the overrides on top: `verdict` tells, tool by tool."""
         return self._loaded.approvals.policy(toolset)
+
+    def verdict(
+        self, toolset: str, tool: str, *, requires_approval: bool = False, annotations: Mapping[str, Any] | None = None
+    ) -> Verdict:
+        """The verdict a call to `tool` of `toolset` gets before the policy's rule (if any) sees its arguments.
+        For an MCP tool, pass its annotations (`{}` when it has none): without a declared policy they decide."""
+        return self._loaded.approvals.verdict(
+            toolset, tool, requires_approval=requires_approval, annotations=annotations
+        )
 
     # -- running ---------------------------------------------------------------
 

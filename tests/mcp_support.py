@@ -3,6 +3,7 @@ loopback only), a model that follows a plan written in its prompt, and a look at
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -12,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from fastmcp.client.transports import StdioTransport
@@ -33,11 +35,41 @@ from llm_do import AgentEntry
 SERVER = Path(__file__).parent / "mcp_servers" / "counter_server.py"
 
 
+def _counter_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("counter_server_in_process", SERVER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+COUNTER = _counter_module()
+"""The counter server's module, imported: its `server` can serve in process."""
+
+
+def in_process() -> MCPToolset[Any]:
+    """A toolset for the counter server in this process (fastmcp's in-memory transport): no process to start."""
+    return MCPToolset(COUNTER.server)
+
+
 def stdio_toolset(**env: str) -> MCPToolset[Any]:
     """A plain pydantic-ai toolset for the counter server, as users declare it."""
     if env:
         return MCPToolset(StdioTransport(sys.executable, [str(SERVER)], env=env))
     return MCPToolset(SERVER)
+
+
+COUNTER_TOML = f'command = "python"\nargs = ["{SERVER}"]\n'
+"""The counter server's lines in a `[mcp_servers.NAME]` table of project.toml."""
+
+
+def write_project(root: Path, toml: str, **files: str) -> Path:
+    """A project directory: `project.toml` and `files` (`clerk__worker` is the file clerk.worker)."""
+    root.mkdir(exist_ok=True)
+    (root / "project.toml").write_text(toml)
+    for name, text in files.items():
+        (root / name.replace("__", ".")).write_text(text)
+    return root
 
 
 def plan(*steps: tuple[str, dict[str, Any]] | str) -> str:

@@ -27,6 +27,7 @@ from ..project import Project, discover_project, load_project, model_problem, re
 from ..run import CallRecord, RunResult, run_report
 from ..settings import LlmDoSettings
 from .failures import OK, BadInput, UsageError, classify, problems_json
+from .logs import show_server_logs
 from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
 from .watch import Board, watch_project
 
@@ -133,6 +134,7 @@ def _failed(
 @contextmanager
 def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_Session]:
     """The loaded project with its models watched, and the live display (on a terminal only)."""
+    show_server_logs(err, args.verbose)
     live: Live | None = None
     if err.is_terminal:
         from rich.live import Live

@@ -1,9 +1,11 @@
 """MCP servers as scoped resources: owned connections and processes, supervision, declarations.
 
 Needs the `mcp` extra (`pip install 'llm-do[mcp]'`). A plain pydantic-ai `MCPToolset` built by any
-provider is owned by an `McpServer` with that provider's scope; see docs/mcp.md.
+provider is owned by an `McpServer` with that provider's scope; `confined_roots` gives the directories
+to offer one as MCP roots; see docs/mcp.md.
 """
 
+from ..mcp_roots import RootRefused, confined_roots
 from .server import McpOptions, McpServer, McpServerError, own_mcp_toolsets
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
@@ -12,6 +14,8 @@ __all__ = [
     "McpServer",
     "McpServerError",
     "OwnedStdioTransport",
+    "RootRefused",
     "ServerCommandNotFound",
+    "confined_roots",
     "own_mcp_toolsets",
 ]

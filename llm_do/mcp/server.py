@@ -27,6 +27,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_ai.toolsets.wrapper import WrapperToolset
 
 from ..errors import ScopeError, ToolsetError
+from .logs import route_server_logs
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
 __all__ = ["McpOptions", "McpServer", "McpServerError", "own_mcp_toolsets"]
@@ -127,6 +128,7 @@ class McpServer(AbstractToolset[Any]):
             transport = OwnedStdioTransport.replacing(transport, grace=self.options.stop_grace)
             toolset.client.transport = transport
         self.transport = transport
+        route_server_logs(toolset, name)  # its log notifications to `llm_do.mcp.servers.NAME`, at their level
         if hasattr(toolset.client, "_init_timeout"):
             # The process's own start-up counts against the handshake's timeout: `startup_timeout` rules.
             toolset.client._init_timeout = None
@@ -156,6 +158,10 @@ class McpServer(AbstractToolset[Any]):
             return transport.command_line
         url = getattr(transport, "url", None)
         return str(url) if url is not None else type(transport).__name__
+
+    @property
+    def tool_name_conflict_hint(self) -> str:
+        return "Give one of the two servers a tool_prefix (project files), or wrap it in .prefixed('...') (Python)."
 
     @property
     def pid(self) -> int | None:
