@@ -2,15 +2,20 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
+.PHONY: setup preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
 
 $(STAMP): pyproject.toml
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# What the suite needs beyond the virtualenv, checked in seconds: a PostgreSQL server starts (tests/postgres.py).
+preflight: $(STAMP)
+	$(PY) -m tests.postgres
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -22,7 +27,7 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(VENV)/bin/pytest -q -n auto --dist worksteal
 
-test: lint typecheck pytest
+test: preflight lint typecheck pytest
 
 demo: $(STAMP)
 	$(PY) examples/ledger/main.py
