@@ -4,9 +4,10 @@ STAMP := $(VENV)/.installed
 # MCP servers of the ecosystem that the tests run for real (tests/mcp_servers/package.json).
 NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
+.PHONY: setup preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
 
 $(STAMP): pyproject.toml
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -20,6 +21,10 @@ $(NODE_SERVERS): tests/mcp_servers/package.json tests/mcp_servers/package-lock.j
 
 setup: $(STAMP) $(NODE_SERVERS)
 
+# What the suite needs beyond the virtualenv, checked in seconds: a PostgreSQL server starts (tests/postgres.py).
+preflight: $(STAMP)
+	$(PY) -m tests.postgres
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -30,7 +35,7 @@ typecheck: $(STAMP)
 pytest: $(STAMP) $(NODE_SERVERS)
 	$(VENV)/bin/pytest -q -n auto --dist worksteal
 
-test: lint typecheck pytest
+test: preflight lint typecheck pytest
 
 demo: $(STAMP)
 	$(PY) examples/ledger/main.py

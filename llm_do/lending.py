@@ -141,15 +141,26 @@ async def _call_gated(
     return await inner.call_tool(name, tool_args, replace(ctx, tool_call_approved=True), tool)
 
 
-def _gated_tools(tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
-    """Offer tools declared `requires_approval` as ordinary tools: the gate asks for them."""
+def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
+    """The tools as the lender offers them: its own (as pydantic-ai's wrappers make theirs), so that
+    what pydantic-ai keeps of a step (its tool manager, in every copy of its run context) reaches the
+    lender, emptied at call end, and never the lent toolsets. Tools declared `requires_approval` are
+    offered as ordinary tools: the gate asks for them."""
     for tool_name, item in tools.items():
-        if item.tool_def.kind == "unapproved":
+        tool_def = item.tool_def
+        if tool_def.kind == "unapproved":
             tool_def = replace(
-                item.tool_def, kind="function", metadata={**(item.tool_def.metadata or {}), _REQUIRES_APPROVAL: True}
+                tool_def, kind="function", metadata={**(tool_def.metadata or {}), _REQUIRES_APPROVAL: True}
             )
-            tools[tool_name] = replace(item, tool_def=tool_def)
+        if tool_def.toolset_id is None and (chosen := _chosen_id(item.toolset)) is not None:
+            tool_def = replace(tool_def, toolset_id=chosen)  # as pydantic-ai stamps a toolset's own tools
+        tools[tool_name] = replace(item, toolset=lender, tool_def=tool_def)
     return tools
+
+
+def _chosen_id(toolset: AbstractToolset[Any]) -> str | None:
+    """The `id` chosen for `toolset` (not one derived, as an `MCPToolset` derives one from its URL)."""
+    return toolset._explicit_id  # private: what pydantic-ai's CombinedToolset stamps on the tools it combines
 
 
 @dataclass
@@ -169,7 +180,7 @@ class GatedToolset(WrapperToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         self.lending.saw(ctx)
-        return _gated_tools(await super().get_tools(ctx))
+        return _claimed(self, await super().get_tools(ctx))
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
@@ -237,7 +248,7 @@ class LentGroup(AbstractToolset[Any]):
             for tool_name, item in (await member.get_tools(ctx)).items():
                 tools[tool_name] = item
                 owners[tool_name] = (name, member)
-        return _gated_tools(tools)
+        return _claimed(self, tools)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
