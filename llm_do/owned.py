@@ -37,10 +37,13 @@ def _may_build_mcp(provides: Any) -> bool:
     module = sys.modules.get(_MCP_MODULE)
     if module is None:
         return False  # no MCPToolset class exists yet, so `provides` is none
-    from pydantic_ai.toolsets import WrapperToolset
+    from pydantic_ai.toolsets import AbstractToolset
 
-    kinds = (module.MCPToolset, WrapperToolset)
-    return issubclass(provides, kinds) if isinstance(provides, type) else isinstance(provides, kinds)
+    kind = provides if isinstance(provides, type) else type(provides)
+    if not issubclass(kind, AbstractToolset):
+        return False
+    # An MCPToolset, or a toolset that holds others (wrapped, combined, ...): pydantic-ai's tree walk is overridden.
+    return issubclass(kind, module.MCPToolset) or kind.visit_and_replace is not AbstractToolset.visit_and_replace
 
 
 def owned(obj: Any, name: str) -> Any:

@@ -24,7 +24,6 @@ from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, T
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
-from pydantic_ai.toolsets.wrapper import WrapperToolset
 
 from ..errors import ScopeError, ToolsetError
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
@@ -36,6 +35,8 @@ logger = logging.getLogger("llm_do.mcp")
 _CONNECTION_CLOSED = -32000  # JSON-RPC error code the MCP SDK uses for a closed connection
 _WATCH_INTERVAL = 0.25
 _EXIT_WAIT = 1.0
+_SERVER = "_llm_do_server"  # on an MCPToolset: the McpServer that owns it
+_OWNED = "_llm_do_owned"  # on a toolset tree: its copy whose MCP toolsets are owned
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,7 @@ class McpServer(AbstractToolset[Any]):
         self._last_error: McpServerError | None = None
         self._known_tools: dict[str, ToolsetTool[Any]] | None = None
         self._closed = False
+        self._entered = 0
 
     # -- what pydantic-ai sees -------------------------------------------------------
 
@@ -179,11 +181,16 @@ class McpServer(AbstractToolset[Any]):
         )
 
     async def __aenter__(self) -> McpServer:
+        self._entered += 1
         self._closed = False
         return self
 
     async def __aexit__(self, *args: Any) -> bool | None:
-        await self.aclose()
+        # Counted, as pydantic-ai's own MCPToolset is: a wrapper that copies itself per agent run (a
+        # CombinedToolset does) gets the copy entered and exited by the run, inside the scope's hold.
+        self._entered = max(0, self._entered - 1)
+        if self._entered == 0:
+            await self.aclose()
         return None
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
@@ -502,23 +509,36 @@ def _is_fastmcp_stdio(transport: object) -> bool:
 
 
 def own_mcp_toolsets(obj: Any, name: str, options: McpOptions | None = None) -> Any:
-    """`obj`, with every `MCPToolset` in it (itself, or at the end of a chain of wrapper toolsets such as
-    `load_mcp_toolsets`' prefixed ones) owned by an `McpServer`. The same object gives the same server."""
+    """`obj`, with every `MCPToolset` in it owned by an `McpServer`: itself, or any leaf of a toolset tree
+    (combined, prefixed, renamed, filtered, approval-wrapped, nested at any depth), found and replaced
+    through pydantic-ai's `apply` and `visit_and_replace`. The same object gives the same result, so a
+    `Singleton` keeps one tree and one server per `MCPToolset`; the tree is a copy, `obj` is left as it is."""
     if isinstance(obj, MCPToolset):
-        if getattr(obj, "_resolves_per_run", False):
-            # `auth` or `headers` is a function of the run context: pydantic-ai makes, enters and exits a
-            # copy per agent run, in that run's task. There is no connection for a scope to own.
-            return obj
-        server = vars(obj).get("_llm_do_server")
-        if not isinstance(server, McpServer):
-            server = McpServer(obj, name=name, options=options)
-            vars(obj)["_llm_do_server"] = server
-        return server
-    link = obj
-    while isinstance(link, WrapperToolset):
-        inner = link.wrapped
-        if isinstance(inner, MCPToolset):
-            link.wrapped = own_mcp_toolsets(inner, name, options)
-            break
-        link = inner
-    return obj
+        return _server_for(obj, name, options)
+    if not isinstance(obj, AbstractToolset) or type(obj).visit_and_replace is AbstractToolset.visit_and_replace:
+        return obj  # not a toolset, or a leaf that holds no other toolset
+    known = getattr(obj, "__dict__", {}).get(_OWNED)
+    if known is not None:
+        return known
+    leaves: list[MCPToolset[Any]] = []
+    obj.apply(lambda leaf: leaves.append(leaf) if isinstance(leaf, MCPToolset) else None)
+    if not leaves:
+        return obj
+    tree = obj.visit_and_replace(
+        lambda leaf: _server_for(leaf, name, options) if isinstance(leaf, MCPToolset) else leaf
+    )
+    if hasattr(obj, "__dict__"):
+        vars(obj)[_OWNED] = tree
+    return tree
+
+
+def _server_for(toolset: MCPToolset[Any], name: str, options: McpOptions | None) -> AbstractToolset[Any]:
+    if getattr(toolset, "_resolves_per_run", False):
+        # `auth` or `headers` is a function of the run context: pydantic-ai makes, enters and exits a
+        # copy per agent run, in that run's task. There is no connection for a scope to own.
+        return toolset
+    server = vars(toolset).get(_SERVER)
+    if not isinstance(server, McpServer):
+        server = McpServer(toolset, name=name, options=options)
+        vars(toolset)[_SERVER] = server
+    return server
