@@ -6,14 +6,16 @@ Kept apart from `llm_do.mcp` so that a runtime without MCP toolsets never import
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 from .scopes import ToolsetSpec, is_awaitable
 
-__all__ = ["owned", "owning"]
+__all__ = ["owned", "owning", "start_servers"]
 
 _MCP_MODULE = "pydantic_ai.mcp"
+_SERVER_MODULE = "llm_do.mcp.server"
 
 
 def owning(spec: ToolsetSpec, name: str) -> ToolsetSpec:
@@ -62,3 +64,11 @@ def _own(obj: Any, name: str) -> Any:
 
 async def _own_later(pending: Any, name: str) -> Any:
     return _own(await pending, name)
+
+
+async def start_servers(toolsets: Iterable[Any]) -> None:
+    """Start the MCP servers in a call's `toolsets` together, so that every one that fails is reported
+    (see `llm_do.mcp.server.start_servers`). Nothing to do, and nothing imported, without MCP servers."""
+    module = sys.modules.get(_SERVER_MODULE)
+    if module is not None:
+        await module.start_servers(toolsets)

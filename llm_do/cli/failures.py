@@ -36,8 +36,9 @@ class UsageError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """A failure as the command reports it. `kind` is one of usage, input, project, approval, api_key,
-    interrupted, error; `problems` are a project's problems, one line each (`file:line: message`)."""
+    """A failure as the command reports it. `kind` is one of usage, input, project, approval, api_key, mcp,
+    interrupted, error; `problems` are a project's problems, one line each (`file:line: message`), or
+    for `mcp` the lines that say which MCP servers could not be started and why."""
 
     code: int
     kind: str
@@ -46,9 +47,11 @@ class Failure:
 
     @property
     def lines(self) -> tuple[str, ...]:
-        """What stderr shows: the problems, then one line."""
+        """What stderr shows: the problems, then one line (for MCP servers: the lines of each server)."""
         if self.kind == "interrupted":
             return (self.message,)
+        if self.kind == "mcp":
+            return self.problems
         return (*self.problems, self.message if self.kind == "project" else f"llm-do: error: {self.message}")
 
 
@@ -81,7 +84,25 @@ def classify(error: BaseException) -> Failure:
     missing_key = find(error, _loaded("llm_do.project.models", "MissingApiKey"))
     if missing_key is not None:
         return Failure(USAGE, "api_key", str(missing_key))
+    servers = _server_errors(error)
+    if servers:
+        lines = tuple(line for server in servers for line in _server_lines(server))
+        return Failure(ERROR, "mcp", "; ".join(server.headline for server in servers), lines)
     return Failure(ERROR, "error", one_line(error))
+
+
+def _server_errors(error: BaseException) -> list[Any]:
+    """The MCP servers that could not be started (`McpServerError`s, or those of an `McpServersError`)."""
+    several = find(error, _loaded("llm_do.mcp.server", "McpServersError"))
+    if several is not None:
+        return list(several.errors)
+    one = find(error, _loaded("llm_do.mcp.server", "McpServerError"))
+    return [] if one is None else [one]
+
+
+def _server_lines(server: Any) -> tuple[str, ...]:
+    """One line for a server that failed (command, exit code, what to do), then the tail of its stderr."""
+    return (f"llm-do: error: {server.headline}", *(f"  | {line}" for line in server.stderr))
 
 
 def report(error: BaseException, *, debug: bool = False) -> int:

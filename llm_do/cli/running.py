@@ -108,7 +108,8 @@ def _failed(
     total: RunUsage,
     error: BaseException,
 ) -> None:
-    """What a failed run leaves: the JSON document (with `--json`), else the tree and usage so far."""
+    """What a failed run leaves: the JSON document (with `--json`), else the tree and usage so far, once a
+    model was asked (a run that failed before, say because its MCP servers would not start, spent nothing)."""
     if getattr(args, "json", False):
         failure = classify(error)
         document = {
@@ -121,7 +122,7 @@ def _failed(
             "calls": json_calls(calls, board),
         }
         print(json.dumps(document, ensure_ascii=False), flush=True)
-    elif calls:
+    elif calls and total.requests:
         err.print(final_tree(calls, board))
         err.print(usage_table(calls, total))
 

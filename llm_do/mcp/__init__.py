@@ -4,13 +4,14 @@ Needs the `mcp` extra (`pip install 'llm-do[mcp]'`). A plain pydantic-ai `MCPToo
 provider is owned by an `McpServer` with that provider's scope; see docs/mcp.md.
 """
 
-from .server import McpOptions, McpServer, McpServerError, own_mcp_toolsets
+from .server import McpOptions, McpServer, McpServerError, McpServersError, own_mcp_toolsets
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
 __all__ = [
     "McpOptions",
     "McpServer",
     "McpServerError",
+    "McpServersError",
     "OwnedStdioTransport",
     "ServerCommandNotFound",
     "own_mcp_toolsets",

@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from ..errors import ScopeError, ToolsetError
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
-__all__ = ["McpOptions", "McpServer", "McpServerError", "own_mcp_toolsets"]
+__all__ = ["McpOptions", "McpServer", "McpServerError", "McpServersError", "own_mcp_toolsets", "start_servers"]
 
 logger = logging.getLogger("llm_do.mcp")
 
@@ -94,6 +94,26 @@ class McpServerError(ToolsetError):
             lines.append(advice)
         super().__init__("\n".join(lines))
 
+    @property
+    def headline(self) -> str:
+        """The error on one line: the server, its command or URL, what happened, its exit code, what to do."""
+        line = f"MCP server {self.server!r}" + (f" ({self.target})" if self.target else "") + f" {self.what}"
+        if self.exit_code is not None and "code" not in self.what:
+            line += f", exit code {self.exit_code}"
+        return f"{line}. {self.advice}" if self.advice else line
+
+
+class McpServersError(ToolsetError):
+    """Several MCP servers a call needs could not be started; `errors` has one `McpServerError` each."""
+
+    def __init__(self, errors: Sequence[McpServerError]) -> None:
+        self.errors = tuple(errors)
+        names = ", ".join(repr(error.server) for error in self.errors)
+        super().__init__(
+            f"{len(self.errors)} MCP servers could not be started ({names}):\n"
+            + "\n".join(f"- {error.headline}" for error in self.errors)
+        )
+
 
 class _Connection:
     """One start of the server: its owner task and what the owner reports."""
@@ -103,6 +123,7 @@ class _Connection:
     def __init__(self) -> None:
         loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[None] = loop.create_future()
+        self.ready.add_done_callback(_retrieved)  # a start whose caller was cancelled reports to nobody
         self.stop = asyncio.Event()
         self.ended = asyncio.Event()
         self.alive = False
@@ -163,6 +184,11 @@ class McpServer(AbstractToolset[Any]):
     def pid(self) -> int | None:
         """The pid of the server's process while it runs (stdio servers only)."""
         return self.transport.pid if isinstance(self.transport, OwnedStdioTransport) else None
+
+    @property
+    def tools_listed(self) -> bool:
+        """Whether the server has listed its tools once (then, while it is down, they are still offered)."""
+        return self._known_tools is not None
 
     @property
     def running(self) -> bool:
@@ -480,6 +506,40 @@ async def _halt(conn: _Connection) -> None:
             interrupted = True  # the server must still be stopped
     if interrupted:
         raise asyncio.CancelledError
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+async def start_servers(toolsets: Iterable[AbstractToolset[Any]]) -> None:
+    """Start, all at once, the MCP servers in `toolsets` (at any depth) whose tools are not known yet,
+    and wait until each has started or failed. One failure raises its `McpServerError`, several an
+    `McpServersError` with each. A server that once listed its tools is left to start on use: while it
+    is down, its tools are still offered and their calls fail as tool errors."""
+    found: dict[int, McpServer] = {}
+
+    def visit(leaf: AbstractToolset[Any]) -> None:
+        if isinstance(leaf, McpServer) and not leaf.running and not leaf.tools_listed:
+            found.setdefault(id(leaf), leaf)
+
+    for toolset in toolsets:
+        toolset.apply(visit)
+    servers = list(found.values())
+    if len(servers) <= 1:
+        for server in servers:
+            await server.connection()
+        return
+    outcomes = await asyncio.gather(*(server.connection() for server in servers), return_exceptions=True)
+    errors = [outcome for outcome in outcomes if isinstance(outcome, McpServerError)]
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, McpServerError):
+            raise outcome
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise McpServersError(errors)
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

@@ -1,0 +1,54 @@
+"""MCP servers through the `llm-do` command: every server that fails to start is reported once, with its
+command, exit code and stderr, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from .cli_projects import llm_do
+from .mcp_support import SERVER
+
+CRASH = "import sys; print('crash: reading config', 'crash: bad token', sep='\\n', file=sys.stderr); sys.exit(3)"
+QUIT = "import sys; sys.exit(5)"
+
+
+def failing_project(root: Path) -> Path:
+    """A worker with a good server and three that cannot start: one crashes with stderr, one exits
+    silently, one's command does not exist."""
+    root.mkdir()
+    (root / "project.toml").write_text(
+        'entry = "clerk"\n\n'
+        f"[mcp_servers.good]\ncommand = 'python'\nargs = [{json.dumps(str(SERVER))}]\n\n"
+        f"[mcp_servers.crash]\ncommand = 'python'\nargs = ['-c', {json.dumps(CRASH)}]\n\n"
+        f"[mcp_servers.quits]\ncommand = 'python'\nargs = ['-c', {json.dumps(QUIT)}]\n\n"
+        "[mcp_servers.ghost]\ncommand = 'no-such-mcp-server-xyz'\n"
+    )
+    (root / "clerk.worker").write_text("---\ntoolsets: [good, crash, quits, ghost]\n---\nCount.\n")
+    return root
+
+
+def test_every_server_that_fails_to_start_is_reported_once_and_nothing_else(tmp_path: Path) -> None:
+    project = failing_project(tmp_path / "desk")
+    done = llm_do("run", project, "hi", "--model", "test")
+    crash = shlex.join([sys.executable, "-c", CRASH])
+    quits = shlex.join([sys.executable, "-c", QUIT])
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"llm-do: error: MCP server 'crash' ({crash}) crashed during start-up, exit code 3. "
+        "Run its command by hand to see why it stops.",
+        "  | crash: reading config",
+        "  | crash: bad token",
+        f"llm-do: error: MCP server 'quits' ({quits}) crashed during start-up, exit code 5. "
+        "Run its command by hand to see why it stops.",
+        "llm-do: error: MCP server 'ghost' (no-such-mcp-server-xyz) could not be started: command "
+        "'no-such-mcp-server-xyz' was not found or cannot be run. Install it, or fix the server's `command` "
+        "(an absolute path, or a program on PATH).",
+    ]
+    document = json.loads(llm_do("run", project, "hi", "--model", "test", "--json").stdout)
+    assert (document["kind"], document["exit_code"]) == ("mcp", 1)
+    assert document["error"].startswith("MCP server 'crash' (")
+    assert "; MCP server 'quits' (" in document["error"] and "; MCP server 'ghost' (" in document["error"]
