@@ -180,3 +180,20 @@ async def test_a_start_whose_call_was_cancelled_reports_its_failure_to_nobody(ca
     gc.collect()
     await asyncio.sleep(0)
     assert "never retrieved" not in caplog.text
+
+
+async def test_a_run_cancelled_while_its_server_starts_stops_the_start_and_its_process() -> None:
+    silent = "import time; time.sleep(600)  # never answers the handshake"
+    options = McpOptions(startup_timeout=120)
+
+    class App(containers.DeclarativeContainer):
+        slow = providers.Factory(lambda: McpServer(stdio(sys.executable, "-c", silent), name="slow", options=options))
+
+    async with Runtime(App(), entries=[agent_entry("clerk", ["slow"])], config=APPROVE_ALL) as rt:
+        run = asyncio.create_task(rt.run("clerk", plan("read_count")))
+        while not server_processes("never answers"):  # noqa: ASYNC110 - polled between sleeps
+            await asyncio.sleep(0.05)
+        run.cancel()
+        await asyncio.wait((run,), timeout=30)  # well before its start-up timeout
+        assert run.cancelled()
+        assert server_processes("never answers") == []

@@ -7,6 +7,8 @@ already imported: an error raised before pydantic-ai was loaded cannot be one of
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 import traceback
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ __all__ = [
     "USAGE",
     "BadInput",
     "Failure",
+    "Terminated",
     "UsageError",
     "classify",
     "find",
@@ -55,12 +58,23 @@ class Failure:
         return (*self.problems, self.message if self.kind == "project" else f"llm-do: error: {self.message}")
 
 
+class Terminated(KeyboardInterrupt):
+    """The command was ended by SIGTERM or SIGHUP (`signum`), after tearing down as after Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
 class BadInput(UsageError):
     """The input does not fit the entry (exit code 2)."""
 
 
 def classify(error: BaseException) -> Failure:
     """The failure `error` stands for."""
+    if isinstance(error, Terminated):
+        name = signal.Signals(error.signum).name
+        return Failure(128 + error.signum, "interrupted", f"interrupted by {name}: the run was cancelled and torn down")
     if isinstance(error, KeyboardInterrupt):
         return Failure(INTERRUPTED, "interrupted", "interrupted: the run was cancelled and torn down")
     if isinstance(error, BadInput):
@@ -114,8 +128,9 @@ def report(error: BaseException, *, debug: bool = False) -> int:
     from rich.markup import escape
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    for line in failure.lines:
-        err.print(f"[yellow]interrupted[/]{escape(line[11:])}" if failure.kind == "interrupted" else escape(line))
+    with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP): the exit code still says it
+        for line in failure.lines:
+            err.print(f"[yellow]interrupted[/]{escape(line[11:])}" if failure.kind == "interrupted" else escape(line))
     return failure.code
 
 

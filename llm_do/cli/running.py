@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -25,6 +24,7 @@ from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
 from ..run import CallRecord, RunResult, run_report
 from ..settings import LlmDoSettings
+from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
 from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
 from .watch import Board, watch_project
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             name = args.entry or project.default_entry
             input_data = _checked_input(project, name, given, args)
             try:
-                result = asyncio.run(_run_once(session, name, input_data))
+                result = signals.run(_run_once(session, name, input_data))
             except BaseException as error:
                 report = run_report(error)
                 if report is not None:
@@ -87,7 +87,7 @@ def chat(args: argparse.Namespace) -> int:
     err = console(stderr=True)
     _apply_flags(args)
     with _session(args, err, _board(args, err)) as session:
-        asyncio.run(converse(session.project, session.recorder, args.entry, err, session.live))
+        signals.run(converse(session.project, session.recorder, args.entry, err, session.live))
     return OK
 
 

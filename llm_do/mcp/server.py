@@ -329,7 +329,7 @@ class McpServer(AbstractToolset[Any]):
         try:
             await asyncio.shield(conn.ready)  # the owner task times its own start: no timer in this context
         except BaseException as error:
-            if isinstance(error, asyncio.CancelledError):
+            if isinstance(error, asyncio.CancelledError | ScopeError):  # not the server's failure
                 await _halt(conn)
                 raise
             failure = await self._start_error(error)  # before stopping it: did it exit by itself?
@@ -350,9 +350,12 @@ class McpServer(AbstractToolset[Any]):
                     try:
                         async with starting:
                             await stack.enter_async_context(toolset)
-                    except BaseException:
+                    except BaseException as error:
                         if starting.expired():
                             raise TimeoutError() from None
+                        if isinstance(error, asyncio.CancelledError) and conn.stop.is_set():
+                            _uncancel()  # halted while starting: the stop below runs uncancelled
+                            raise ScopeError(f"{self.label} was stopped while it was starting") from None
                         raise
                     conn.alive = True
                     conn.ready.set_result(None)
@@ -492,12 +495,15 @@ class McpServer(AbstractToolset[Any]):
 
 
 async def _halt(conn: _Connection) -> None:
-    """Tell the owner task to stop and wait until it has, whatever cancellation arrives meanwhile. The owner
-    bounds its own shutdown; no timer is armed here, so nothing keeps the caller's context afterwards."""
+    """Tell the owner task to stop (cancel its start, if it is starting) and wait until it has, whatever
+    cancellation arrives meanwhile. The owner bounds its own shutdown; no timer is armed here, so nothing
+    keeps the caller's context afterwards."""
     conn.stop.set()
     task = conn.task
     if task is None:
         return
+    if not conn.ready.done():
+        task.cancel()  # still starting (a handshake may take up to `startup_timeout`): stop that too
     interrupted = False
     while not task.done():
         try:
@@ -506,6 +512,12 @@ async def _halt(conn: _Connection) -> None:
             interrupted = True  # the server must still be stopped
     if interrupted:
         raise asyncio.CancelledError
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def _retrieved(future: asyncio.Future[None]) -> None:
