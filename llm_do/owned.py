@@ -49,7 +49,7 @@ def _may_build_mcp(provides: Any) -> bool:
 
 
 def owned(obj: Any, name: str) -> Any:
-    """`obj`, or the `McpServer` that owns it when it is (or wraps) an `MCPToolset`."""
+    """`obj` with every `MCPToolset` in it (itself, or anywhere in its toolset tree) owned by an `McpServer`."""
     return _own(obj, name)
 
 

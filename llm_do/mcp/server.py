@@ -134,9 +134,10 @@ class McpServer(AbstractToolset[Any]):
     """Owns and supervises one `MCPToolset` for the scope that created it.
 
     The runtime wraps every `MCPToolset` a provider builds in one of these (keyed by the toolset
-    object, so a `Singleton` keeps one server), whatever the scope. Entering does not connect: the
-    server starts on first use (listing its tools). Exiting stops it and waits until its process,
-    if it has one, is gone.
+    object, so a `Singleton` keeps one server), whatever the scope and wherever it sits in the
+    provider's toolset tree. Entering does not connect: a call starts its servers when it begins
+    (`start_servers`), or a server starts on first use. Enters are counted; the last exit stops the
+    server and waits until its process, if it has one, is gone.
     """
 
     def __init__(self, toolset: MCPToolset[Any], *, name: str, options: McpOptions | None = None) -> None:
