@@ -29,7 +29,12 @@ TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)`, where SIGTERM and SIGHUP cancel `main` and, once it has unwound, raise `Terminated`."""
     received: list[int] = []
-    result = asyncio.run(_cancelled_by_signals(main, received))
+    try:
+        result = asyncio.run(_cancelled_by_signals(main, received))
+    except Exception:
+        if received:  # the teardown that the signal started failed too (a terminal that hung up, say)
+            raise Terminated(received[0])  # noqa: B904 - the signal is the cause; the error stays its context
+        raise
     if received:
         raise Terminated(received[0])
     return result  # type: ignore[return-value]
