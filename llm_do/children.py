@@ -91,6 +91,8 @@ class _Guardian:
 
     def pipe_ready(self) -> int | None:
         """The pipe to the guardian, started (and told of every group) if it is not running."""
+        if self.process is not None and self.process.poll() is not None:
+            self._forget()  # it was killed
         if self.pipe is None and not self.failed and self._start():
             self.tell("".join(f"+ {group} {grace}\n" for group, grace in self.groups.items()))
         return self.pipe
@@ -195,8 +197,13 @@ def spawn_options(grace: float) -> dict[str, Any]:
             if os.getppid() != parent:  # the parent died before the signal was set: it will never come
                 os.kill(os.getpid(), kill)
         if pipe is not None:
+            # Not killed by SIGPIPE (the child has its default back) if the guardian has just died.
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGPIPE, signal.SIG_IGN)
             with contextlib.suppress(OSError):
                 os.write(pipe, registration % os.getpid())
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
     if pipe is not None:
         weakref.finalize(prepare, os.close, pipe)
