@@ -90,9 +90,7 @@ class _Guardian:
         self.failed = False
 
     def pipe_ready(self) -> int | None:
-        """The pipe to the guardian, started (and told of every group) if it is not running."""
-        if self.process is not None and self.process.poll() is not None:
-            self._forget()  # it was killed
+        """The pipe to the guardian, started (and told of every group) if there is none."""
         if self.pipe is None and not self.failed and self._start():
             self.tell("".join(f"+ {group} {grace}\n" for group, grace in self.groups.items()))
         return self.pipe
@@ -102,7 +100,7 @@ class _Guardian:
             return
         try:
             os.write(self.pipe, lines.encode())
-        except OSError:  # it was killed: the next spawn starts another one
+        except OSError:  # it was killed
             self._forget()
 
     def _start(self) -> bool:
@@ -216,6 +214,10 @@ def guard(group: int, grace: float) -> None:
     guardian = _guardian
     with guardian.lock:
         guardian.groups[group] = grace
+        # The child registered itself already; this tells whether the guardian is still there. If it was
+        # killed, its replacement is told of every group, this one included.
+        guardian.tell(f"+ {group} {grace}\n")
+        guardian.pipe_ready()
 
 
 def release(group: int) -> None:
