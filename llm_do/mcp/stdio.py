@@ -2,8 +2,9 @@
 
 fastmcp's stdio transport keeps the process alive between sessions by default and hides it. This
 one starts the process when a session opens and ends it when the session closes: stdin is closed,
-then the process group gets SIGTERM, then SIGKILL after a grace period. It keeps what supervision
-needs: the pid, the exit code and the last lines of stderr.
+then the process group gets SIGTERM, then SIGKILL after a grace period; if llm-do dies first,
+`llm_do.children` ends the group. It keeps what supervision needs: the pid, the exit code and the
+last lines of stderr.
 """
 
 from __future__ import annotations
