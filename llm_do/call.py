@@ -28,6 +28,7 @@ from .attachments import Attachment, AttachmentError, check_call, check_count
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .lending import Lending
 from .lifecycle import Teardown
+from .owned import start_servers
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
 from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, built
@@ -188,6 +189,7 @@ class CallScope:
             plan = self.host.plan_of(self.entry.name)
             uses = plan.uses
             acquired = [(use, await self._acquire(use)) for use in uses]
+            await start_servers(ts for _, ts in acquired)
             if len(acquired) > 1 and not plan.tools_checked:
                 check_unique_tools(self.entry.name, ((use.name, known_tool_names(ts) or ()) for use, ts in acquired))
             may_ask = plan.may_ask

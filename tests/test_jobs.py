@@ -7,6 +7,7 @@ import asyncio
 import base64
 import os
 import re
+import signal
 import subprocess
 import sys
 import tomllib
@@ -33,6 +34,7 @@ from .attachment_files import CSV, png
 from .jobs_app import make_runtime
 from .jobs_app import queue as app_queue
 from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
+from .mcp_support import alive, stubborn_pids, stubborn_project, wait_for
 from .postgres import PostgresServer, temporary_postgres
 
 TARGET = "tests.jobs_app:queue"
@@ -444,3 +446,21 @@ def test_llm_do_itself_never_imports_procrastinate() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.long
+async def test_sighup_stops_a_worker_gracefully_and_its_mcp_servers_with_it(dsn: str, tmp_path: Path) -> None:
+    project = stubborn_project(tmp_path / "desk")  # a server and a child that ignore SIGTERM, SIGHUP, stdin's end
+    async with JobQueue(dsn, entries=["main"]) as jobs:
+        await jobs.apply_schema()
+        job_id = await jobs.defer("main", "go")
+        env = {"LLM_DO_WORKER_SHUTDOWN_TIMEOUT": "0.5", "LLM_DO_APPROVAL_MODE": "approve_all"}
+        worker = Worker(str(project), dsn, tmp_path / "worker.log", env=env)
+        pids = await asyncio.to_thread(stubborn_pids, project)
+        await asyncio.to_thread(wait_for, project / "holding")  # the job is inside the server's tool
+        worker.process.send_signal(signal.SIGHUP)
+        code = await asyncio.to_thread(worker.process.wait, 60)
+        stopped = await jobs.get(job_id)
+    assert code == 0, worker.output()
+    assert [pid for pid in pids if alive(pid)] == []  # the runtime closed its servers before the worker exited
+    assert stopped.status == "todo" and stopped.error == "cancelled (worker shutdown)", stopped

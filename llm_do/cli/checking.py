@@ -8,7 +8,6 @@ that exists.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 from collections.abc import Iterator, Mapping
@@ -25,6 +24,7 @@ from ..project import Problem, Project, load_project
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import native_rows
+from . import signals
 from .failures import ERROR, OK, classify, problems_json
 from .render import console
 from .running import command_line_model
@@ -112,7 +112,7 @@ def _load(args: argparse.Namespace) -> tuple[Project, list[ServerProbe]]:
     """The project (closed again) and what starting each of its declared MCP servers once found."""
     model = command_line_model(args.model)
     project = load_project(args.project, model=model, models_required=False, models_installed=args.command == "check")
-    return project, asyncio.run(probe_and_close(project))
+    return project, signals.run(probe_and_close(project))
 
 
 @contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -26,6 +25,7 @@ from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
 from ..run import CallRecord, RunResult, run_report
 from ..settings import LlmDoSettings
+from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
 from .logs import show_server_logs
 from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             input_data = _checked_input(project, name, given, args)
             attachments = _attachments(project, args.attach)
             try:
-                result = asyncio.run(_run_once(session, name, input_data, attachments))
+                result = signals.run(_run_once(session, name, input_data, attachments))
             except BaseException as error:
                 report = run_report(error)
                 if report is not None:
@@ -90,7 +90,7 @@ def chat(args: argparse.Namespace) -> int:
     err = console(stderr=True)
     _apply_flags(args)
     with _session(args, err, _board(args, err)) as session:
-        asyncio.run(converse(session.project, session.recorder, args.entry, err, session.live))
+        signals.run(converse(session.project, session.recorder, args.entry, err, session.live))
     return OK
 
 
@@ -113,7 +113,8 @@ def _failed(
     total: RunUsage,
     error: BaseException,
 ) -> None:
-    """What a failed run leaves: the JSON document (with `--json`), else the tree and usage so far."""
+    """What a failed run leaves: the JSON document (with `--json`), else the tree and usage so far, once a
+    model was asked (a run that failed before, say because its MCP servers would not start, spent nothing)."""
     if getattr(args, "json", False):
         failure = classify(error)
         document = {
@@ -126,7 +127,7 @@ def _failed(
             "calls": json_calls(calls, board),
         }
         print(json.dumps(document, ensure_ascii=False), flush=True)
-    elif calls:
+    elif calls and total.requests:
         err.print(final_tree(calls, board))
         err.print(usage_table(calls, total))
 

@@ -65,7 +65,7 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
 ) -> None:
-    """Run jobs of `queue` until `stop` is set, SIGTERM/SIGINT arrives, or the task is cancelled.
+    """Run jobs of `queue` until `stop` is set, SIGTERM/SIGINT/SIGHUP arrives, or the task is cancelled.
 
     Opens the queue (if it is not open) and applies the schema, then opens one runtime with
     `runtime` (default: the queue's factory) for the worker's life. Running jobs get
@@ -210,7 +210,7 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
 def _signals(stop: asyncio.Event) -> Any:
     loop = asyncio.get_running_loop()
     installed = []
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         try:
             loop.add_signal_handler(signum, stop.set)
             installed.append(signum)

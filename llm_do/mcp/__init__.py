@@ -6,13 +6,14 @@ to offer one as MCP roots; see docs/mcp.md.
 """
 
 from ..mcp_roots import RootRefused, confined_roots
-from .server import McpOptions, McpServer, McpServerError, own_mcp_toolsets
+from .server import McpOptions, McpServer, McpServerError, McpServersError, own_mcp_toolsets
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
 __all__ = [
     "McpOptions",
     "McpServer",
     "McpServerError",
+    "McpServersError",
     "OwnedStdioTransport",
     "RootRefused",
     "ServerCommandNotFound",
