@@ -41,8 +41,9 @@ def serve(path: str) -> None:
     for module in WARM_MODULES:
         importlib.import_module(module)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(16)
+    listener.bind(path + ".binding")
+    listener.listen(64)
+    os.rename(path + ".binding", path)  # the client waits for `path`: it appears only once listening
     while True:
         ready, _, _ = select.select([listener, sys.stdin], [], [])
         if sys.stdin in ready:  # end of file: the test process is gone
