@@ -1,16 +1,29 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# MCP servers of the ecosystem that the tests run for real (tests/mcp_servers/package.json).
+NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 
-.PHONY: setup test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
+.PHONY: setup preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
 
 $(STAMP): pyproject.toml
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(NODE_SERVERS): tests/mcp_servers/package.json tests/mcp_servers/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm (Node.js 20 or later) is needed to install the test MCP server @modelcontextprotocol/server-filesystem (tests/mcp_servers/package.json); install Node.js" >&2; exit 1; }
+	npm ci --prefix tests/mcp_servers --no-audit --no-fund --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=2000 --fetch-timeout=30000 \
+		|| { echo "could not install the test MCP server @modelcontextprotocol/server-filesystem (npm ci --prefix tests/mcp_servers)" >&2; exit 1; }
+	touch $@
+
+setup: $(STAMP) $(NODE_SERVERS)
+
+# What the suite needs beyond the virtualenv, checked in seconds: a PostgreSQL server starts (tests/postgres.py).
+preflight: $(STAMP)
+	$(PY) -m tests.postgres
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -19,10 +32,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(NODE_SERVERS)
 	$(VENV)/bin/pytest -q -n auto --dist worksteal
 
-test: lint typecheck pytest
+test: preflight lint typecheck pytest
 
 demo: $(STAMP)
 	$(PY) examples/ledger/main.py
@@ -32,6 +45,8 @@ demo: $(STAMP)
 	env -u LLM_DO_DATABASE_URL $(VENV)/bin/llm-do run examples/bank_clerk --model replay:examples/bank_clerk/recording.json --approve-all -v
 	@echo
 	$(VENV)/bin/llm-do run examples/notes_desk --model test --approve-all -v
+	@echo
+	$(VENV)/bin/llm-do run examples/review_desk --model replay:examples/review_desk/recording.json --approve-all -v
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py
@@ -53,4 +68,4 @@ bench-mcp: $(STAMP)
 	$(PY) benchmarks/bench_mcp.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules

@@ -12,15 +12,21 @@ answers only the conversations it recorded.
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import re
+import struct
 import sys
+import zlib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic_ai.messages import (
+    BinaryContent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    TextContent,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -147,6 +153,87 @@ def reviewer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(text)])
 
 
+# review_desk: a coordinator hands a chart and its data to a reviewer, who compares the bars with the rows
+
+CHART = EXAMPLES / "review_desk" / "data" / "chart.png"
+BAR, GAP, SCALE, HEIGHT = 24, 8, 10, 140
+BAR_COLOR, BACKGROUND = (40, 90, 200), (255, 255, 255)
+PLOTTED = {"north": 1200, "south": 950, "east": 650, "west": 700}  # east is wrong: the data says 400
+
+
+def bar_chart_png(values: list[int]) -> bytes:
+    """A bar chart as a real PNG: one bar per value, SCALE units of data per pixel, drawn from the bottom."""
+    width = GAP + len(values) * (BAR + GAP)
+    rows = []
+    for y in range(HEIGHT):
+        row = bytearray(b"\x00")  # filter: none
+        for x in range(width):
+            index, offset = divmod(x - GAP, BAR + GAP)
+            inside = x >= GAP and offset < BAR and index < len(values)
+            row += bytes(BAR_COLOR if inside and HEIGHT - y <= values[index] // SCALE else BACKGROUND)
+        rows.append(bytes(row))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, HEIGHT, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"".join(rows))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def bar_heights(data: bytes) -> list[int]:
+    """Read the bars back out of a PNG made by `bar_chart_png`: the data value each bar shows."""
+    width, height = struct.unpack(">II", data[16:24])
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        if data[at + 4 : at + 8] == b"IDAT":
+            chunks.append(data[at + 8 : at + 8 + length])
+        at += 12 + length
+    pixels = zlib.decompress(b"".join(chunks))
+    stride = 1 + 3 * width
+    heights = []
+    for x in range(GAP, width, BAR + GAP):
+        column = [pixels[y * stride + 1 + 3 * x : y * stride + 4 + 3 * x] for y in range(height)]
+        heights.append(sum(pixel == bytes(BAR_COLOR) for pixel in column) * SCALE)
+    return heights
+
+
+def reviewer_and_coordinator(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if "You review charts" in (info.instructions or ""):
+        chart = next(
+            item.data
+            for message in messages
+            for part in message.parts
+            if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+            for item in part.content
+            if isinstance(item, BinaryContent) and item.media_type == "image/png"
+        )
+        table = next(
+            item.content.split("\n", 1)[1]
+            for message in messages
+            for part in message.parts
+            if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+            for item in part.content
+            if isinstance(item, TextContent) and "text/csv" in item.content.split("\n", 1)[0]
+        )
+        rows = [row for row in csv.DictReader(io.StringIO(table)) if row.get("sales")]
+        wrong = [
+            f"{row['region']} (the chart shows {shown}, the data {row['sales']})"
+            for row, shown in zip(rows, bar_heights(chart), strict=True)
+            if shown != int(row["sales"])
+        ]
+        if not wrong:
+            return ModelResponse(parts=[TextPart(f"The chart is faithful: its {len(rows)} bars match the data.")])
+        return ModelResponse(parts=[TextPart(f"The chart is not faithful: {'; '.join(wrong)} is wrong.")])
+    verdict = returned(messages, "reviewer")
+    if not verdict:
+        ask = "Does this chart show this data faithfully?"
+        attachments = ["data/chart.png", "data/sales.csv"]
+        return ModelResponse(parts=[ToolCallPart("reviewer", {"input": ask, "attachments": attachments})])
+    return ModelResponse(parts=[TextPart(f"The reviewer checked data/chart.png against data/sales.csv: {verdict[0]}")])
+
+
 async def record(
     name: str, model: FunctionModel, modes: tuple[Literal["approve_all", "reject_all"], ...] = ("approve_all",)
 ) -> None:
@@ -163,6 +250,8 @@ async def main() -> None:
     await record("bank_clerk", FunctionModel(clerk, model_name="clerk-script"), ("approve_all", "reject_all"))
     await record("summarizer", FunctionModel(summarizer, model_name="summarizer-script"))
     await record("orchestrator", FunctionModel(reviewer, model_name="reviewer-script"))
+    CHART.write_bytes(bar_chart_png(list(PLOTTED.values())))
+    await record("review_desk", FunctionModel(reviewer_and_coordinator, model_name="review-script"))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .approval import Approval, ApprovalChoice, ApprovalDenied, ApprovalRequest, ApprovalUnavailable, Approver
+    from .attachments import Attachment, AttachmentError, AttachmentInfo
     from .call import CallScope
     from .entries import AgentEntry, Entry, FunctionEntry, entry
     from .errors import (
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from .runlocal import RunLocalSingleton
     from .runtime import Runtime
     from .scopes import Scope, ToolsetSpec
-    from .settings import LlmDoSettings, RuntimeConfig, reveal
+    from .settings import AttachmentSettings, LlmDoSettings, RuntimeConfig, reveal
     from .toolset import Toolset, tool
     from .tracing import continue_trace, current_traceparent, inject_trace_context
 
@@ -45,6 +46,10 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalUnavailable",
     "Approver",
+    "Attachment",
+    "AttachmentError",
+    "AttachmentInfo",
+    "AttachmentSettings",
     "CallRecord",
     "CallScope",
     "CapturablePerRunWarning",
@@ -92,6 +97,10 @@ _MODULES: dict[str, str] = {
     "ApprovalRequest": "approval",
     "ApprovalUnavailable": "approval",
     "Approver": "approval",
+    "Attachment": "attachments",
+    "AttachmentError": "attachments",
+    "AttachmentInfo": "attachments",
+    "AttachmentSettings": "settings",
     "CallRecord": "run",
     "CallScope": "call",
     "CapturablePerRunWarning": "loading",

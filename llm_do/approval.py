@@ -18,13 +18,16 @@ import json
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 from pydantic_core import to_jsonable_python
 
 from .errors import ConfigurationError, LlmDoError
 from .policy import PolicySettings, ToolPolicy, Verdict
 from .settings import ApprovalMode, ApprovalOnDeny
+
+if TYPE_CHECKING:
+    from .attachments import AttachmentInfo
 
 __all__ = [
     "Approval",
@@ -35,6 +38,7 @@ __all__ = [
     "Approvals",
     "Approver",
     "Grants",
+    "NATIVE_TOOL_NOT_GATED",
     "SessionKey",
     "approval_id",
     "load_policies",
@@ -76,6 +80,8 @@ class ApprovalRequest:
     tool_call_id: str | None
     """pydantic-ai's id of the tool call (`ToolCallPart.tool_call_id`), to attach the question to the tool
     call a user interface already shows; None for `CallScope.call_agent` from Python."""
+    attachments: tuple[AttachmentInfo, ...] = ()
+    """The files the call hands over: name, size, media type and digest (never their bytes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +184,7 @@ def load_policies(
     merged = _merge(declared, overrides)
     for name, policy in merged.items():
         if name not in known:
+            _refuse_native_tool(name)
             raise ConfigurationError(
                 f"an approval policy names toolset {name!r}, which is neither a provider of the container, "
                 f"a runtime toolset, nor an entry (known: {', '.join(sorted(known)) or 'none'}); fix the name "
@@ -191,6 +198,21 @@ def load_policies(
                 f"which it does not have (its tools: {', '.join(sorted(tools or ())) or 'none'}); fix the tool names"
             )
     return merged
+
+
+NATIVE_TOOL_NOT_GATED = "it runs at the model's provider, inside the model's request, so no approval policy can gate it"
+"""Why a policy cannot name a native tool (web search, code execution, ...)."""
+
+
+def _refuse_native_tool(name: str) -> None:
+    """A policy naming a native tool (`web_search`, ...) that is no toolset here: say why it cannot apply."""
+    from pydantic_ai.native_tools import NATIVE_TOOL_TYPES
+
+    if name in NATIVE_TOOL_TYPES:
+        raise ConfigurationError(
+            f"an approval policy names {name!r}, a native tool: {NATIVE_TOOL_NOT_GATED}; remove the policy "
+            "(to gate what it does, use a toolset of your own instead)"
+        )
 
 
 def _merge(
@@ -268,19 +290,42 @@ class Approvals:
         *,
         requires_approval: bool,
         annotations: Mapping[str, Any] | None = None,
+        attachments: bool = False,
     ) -> Verdict:
-        """The verdict for one call. An MCP tool (`annotations` is its annotations, `{}` when it has none)
-        of a toolset without a declared policy is allowed when annotated `readOnlyHint` and asked for
-        otherwise; settings overrides for the toolset still apply on top."""
+        """The verdict for one call (`attachments`: whether it carries any): `verdict`, then the policy's rule
+        (a toolset decided by its tools' MCP annotations has none)."""
         if annotations is None or toolset in self._declared:
-            return await self.policy(toolset).evaluate(toolset, tool, args, requires_approval=requires_approval)
+            return await self.policy(toolset).evaluate(
+                toolset, tool, args, requires_approval=requires_approval, attachments=attachments
+            )
+        return self.verdict(
+            toolset, tool, requires_approval=requires_approval, annotations=annotations, attachments=attachments
+        )
+
+    def verdict(
+        self,
+        toolset: str,
+        tool: str,
+        *,
+        requires_approval: bool = False,
+        annotations: Mapping[str, Any] | None = None,
+        attachments: bool = False,
+    ) -> Verdict:
+        """The verdict for a call before any rule sees its arguments. An MCP tool (`annotations` is its
+        annotations, `{}` when it has none) of a toolset without a declared policy is allowed when
+        annotated `readOnlyHint` and asked for otherwise; settings overrides for the toolset still apply
+        on top."""
+        if annotations is None or toolset in self._declared:
+            return self.policy(toolset).static_verdict(
+                toolset, tool, requires_approval=requires_approval, attachments=attachments
+            )
         read_only = annotations.get("readOnlyHint") is True
         override = self._overrides.get(toolset)
-        if read_only and override is None and not requires_approval:
+        if read_only and override is None and not requires_approval and not attachments:
             return _READ_ONLY_VERDICT  # the common case, decided without building anything
         base = _READ_ONLY if read_only else _UNMARKED
         policy = base if override is None else base.overridden(override)
-        verdict = await policy.evaluate(toolset, tool, args, requires_approval=requires_approval)
+        verdict = policy.static_verdict(toolset, tool, requires_approval=requires_approval, attachments=attachments)
         by_annotation = override is None or (tool not in override.tools and override.default is None)
         if by_annotation and verdict.decision == base.default and not requires_approval:
             verdict = Verdict(verdict.decision, f"MCP tool {tool!r} of toolset {toolset!r}: {_hinted(annotations)}")
@@ -304,7 +349,7 @@ class Approvals:
             return f"it needs approval ({verdict.reason}) and approval_mode is 'reject_all'"
         if approver is None:
             raise ApprovalUnavailable(request)
-        key = session_key(request.toolset, request.tool, request.args)
+        key = session_key(request.toolset, request.tool, request.args, request.attachments)
         pending = grants._pending
         while True:
             if key in grants._granted:
@@ -348,10 +393,17 @@ _READ_ONLY_VERDICT = Verdict("allow", "the MCP tool is annotated readOnlyHint")
 _UNMARKED = ToolPolicy(default="ask")
 
 
-def session_key(toolset: str, tool: str, args: Mapping[str, Any]) -> SessionKey:
-    """The cache key of a call: its toolset and tool names and its exact arguments."""
+def session_key(
+    toolset: str, tool: str, args: Mapping[str, Any], attachments: Iterable[AttachmentInfo] = ()
+) -> SessionKey:
+    """The cache key of a call: its toolset and tool names, its exact arguments, and the digests of the
+    files it carries (an approval for the session covers those contents, not whatever a name holds later)."""
+    values = dict(args)
+    digests = [f"{item.name}@sha256:{item.sha256}" for item in attachments]
+    if digests:
+        values["\x00attachments"] = digests  # cannot collide with an argument name
     canonical = json.dumps(
-        to_jsonable_python(dict(args), fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        to_jsonable_python(values, fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
     return (toolset, tool, canonical)
 

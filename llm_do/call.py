@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Sequence
 from contextvars import Token
 from dataclasses import replace
 from types import TracebackType
@@ -24,9 +25,11 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from . import events
 from .approval import Approvals, Approver, Grants
+from .attachments import Attachment, AttachmentError, check_call, check_count
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .events import CallEnded, CallStarted, CallTag, Observer, Sink
 from .lending import Lending
+from .owned import start_servers
 from .owner import ScopeOwner
 from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
 from .runscope import RunScope
@@ -117,6 +120,7 @@ class CallScope:
         parent: CallScope | None = None,
         message_history: list[ModelMessage] | None = None,
         tool_call_id: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
     ) -> None:
         self.host = host
         self.entry = entry
@@ -133,6 +137,8 @@ class CallScope:
         """The whole conversation after this call, including `message_history`."""
         self.sink: Sink | None = None
         """Where this call announces its events; None when nobody observes its run."""
+        self.attachments = attachments
+        """The files this call received (its entry's agent is sent them with its prompt)."""
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._owner = ScopeOwner(Scope.PER_CALL, host.config.cleanup_timeout, run.owner)
@@ -210,7 +216,8 @@ class CallScope:
         tag = self.tag()
         sink = self.sink = self._owner.sink = Sink(tag, observers)
         self._sink_token = events.CURRENT.set(sink)
-        sink.emit(CallStarted(tag, tuple(self.entry.toolsets)))
+        infos = tuple(attachment.info for attachment in self.attachments) if self.attachments else ()
+        sink.emit(CallStarted(tag, tuple(self.entry.toolsets), infos))
 
     async def __aenter__(self) -> CallScope:
         run = self._run
@@ -231,6 +238,7 @@ class CallScope:
             for use, obj in acquired:
                 if type(obj) is not use.spec.provides and not isinstance(obj, AbstractToolset):  # the first: known
                     raise self._not_a_toolset(use, obj)
+            await start_servers(obj for _, obj in acquired)
             if len(acquired) > 1 and not plan.tools_checked:
                 check_unique_tools(self.entry.name, ((use.name, known_tool_names(ts) or ()) for use, ts in acquired))
             may_ask = plan.may_ask
@@ -269,6 +277,7 @@ class CallScope:
             toolsets=tuple(self.entry.toolsets),
             outcome=outcome,
             usage=usage_of(self.messages),
+            attachments=tuple(attachment.info for attachment in self.attachments) if self.attachments else (),
         )
         state.calls.append(record)
         if self.messages:
@@ -302,18 +311,54 @@ class CallScope:
         self.message_history = None
         self.messages = []
         self.all_messages = []
+        self.attachments = ()
 
-    async def call_agent(self, name: str, input_data: Any) -> Any:
+    async def call_agent(self, name: str, input_data: Any, *, attachments: Sequence[str | Attachment] = ()) -> Any:
         """Run the entry `name` as a child call (depth + 1) and return its output.
 
         `name` must be one of this entry's toolsets; the child gets fresh per-call toolsets. The
-        call is gated by the approval policy of toolset `name` (tool `name`, args `{"input": ...}`);
-        a denial raises `ApprovalDenied`.
+        call is gated by the approval policy of toolset `name` (tool `name`, args `{"input": ...}`,
+        plus `"attachments"`: their names, when there are any); a denial raises `ApprovalDenied`.
+        `attachments` are `Attachment`s, or names: of an attachment this call received, else of a
+        file under the project root (see `attachments_named`).
         """
         self._check_callable(name)
         self.check_depth(name)  # before anyone is asked to approve a call that cannot run
-        await self._lending.gate().authorize(name, name, {"input": input_data})
-        return await self.call_child(name, input_data)
+        handed = await self.attachments_named(attachments) if attachments else ()
+        args: dict[str, Any] = {"input": input_data}
+        if handed:
+            args["attachments"] = [attachment.name for attachment in handed]
+        await self._lending.gate().authorize(name, name, args, handed)
+        return await self.call_child(name, input_data, attachments=handed)
+
+    async def attachments_named(self, names: Sequence[str | Attachment]) -> tuple[Attachment, ...]:
+        """The attachments `names` stand for, checked against the call limits.
+
+        A name is first looked up among the attachments this call received (a parent passes one on by
+        name), else read from the project root (`RuntimeConfig.project_root`), confined to it like the
+        `filesystem` toolset's paths. Raises `AttachmentError`, which a model reads as the tool's failure.
+        """
+        settings = self.host.config.attachments
+        if isinstance(names, str):
+            raise AttachmentError(f"attach: attachments must be a list of names, got the string {names!r}")
+        check_count(len(names), settings)  # before reading any of them
+        received = {attachment.name: attachment for attachment in self.attachments}
+        found: list[Attachment] = []
+        for item in names:
+            if isinstance(item, Attachment):
+                found.append(item)
+            elif isinstance(item, str) and item in received:
+                found.append(received[item])
+            else:  # read in a worker thread, without copying this context into it
+                read = functools.partial(Attachment.read, self.host.config.project_root, item, settings=settings)
+                found.append(await asyncio.get_running_loop().run_in_executor(None, read))
+        check_call(found, settings)
+        return tuple(found)
+
+    async def attachments_for(self, tool_call_id: str | None, names: Sequence[str]) -> tuple[Attachment, ...]:
+        """The attachments a model's call to an entry hands over: those its approver was shown, else `names`."""
+        shown = self._lending.gate().attached(tool_call_id) if tool_call_id else None
+        return shown if shown is not None else await self.attachments_named(names)
 
     def check_depth(self, name: str) -> None:
         """Raise `MaxDepthExceeded` if calling entry `name` from here would go past `max_depth`."""
@@ -325,12 +370,22 @@ class CallScope:
         if name not in self.entry.toolsets:
             raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
 
-    async def call_child(self, name: str, input_data: Any, *, tool_call_id: str | None = None) -> Any:
+    async def call_child(
+        self,
+        name: str,
+        input_data: Any,
+        *,
+        tool_call_id: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
+    ) -> Any:
         """Run entry `name` as a child call, ungated: for the agent-as-tool toolset, whose calls the
         gate already saw (`tool_call_id` is that tool call's). The depth limit is enforced here, whoever calls."""
         target = self.host.entry(name)
         self.check_depth(name)
-        async with CallScope(self.host, target, self._open_run(), parent=self, tool_call_id=tool_call_id) as child:
+        run = self._open_run()
+        async with CallScope(
+            self.host, target, run, parent=self, tool_call_id=tool_call_id, attachments=attachments
+        ) as child:
             return await target.run_turn(child, input_data)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, overload
+from typing import Annotated, Any, TypeVar, overload
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError, create_model
 from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.toolsets import FunctionToolset
 
+from .attachments import TAKES_ATTACHMENTS, check_model, prompt_with
 from .call import CallScope, Entry
 from .errors import ToolsetError
 from .events import AgentStarted
@@ -104,6 +106,9 @@ class AgentEntry(_Described):
         if sink is not None:
             sink.emit(AgentStarted(scope.tag(), model if agent.model is None else agent.model))
         prompt = self._prompt(input_data)
+        if scope.attachments:
+            check_model(scope.attachments, model if agent.model is None else agent.model)
+            prompt = prompt_with(prompt, scope.attachments)
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
             renamed.__enter__()
@@ -192,19 +197,56 @@ def entry(
 def entry_toolset(target: Entry) -> FunctionToolset[Any]:
     """A stateless toolset with one tool that runs `target` as a child call of the calling scope.
 
-    Like every toolset a scope lends out, it is gated by the approval policy of its name (the entry's).
+    The tool takes the entry's input (`input`, or the fields of its `schema_in` model) and
+    `attachments`: names of files to hand over (see docs/attachments.md). Like every toolset a scope
+    lends out, it is gated by the approval policy of its name (the entry's).
     """
+    schema_in = target.schema_in
+    takes = schema_in is None or "attachments" not in schema_in.model_fields  # else the entry's own field wins
+    call: Callable[..., Awaitable[Any]]
+    if schema_in is None:
 
-    async def call(ctx: RunContext[Any], input: str) -> Any:
-        scope = ctx.deps
-        if not isinstance(scope, CallScope):
-            raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
-        return await scope.call_child(target.name, input, tool_call_id=ctx.tool_call_id)
+        async def call_text(ctx: RunContext[Any], input: str, attachments: _Names) -> Any:
+            return await _hand_over(ctx, target, input, attachments)
 
-    if target.schema_in is not None:
-        call.__annotations__ = {**call.__annotations__, "input": target.schema_in}
+        call = call_text
+    else:
+        typed = _with_attachments(schema_in) if takes else schema_in
+
+        async def call_typed(ctx: RunContext[Any], input: Any) -> Any:  # one model: its fields are the tool's
+            if typed is schema_in:
+                return await _hand_over(ctx, target, input, [])
+            own = {name: getattr(input, name) for name in schema_in.model_fields}
+            given = schema_in.model_construct(input.model_fields_set - {"attachments"}, **own)
+            return await _hand_over(ctx, target, given, input.attachments)
+
+        call_typed.__annotations__ = {**call_typed.__annotations__, "input": typed}
+        call = call_typed
     description = target.description or f"Ask the {target.name!r} agent to do a task and return its answer."
-    return FunctionToolset([Tool(call, name=target.name, description=description, takes_ctx=True)])
+    metadata = {TAKES_ATTACHMENTS: True} if takes else None
+    return FunctionToolset([Tool(call, name=target.name, description=description, takes_ctx=True, metadata=metadata)])
+
+
+@functools.cache
+def _with_attachments(schema_in: type[BaseModel]) -> type[BaseModel]:
+    """`schema_in` with an `attachments` field (made once per model: building a model costs milliseconds)."""
+    fields: Any = {"attachments": (list[str], Field(default_factory=list, description=_NAMES_DESCRIPTION))}
+    return create_model(schema_in.__name__, __base__=schema_in, __module__=schema_in.__module__, **fields)
+
+
+async def _hand_over(ctx: RunContext[Any], target: Entry, input_data: Any, attachments: Sequence[str]) -> Any:
+    scope = ctx.deps
+    if not isinstance(scope, CallScope):
+        raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
+    handed = await scope.attachments_for(ctx.tool_call_id, attachments) if attachments else ()
+    return await scope.call_child(target.name, input_data, tool_call_id=ctx.tool_call_id, attachments=handed)
+
+
+_NAMES_DESCRIPTION = (
+    "Files to hand over with the input, by name: files under the project root (like 'reports/q3.pdf'), "
+    "or attachments you received yourself"
+)
+_Names = Annotated[list[str], Field(default_factory=list, description=_NAMES_DESCRIPTION)]
 
 
 def _check_name(name: str) -> None:

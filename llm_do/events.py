@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pydantic_ai.usage import RunUsage
 
     from .approval import ApprovalRequest
+    from .attachments import AttachmentInfo
     from .run import Outcome, RunReport, RunResult
     from .scopes import Scope
 
@@ -86,6 +87,8 @@ class CallStarted(Event):
 
     call: CallTag
     toolsets: tuple[str, ...]
+    attachments: tuple[AttachmentInfo, ...] = ()
+    """The files the call received (never their bytes)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,10 @@ denies outright, gives reasons, and lets a rule see the arguments.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import HandleDeferredToolCalls
@@ -29,6 +29,9 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from .approval import ApprovalDenied, ApprovalRequest, Approvals, Approver, Grants, SessionKey, approval_id, session_key
 from .events import ApprovalDecided, ApprovalRequested, Sink
 from .policy import Verdict
+
+if TYPE_CHECKING:
+    from .attachments import Attachment
 
 __all__ = ["CallGate", "GatedCall"]
 
@@ -49,6 +52,7 @@ class GatedCall(Protocol):
     def chain(self) -> tuple[str, ...]: ...
     def path(self) -> tuple[tuple[str, str | None], ...]: ...
     def check_depth(self, name: str) -> None: ...
+    async def attachments_named(self, names: Sequence[str]) -> tuple[Attachment, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,7 @@ class CallGate:
     """One call scope's side of approvals: wraps its toolsets and resolves their deferred calls."""
 
     __slots__ = (
+        "_attached",
         "_capability",
         "_direct",
         "_direct_ids",
@@ -84,6 +89,8 @@ class CallGate:
         self._grants: dict[str, SessionKey] = {}
         self._direct_ids: itertools.count[int] | None = None
         self._direct: set[str] = set()
+        self._attached: dict[str, tuple[Attachment, ...]] = {}
+        """Attachments read to show an approver, by tool call id: the call, once approved, sends these."""
 
     def capabilities(self) -> list[HandleDeferredToolCalls[Any]]:
         """The capability an agent run needs to resolve deferred calls: none unless the gate defers."""
@@ -97,7 +104,12 @@ class CallGate:
         self._pending.clear()
         self._grants.clear()
         self._direct.clear()
+        self._attached.clear()
         self._capability = None
+
+    def attached(self, call_id: str) -> tuple[Attachment, ...] | None:
+        """The attachments an approver was shown for this call (taken once), or None if none was asked."""
+        return self._attached.pop(call_id, None)
 
     def direct_call_id(self) -> str:
         """A tool call id for a call made from Python; its gated calls are always deferred to `settle_direct`."""
@@ -120,31 +132,49 @@ class CallGate:
         *,
         requires_approval: bool,
         annotations: Mapping[str, Any] | None = None,
+        attachments: Sequence[str] | None = None,
     ) -> ToolDenied | None:
-        """Before a call runs: None to run it, a denial to return instead; raises `ApprovalRequired` to ask."""
+        """Before a call runs: None to run it, a denial to return instead; raises `ApprovalRequired` to ask.
+
+        `attachments` names the files the call hands over (None: the tool takes none): when it needs
+        approval they are read here (an `AttachmentError` is the call's failure), shown to the
+        approver, and kept for the call. An empty list is left out of the arguments policies see."""
         if toolset in self.entry_tools:
             self.call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
         if annotations is not None and not self.approvals.annotated(toolset):
             annotations = None  # a declared policy decides, not the tool's MCP annotations
         if not requires_approval and annotations is None and not self.approvals.may_gate(toolset):
             return None  # its policy allows every call and the tool does not ask
+        if attachments is not None and not attachments:
+            args = {key: value for key, value in args.items() if key != "attachments"}
         call_id = ctx.tool_call_id or ""
         if ctx.tool_call_approved and self._grants.get(call_id) == session_key(toolset, tool, args):
             del self._grants[call_id]  # approved here, for exactly these arguments, once
             return None
         verdict = await self.approvals.evaluate(
-            toolset, tool, args, requires_approval=requires_approval, annotations=annotations
+            toolset,
+            tool,
+            args,
+            requires_approval=requires_approval,
+            annotations=annotations,
+            attachments=bool(attachments),
         )
         if verdict.decision == "allow":
             return None
-        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, call_id)
+        shown: tuple[Attachment, ...] = ()
+        if attachments and verdict.decision == "ask":
+            shown = self._attached[call_id] = await self.call.attachments_named(attachments)
+        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, call_id, shown)
         if not ctx.tool_call_approved and self._defers(call_id):
             self.defer(call_id, request, verdict)
         # Approved by something other than this gate (another capability, or results passed into
         # the run): that approval does not count here, so decide now.
         self._pending.pop(call_id, None)
         why = await self._settle(request, verdict)
-        return None if why is None else ToolDenied(self._message(request, why))
+        if why is None:
+            return None
+        self._attached.pop(call_id, None)
+        return ToolDenied(self._message(request, why))
 
     def defer(self, call_id: str, request: ApprovalRequest, verdict: Verdict) -> NoReturn:
         """Remember the call and raise `ApprovalRequired` so pydantic-ai hands it to `resolve`."""
@@ -175,6 +205,7 @@ class CallGate:
                 self._grants[call.tool_call_id] = pending.key
                 approvals[call.tool_call_id] = ToolApproved()
             else:
+                self._attached.pop(call.tool_call_id, None)
                 approvals[call.tool_call_id] = ToolDenied(self._message(pending.request, why))
         return DeferredToolResults(approvals=approvals) if approvals else None
 
@@ -189,21 +220,34 @@ class CallGate:
         self._grants[call_id] = pending.key
         return True
 
-    async def authorize(self, toolset: str, tool: str, args: dict[str, Any]) -> None:
+    async def authorize(
+        self, toolset: str, tool: str, args: dict[str, Any], attachments: tuple[Attachment, ...] = ()
+    ) -> None:
         """Gate a call made directly from Python (no model to tell): raises `ApprovalDenied` when denied."""
-        verdict = await self.approvals.evaluate(toolset, tool, args, requires_approval=False)
-        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, None)
+        verdict = await self.approvals.evaluate(
+            toolset, tool, args, requires_approval=False, attachments=bool(attachments)
+        )
+        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, None, attachments)
         why = await self._settle(request, verdict)
         if why is not None:
             raise ApprovalDenied(request, why)
 
     def _request(
-        self, toolset: str, tool: str, args: dict[str, Any], reason: str, tool_call_id: str | None
+        self,
+        toolset: str,
+        tool: str,
+        args: dict[str, Any],
+        reason: str,
+        tool_call_id: str | None,
+        attachments: tuple[Attachment, ...] = (),
     ) -> ApprovalRequest:
         call = self.call
         chain = call.chain()
         shown = ", ".join(f"{name}={_short(value)}" for name, value in args.items())
         description = f"{' > '.join(chain)} wants to run {toolset}.{tool}({shown}): {reason}"
+        infos = tuple(attachment.info for attachment in attachments)
+        if infos:
+            description += "; it hands over " + ", ".join(info.describe() for info in infos)
         # A call from Python has no tool call: it is known by its order among this call's own.
         asked_as = tool_call_id if tool_call_id is not None else f"python:{toolset}.{tool}#{self._next_direct()}"
         return ApprovalRequest(
@@ -218,6 +262,7 @@ class CallGate:
             approval_id=approval_id(call.path(), asked_as),
             call_id=call.id,
             tool_call_id=tool_call_id,
+            attachments=infos,
         )
 
     def _next_direct(self) -> int:

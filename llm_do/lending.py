@@ -21,6 +21,7 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .approval import Approvals
+from .attachments import TAKES_ATTACHMENTS
 from .gate import CallGate, GatedCall
 from .toolset import Toolset
 
@@ -119,7 +120,13 @@ async def _call_gated(
     annotations = (metadata.get("annotations") or {}) if "annotations" in metadata else None
     if requires_approval or annotations is not None or lending.may_gate(toolset_name):  # else nothing can ask
         denial = await lending.gate().check(
-            toolset_name, name, tool_args, ctx, requires_approval=requires_approval, annotations=annotations
+            toolset_name,
+            name,
+            tool_args,
+            ctx,
+            requires_approval=requires_approval,
+            annotations=annotations,
+            attachments=tool_args.get("attachments") if metadata.get(TAKES_ATTACHMENTS) else None,
         )
         if denial is not None:
             return denial
@@ -134,15 +141,26 @@ async def _call_gated(
     return await inner.call_tool(name, tool_args, replace(ctx, tool_call_approved=True), tool)
 
 
-def _gated_tools(tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
-    """Offer tools declared `requires_approval` as ordinary tools: the gate asks for them."""
+def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
+    """The tools as the lender offers them: its own (as pydantic-ai's wrappers make theirs), so that
+    what pydantic-ai keeps of a step (its tool manager, in every copy of its run context) reaches the
+    lender, emptied at call end, and never the lent toolsets. Tools declared `requires_approval` are
+    offered as ordinary tools: the gate asks for them."""
     for tool_name, item in tools.items():
-        if item.tool_def.kind == "unapproved":
+        tool_def = item.tool_def
+        if tool_def.kind == "unapproved":
             tool_def = replace(
-                item.tool_def, kind="function", metadata={**(item.tool_def.metadata or {}), _REQUIRES_APPROVAL: True}
+                tool_def, kind="function", metadata={**(tool_def.metadata or {}), _REQUIRES_APPROVAL: True}
             )
-            tools[tool_name] = replace(item, tool_def=tool_def)
+        if tool_def.toolset_id is None and (chosen := _chosen_id(item.toolset)) is not None:
+            tool_def = replace(tool_def, toolset_id=chosen)  # as pydantic-ai stamps a toolset's own tools
+        tools[tool_name] = replace(item, toolset=lender, tool_def=tool_def)
     return tools
+
+
+def _chosen_id(toolset: AbstractToolset[Any]) -> str | None:
+    """The `id` chosen for `toolset` (not one derived, as an `MCPToolset` derives one from its URL)."""
+    return toolset._explicit_id  # private: what pydantic-ai's CombinedToolset stamps on the tools it combines
 
 
 @dataclass
@@ -156,9 +174,13 @@ class GatedToolset(WrapperToolset[Any]):
     def label(self) -> str:
         return f"toolset {self.name!r} ({self.wrapped.label})"
 
+    @property
+    def tool_name_conflict_hint(self) -> str:
+        return self.wrapped.tool_name_conflict_hint
+
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         self.lending.saw(ctx)
-        return _gated_tools(await super().get_tools(ctx))
+        return _claimed(self, await super().get_tools(ctx))
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
@@ -226,7 +248,7 @@ class LentGroup(AbstractToolset[Any]):
             for tool_name, item in (await member.get_tools(ctx)).items():
                 tools[tool_name] = item
                 owners[tool_name] = (name, member)
-        return _gated_tools(tools)
+        return _claimed(self, tools)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]

@@ -6,14 +6,16 @@ Kept apart from `llm_do.mcp` so that a runtime without MCP toolsets never import
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 from .scopes import ToolsetSpec, is_awaitable
 
-__all__ = ["owned", "owning"]
+__all__ = ["owned", "owning", "start_servers"]
 
 _MCP_MODULE = "pydantic_ai.mcp"
+_SERVER_MODULE = "llm_do.mcp.server"
 
 
 def owning(spec: ToolsetSpec, name: str) -> ToolsetSpec:
@@ -37,14 +39,17 @@ def _may_build_mcp(provides: Any) -> bool:
     module = sys.modules.get(_MCP_MODULE)
     if module is None:
         return False  # no MCPToolset class exists yet, so `provides` is none
-    from pydantic_ai.toolsets import WrapperToolset
+    from pydantic_ai.toolsets import AbstractToolset
 
-    kinds = (module.MCPToolset, WrapperToolset)
-    return issubclass(provides, kinds) if isinstance(provides, type) else isinstance(provides, kinds)
+    kind = provides if isinstance(provides, type) else type(provides)
+    if not issubclass(kind, AbstractToolset):
+        return False
+    # An MCPToolset, or a toolset that holds others (wrapped, combined, ...): pydantic-ai's tree walk is overridden.
+    return issubclass(kind, module.MCPToolset) or kind.visit_and_replace is not AbstractToolset.visit_and_replace
 
 
 def owned(obj: Any, name: str) -> Any:
-    """`obj`, or the `McpServer` that owns it when it is (or wraps) an `MCPToolset`."""
+    """`obj` with every `MCPToolset` in it (itself, or anywhere in its toolset tree) owned by an `McpServer`."""
     return _own(obj, name)
 
 
@@ -59,3 +64,11 @@ def _own(obj: Any, name: str) -> Any:
 
 async def _own_later(pending: Any, name: str) -> Any:
     return _own(await pending, name)
+
+
+async def start_servers(toolsets: Iterable[Any]) -> None:
+    """Start the MCP servers in a call's `toolsets` together, so that every one that fails is reported
+    (see `llm_do.mcp.server.start_servers`). Nothing to do, and nothing imported, without MCP servers."""
+    module = sys.modules.get(_SERVER_MODULE)
+    if module is not None:
+        await module.start_servers(toolsets)

@@ -45,18 +45,23 @@ class ToolPolicy:
     """How calls to the tools of one toolset name are decided.
 
     The static decision is `tools[tool]`, else `default`. A tool declared with
-    `requires_approval=True` asks at least. The optional `rule` sees the tool name and the
-    validated arguments. The strictest of these wins (deny > ask > allow), so a rule or a
-    settings override can tighten a policy but never loosen what another part decided.
+    `requires_approval=True` asks at least. `attachments` decides calls that carry attachments
+    (files handed to an agent), on top of the rest; calls without any are not affected. The
+    optional `rule` sees the tool name and the validated arguments. The strictest of these wins
+    (deny > ask > allow), so a rule or a settings override can tighten a policy but never loosen
+    what another part decided.
     A rule that raises denies the call; the error is logged on the `llm_do` logger.
     """
 
     default: Decision = "allow"
     tools: Mapping[str, Decision] = field(default_factory=dict)
     rule: Rule | None = None
+    attachments: Decision | None = None
 
     def __post_init__(self) -> None:
         _check_decision(self.default, "ToolPolicy.default")
+        if self.attachments is not None:
+            _check_decision(self.attachments, "ToolPolicy.attachments")
         for tool, decision in self.tools.items():
             _check_decision(decision, f"ToolPolicy.tools[{tool!r}]")
         object.__setattr__(self, "tools", MappingProxyType(dict(self.tools)))
@@ -64,27 +69,44 @@ class ToolPolicy:
     @property
     def may_gate(self) -> bool:
         """Whether this policy can ask or deny a call (a tool's own `requires_approval` aside)."""
-        return self.default != "allow" or self.rule is not None or any(d != "allow" for d in self.tools.values())
+        return (
+            self.default != "allow"
+            or self.rule is not None
+            or self.attachments not in (None, "allow")
+            or any(d != "allow" for d in self.tools.values())
+        )
 
     def overridden(self, settings: PolicySettings) -> ToolPolicy:
-        """This policy with the default and per-tool decisions of `settings` on top; the rule stays."""
+        """This policy with the default, per-tool and attachments decisions of `settings` on top; the rule stays."""
         default = settings.default if settings.default is not None else self.default
-        return replace(self, default=default, tools={**self.tools, **settings.tools})
+        attachments = settings.attachments if settings.attachments is not None else self.attachments
+        return replace(self, default=default, tools={**self.tools, **settings.tools}, attachments=attachments)
 
-    async def evaluate(self, toolset: str, tool: str, args: Mapping[str, Any], *, requires_approval: bool) -> Verdict:
-        """The verdict for one call: the strictest of the static decision, the tool's own flag and the rule."""
+    def static_verdict(self, toolset: str, tool: str, *, requires_approval: bool, attachments: bool = False) -> Verdict:
+        """The verdict before the rule: the strictest of the static decision, the tool's own flag and the
+        decision for calls carrying attachments (when this one does)."""
         if tool in self.tools:
-            verdicts = [Verdict(self.tools[tool], f"toolset {toolset!r} policy: tool {tool!r} is {self.tools[tool]!r}")]
+            verdict = Verdict(self.tools[tool], f"toolset {toolset!r} policy: tool {tool!r} is {self.tools[tool]!r}")
         else:
-            verdicts = [Verdict(self.default, f"toolset {toolset!r} policy: default is {self.default!r}")]
+            verdict = Verdict(self.default, f"toolset {toolset!r} policy: default is {self.default!r}")
         if requires_approval:
-            verdicts.append(Verdict("ask", f"tool {tool!r} is declared with requires_approval=True"))
+            verdict = _strictest(verdict, Verdict("ask", f"tool {tool!r} is declared with requires_approval=True"))
+        if attachments and self.attachments is not None:
+            reason = f"toolset {toolset!r} policy: calls that carry attachments are {self.attachments!r}"
+            verdict = _strictest(verdict, Verdict(self.attachments, reason))
+        return verdict
+
+    async def evaluate(
+        self, toolset: str, tool: str, args: Mapping[str, Any], *, requires_approval: bool, attachments: bool = False
+    ) -> Verdict:
+        """The verdict for one call: the strictest of the static decision, the tool's own flag, the decision
+        for calls carrying attachments (when this one does) and the rule."""
+        verdict = self.static_verdict(toolset, tool, requires_approval=requires_approval, attachments=attachments)
         if self.rule is not None:
             ruled = await _apply_rule(self.rule, toolset, tool, args)
             if ruled is not None:
-                verdicts.append(ruled)
-        # Ties go to the later verdict: the rule's reason is the most specific one.
-        return max(reversed(verdicts), key=lambda verdict: _RANK[verdict.decision])
+                verdict = _strictest(verdict, ruled)
+        return verdict
 
 
 class PolicySettings(BaseModel):
@@ -96,6 +118,20 @@ class PolicySettings(BaseModel):
     """Replaces the declared default when set."""
     tools: dict[str, Decision] = {}
     """Replace or add per-tool decisions."""
+    attachments: Decision | None = None
+    """Replaces the decision for calls that carry attachments when set."""
+
+    def overridden(self, other: PolicySettings) -> PolicySettings:
+        """This override with `other` on top: its default and attachments decisions, if set, and its per-tool
+        decisions win."""
+        default = other.default if other.default is not None else self.default
+        attachments = other.attachments if other.attachments is not None else self.attachments
+        return PolicySettings(default=default, tools={**self.tools, **other.tools}, attachments=attachments)
+
+
+def _strictest(first: Verdict, then: Verdict) -> Verdict:
+    """The stricter verdict (deny > ask > allow); a tie goes to `then`, the more specific one."""
+    return first if _RANK[first.decision] > _RANK[then.decision] else then
 
 
 async def _apply_rule(rule: Rule, toolset: str, tool: str, args: Mapping[str, Any]) -> Verdict | None:

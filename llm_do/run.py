@@ -7,10 +7,13 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RunUsage
+
+if TYPE_CHECKING:
+    from .attachments import AttachmentInfo
 
 __all__ = [
     "CallRecord",
@@ -48,6 +51,8 @@ class CallRecord:
     ran and returned (a tool that asks for another agent counts once here, and the child counts its
     own). Failed, retried and denied calls and output tools do not count, nor do direct
     `CallScope.call_tool` calls, which pydantic-ai does not see either."""
+    attachments: tuple[AttachmentInfo, ...] = ()
+    """The files the call received: name, media type, size and digest (never their bytes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +91,9 @@ class RunResult:
     usage: RunUsage
     """Usage summed over every call of the run."""
     messages: list[ModelMessage]
-    """The top-level call's conversation; pass it as `message_history` to continue."""
+    """The top-level call's whole conversation: the `message_history` it was given, then this run's
+    messages. Pass it as the next run's `message_history` to continue. Empty when the top-level entry
+    is an `@entry` function (its child calls' messages are in `log`)."""
     calls: tuple[CallRecord, ...]
     """Every call of the run, in the order they started."""
     log: tuple[LogEntry, ...] = field(default=())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -18,11 +18,12 @@ from pydantic_ai.usage import RunUsage
 
 from . import tracing, tracking
 from .approval import Approver, check_approver
+from .attachments import Attachment, check_call
 from .call import CallScope, Entry
 from .errors import ConfigurationError
 from .events import Observer, Sink
 from .loading import Loaded, ToolsetSource
-from .policy import ToolPolicy
+from .policy import ToolPolicy, Verdict
 from .run import RunReport, RunResult, attach_report, finished_report
 from .runscope import RunScope
 from .settings import RuntimeConfig
@@ -99,8 +100,19 @@ class Runtime:
         return self._loaded.entry(name)
 
     def policy(self, toolset: str) -> ToolPolicy:
-        """The approval policy calls to toolset `toolset` are decided by (all-allow when none is declared)."""
+        """The approval policy of toolset `toolset`, settings overrides included (all-allow when none is
+        declared). The tools of an MCP toolset without a declared policy are decided by their annotations
+        instead, with the overrides on top: `verdict` tells, tool by tool."""
         return self._loaded.approvals.policy(toolset)
+
+    def verdict(
+        self, toolset: str, tool: str, *, requires_approval: bool = False, annotations: Mapping[str, Any] | None = None
+    ) -> Verdict:
+        """The verdict a call to `tool` of `toolset` gets before the policy's rule (if any) sees its arguments.
+        For an MCP tool, pass its annotations (`{}` when it has none): without a declared policy they decide."""
+        return self._loaded.approvals.verdict(
+            toolset, tool, requires_approval=requires_approval, annotations=annotations
+        )
 
     # -- running ---------------------------------------------------------------
 
@@ -112,11 +124,19 @@ class Runtime:
         message_history: list[ModelMessage] | None = None,
         trace_parent: tracing.TraceParent | None = None,
         approver: Approver | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> RunResult:
         """Run an entry as one top-level request, in a context of its own.
 
+        `attachments` are files handed to the entry with its input (`Attachment.read(root, path)`,
+        `Attachment.from_bytes(name, data)`), checked against `config.attachments`' limits first
+        (an `AttachmentError` when they do not fit); see docs/attachments.md.
+
         If the run fails, its exception propagates unchanged; `llm_do.run_report(error)` gives
         what the run left (its per-run objects, usage and calls).
+
+        `message_history` (an earlier run's `RunResult.messages`) continues that conversation: the
+        top-level call's agent gets it; child calls start their own.
 
         `trace_parent` (a W3C `traceparent`, or the mapping `llm_do.tracing.inject_trace_context()`
         returned in another process) makes the run's span a child of that remote span.
@@ -132,9 +152,14 @@ class Runtime:
         target = self._loaded.entry(name)
         if not isinstance(entry, str) and entry is not target:
             raise ConfigurationError(f"entry {name!r} is not the one this runtime loaded under that name")
+        handed = tuple(attachments)
+        if handed:
+            if not all(isinstance(item, Attachment) for item in handed):
+                raise TypeError("Runtime.run(attachments=...) takes llm_do.Attachment objects: Attachment.read(...)")
+            check_call(handed, self.config.attachments)
         reports: list[RunReport] = []
         task = asyncio.get_running_loop().create_task(
-            self._run(target, input_data, message_history, reports, trace_parent, approver),
+            self._run(target, input_data, message_history, reports, trace_parent, approver, handed),
             context=contextvars.copy_context(),
         )
         self._running.add(task)
@@ -167,6 +192,7 @@ class Runtime:
         reports: list[RunReport],
         trace_parent: tracing.TraceParent | None,
         approver: Approver | None,
+        attachments: tuple[Attachment, ...],
     ) -> RunResult:
         loaded = self._loaded
         if trace_parent is not None:  # this task's own context: nothing to restore
@@ -175,7 +201,10 @@ class Runtime:
         observers = None if tracer is None and not tracking.active else self._observers(tracer)
         run = RunScope(loaded, target, observers, approver=approver or loaded.approvals.approver)
         try:
-            async with run, CallScope(loaded, target, run, message_history=message_history) as scope:
+            async with (
+                run,
+                CallScope(loaded, target, run, message_history=message_history, attachments=attachments) as scope,
+            ):
                 run.output = await target.run_turn(scope, input_data)
                 run.messages = scope.all_messages
         except BaseException:

@@ -22,6 +22,7 @@ from .policy import PolicySettings
 __all__ = [
     "ApprovalMode",
     "ApprovalOnDeny",
+    "AttachmentSettings",
     "FilesystemSettings",
     "LlmDoSettings",
     "LogLevel",
@@ -91,6 +92,7 @@ _FORMS: dict[str, tuple[str, str]] = {
     "message_log": ("a file path", "logs/messages.jsonl"),
     "log_level": ("one of DEBUG, INFO, WARNING, ERROR, CRITICAL", "INFO"),
     "filesystem": ("JSON, or one variable per limit", '{"max_read_bytes": 262144}'),
+    "attachments": ("JSON, or one variable per limit", '{"max_file_bytes": 4194304}'),
     "sql_statement_timeout": ("a number of seconds > 0", "30"),
     "sql_pool_size": ("a whole number >= 1", "5"),
     "sql_max_rows": ("a whole number >= 1", "100"),
@@ -116,6 +118,21 @@ class FilesystemSettings(BaseModel):
     allow_hard_links: bool = False
     """Let `write_text`, `edit` and `delete` change a file that has other hard links (other names,
     perhaps outside the root). Off: such files are only read."""
+
+
+class AttachmentSettings(BaseModel):
+    """Limits of the files handed to agents (`LLM_DO_ATTACHMENTS__MAX_FILE_BYTES`, ...); see docs/attachments.md."""
+
+    max_file_bytes: int = Field(default=4_194_304, gt=0)
+    """Largest file attached, in bytes (4 MiB: an image or a PDF of a few dozen pages)."""
+    max_text_bytes: int = Field(default=262_144, gt=0)
+    """Largest text file attached, in bytes (256 KiB, about 64,000 tokens): text goes into the model's context."""
+    max_call_bytes: int = Field(default=8_388_608, gt=0)
+    """Most bytes of attachments one call carries, all files together (8 MiB)."""
+    max_files: int = Field(default=20, gt=0)
+    """Most files one call carries."""
+    allow_hard_links: bool = False
+    """Attach a file that has other hard links (other names, perhaps outside the root). Off: refused."""
 
 
 class LlmDoSettings(BaseSettings):
@@ -153,6 +170,8 @@ class LlmDoSettings(BaseSettings):
     """Level for the `llm_do` logger, if your application configures logging from settings."""
     filesystem: FilesystemSettings = FilesystemSettings()
     """Limits of the built-in `filesystem` and `filesystem_readonly` toolsets."""
+    attachments: AttachmentSettings = AttachmentSettings()
+    """Limits of the files handed to agents as attachments (see docs/attachments.md)."""
     sql_statement_timeout: float = Field(default=30.0, gt=0)
     """The `sql` toolset: seconds a statement (or a wait for a free connection) may take before it is cancelled."""
     sql_pool_size: int = Field(default=5, ge=1)
@@ -257,6 +276,8 @@ _RUNTIME_FIELDS = (
     "approval_on_deny",
     "approval_policies",
     "approval_timeout",
+    "project_root",
+    "attachments",
 )
 
 
@@ -276,6 +297,10 @@ class RuntimeConfig:
     approval_policies: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
     approval_timeout: float = 600.0
     """Seconds an approver may take to answer before the call is denied."""
+    project_root: Path = Path(".")
+    """The directory attachments are read from (and confined to): names are relative to it."""
+    attachments: AttachmentSettings = field(default_factory=AttachmentSettings, hash=False)
+    """Limits of attachments: per file, per text file, per call."""
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:

@@ -57,7 +57,7 @@ class TracingObserver:
     def _call_started(self, event: CallStarted) -> None:
         call = event.call
         self._spans[call.id] = tracing.start_call(
-            self.tracer, call.id, call.depth, call.entry, call.parent, event.toolsets
+            self.tracer, call.id, call.depth, call.entry, call.parent, event.toolsets, event.attachments
         )
 
     def _call_ended(self, event: CallEnded) -> None:

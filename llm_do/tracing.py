@@ -13,7 +13,7 @@ Helpers for carrying a trace across processes (a web request that defers a job, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from typing import Any, Protocol
@@ -180,8 +180,23 @@ def start_run(tracer: Tracer, entry: str, parent: Context | None) -> SpanScope:
     return SpanScope(span)
 
 
+class _File(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def media_type(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+
+
 def start_call(
-    tracer: Tracer, call_id: str, depth: int, entry: str, parent: str | None, toolsets: tuple[str, ...]
+    tracer: Tracer,
+    call_id: str,
+    depth: int,
+    entry: str,
+    parent: str | None,
+    toolsets: tuple[str, ...],
+    attachments: Sequence[_File] = (),
 ) -> SpanScope:
     """Start (and make current) the span of one call, under whatever span is current."""
     attributes: dict[str, Any] = {
@@ -192,6 +207,10 @@ def start_call(
     }
     if parent is not None:
         attributes["llm_do.call.parent"] = parent
+    if attachments:
+        attributes["llm_do.attachments.names"] = [item.name for item in attachments]
+        attributes["llm_do.attachments.media_types"] = [item.media_type for item in attachments]
+        attributes["llm_do.attachments.sizes"] = [item.size for item in attachments]
     return SpanScope(tracer.start_span(f"llm_do.call {entry}", attributes=attributes))
 
 

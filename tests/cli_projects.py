@@ -149,12 +149,7 @@ def llm_do(
     """Run the command without a terminal (stdin is a pipe); `env` adds variables (None removes one);
     `python` adds interpreter options (like `-X importtime`) and so starts a fresh interpreter. Without
     them the command runs in a process forked from a warm interpreter (`tests/cli_warm.py`)."""
-    variables = environment()
-    for name, value in (env or {}).items():
-        if value is None:
-            variables.pop(name, None)
-        else:
-            variables[name] = value
+    variables = _variables(env)
     if not python:
         return cli_warm.run([str(arg) for arg in args], stdin or "", cwd, variables, timeout=120)
     return subprocess.run(
@@ -166,3 +161,20 @@ def llm_do(
         env=variables,
         cwd=cwd,
     )
+
+
+def start_llm_do(
+    *args: str | Path, stdin: str = "", cwd: Path | None = None, env: dict[str, str | None] | None = None
+) -> cli_warm.Started:
+    """Start the command as `llm_do` runs it, without waiting: its `pid` (to signal it), then `wait(timeout)`."""
+    return cli_warm.start([str(arg) for arg in args], stdin, cwd, _variables(env))
+
+
+def _variables(env: dict[str, str | None] | None) -> dict[str, str]:
+    variables = environment()
+    for name, value in (env or {}).items():
+        if value is None:
+            variables.pop(name, None)
+        else:
+            variables[name] = value
+    return variables

@@ -41,8 +41,9 @@ def serve(path: str) -> None:
     for module in WARM_MODULES:
         importlib.import_module(module)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(16)
+    listener.bind(path + ".binding")
+    listener.listen(64)
+    os.rename(path + ".binding", path)  # the client waits for `path`: it appears only once listening
     while True:
         ready, _, _ = select.select([listener, sys.stdin], [], [])
         if sys.stdin in ready:  # end of file: the test process is gone
@@ -155,40 +156,65 @@ def run(
     args: list[str], stdin: str, cwd: Path | None, env: dict[str, str], timeout: float
 ) -> subprocess.CompletedProcess[str]:
     """Run `llm-do ARGS` in a process forked from the warm interpreter; like `subprocess.run(text=True)`."""
+    return start(args, stdin, cwd, env).wait(timeout)
+
+
+class Started:
+    """A command running in a process forked from the warm interpreter: its `pid`, and `wait` for its end."""
+
+    def __init__(
+        self, args: list[str], connection: socket.socket, threads: list[threading.Thread], outputs: dict[str, bytes]
+    ) -> None:
+        self.args = args
+        self._connection = connection
+        self._threads = threads
+        self._outputs = outputs  # filled by the reading threads
+        self._replies = connection.makefile("rb")
+        self.pid: int = json.loads(self._replies.readline())["pid"]
+
+    def wait(self, timeout: float) -> subprocess.CompletedProcess[str]:
+        """Wait for the command to end; kill it (and raise `TimeoutExpired`) after `timeout` seconds."""
+        self._connection.settimeout(timeout)
+        try:
+            try:
+                line = self._replies.readline()
+            except TimeoutError:
+                os.kill(self.pid, signal.SIGKILL)
+                for thread in self._threads:
+                    thread.join()
+                raise subprocess.TimeoutExpired(["llm-do", *self.args], timeout) from None
+            code = json.loads(line)["code"]
+            for thread in self._threads:
+                thread.join()
+        finally:
+            self._replies.close()
+            self._connection.close()
+        return subprocess.CompletedProcess(
+            ["llm-do", *self.args], code, _text(self._outputs.get("out", b"")), _text(self._outputs.get("err", b""))
+        )
+
+
+def start(args: list[str], stdin: str, cwd: Path | None, env: dict[str, str]) -> Started:
+    """Start `llm-do ARGS` in a process forked from the warm interpreter, its stdin fed `stdin`."""
     path = _socket(env)
     in_read, in_write = os.pipe()
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     request = {"args": args, "cwd": str(cwd or os.getcwd()), "env": env}
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-        connection.connect(path)
-        socket.send_fds(connection, [json.dumps(request).encode()], [in_read, out_write, err_write])
-        for fd in (in_read, out_write, err_write):
-            os.close(fd)
-        outputs: dict[int, bytes] = {}
-        threads = [
-            threading.Thread(target=_write, args=(in_write, stdin.encode())),
-            threading.Thread(target=_read, args=(out_read, outputs)),
-            threading.Thread(target=_read, args=(err_read, outputs)),
-        ]
-        for thread in threads:
-            thread.start()
-        connection.settimeout(timeout)
-        replies = connection.makefile("rb")
-        pid = json.loads(replies.readline())["pid"]
-        try:
-            line = replies.readline()
-        except TimeoutError:
-            os.kill(pid, signal.SIGKILL)
-            for thread in threads:
-                thread.join()
-            raise subprocess.TimeoutExpired(["llm-do", *args], timeout) from None
-        code = json.loads(line)["code"]
-        for thread in threads:
-            thread.join()
-    return subprocess.CompletedProcess(
-        ["llm-do", *args], code, _text(outputs.get(out_read, b"")), _text(outputs.get(err_read, b""))
-    )
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(path)
+    socket.send_fds(connection, [json.dumps(request).encode()], [in_read, out_write, err_write])
+    for fd in (in_read, out_write, err_write):
+        os.close(fd)
+    outputs: dict[str, bytes] = {}
+    threads = [
+        threading.Thread(target=_write, args=(in_write, stdin.encode())),
+        threading.Thread(target=_read, args=(out_read, outputs, "out")),
+        threading.Thread(target=_read, args=(err_read, outputs, "err")),
+    ]
+    for thread in threads:
+        thread.start()
+    return Started(args, connection, threads, outputs)
 
 
 def _write(fd: int, data: bytes) -> None:
@@ -199,9 +225,9 @@ def _write(fd: int, data: bytes) -> None:
         pass
 
 
-def _read(fd: int, outputs: dict[int, bytes]) -> None:
+def _read(fd: int, outputs: dict[str, bytes], name: str) -> None:
     with open(fd, "rb") as pipe:
-        outputs[fd] = pipe.read()
+        outputs[name] = pipe.read()
 
 
 def _text(data: bytes) -> str:

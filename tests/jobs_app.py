@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dependency_injector import providers
 from opentelemetry import trace
+from pydantic import BaseModel
 from pydantic_ai import Agent
 
 from containers import AgentContainer
@@ -73,7 +75,8 @@ async def sleeper(scope: CallScope, input_data: dict[str, Any]) -> str:
     job = current_job()
     assert job is not None
     await scope.call_tool("note", {"path": input_data["path"], "line": f"started {job.id} {os.getpid()}"})
-    await asyncio.sleep(float(input_data["then"] if job.attempt and "then" in input_data else input_data["seconds"]))
+    retry = job.attempt > 1 and "then" in input_data
+    await asyncio.sleep(float(input_data["then"] if retry else input_data["seconds"]))
     _note(input_data["path"], f"finished {job.id} attempt {job.attempt}")
     return f"slept {input_data['seconds']}"
 
@@ -88,7 +91,7 @@ async def flaky(scope: CallScope, input_data: Any) -> dict[str, Any]:
     """Fails on its first attempt, succeeds on the next."""
     job = current_job()
     assert job is not None
-    if job.attempt == 0:
+    if job.attempt == 1:
         raise ConnectionError("the first attempt always fails")
     return {"attempt": job.attempt, "input": input_data}
 
@@ -119,15 +122,46 @@ async def traced(scope: CallScope, input_data: Any) -> dict[str, Any]:
     return {"trace_id": format(trace.get_current_span().get_span_context().trace_id, "032x"), "job": job.traceparent}
 
 
+class Receipt(BaseModel):
+    amount: int
+    to: str
+    at: datetime
+
+
+@entry
+async def receipt(scope: CallScope, input_data: Any) -> Receipt:
+    """A pydantic model as the output."""
+    return Receipt(amount=10, to=str(input_data), at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+
+
+@entry
+async def inspect(scope: CallScope, input_data: Any) -> list[dict[str, Any]]:
+    """The files the job's run received, with their bytes in hex."""
+    return [{**attachment.info.to_json(), "hex": attachment.data.hex()} for attachment in scope.attachments]
+
+
 def make_runtime() -> Runtime:
     return Runtime(
         JobsApp(),
-        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded],
+        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded, receipt, inspect],
         toolsets={"greet_note": JobsApp.notes},
     )
 
 
 queue = JobQueue(
-    entries=["sleeper", "boom", JobEntry("flaky", retry=1), "greeter", "orchestrate", "traced", "guarded"],
+    entries=[
+        "sleeper",
+        "boom",
+        JobEntry("flaky", retry=1),
+        "greeter",
+        "orchestrate",
+        "traced",
+        "guarded",
+        "receipt",
+        "inspect",
+    ],
     runtime=make_runtime,
 )
+
+other_queue = JobQueue(entries=list(queue.entries.values()), runtime=make_runtime, queue="llm_do_other")
+"""A second queue declaring the same entries (`tests.jobs_app:other_queue`): it shares their task names."""

@@ -3,6 +3,7 @@ loopback only), a model that follows a plan written in its prompt, and a look at
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -12,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from fastmcp.client.transports import StdioTransport
@@ -31,6 +33,35 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from llm_do import AgentEntry
 
 SERVER = Path(__file__).parent / "mcp_servers" / "counter_server.py"
+STUBBORN = Path(__file__).parent / "mcp_servers" / "stubborn_server.py"
+
+HOLDING = """
+from pathlib import Path
+
+from llm_do import entry
+
+
+@entry(toolsets=["stubborn"])
+async def main(scope, text):
+    return await scope.call_tool("hold", {"marker": str(Path(__file__).with_name("holding"))})
+"""
+
+
+def _counter_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("counter_server_in_process", SERVER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+COUNTER = _counter_module()
+"""The counter server's module, imported: its `server` can serve in process."""
+
+
+def in_process() -> MCPToolset[Any]:
+    """A toolset for the counter server in this process (fastmcp's in-memory transport): no process to start."""
+    return MCPToolset(COUNTER.server)
 
 
 def stdio_toolset(**env: str) -> MCPToolset[Any]:
@@ -38,6 +69,19 @@ def stdio_toolset(**env: str) -> MCPToolset[Any]:
     if env:
         return MCPToolset(StdioTransport(sys.executable, [str(SERVER)], env=env))
     return MCPToolset(SERVER)
+
+
+COUNTER_TOML = f'command = "python"\nargs = ["{SERVER}"]\n'
+"""The counter server's lines in a `[mcp_servers.NAME]` table of project.toml."""
+
+
+def write_project(root: Path, toml: str, **files: str) -> Path:
+    """A project directory: `project.toml` and `files` (`clerk__worker` is the file clerk.worker)."""
+    root.mkdir(exist_ok=True)
+    (root / "project.toml").write_text(toml)
+    for name, text in files.items():
+        (root / name.replace("__", ".")).write_text(text)
+    return root
 
 
 def plan(*steps: tuple[str, dict[str, Any]] | str) -> str:
@@ -146,3 +190,45 @@ def http_server(port: int) -> Iterator[subprocess.Popen[bytes]]:
         process.wait()
         if process.stderr is not None:
             process.stderr.close()
+
+
+def stubborn_project(root: Path, *, slow_start: float = 0) -> Path:
+    """A project whose entry `main` calls the tool `hold` of the stubborn server (global), which creates
+    the file `holding` and sleeps; the server and its child write their pids to `pids`. With
+    `slow_start`, the server waits that long before answering the handshake."""
+    root.mkdir(parents=True, exist_ok=True)
+    env = f"STUBBORN_PIDS = {json.dumps(str(root / 'pids'))}, STUBBORN_SLOW_START = '{slow_start}'"
+    (root / "project.toml").write_text(
+        'entry = "main"\nworkers = []\n\n[mcp_servers.stubborn]\ncommand = "python"\n'
+        f"args = [{json.dumps(str(STUBBORN))}]\nenv = {{ {env} }}\nstartup_timeout = 600\n"
+    )
+    (root / "flows.py").write_text(HOLDING)
+    return root
+
+
+def stubborn_pids(root: Path, count: int = 2, within: float = 120) -> list[int]:
+    """The pids the stubborn server of `stubborn_project(root)` wrote (server and child), once written."""
+    deadline = time.monotonic() + within
+    while True:
+        found = (root / "pids").read_text().split() if (root / "pids").exists() else []
+        if len(found) >= count:
+            return [int(pid) for pid in found]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the stubborn server did not write its pids within {within}s")
+        time.sleep(0.05)
+
+
+def wait_for(path: Path, within: float = 120) -> None:
+    deadline = time.monotonic() + within
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear within {within}s")
+        time.sleep(0.05)
+
+
+def gone_within(pids: list[int], seconds: float) -> list[int]:
+    """Wait up to `seconds` for every process of `pids` to end; those still alive then."""
+    deadline = time.monotonic() + seconds
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if alive(pid)]

@@ -1,7 +1,9 @@
-"""`llm-do run --otel`: the trace reaches an OTLP/HTTP collector on loopback; without the SDK, a clear error."""
+"""`llm-do run --otel` and `llm-do worker --otel`: the trace reaches an OTLP/HTTP collector on loopback; without
+the SDK, a clear error."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -11,8 +13,13 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from llm_do.jobs import JobQueue
 
 from .cli_projects import hello_project, llm_do
+from .jobs_support import Worker, eventually, fresh_database
+from .postgres import PostgresServer
 
 
 class Collector(ThreadingHTTPServer):
@@ -55,6 +62,16 @@ def collector() -> Iterator[Collector]:
     thread.join()
 
 
+def exported(collector: Collector) -> list[Span]:
+    return [
+        span
+        for request in collector.requests
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+
+
 def test_run_otel_exports_one_trace_over_otlp(tmp_path: Path, collector: Collector) -> None:
     project = hello_project(tmp_path / "hello")
     done = llm_do("run", project, "Hi!", "--otel", env={"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint})
@@ -90,3 +107,27 @@ def test_run_otel_without_the_sdk_names_the_extra(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "pip install 'llm-do[otel]'" in done.stderr
     assert done.stdout == ""
+
+
+async def test_worker_otel_exports_each_jobs_run_in_the_jobs_trace_while_it_runs(
+    tmp_path: Path, collector: Collector, postgres: PostgresServer
+) -> None:
+    trace_id, parent = "ab" * 16, "cd" * 8
+    async with fresh_database(postgres) as dsn, JobQueue(dsn, entries=["traced"]) as queue:
+        await queue.apply_schema()
+        job_id = await queue.defer("traced", None, traceparent=f"00-{trace_id}-{parent}-01")
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
+        worker = Worker("tests.jobs_app:queue", dsn, tmp_path / "worker.log", env=env, args=("--otel",))
+        try:
+            async with asyncio.timeout(30):
+                record = await queue.wait(job_id, interval=0.05)
+
+            async def run_span_exported() -> bool:  # by the batch processor, the worker still running
+                return any(span.name == "llm_do.run traced" for span in exported(collector))
+
+            await eventually(run_span_exported, "the job's run span reached the collector")
+        finally:
+            assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded" and record.output["trace_id"] == trace_id, record
+    [run] = [span for span in exported(collector) if span.name == "llm_do.run traced"]
+    assert run.trace_id.hex() == trace_id and run.parent_span_id.hex() == parent

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from llm_do import RuntimeConfig
+from llm_do import Approval, ApprovalRequest, RuntimeConfig
 from llm_do.errors import MaxDepthExceeded
+from llm_do.models import AttachmentMismatch
 from llm_do.project import load_project
 from llm_do.testing import call_tree
 
@@ -115,3 +117,42 @@ async def test_the_orchestrator_asks_both_workers_at_once() -> None:
     )
     assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens) == (2, 124, 31)
     assert sorted(call_tree(result).splitlines()[1:]) == ["  critic (ok)", "  researcher (ok)"]
+
+
+REVIEW = (
+    "The reviewer checked data/chart.png against data/sales.csv: "
+    "The chart is not faithful: east (the chart shows 650, the data 400) is wrong."
+)
+
+
+async def test_the_review_desk_hands_a_chart_and_its_data_to_the_reviewer_after_approval() -> None:
+    asked: list[ApprovalRequest] = []
+
+    def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request)
+        return Approval.approve()
+
+    project_dir = EXAMPLES / "review_desk"
+    async with load_project(
+        project_dir, model=REPLAY, config=RuntimeConfig(approval_mode="prompt"), approver=approver
+    ) as project:
+        result = await project.run()
+    assert result.output == REVIEW
+    chart, sales = (project_dir / "data" / name for name in ("chart.png", "sales.csv"))
+    [request] = asked
+    assert [(info.name, info.media_type, info.size) for info in request.attachments] == [
+        ("data/chart.png", "image/png", chart.stat().st_size),
+        ("data/sales.csv", "text/csv", sales.stat().st_size),
+    ]
+    reviewer = next(call for call in result.calls if call.entry == "reviewer")
+    assert reviewer.attachments == request.attachments
+
+
+async def test_the_review_desk_replay_refuses_a_changed_chart(tmp_path: Path) -> None:
+    copy = tmp_path / "review_desk"
+    shutil.copytree(EXAMPLES / "review_desk", copy)
+    chart = copy / "data" / "chart.png"
+    chart.write_bytes(chart.read_bytes()[:-12] + b"\x00" * 12)
+    async with load_project(copy, model=REPLAY, config=RuntimeConfig(approval_mode="approve_all")) as project:
+        with pytest.raises(AttachmentMismatch, match=r"'data/chart\.png' was 473 bytes with sha256 093b4b936612"):
+            await project.run()

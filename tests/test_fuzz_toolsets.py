@@ -1,4 +1,5 @@
-"""Property-based fuzzing of the built-in toolsets (`filesystem`, `shell`, `sql` on SQLite and PostgreSQL).
+"""Property-based fuzzing of the built-in toolsets (`filesystem`, `shell`, `sql` on SQLite and PostgreSQL)
+and of attachments handed from agent to agent.
 
 Hypothesis generates a script of tool calls: paths with `..`, absolute paths, NUL bytes, unicode
 (lone surrogates too) and huge names; shell argv with metacharacters and programs that are not
@@ -50,18 +51,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
+    BinaryContent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
+    TextContent,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, RunResult, Runtime, RuntimeConfig
+from llm_do import AgentEntry, AttachmentSettings, RunResult, Runtime, RuntimeConfig
 from llm_do.handles import open_handles
 from llm_do.toolsets import (
     CommandResult,
@@ -73,6 +77,7 @@ from llm_do.toolsets import (
 )
 from llm_do.toolsets.database import Database
 
+from .attachment_files import CSV, png
 from .filesystem_fixtures import SECRET, populate_root, tree_of
 from .postgres import PostgresServer
 from .test_shell_toolset import marked_processes
@@ -542,6 +547,83 @@ def test_fuzz_shell(base: Path, runner: asyncio.Runner, monkeypatch: pytest.Monk
     assert harness.stats["calls"] >= enough_calls(FUZZ_EXAMPLES)
     each_succeeded_and_failed(harness.stats, ("run",))
     assert harness.stats["printf echoed"] > 0
+
+
+# -- attachments ---------------------------------------------------------------------------------
+
+READABLE = ["notes.txt", "inner/a.txt", "work/secret.txt", "chart.png", "data.csv"]
+
+
+def attachment_calls(outside: Path) -> st.SearchStrategy[Call]:
+    names = st.one_of(fs_paths(outside), st.sampled_from(READABLE), st.sampled_from(READABLE))
+    return calls_of(
+        st.builds(
+            lambda text, given: Call("reader", {"input": text, "attachments": given}),
+            st.sampled_from(["read these", ""]),
+            st.lists(names, max_size=4),
+        )
+    )
+
+
+def test_fuzz_attachments(base: Path, runner: asyncio.Runner) -> None:
+    """A parent agent hands fuzzed paths to a child agent as attachments: each call hands over files from
+    inside the root (read by the child, byte for byte) or fails readably, and nothing beside it is read."""
+    root, outside = base / "project", base / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "secret.txt").write_text(f"{SECRET}\n")
+    build_root(root, outside)
+    (root / "chart.png").write_bytes(png())
+    (root / "data.csv").write_text(CSV)
+    received: list[list[Any]] = []
+
+    async def reader(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        items = [
+            item
+            for message in messages
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+            for item in part.content
+        ]
+        received.append(items)
+        return ModelResponse(parts=[TextPart(f"read {len(items)} items")], usage=USAGE)
+
+    harness = Harness(runner, lambda value, _: value)
+    parent = AgentEntry(Agent(harness.model(), retries=1000), name="fuzzer", toolsets=["reader"])
+    child = AgentEntry(Agent(FunctionModel(reader)), name="reader")
+    limits = AttachmentSettings(max_file_bytes=4096, max_files=3)
+    config = RuntimeConfig(approval_mode="approve_all", project_root=root, attachments=limits)
+    harness.runtime = Runtime(None, entries=[parent, child], config=config)
+    runner.run(harness.runtime.__aenter__())
+    expected = {name: (root / name).read_bytes() for name in READABLE}
+
+    @FUZZ
+    @given(script=scripts(attachment_calls(outside)))
+    def example(script: Script) -> None:
+        before = beside(base, outside)
+        received.clear()
+        answers = harness.replay(script)
+        assert beside(base, outside) == before, "something beside the root was created or changed"
+        assert sum(answer.ok for answer in answers) == len(received), "a child ran for each call that succeeded"
+        for items in received:
+            assert SECRET not in repr(items), "a file from outside the root reached the child"
+            for item in items:
+                if isinstance(item, BinaryContent):
+                    assert item.data == expected["chart.png"]
+                    harness.stats["binary handed over"] += 1
+                elif isinstance(item, TextContent) and item.metadata["llm_do.attachment"]["media_type"] != "image/png":
+                    name = item.metadata["llm_do.attachment"]["name"]
+                    assert expected[name].decode() in item.content, name
+                    harness.stats["text handed over"] += 1
+
+    try:
+        example()
+    finally:
+        harness.close()
+    report("attachments", harness.stats)
+    assert harness.stats["examples"] >= FUZZ_EXAMPLES
+    each_succeeded_and_failed(harness.stats, ("reader",))
+    assert harness.stats["binary handed over"] > 0 and harness.stats["text handed over"] > 0
 
 
 # -- sql -----------------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ results read back from the database; cancellation, failures, retries, SIGKILL an
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import re
+import signal
 import subprocess
 import sys
 import tomllib
@@ -16,15 +18,27 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
-from llm_do import ConfigurationError
-from llm_do.jobs import JobNotFound, JobQueue, JobRecord, WorkerOptions, current_job, run_worker
+from llm_do import Attachment, AttachmentError, ConfigurationError, InvalidSettings, LlmDoError
+from llm_do.jobs import (
+    JobNotFound,
+    JobQueue,
+    JobRecord,
+    JobSettings,
+    WorkerOptions,
+    current_job,
+    recover_stalled_jobs,
+    run_worker,
+)
 
+from .attachment_files import CSV, png
 from .jobs_app import make_runtime
 from .jobs_app import queue as app_queue
 from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
+from .mcp_support import alive, stubborn_pids, stubborn_project, wait_for
 from .postgres import PostgresServer, temporary_postgres
 
 TARGET = "tests.jobs_app:queue"
+OTHER_TARGET = "tests.jobs_app:other_queue"
 ENTRIES = list(app_queue.entries.values())
 
 
@@ -121,6 +135,36 @@ async def test_a_job_deferred_inside_a_span_is_run_in_that_trace(queue: JobQueue
     assert untraced.traceparent is None and untraced.output["trace_id"] != trace_id
 
 
+async def test_a_jobs_output_comes_back_decoded_from_json(queue: JobQueue) -> None:
+    async with in_process_worker(queue):
+        record = await finished(queue, await queue.defer("receipt", "B"))
+    assert record.output == {"amount": 10, "to": "B", "at": "2026-01-02T03:04:05Z"}  # the model's JSON form, decoded
+
+
+async def test_a_jobs_attachments_are_stored_in_it_and_handed_to_its_run(
+    queue: JobQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chart = Attachment.from_bytes("data/chart.png", png())
+    table = Attachment.from_bytes("data/sales.csv", CSV.encode())
+    job_id = await queue.defer("inspect", "look", attachments=[chart, table])
+    async with queue.pool.connection() as conn:  # the job itself holds the bytes: any worker can run it
+        row = await (await conn.execute("SELECT args FROM procrastinate_jobs WHERE id = %s", (job_id,))).fetchone()
+    assert row is not None
+    assert [base64.b64decode(item["data"]) for item in row[0]["attachments"]] == [png(), CSV.encode()]
+    async with in_process_worker(queue):
+        record = await finished(queue, job_id)
+    assert record.status == "succeeded", record
+    assert record.output == [
+        {**chart.info.to_json(), "hex": png().hex()},
+        {**table.info.to_json(), "hex": CSV.encode().hex()},
+    ]
+    assert list(record.attachments) == [chart.info.to_json(), table.info.to_json()]  # no bytes in the record
+    assert record.calls[0]["attachments"] == [chart.info.to_json(), table.info.to_json()]
+    monkeypatch.setenv("LLM_DO_ATTACHMENTS__MAX_CALL_BYTES", str(chart.size + table.size - 1))
+    with pytest.raises(AttachmentError, match=r"more than the .*-byte limit .*MAX_CALL_BYTES"):
+        await queue.defer("inspect", "look", attachments=[chart, table])
+
+
 async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(
     queue: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,7 +192,7 @@ async def test_a_run_that_raises_marks_its_job_failed_with_its_error_and_it_is_n
     assert failed.attempts == 1 and failed.output is None  # ran once, not retried
     assert [call["outcome"] for call in failed.calls] == ["error"]
     assert retried.status == "succeeded" and retried.attempts == 2
-    assert retried.output == {"attempt": 1, "input": "x"}
+    assert retried.output == {"attempt": 2, "input": "x"}  # the run's attempt is the record's count
     assert [job.id for job in await queue.list(["failed", "aborted"])] == [failed_id]
 
 
@@ -171,10 +215,66 @@ async def test_cancelling_a_queued_job_and_a_running_job(queue: JobQueue, tmp_pa
     assert not any(line.startswith(f"finished {running}") for line in lines(notes))
     assert after.status == "succeeded"
     assert await queue.cancel(running) is False  # already over
-    with pytest.raises(JobNotFound, match="no llm-do job with id 999999"):
+    with pytest.raises(JobNotFound, match="no llm-do job with id 999999") as missing:
         await queue.get(999_999)
+    assert isinstance(missing.value, LlmDoError) and isinstance(missing.value, LookupError)
     with pytest.raises(JobNotFound):
         await queue.cancel(999_999)
+
+
+@pytest.mark.long
+async def test_two_queues_in_one_database_never_see_or_touch_each_others_jobs(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """Both queues declare the same entries, so their jobs share procrastinate's task names."""
+    notes = tmp_path / "notes.txt"
+    async with JobQueue(dsn, entries=ENTRIES, queue="llm_do_other") as other:
+        mine = await queue.defer("greeter", "mine")
+        theirs = await other.defer("greeter", "theirs")
+        theirs_later = await other.defer("sleeper", {"path": str(notes), "seconds": 0}, delay=3600)
+        assert [job.id for job in await queue.list("todo", entry="greeter")] == [mine]
+        assert [job.id for job in await queue.list()] == [mine]
+        assert [job.id for job in await other.list()] == [theirs_later, theirs]
+        for job_id in (theirs, theirs_later):
+            with pytest.raises(JobNotFound):
+                await queue.get(job_id)
+            with pytest.raises(JobNotFound):
+                await queue.cancel(job_id)
+            with pytest.raises(JobNotFound):
+                await queue.wait(job_id)
+        with pytest.raises(JobNotFound):
+            await other.get(mine)
+        assert (await other.get(theirs_later)).status == "todo", "the other queue's job was not cancelled"
+
+        worker = Worker(OTHER_TARGET, dsn, tmp_path / "other.log")  # a real worker of the other queue
+        try:
+            assert (await finished(other, theirs)).output == "hello from the job"
+            running = await other.defer("sleeper", {"path": str(notes), "seconds": 60})
+            doomed = await other.defer("sleeper", {"path": str(notes), "seconds": 60})
+            await started_by(notes, running)
+            await started_by(notes, doomed)
+        finally:
+            worker.kill()  # its jobs stay `doing`, its heartbeat stops
+        assert (await queue.get(mine)).status == "todo", "the other queue's worker ran this queue's job"
+        with pytest.raises(JobNotFound):
+            await queue.cancel(doomed)
+        assert await other.cancel(doomed) is True  # nobody is left to cancel its run
+        assert (await other.get(doomed)).cancel_requested is True
+        assert await recover_stalled_jobs(queue, stalled_timeout=0.001) == []
+        assert sorted(await recover_stalled_jobs(other, stalled_timeout=0.001)) == [running, doomed]
+        recovered = await other.get(doomed)
+        assert recovered.status == "aborted" and not recovered.cancel_requested, recovered
+
+        async with in_process_worker(queue):  # a worker of this queue runs its job, and only its own
+            done = await finished(queue, mine)
+        assert done.output == "hello from the job" and done.input == "mine"
+        assert [job.id for job in await queue.list("succeeded")] == [mine]
+        assert {job.id: job.status for job in await other.list()} == {
+            doomed: "aborted",
+            running: "todo",
+            theirs_later: "todo",
+            theirs: "succeeded",
+        }
 
 
 @pytest.mark.long
@@ -200,7 +300,7 @@ async def test_a_sigkilled_workers_job_is_run_again_by_another_worker(
     assert lines(notes) == [
         f"started {job_id} {victim_pid}",
         f"started {job_id} {survivor.pid}",
-        f"finished {job_id} attempt 1",
+        f"finished {job_id} attempt 2",
         f"teardown {job_id} {survivor.pid}",
     ]
 
@@ -273,6 +373,43 @@ async def test_bad_declarations_and_inputs_are_refused_with_what_to_do(queue: Jo
     assert current_job() is None  # outside a worker's run
 
 
+async def test_a_database_without_the_schema_says_to_apply_it(dsn: str) -> None:
+    async with JobQueue(dsn, entries=ENTRIES) as queue:  # no worker started here, apply_schema() not called
+        for attempt in (queue.defer("greeter", "x"), queue.get(1), queue.list(), queue.cancel(1)):
+            with pytest.raises(ConfigurationError, match=r"jobs schema is missing .*await queue\.apply_schema\(\)"):
+                await attempt
+        await queue.apply_schema()
+        assert (await queue.get(await queue.defer("greeter", "x"))).status == "todo"
+
+
+async def test_a_closed_queue_can_be_opened_again(dsn: str) -> None:
+    queue = JobQueue(dsn, entries=ENTRIES)
+    async with queue:
+        await queue.apply_schema()
+        first = await queue.defer("greeter", "first")
+    assert not queue.is_open
+    async with queue:  # a new pool, and procrastinate defers through it
+        second = await queue.defer("greeter", "second")
+        assert [job.id for job in await queue.list("todo")] == [second, first]
+        async with in_process_worker(queue):  # a worker on the reopened queue
+            assert (await finished(queue, first)).status == (await finished(queue, second)).status == "succeeded"
+    async with queue:
+        assert {job.id for job in await queue.list("succeeded")} == {first, second}
+
+
+def test_worker_durations_take_fractions_of_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    durations = {"HEARTBEAT": "0.25", "STALLED_TIMEOUT": "1.5", "SHUTDOWN_TIMEOUT": "0.5", "DATABASE_TIMEOUT": "0.75"}
+    for name, value in durations.items():
+        monkeypatch.setenv(f"LLM_DO_WORKER_{name}", value)
+    monkeypatch.setenv("LLM_DO_WORKER_CONCURRENCY", "3")
+    assert WorkerOptions.from_settings(JobSettings(), name="w") == WorkerOptions(
+        concurrency=3, heartbeat=0.25, stalled_timeout=1.5, shutdown_timeout=0.5, database_timeout=0.75, name="w"
+    )
+    monkeypatch.setenv("LLM_DO_WORKER_HEARTBEAT", "0")
+    with pytest.raises(InvalidSettings, match="LLM_DO_WORKER_HEARTBEAT"):
+        JobSettings()
+
+
 async def test_the_worker_command_names_a_bad_target(dsn: str, tmp_path: Path) -> None:
     for target, expected in (
         ("no_such_module_here", "is neither a project path nor an importable module"),
@@ -309,3 +446,21 @@ def test_llm_do_itself_never_imports_procrastinate() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.long
+async def test_sighup_stops_a_worker_gracefully_and_its_mcp_servers_with_it(dsn: str, tmp_path: Path) -> None:
+    project = stubborn_project(tmp_path / "desk")  # a server and a child that ignore SIGTERM, SIGHUP, stdin's end
+    async with JobQueue(dsn, entries=["main"]) as jobs:
+        await jobs.apply_schema()
+        job_id = await jobs.defer("main", "go")
+        env = {"LLM_DO_WORKER_SHUTDOWN_TIMEOUT": "0.5", "LLM_DO_APPROVAL_MODE": "approve_all"}
+        worker = Worker(str(project), dsn, tmp_path / "worker.log", env=env)
+        pids = await asyncio.to_thread(stubborn_pids, project)
+        await asyncio.to_thread(wait_for, project / "holding")  # the job is inside the server's tool
+        worker.process.send_signal(signal.SIGHUP)
+        code = await asyncio.to_thread(worker.process.wait, 60)
+        stopped = await jobs.get(job_id)
+    assert code == 0, worker.output()
+    assert [pid for pid in pids if alive(pid)] == []  # the runtime closed its servers before the worker exited
+    assert stopped.status == "todo" and stopped.error == "cancelled (worker shutdown)", stopped

@@ -4,7 +4,9 @@ and `track_leaks` / `assert_no_leaks` report what does leak, naming it and what 
 from __future__ import annotations
 
 import asyncio
+import queue
 import re
+import threading
 
 import pytest
 from dependency_injector import providers
@@ -231,6 +233,39 @@ async def test_a_leak_names_the_code_that_opened_its_scope() -> None:
     kept.clear()
     [files] = [line for line in found if line.startswith("Files of")]
     assert re.search(r"in a scope opened at tests/test_leaks\.py:\d+ in outer; held by", files), files
+
+
+async def test_a_toolset_held_by_a_function_running_in_a_thread_is_reported_with_where_gc_cannot_look() -> None:
+    handoff: queue.SimpleQueue[object] = queue.SimpleQueue()
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        toolset = handoff.get()  # a local of a running function: gc.get_referrers does not see it
+        taken.set()
+        release.wait()
+        del toolset
+
+    @entry(toolsets=["files"])
+    async def lend(scope: CallScope, input_data: str) -> str:
+        handoff.put(scope.toolset("files"))
+        return "lent"
+
+    holder = threading.Thread(target=hold, name="holder")
+    holder.start()
+    try:
+        with track_leaks() as leaks:
+            async with Runtime(App(), entries=[lend]) as runtime:
+                await runtime.run("lend", "x")
+            assert taken.wait(60)
+            found = leaks.leaks()
+    finally:
+        release.set()
+        holder.join()
+    [files] = [line for line in found if line.startswith("Files of")]
+    assert files.endswith(
+        "held by nothing visible to gc (which does not see the locals of functions running in threads, "
+        "objects frozen by gc.freeze(), or a holder that let go of it while this report was made)"
+    ), files
 
 
 def test_assert_no_leaks_needs_tracking() -> None:

@@ -4,31 +4,13 @@ runs in process here (fastmcp's in-memory transport), as docs/mcp.md recommends 
 
 from __future__ import annotations
 
-import importlib.util
-from types import ModuleType
 from typing import Any
 
 from dependency_injector import containers, providers
-from pydantic_ai.mcp import MCPToolset
 
 from llm_do import ApprovalRequest, PolicySettings, Runtime, RuntimeConfig, ToolPolicy
 
-from .mcp_support import SERVER, agent_entry, answers_of, plan
-
-
-def _counter() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("counter_server_in_process", SERVER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-COUNTER = _counter()
-
-
-def in_process() -> MCPToolset[Any]:
-    return MCPToolset(COUNTER.server)
+from .mcp_support import agent_entry, answers_of, in_process, plan
 
 
 class App(containers.DeclarativeContainer):
@@ -85,3 +67,23 @@ async def test_settings_overrides_apply_on_top_of_the_annotations() -> None:
     everything = {"counter": PolicySettings(default="allow")}
     _, asked = await run_all(App(), approval_policies=everything)
     assert asked == []
+
+
+async def test_the_verdict_known_before_a_run_is_the_one_the_run_applies() -> None:
+    overrides = {"counter": PolicySettings(tools={"reset": "deny", "server_pid": "allow"})}
+    results, asked = await run_all(App(), approval_policies=overrides)
+    config = RuntimeConfig(approval_policies=overrides)
+    runtime = Runtime(App(), entries=[agent_entry("clerk", ["counter"])], config=config)
+    annotations = {
+        "read_count": {"readOnlyHint": True},
+        "bump": {"readOnlyHint": False, "destructiveHint": False},
+        "reset": {"destructiveHint": True},
+        "server_pid": {},
+    }
+    decided = {
+        tool: runtime.verdict("counter", tool, annotations=marks).decision for tool, marks in annotations.items()
+    }
+    assert decided == {"read_count": "allow", "bump": "ask", "reset": "deny", "server_pid": "allow"}
+    assert [line.split(":")[0] for line in asked] == [tool for tool, made in decided.items() if made == "ask"]
+    assert "denied by policy" in results[2]
+    await runtime.aclose()

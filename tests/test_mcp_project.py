@@ -4,6 +4,7 @@ example project notes_desk; `llm-do check` and `llm-do list` against real server
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from llm_do.project import ProjectError, load_project
 from llm_do.testing import ScriptedModel, tool_call
 
 from .cli_projects import llm_do
-from .mcp_support import SERVER, server_processes
+from .mcp_support import COUNTER_TOML, SERVER, server_processes, write_project
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "notes_desk"
 
@@ -42,17 +43,6 @@ async def test_the_example_project_runs_a_per_run_server_with_approvals_from_its
     model.assert_done()
 
 
-def write_project(root: Path, toml: str, **files: str) -> Path:
-    root.mkdir(exist_ok=True)
-    (root / "project.toml").write_text(toml)
-    for name, text in files.items():
-        (root / name.replace("__", ".")).write_text(text)
-    return root
-
-
-COUNTER = f'command = "python"\nargs = ["{SERVER}"]\n'
-
-
 async def test_servers_from_project_toml_worker_files_and_mcp_json_with_scopes_and_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -62,7 +52,7 @@ async def test_servers_from_project_toml_worker_files_and_mcp_json_with_scopes_a
     }
     root = write_project(
         tmp_path / "desk",
-        f'entry = "clerk"\nmcp_config = ["mcp.json"]\n\n[mcp_servers.fresh]\n{COUNTER}scope = "per_call"\n'
+        f'entry = "clerk"\nmcp_config = ["mcp.json"]\n\n[mcp_servers.fresh]\n{COUNTER_TOML}scope = "per_call"\n'
         'env = { SECRET = "${COUNTER_SECRET}", DEPTH = "${settings.max_depth}", LABEL = "${NO_SUCH_VAR:-plain}" }\n',
         mcp__json=json.dumps(mcp_json),
         clerk__worker="---\ntoolsets: [fresh, shared]\nmcp_servers:\n"
@@ -86,9 +76,10 @@ async def test_a_declared_server_passes_env_from_the_environment_and_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COUNTER_SECRET", "s3cret-value")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     root = write_project(
         tmp_path / "desk",
-        f'entry = "clerk"\n\n[mcp_servers.counter]\n{COUNTER}scope = "per_call"\n'
+        f'entry = "clerk"\n\n[mcp_servers.counter]\n{COUNTER_TOML}scope = "per_call"\n'
         'env = { SECRET = "${COUNTER_SECRET}", DEPTH = "${settings.max_depth}", LABEL = "${NO_SUCH_VAR:-plain}" }\n',
         clerk__worker="---\ntoolsets: [counter]\n---\nCount.",
     )
@@ -96,6 +87,8 @@ async def test_a_declared_server_passes_env_from_the_environment_and_settings(
         tool_call("getenv", name="SECRET"),
         tool_call("getenv", name="DEPTH"),
         tool_call("getenv", name="LABEL"),
+        tool_call("getenv", name="HTTPS_PROXY"),
+        tool_call("getenv", name="HOME"),
         tool_call("bump", by=2),
         lambda turn: f"{turn.returned('getenv')}",
     )
@@ -107,7 +100,7 @@ async def test_a_declared_server_passes_env_from_the_environment_and_settings(
             for part in getattr(message, "parts", ())
             if part.part_kind == "tool-return"
         ]
-    assert returns == ["s3cret-value", "5", "plain", 2]
+    assert returns == ["s3cret-value", "5", "plain", "", os.environ["HOME"], 2]  # undeclared: HOME, not proxies
     assert server_processes() == []
     listed = llm_do("list", root, "--model", "test", env={"COUNTER_SECRET": "s3cret-value"})
     assert listed.returncode == 0, listed.stderr
@@ -128,18 +121,44 @@ def test_bad_declarations_are_reported_with_file_line_and_what_to_do(tmp_path: P
         load_project(root, model="test")
     messages = "\n".join(str(problem) for problem in caught.value.problems)
     assert "MCP server 'both': give either command (a stdio server) or url" in messages
-    assert "MCP server 'typo': comand: Extra inputs are not permitted" in messages
+    assert "MCP server 'typo': unknown key 'comand' (did you mean 'command'?); the keys are command, args" in messages
     assert "${LLM_DO_TEST_UNSET_VARIABLE} names an environment variable that is not set" in messages
     assert "MCP server 'clerk' has the name of another toolset or entry" in messages
     assert "clerk.worker:3: MCP server 'mine': scope: Input should be 'global', 'per_run' or 'per_call'" in messages
     assert "project.toml:1: MCP server 'both'" in messages and "project.toml:5: MCP server 'typo'" in messages
 
 
+def test_every_unset_variable_of_a_server_is_reported_at_its_own_line(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "desk",
+        f'mcp_config = ["mcp.json"]\n[mcp_servers.counter]\n{COUNTER_TOML}[mcp_servers.counter.env]\n'
+        'A = "${LLM_DO_TEST_UNSET_1}"\n'
+        'B = "x-${LLM_DO_TEST_UNSET_2}-${LLM_DO_TEST_UNSET_3:-}-${LLM_DO_TEST_UNSET_4}"\n',
+        mcp__json='{"mcpServers": {\n  "other": {\n    "command": "x",\n'
+        '    "env": {"C": "${LLM_DO_TEST_UNSET_5}"}\n  }\n}}\n',
+        clerk__worker="---\ntoolsets: [counter]\n---\nHi.",
+    )
+    checked = llm_do("check", root, "--model", "test")
+    assert checked.returncode == 1
+    toml, json_file = root / "project.toml", root / "mcp.json"
+    assert checked.stderr.splitlines() == [
+        f"{json_file}:4: MCP server 'other': ${{LLM_DO_TEST_UNSET_5}} names an environment variable that is not "
+        "set; set it or give ${LLM_DO_TEST_UNSET_5:-default}",
+        f"{toml}:6: MCP server 'counter': ${{LLM_DO_TEST_UNSET_1}} names an environment variable that is not set; "
+        "set it or give ${LLM_DO_TEST_UNSET_1:-default}",
+        f"{toml}:7: MCP server 'counter': ${{LLM_DO_TEST_UNSET_2}} names an environment variable that is not set; "
+        "set it or give ${LLM_DO_TEST_UNSET_2:-default}",
+        f"{toml}:7: MCP server 'counter': ${{LLM_DO_TEST_UNSET_4}} names an environment variable that is not set; "
+        "set it or give ${LLM_DO_TEST_UNSET_4:-default}",
+        "llm-do: 4 problems found",
+    ]
+
+
 @pytest.mark.long
 def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "desk",
-        f'[mcp_servers.good]\n{COUNTER}\n[mcp_servers.ghost]\ncommand = "no-such-mcp-server-xyz"\n',
+        f'[mcp_servers.good]\n{COUNTER_TOML}\n[mcp_servers.ghost]\ncommand = "no-such-mcp-server-xyz"\n',
         clerk__worker="---\ntoolsets: [good, ghost]\n---\nHi.",
     )
     checked = llm_do("check", root, "--model", "test")
@@ -147,7 +166,8 @@ def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: 
     assert "MCP server 'ghost' failed" in checked.stderr
     assert "command 'no-such-mcp-server-xyz' was not found" in checked.stderr
     assert "'good'" not in checked.stderr
-    (root / "project.toml").write_text(f"[mcp_servers.good]\n{COUNTER}")
+    assert checked.stderr.splitlines()[-1] == "llm-do: 1 problem found (MCP server 'ghost' did not start)"
+    (root / "project.toml").write_text(f"[mcp_servers.good]\n{COUNTER_TOML}")
     (root / "clerk.worker").write_text("---\ntoolsets: [good]\n---\nHi.")
     checked = llm_do("check", root, "--model", "test")
     assert checked.returncode == 0, checked.stderr
@@ -155,4 +175,6 @@ def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: 
     document = json.loads(llm_do("check", root, "--model", "test", "--json").stdout)
     (server,) = document["mcp_servers"]
     assert document["ok"] is True and server["name"] == "good" and server["error"] is None
-    assert ["read_count", True] in server["tools"] and ["bump", False] in server["tools"]
+    tools = {tool["name"]: tool for tool in server["tools"]}
+    assert tools["read_count"] == {"name": "read_count", "read_only": True, "annotations": {"readOnlyHint": True}}
+    assert tools["bump"]["read_only"] is False and server["tool_prefix"] is None

@@ -4,6 +4,7 @@ with the server's command, exit code and stderr, and a streamable-HTTP server on
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from fastmcp.client.transports import StdioTransport
 from pydantic_ai.mcp import MCPToolset
 
 from llm_do import Runtime, RuntimeConfig
-from llm_do.mcp import McpOptions, McpServer, McpServerError
+from llm_do.mcp import McpOptions, McpServer, McpServerError, McpServersError
 
 from .mcp_support import SERVER, agent_entry, answers_of, free_port, http_server, plan, server_processes, stdio_toolset
 
@@ -148,3 +149,51 @@ def test_a_toolset_that_connects_per_agent_run_is_left_to_pydantic_ai() -> None:
     fixed = MCPToolset("http://127.0.0.1:9/mcp", headers={"X-User": "ada"})
     owned = own_mcp_toolsets(fixed, "fixed")
     assert isinstance(owned, McpServer) and own_mcp_toolsets(fixed, "fixed") is owned  # one server per toolset
+
+
+async def test_servers_a_call_needs_start_together_and_each_failure_is_reported() -> None:
+    class App(containers.DeclarativeContainer):
+        good = providers.Factory(stdio_toolset)
+        crash = providers.Factory(lambda: stdio(sys.executable, str(SERVER), COUNTER_CRASH_AT_START="1"))
+        ghost = providers.Factory(lambda: stdio("no-such-mcp-server-xyz"))
+
+    async with Runtime(App(), entries=[agent_entry("clerk", ["good", "crash", "ghost"])], config=APPROVE_ALL) as rt:
+        with pytest.raises(McpServersError) as caught:
+            await rt.run("clerk", plan("read_count"))
+    assert [(error.server, error.exit_code) for error in caught.value.errors] == [("crash", 3), ("ghost", None)]
+    assert "2 MCP servers could not be started ('crash', 'ghost')" in str(caught.value)
+    assert server_processes() == []
+
+
+async def test_a_start_whose_call_was_cancelled_reports_its_failure_to_nobody(caplog: pytest.LogCaptureFixture) -> None:
+    late_crash = "import sys, time; time.sleep(1); sys.exit(3)"
+
+    class App(containers.DeclarativeContainer):
+        late = providers.Factory(lambda: stdio(sys.executable, "-c", late_crash))
+
+    async with Runtime(App(), entries=[agent_entry("clerk", ["late"])], config=APPROVE_ALL) as rt:
+        run = asyncio.create_task(rt.run("clerk", plan("read_count")))
+        await asyncio.sleep(0.3)  # the server is starting
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    gc.collect()
+    await asyncio.sleep(0)
+    assert "never retrieved" not in caplog.text
+
+
+async def test_a_run_cancelled_while_its_server_starts_stops_the_start_and_its_process() -> None:
+    silent = "import time; time.sleep(600)  # never answers the handshake"
+    options = McpOptions(startup_timeout=120)
+
+    class App(containers.DeclarativeContainer):
+        slow = providers.Factory(lambda: McpServer(stdio(sys.executable, "-c", silent), name="slow", options=options))
+
+    async with Runtime(App(), entries=[agent_entry("clerk", ["slow"])], config=APPROVE_ALL) as rt:
+        run = asyncio.create_task(rt.run("clerk", plan("read_count")))
+        while not server_processes("never answers"):  # noqa: ASYNC110 - polled between sleeps
+            await asyncio.sleep(0.05)
+        run.cancel()
+        await asyncio.wait((run,), timeout=30)  # well before its start-up timeout
+        assert run.cancelled()
+        assert server_processes("never answers") == []

@@ -61,24 +61,22 @@ def completion(message: dict[str, Any], finish: str, prompt_tokens: int, complet
     }
 
 
-class ChatServer(BaseHTTPRequestHandler):
-    """Answers the first turn with a tool call, and a conversation holding a tool result with text."""
+class JsonServer(BaseHTTPRequestHandler):
+    """Answers each POST to `endpoint` with `answer(body)` as JSON, keeping (Authorization, body) in `seen`."""
 
+    endpoint = "/v1/chat/completions"
     seen: list[tuple[str, dict[str, Any]]]
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append((self.headers.get("Authorization", ""), body))
-        if self.path != "/v1/chat/completions":
+        if self.path != self.endpoint:
             self.send_error(404)
             return
-        tool_results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-        if tool_results:
-            answer = completion({"content": f"The total is {tool_results[-1]}."}, "stop", 31, 6)
-        else:
-            call = {"id": "call_abc", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}}
-            answer = completion({"content": None, "tool_calls": [call]}, "tool_calls", 25, 9)
-        data = json.dumps(answer).encode()
+        data = json.dumps(self.answer(body)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -89,11 +87,24 @@ class ChatServer(BaseHTTPRequestHandler):
         pass
 
 
+class ChatServer(JsonServer):
+    """Answers the first turn with a tool call, and a conversation holding a tool result with text."""
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        tool_results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        if tool_results:
+            return completion({"content": f"The total is {tool_results[-1]}."}, "stop", 31, 6)
+        call = {"id": "call_abc", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}}
+        return completion({"content": None, "tool_calls": [call]}, "tool_calls", 25, 9)
+
+
 @contextmanager
-def chat_server() -> Iterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+def chat_server(
+    handler: type[JsonServer] = ChatServer,
+) -> Iterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """An OpenAI-compatible server on loopback answering with `handler`: its base URL, and what it was sent."""
     seen: list[tuple[str, dict[str, Any]]] = []
-    handler = type("Handler", (ChatServer,), {"seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (handler,), {"seen": seen}))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -29,7 +29,7 @@ from llm_do import (
     Toolset,
     tool,
 )
-from llm_do.testing import track_leaks
+from llm_do.testing import ScriptedModel, Turn, tool_call, track_leaks
 
 from .helpers import by_prompt, call, calls, text
 
@@ -130,6 +130,39 @@ async def test_context_snapshots_taken_during_runs_keep_nothing_of_them() -> Non
             _ = scopes[0].state
         pool.close()
     assert set(outputs) == {"done"}
+
+
+class Briefed(Ledger):
+    """Writes instructions: pydantic-ai gets it lent alone, not in the group of plain toolsets."""
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> str:
+        return "Work carefully."
+
+
+@pytest.mark.parametrize("toolset", [Ledger, Briefed])
+async def test_the_context_a_sync_model_answered_in_keeps_no_toolset_of_its_call(toolset: type[Ledger]) -> None:
+    """pydantic-ai runs a sync model function in a worker thread, in a copy of the run's context that
+    holds its run context for the request, tools included. The thread lets go of that copy only when
+    it next gets the CPU, which under load is after the call has ended (and a leak check has run)."""
+    app = App()
+    kept: list[contextvars.Context] = []
+
+    def answer(turn: Turn) -> str:
+        kept.append(contextvars.copy_context())  # what the worker thread still holds
+        return "done"
+
+    entry = AgentEntry(Agent(ScriptedModel(tool_call("work", note="a"), answer)), name="clerk", toolsets=["ledger"])
+    with (
+        app.ledger.override(
+            providers.Factory(toolset, pool=app.pool, audit=app.audit, audit_provider=app.audit.provider)
+        ),
+        track_leaks() as leaks,
+    ):
+        async with Runtime(app, entries=[entry]) as runtime:
+            assert (await runtime.run("clerk", "go")).output == "done"
+            leaks.assert_no_leaks()
+            app.pool().close()
+    assert len(kept) == 1
 
 
 async def test_a_tool_resolving_a_per_run_provider_gets_its_runs_instance() -> None:

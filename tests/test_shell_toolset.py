@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from llm_do import (
 from llm_do.testing import settle, track_leaks
 from llm_do.toolsets import CommandResult, ShellRule, ShellToolset
 
+from .cli_projects import start_llm_do
 from .helpers import by_prompt, call, text
 
 APPROVE = RuntimeConfig(approval_mode="approve_all")
@@ -553,3 +555,38 @@ async def test_a_grandchild_killed_from_outside_changes_nothing(root: Path) -> N
         (root / "go").touch()
         (read,) = json.loads((await task).output)
     assert read == {"exit_code": 0, "stdout": "done\n", "stderr": ""}
+
+
+# -- llm-do itself killed -----------------------------------------------------------------------
+
+SHELL_FLOW = """
+from llm_do import entry
+
+
+@entry(toolsets=["shell"])
+async def main(scope, text):
+    return await scope.call_tool("run", {"command": ["sh", "-c", text]})
+"""
+
+
+@pytest.mark.long
+def test_a_command_does_not_outlive_llm_do_killed_with_sigkill(tmp_path: Path) -> None:
+    project = tmp_path / "desk"
+    project.mkdir()
+    (project / "flows.py").write_text(SHELL_FLOW)
+    started = start_llm_do("run", project, SH_WATCHED, "--approve-all", env={"LLM_DO_SHELL_ALLOW": "sh"})
+    pids = project / "pids"
+    deadline = time.monotonic() + 120
+    while lines(pids) < 2:
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    grandchild, leader = (int(line) for line in pids.read_text().split())
+    os.kill(started.pid, signal.SIGKILL)
+    assert started.wait(60).returncode == -signal.SIGKILL
+    # The shell goes at once (its parent-death signal); the grandchild, which ignores SIGTERM, after the
+    # toolset's kill_grace (2 s), from the guardian.
+    deadline = time.monotonic() + 15
+    while group_members(leader) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert group_members(leader) == []
+    assert not running(grandchild)

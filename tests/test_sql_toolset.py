@@ -1,4 +1,4 @@
-"""The built-in `sql` toolset on a real SQLite file and on a throwaway PostgreSQL 15 server: transactions
+"""The built-in `sql` toolset on a real SQLite file and on a throwaway PostgreSQL server: transactions
 per call, rollback of forgotten ones, readable SQL errors, result caps, read-only transactions, bound
 parameters, approval defaults, concurrency, and a pool that is returned to and closed with the runtime."""
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RequestUsage
 
 from llm_do import AgentEntry, Runtime, Toolset, tool
+from llm_do.testing import ScriptedModel, Turn
 
 from .helpers import by_prompt, calls, returns, text
 
@@ -101,3 +103,21 @@ async def test_arguments_that_are_not_valid_unicode_get_a_readable_retry() -> No
     retried = [part.content for message in result.messages for part in message.parts if hasattr(part, "outcome")]
     assert [item[0]["input"] for item in retried[:3]] == ["\\ud800", "\\ud800", "\\udcff"]
     assert [item[0]["loc"] for item in retried[:3]] == [["on"], [], ["level"]]
+
+
+async def test_a_lent_toolset_keeps_the_id_chosen_for_it_in_the_tool_definitions() -> None:
+    def note(text: str) -> str:
+        """Take a note."""
+        return text
+
+    seen: list[Turn] = []
+    model = ScriptedModel(lambda turn: seen.append(turn) or "done")
+    entry = AgentEntry(Agent(model), name="writer", toolsets=["notes", "greeter"])
+    toolsets = {"notes": lambda: FunctionToolset([note], id="notes"), "greeter": Greeter}
+    async with Runtime(None, entries=[entry], toolsets=toolsets) as runtime:
+        await runtime.run("writer", "go")
+    assert {tool.name: tool.toolset_id for tool in seen[0].info.function_tools} == {
+        "note": "notes",
+        "greet": None,
+        "shout": None,
+    }

@@ -89,11 +89,14 @@ def _settle(future: asyncio.Future[str], text: str | None, error: BaseException 
 
 def _panel(request: ApprovalRequest) -> Panel:
     args = json.dumps(to_jsonable_python(dict(request.args), fallback=repr), indent=2, ensure_ascii=False)
+    files = "".join(f"\n  {escape(info.describe())}" for info in request.attachments)
+    if files:
+        files = f"\nfiles it hands over (name, type, size):{files}"
     body = (
         f"[bold]{escape(request.toolset)}[/] . [bold]{escape(request.tool)}[/]"
         f"  (entry {escape(' > '.join(request.chain))}, depth {request.depth})\n"
         f"{escape(request.description)}\n"
         f"[dim]why: {escape(request.reason)}[/]\n"
-        f"arguments:\n{escape(args)}\n\n{_CHOICES}"
+        f"arguments:\n{escape(args)}{files}\n\n{_CHOICES}"
     )
     return Panel(body, title="approval needed", title_align="left", border_style="yellow")

@@ -61,8 +61,9 @@ async def chat(
                     with live if live is not None else nullcontext():
                         result = await turn
                 except asyncio.CancelledError:
-                    if not turn.cancelled():
-                        raise  # the chat itself is being cancelled
+                    this = asyncio.current_task()
+                    if not turn.cancelled() or (this is not None and this.cancelling()):
+                        raise  # the chat itself is being cancelled (SIGTERM, SIGHUP)
                     err.print("[yellow]turn cancelled[/]")
                     continue
                 except Exception as error:

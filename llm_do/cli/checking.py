@@ -8,10 +8,9 @@ that exists.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,36 +20,52 @@ from rich.table import Table
 
 from ..entries import AgentEntry
 from ..policy import ToolPolicy
-from ..project import Project, load_project
+from ..project import Problem, Project, load_project
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
+from ..project.native import native_rows
+from . import signals
 from .failures import ERROR, OK, classify, problems_json
 from .render import console
 from .running import command_line_model
-from .servers import probe_and_close, report_failures, servers_table
+from .servers import decisions, grouped, probe_and_close, report_failures, server_of, server_problems, servers_table
 
 __all__ = ["check", "list_project"]
+
+_UNNAMED = ""
+"""A tool name no policy names: its verdict is the one of every tool a policy does not name."""
 
 
 def check(args: argparse.Namespace) -> int:
     """`llm-do check`: every problem of the project (exit 1), or ok with its entries (exit 0). Each MCP
-    server the project's files declare is started once; one that fails is a problem (exit 1)."""
+    server the project's files declare is started once; one that fails is a problem (exit 1), and so are
+    approvals naming a tool a server does not offer and a worker's servers offering the same tool name."""
     with _reported(args):
         project, probes = _load(args)
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
-        failed = any(probe.error is not None for probe in probes)
+        problems = server_problems(project, probes)
+        failed = [probe.name for probe in probes if probe.error is not None]
         if args.json:
             document: dict[str, Any] = {
-                "ok": not failed,
+                "ok": not (failed or problems),
                 "default_entry": project.default_entry,
                 "entries": list(project.entries),
             }
             document["without_model"] = unset
             if probes:
                 document["mcp_servers"] = [dataclasses.asdict(probe) for probe in probes]
+            if problems:
+                document["problems"] = [_problem_json(problem) for problem in problems]
             print(json.dumps(document, ensure_ascii=False))
-            return ERROR if failed else OK
-        if report_failures(console(stderr=True), probes):
+            return ERROR if failed or problems else OK
+        err = console(stderr=True)
+        if failed or problems:
+            report_failures(err, probes)
+            for problem in problems:
+                err.print(escape(str(problem)), soft_wrap=True)
+            count = len(failed) + len(problems)
+            servers = f" (MCP server{'s' if len(failed) > 1 else ''} {', '.join(map(repr, failed))} did not start)"
+            err.print(escape(f"llm-do: {count} problem{'s' if count != 1 else ''} found{servers if failed else ''}"))
             return ERROR
         names = ", ".join(project.entries) or "none"
         servers = f"; {len(probes)} MCP servers started" if probes else ""
@@ -58,16 +73,16 @@ def check(args: argparse.Namespace) -> int:
             f"ok: {len(project.entries)} entries ({names}); default entry: {project.default_entry or 'none'}{servers}"
         )
         if unset:
-            err = console(stderr=True)
             err.print(escape(f"note: no model for {', '.join(unset)}: give one when running (--model or LLM_DO_MODEL)"))
         return OK
 
 
 def list_project(args: argparse.Namespace) -> int:
-    """`llm-do list`: the entries, their kind, model, toolsets and approval policies."""
+    """`llm-do list`: the entries, their kind, model, toolsets and what decides their tools' calls."""
     with _reported(args):
         project, probes = _load(args)
-        rows = [_row(project, name) for name in project.entries]
+        started = {probe.name: probe for probe in probes if probe.error is None}
+        rows = [_row(project, name, started) for name in project.entries]
         if args.json:
             document = {"root": str(project.root), "default_entry": project.default_entry, "entries": rows}
             if probes:
@@ -76,14 +91,16 @@ def list_project(args: argparse.Namespace) -> int:
             return OK
         title = f"{project.root.name}: default entry {project.default_entry or 'none'}"
         table = Table(title=escape(title), title_justify="left")
-        for column in ("entry", "kind", "model", "toolsets", "approvals"):
+        native = any("native_tools" in row for row in rows)
+        for column in ("entry", "kind", "model", "toolsets", *(["native tools"] if native else []), "approvals"):
             table.add_column(column)
         for row in rows:
-            policies = "\n".join(f"{toolset}: {policy}" for toolset, policy in row["approvals"].items())
-            table.add_row(
-                *map(escape, (row["entry"], row["kind"], row["model"] or "-", ", ".join(row["toolsets"]) or "-")),
-                escape(policies or "-"),
-            )
+            policies = [f"{toolset}: {policy}" for toolset, policy in row["approvals"].items()]
+            policies += [f"{tool['name']}: {tool['approval']}" for tool in row.get("native_tools", ())]
+            cells = [row["entry"], row["kind"], row["model"] or "-", ", ".join(row["toolsets"]) or "-"]
+            if native:
+                cells.append("\n".join(map(_native_cell, row.get("native_tools", ()))) or "-")
+            table.add_row(*map(escape, cells), escape("\n".join(policies) or "-"))
         out = console(stderr=False)
         out.print(table)
         if probes:
@@ -95,7 +112,7 @@ def _load(args: argparse.Namespace) -> tuple[Project, list[ServerProbe]]:
     """The project (closed again) and what starting each of its declared MCP servers once found."""
     model = command_line_model(args.model)
     project = load_project(args.project, model=model, models_required=False, models_installed=args.command == "check")
-    return project, asyncio.run(probe_and_close(project))
+    return project, signals.run(probe_and_close(project))
 
 
 @contextmanager
@@ -125,24 +142,58 @@ def _model_of(entry: Any) -> str | None:
     return model_id(model) if isinstance(model, Model | str) else ""
 
 
-def _row(project: Project, name: str) -> dict[str, Any]:
+def _row(project: Project, name: str, started: Mapping[str, ServerProbe]) -> dict[str, Any]:
     entry = project.entries[name]
     kind = "worker" if name in project.workers else "agent" if isinstance(entry, AgentEntry) else "function"
+    approvals: dict[str, str] = {}
+    decided: dict[str, dict[str, str]] = {}
+    for toolset in entry.toolsets:
+        server = server_of(project, toolset)
+        probe = started.get(server) if server is not None else None
+        if probe is not None:
+            decided[toolset] = decisions(project, toolset, probe)
+            approvals[toolset] = grouped(decided[toolset]) + _rule(project.runtime.policy(toolset))
+        else:
+            approvals[toolset] = _policy(project, toolset, mcp=server is not None)
+    row: dict[str, Any] = {"entry": name, "kind": kind, "model": _model_of(entry) or None}
+    row["toolsets"] = list(entry.toolsets)
+    row["approvals"] = approvals
+    if decided:
+        row["decisions"] = decided
+    row["description"] = entry.description
+    if name in project.workers and project.workers[name].native_tools:
+        row["native_tools"] = native_rows(project.workers[name].native_tools)
+    return row
+
+
+def _native_cell(tool: dict[str, Any]) -> str:
+    options = ", ".join(f"{key} {value}" for key, value in tool["options"].items())
+    return f"{tool['name']} ({options})" if options else str(tool["name"])
+
+
+def _policy(project: Project, toolset: str, *, mcp: bool) -> str:
+    """What decides the calls to a toolset whose tools are not known here (an MCP server that did not start)."""
+    runtime = project.runtime
+    policy = runtime.policy(toolset)
+    other = runtime.verdict(toolset, _UNNAMED, annotations={} if mcp else None).decision
+    read_only = runtime.verdict(toolset, _UNNAMED, annotations={"readOnlyHint": True} if mcp else None).decision
+    if read_only != other:
+        parts = [f"by its tools' MCP annotations (readOnlyHint {read_only}, others {other})"]
+    else:
+        parts = [f"default {other}"]
+    parts.extend(f"{tool} {decision}" for tool, decision in policy.tools.items())
+    if policy.attachments is not None:
+        parts.append(f"with attachments {policy.attachments}")
+    return ", ".join(parts) + _rule(policy)
+
+
+def _rule(policy: ToolPolicy) -> str:
+    return ", and a rule that may ask or deny" if policy.rule is not None else ""
+
+
+def _problem_json(problem: Problem) -> dict[str, Any]:
     return {
-        "entry": name,
-        "kind": kind,
-        "model": _model_of(entry) or None,
-        "toolsets": list(entry.toolsets),
-        "approvals": {toolset: _policy(project, toolset) for toolset in entry.toolsets},
-        "description": entry.description,
+        "file": None if problem.file is None else str(problem.file),
+        "line": problem.line,
+        "message": problem.message,
     }
-
-
-def _policy(project: Project, toolset: str) -> str:
-    policy = project.runtime.policy(toolset)
-    if toolset in project.mcp_servers and policy == ToolPolicy():
-        return "from its tools' MCP annotations (readOnlyHint allow, others ask)"
-    parts = [f"default {policy.default}"] + [f"{tool} {decision}" for tool, decision in policy.tools.items()]
-    if policy.rule is not None:
-        parts.append("a rule")
-    return ", ".join(parts)

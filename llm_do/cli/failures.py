@@ -7,6 +7,8 @@ already imported: an error raised before pydantic-ai was loaded cannot be one of
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 import traceback
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ __all__ = [
     "USAGE",
     "BadInput",
     "Failure",
+    "Terminated",
     "UsageError",
     "classify",
     "find",
@@ -36,8 +39,9 @@ class UsageError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """A failure as the command reports it. `kind` is one of usage, input, project, approval, api_key,
-    interrupted, error; `problems` are a project's problems, one line each (`file:line: message`)."""
+    """A failure as the command reports it. `kind` is one of usage, input, attachment, project, approval,
+    api_key, mcp, interrupted, error; `problems` are a project's problems, one line each
+    (`file:line: message`), or for `mcp` the lines that say which MCP servers could not be started and why."""
 
     code: int
     kind: str
@@ -46,10 +50,20 @@ class Failure:
 
     @property
     def lines(self) -> tuple[str, ...]:
-        """What stderr shows: the problems, then one line."""
+        """What stderr shows: the problems, then one line (for MCP servers: the lines of each server)."""
         if self.kind == "interrupted":
             return (self.message,)
+        if self.kind == "mcp":
+            return self.problems
         return (*self.problems, self.message if self.kind == "project" else f"llm-do: error: {self.message}")
+
+
+class Terminated(KeyboardInterrupt):
+    """The command was ended by SIGTERM or SIGHUP (`signum`), after tearing down as after Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
 
 
 class BadInput(UsageError):
@@ -58,6 +72,9 @@ class BadInput(UsageError):
 
 def classify(error: BaseException) -> Failure:
     """The failure `error` stands for."""
+    if isinstance(error, Terminated):
+        name = signal.Signals(error.signum).name
+        return Failure(128 + error.signum, "interrupted", f"interrupted by {name}: the run was cancelled and torn down")
     if isinstance(error, KeyboardInterrupt):
         return Failure(INTERRUPTED, "interrupted", "interrupted: the run was cancelled and torn down")
     if isinstance(error, BadInput):
@@ -78,10 +95,31 @@ def classify(error: BaseException) -> Failure:
             f"entry {request.entry!r} wants to call {request.toolset}.{request.tool}, which needs approval "
             f"({request.reason}), and there is no terminal to ask on; pass --approve-all or --reject-all",
         )
+    attachment = find(error, _loaded("llm_do.attachments", "AttachmentError"))
+    if attachment is not None:
+        return Failure(USAGE, "attachment", " ".join(str(attachment).split()))
     missing_key = find(error, _loaded("llm_do.project.models", "MissingApiKey"))
     if missing_key is not None:
         return Failure(USAGE, "api_key", str(missing_key))
+    servers = _server_errors(error)
+    if servers:
+        lines = tuple(line for server in servers for line in _server_lines(server))
+        return Failure(ERROR, "mcp", "; ".join(server.headline for server in servers), lines)
     return Failure(ERROR, "error", one_line(error))
+
+
+def _server_errors(error: BaseException) -> list[Any]:
+    """The MCP servers that could not be started (`McpServerError`s, or those of an `McpServersError`)."""
+    several = find(error, _loaded("llm_do.mcp.server", "McpServersError"))
+    if several is not None:
+        return list(several.errors)
+    one = find(error, _loaded("llm_do.mcp.server", "McpServerError"))
+    return [] if one is None else [one]
+
+
+def _server_lines(server: Any) -> tuple[str, ...]:
+    """One line for a server that failed (command, exit code, what to do), then the tail of its stderr."""
+    return (f"llm-do: error: {server.headline}", *(f"  | {line}" for line in server.stderr))
 
 
 def report(error: BaseException, *, debug: bool = False) -> int:
@@ -93,8 +131,9 @@ def report(error: BaseException, *, debug: bool = False) -> int:
     from rich.markup import escape
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    for line in failure.lines:
-        err.print(f"[yellow]interrupted[/]{escape(line[11:])}" if failure.kind == "interrupted" else escape(line))
+    with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP): the exit code still says it
+        for line in failure.lines:
+            err.print(f"[yellow]interrupted[/]{escape(line[11:])}" if failure.kind == "interrupted" else escape(line))
     return failure.code
 
 

@@ -59,6 +59,13 @@ def _run(parser: argparse.ArgumentParser) -> None:
     _running(parser)
     parser.add_argument("prompt", nargs="?", metavar="PROMPT", help="the input (else --input-json or stdin)")
     parser.add_argument("--input-json", metavar="JSON", help="the input as JSON (for an input model)")
+    parser.add_argument(
+        "--attach",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="hand a file under the project to the entry (repeat for more; PATH relative to here)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document: output, usage, calls")
     parser.add_argument("--otel", action="store_true", help="export a trace (OTEL_EXPORTER_OTLP_*)")
 

@@ -70,6 +70,8 @@ def final_tree(calls: Iterable[CallRecord], board: Board) -> Tree:
         parent = nodes.get(call.parent, root)
         status = _STATUS.get(call.outcome, escape(call.outcome))
         label = _label(call.entry, call.depth, board.model_of(call.id) or "-", status, call.usage)
+        if call.attachments:
+            label += "  [dim]attached: " + escape(", ".join(info.describe() for info in call.attachments)) + "[/]"
         nodes[call.id] = parent.add(label)
     return root
 
@@ -107,7 +109,8 @@ def output_text(output: Any) -> str:
 
 
 def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]]:
-    """The calls as a JSON tree: each with its id, entry, depth, model, outcome, usage and child calls."""
+    """The calls as a JSON tree: each with its id, entry, depth, model, outcome, usage and child calls, and
+    the files it received (`attachments`: name, media type, size, digest) when it received any."""
     children: dict[str | None, list[dict[str, Any]]] = {}
     ids = {call.id for call in calls}
     for call in depth_first(calls):
@@ -120,6 +123,8 @@ def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]
             "usage": usage_json(call.usage),
             "calls": [],
         }
+        if call.attachments:
+            node["attachments"] = [info.to_json() for info in call.attachments]
         children.setdefault(call.parent if call.parent in ids else None, []).append(node)
     for nodes in children.values():
         for node in nodes:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -20,12 +19,15 @@ from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 
+from ..attachments import Attachment, check_call
 from ..entries import AgentEntry
 from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
 from ..run import CallRecord, RunResult, run_report
 from ..settings import LlmDoSettings
+from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
+from .logs import show_server_logs
 from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
 from .watch import Board, watch_project
 
@@ -58,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
             project = session.project
             name = args.entry or project.default_entry
             input_data = _checked_input(project, name, given, args)
+            attachments = _attachments(project, args.attach)
             try:
-                result = asyncio.run(_run_once(session, name, input_data))
+                result = signals.run(_run_once(session, name, input_data, attachments))
             except BaseException as error:
                 report = run_report(error)
                 if report is not None:
@@ -87,17 +90,19 @@ def chat(args: argparse.Namespace) -> int:
     err = console(stderr=True)
     _apply_flags(args)
     with _session(args, err, _board(args, err)) as session:
-        asyncio.run(converse(session.project, session.recorder, args.entry, err, session.live))
+        signals.run(converse(session.project, session.recorder, args.entry, err, session.live))
     return OK
 
 
 # -- a run ------------------------------------------------------------------------
 
 
-async def _run_once(session: _Session, name: str | None, input_data: Any) -> RunResult:
+async def _run_once(
+    session: _Session, name: str | None, input_data: Any, attachments: tuple[Attachment, ...] = ()
+) -> RunResult:
     async with session.recorder if session.recorder is not None else nullcontext(), session.project:
         with session.live if session.live is not None else nullcontext():
-            return await session.project.run(name, input_data)
+            return await session.project.run(name, input_data, attachments=attachments)
 
 
 def _failed(
@@ -108,7 +113,8 @@ def _failed(
     total: RunUsage,
     error: BaseException,
 ) -> None:
-    """What a failed run leaves: the JSON document (with `--json`), else the tree and usage so far."""
+    """What a failed run leaves: the JSON document (with `--json`), else the tree and usage so far, once a
+    model was asked (a run that failed before, say because its MCP servers would not start, spent nothing)."""
     if getattr(args, "json", False):
         failure = classify(error)
         document = {
@@ -121,7 +127,7 @@ def _failed(
             "calls": json_calls(calls, board),
         }
         print(json.dumps(document, ensure_ascii=False), flush=True)
-    elif calls:
+    elif calls and total.requests:
         err.print(final_tree(calls, board))
         err.print(usage_table(calls, total))
 
@@ -129,6 +135,7 @@ def _failed(
 @contextmanager
 def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_Session]:
     """The loaded project with its models watched, and the live display (on a terminal only)."""
+    show_server_logs(err, args.verbose)
     live: Live | None = None
     if err.is_terminal:
         from rich.live import Live
@@ -270,6 +277,25 @@ def _checked_input(project: Project, name: str | None, given: Any, args: argpars
             "give a PROMPT, or give the worker an input model (input: module:Class)"
         )
     return input_data
+
+
+def _attachments(project: Project, paths: list[str]) -> tuple[Attachment, ...]:
+    """The files given with --attach, relative to the current directory, each under the project root
+    (attachments never leave it) and within the limits of the project's settings."""
+    config = project.runtime.config
+    root = os.path.realpath(config.project_root)
+    found: list[Attachment] = []
+    for given in paths:
+        where = os.path.abspath(given)
+        real = os.path.join(os.path.realpath(os.path.dirname(where)), os.path.basename(where))
+        if os.path.commonpath([root, real]) != root or real == root:
+            raise UsageError(
+                f"--attach {given}: {where} is not a file under the project root {root}; "
+                "attachments never leave the project: copy the file into it"
+            )
+        found.append(Attachment.read(root, os.path.relpath(real, root), settings=config.attachments))
+    check_call(found, config.attachments)
+    return tuple(found)
 
 
 def _validated(schema: type[BaseModel], input_data: Any, name: str, source: str) -> BaseModel:

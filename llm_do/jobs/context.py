@@ -15,7 +15,8 @@ class JobInfo:
     id: int
     entry: str
     attempt: int
-    """0 for the first run of the job, then 1, 2, ... for each retry (configured or after a stalled worker)."""
+    """Which run of the job this is: 1 for the first, 2, 3, ... for each retry (configured, after a worker's
+    shutdown or after its death). Once this run ended, `JobRecord.attempts` is this number."""
     worker: str | None
     traceparent: str | None
     """The W3C trace context the job was deferred with, if any."""

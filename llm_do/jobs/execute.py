@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from ..attachments import Attachment, AttachmentError
 from ..run import RunReport, RunResult, run_report
 from ..runtime import Runtime
 from .context import JobInfo, reset_current, set_current
@@ -18,7 +21,7 @@ from .records import calls_json, output_json, usage_json
 from .retry import WorkerShutdown
 from .store import write_result
 
-__all__ = ["SHUTDOWN", "STORE_PATIENCE", "perform"]
+__all__ = ["SHUTDOWN", "STORE_PATIENCE", "perform", "stored_attachments"]
 
 SHUTDOWN = "worker shutdown"
 """The cancel reason of a job stopped by its worker's shutdown (it is queued again)."""
@@ -32,8 +35,12 @@ async def perform(
     job: JobInfo,
     input_data: Any,
     cancel_reason: Callable[[], str | None],
+    attachments: Any = None,
 ) -> None:
     """Run `job` as one run of `runtime`; store its output, or its error, before returning or raising.
+
+    `attachments` are the job's stored attachments (see `stored_attachments`), checked against their
+    digests and the runtime's limits before the run starts; a mismatch fails the job.
 
     The run's exception (or the cancellation that ended it) is re-raised unchanged, so procrastinate
     marks the job failed (retried if its task retries) or aborted.
@@ -41,7 +48,8 @@ async def perform(
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
     try:
-        result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent)
+        handed = _attachments_of(job, attachments, runtime) if attachments else ()
+        result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
     except BaseException as error:
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):
@@ -61,6 +69,33 @@ async def perform(
         if cancel_reason() == SHUTDOWN:
             raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
         raise
+
+
+def stored_attachments(attachments: Sequence[Attachment]) -> list[dict[str, Any]]:
+    """Attachments as a job stores them: name, media type, digest, and the bytes as base64."""
+    return [
+        {**attachment.info.to_json(), "data": base64.b64encode(attachment.data).decode("ascii")}
+        for attachment in attachments
+    ]
+
+
+def _attachments_of(job: JobInfo, stored: Any, runtime: Runtime) -> tuple[Attachment, ...]:
+    """The job's attachments, each checked against the digest it was deferred with."""
+    limits = runtime.config.attachments
+    found: list[Attachment] = []
+    try:
+        for item in stored:
+            attachment = Attachment.from_bytes(
+                item["name"], base64.b64decode(item["data"], validate=True), item["media_type"], settings=limits
+            )
+            if attachment.sha256 != item["sha256"]:
+                raise AttachmentError(
+                    f"job {job.id}: attachment {attachment.name!r} does not match the digest it was deferred with"
+                )
+            found.append(attachment)
+    except (TypeError, KeyError, binascii.Error) as error:
+        raise AttachmentError(f"job {job.id}: its stored attachments are malformed ({error!r})") from None
+    return tuple(found)
 
 
 STORE_PATIENCE = 300.0

@@ -1,7 +1,9 @@
 """`JobQueue`: which entries may run as jobs, and deferring, reading, listing and cancelling them.
 
 Built on procrastinate (a PostgreSQL task queue): each declared entry is a procrastinate task named
-`llm_do:<entry>`; a job's arguments are the run's input and an optional W3C `traceparent`.
+`llm_do:<entry>`; a job's arguments are the run's input, an optional W3C `traceparent` and the
+attachments handed to the run (name, media type, digest and bytes as base64, so that any worker can
+run the job again).
 """
 
 from __future__ import annotations
@@ -9,24 +11,26 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy
+from procrastinate.exceptions import ConnectorException
 from procrastinate.tasks import Task
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from ..attachments import Attachment, check_call
 from ..errors import ConfigurationError
 from ..runtime import Runtime
 from ..tracing import current_traceparent
 from .context import JobInfo
-from .execute import SHUTDOWN, perform
+from .execute import SHUTDOWN, perform, stored_attachments
 from .records import STATUSES, JobNotFound, JobRecord
 from .retry import JobRetry
 from .settings import JobSettings
@@ -81,6 +85,7 @@ class JobQueue:
         self._tasks: dict[str, Task[Any, Any, Any]] = {}
         self._task_entries = {TASK_PREFIX + name: name for name in self.entries}
         self._pool: AsyncConnectionPool[Any] | None = None
+        self._connector = ExitStack()  # the opening's own procrastinate connector, swapped in by open()
         self._runtime: Runtime | None = None
         for spec in self.entries.values():
             self._tasks[spec.name] = self._register(spec)
@@ -103,7 +108,8 @@ class JobQueue:
     ) -> None:
         """Open the connection pool (waits up to `connect_timeout` seconds for a first connection).
 
-        `wait_timeout`: seconds a query waits for a connection (while PostgreSQL is away) before it fails."""
+        `wait_timeout`: seconds a query waits for a connection (while PostgreSQL is away) before it fails.
+        A closed queue can be opened again (with a new pool)."""
         if self._pool is not None:
             return
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
@@ -123,14 +129,21 @@ class JobQueue:
                 f"cannot reach the jobs database within {connect_timeout}s ({type(error).__name__}: {error}); "
                 "check LLM_DO_JOBS_DATABASE_URL (or LLM_DO_DATABASE_URL) and that PostgreSQL is up"
             ) from None
+        # procrastinate's connector keeps a pool it was given after close_async(), and its open_async()
+        # then keeps that closed pool: each opening gets a connector of its own, dropped by close().
+        self._connector.enter_context(self.app.replace_connector(PsycopgConnector()))
         await self.app.open_async(pool)
         self._pool = pool
 
     async def close(self) -> None:
+        """Close the pool; `open()` opens the queue again."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            await self.app.close_async()
-            await pool.close()
+            try:
+                await self.app.close_async()
+            finally:
+                self._connector.close()
+                await pool.close()
 
     async def __aenter__(self) -> JobQueue:
         await self.open()
@@ -143,7 +156,8 @@ class JobQueue:
 
     async def apply_schema(self) -> None:
         """Create procrastinate's schema and llm-do's results table if they are missing (idempotent;
-        safe when several processes start together). Workers call it at start-up."""
+        safe when several processes start together). Workers call it at start-up; a process that defers
+        jobs into a database no worker has started on yet calls it first."""
         async with self.pool.connection() as conn:
             await conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
             try:
@@ -167,8 +181,12 @@ class JobQueue:
         priority: int = 0,
         delay: float | None = None,
         queueing_lock: str | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> int:
         """Queue one run of `entry` on `input_data` (JSON-compatible) and return the job's id.
+
+        `attachments` are stored in the job (bytes included, as base64) and handed to its run, within the
+        limits of `LLM_DO_ATTACHMENTS__*` here (8 MiB per job by default); the worker checks each digest.
 
         `traceparent` (a W3C trace context; default: the current span's, when tracing is on) travels
         with the job, and the worker's run continues that trace. `delay` starts it no
@@ -182,16 +200,23 @@ class JobQueue:
             payload = to_jsonable_python(input_data)
         except PydanticSerializationError as error:
             raise TypeError(f"the input of a job of entry {entry!r} must be JSON-compatible: {error}") from None
+        handed = tuple(attachments)
+        extra: dict[str, Any] = {}
+        if handed:
+            check_call(handed, JobSettings().attachments)
+            extra["attachments"] = stored_attachments(handed)
         options: dict[str, Any] = {"priority": priority}
         if delay is not None:
             options["schedule_in"] = {"seconds": delay}
         if queueing_lock is not None:
             options["queueing_lock"] = queueing_lock
-        return await task.configure(**options).defer_async(input=payload, traceparent=traceparent)
+        with _schema_needed():
+            return await task.configure(**options).defer_async(input=payload, traceparent=traceparent, **extra)
 
     async def get(self, job_id: int) -> JobRecord:
         """The job `job_id`: its status and, once a run finished, output, usage, calls and error."""
-        found = await fetch_records(self.pool, self._task_entries, job_id=job_id, limit=1)
+        with _schema_needed():
+            found = await fetch_records(self.pool, self.queue_name, self._task_entries, job_id=job_id, limit=1)
         if not found:
             raise JobNotFound(job_id)
         return found[0]
@@ -205,7 +230,10 @@ class JobQueue:
         if unknown:
             raise ValueError(f"unknown job status {', '.join(map(repr, unknown))}: use {', '.join(sorted(STATUSES))}")
         entries = None if entry is None else [entry]
-        return await fetch_records(self.pool, self._task_entries, statuses=statuses, entries=entries, limit=limit)
+        with _schema_needed():
+            return await fetch_records(
+                self.pool, self.queue_name, self._task_entries, statuses=statuses, entries=entries, limit=limit
+            )
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: a queued job never starts; a running one has its run cancelled (its teardown
@@ -228,8 +256,10 @@ class JobQueue:
         self._runtime = runtime
 
     def _register(self, spec: JobEntry) -> Task[Any, Any, Any]:
-        async def run_job(context: JobContext, input: Any = None, traceparent: str | None = None) -> None:
-            await self._perform(spec.name, context, input, traceparent)
+        async def run_job(
+            context: JobContext, input: Any = None, traceparent: str | None = None, attachments: Any = None
+        ) -> None:
+            await self._perform(spec.name, context, input, traceparent, attachments)
 
         run_job.__name__ = run_job.__qualname__ = f"run_{spec.name}"
         task: Task[Any, Any, Any] = self.app.task(
@@ -237,19 +267,22 @@ class JobQueue:
         )(run_job)
         return task
 
-    async def _perform(self, entry: str, context: JobContext, input_data: Any, traceparent: str | None) -> None:
+    async def _perform(
+        self, entry: str, context: JobContext, input_data: Any, traceparent: str | None, attachments: Any
+    ) -> None:
         runtime = self._runtime
         if runtime is None:
             raise RuntimeError("no runtime attached: run jobs with llm_do.jobs.run_worker (or `llm-do worker`)")
         job = context.job
         assert job.id is not None  # a fetched job always has one
-        info = JobInfo(job.id, entry, job.attempts, context.worker_name, traceparent)
+        # procrastinate counts the runs that ended: this run is the next one.
+        info = JobInfo(job.id, entry, job.attempts + 1, context.worker_name, traceparent)
 
         def reason() -> str | None:
             why = context.abort_reason()
             return None if why is None else ("cancel requested" if why.value == "user_request" else SHUTDOWN)
 
-        await perform(runtime, self.pool, info, input_data, reason)
+        await perform(runtime, self.pool, info, input_data, reason, attachments)
 
     def _task(self, entry: str) -> Task[Any, Any, Any]:
         try:
@@ -259,6 +292,22 @@ class JobQueue:
             raise ConfigurationError(
                 f"entry {entry!r} may not run as a job: declare it in JobQueue(entries=[...]) (declared: {declared})"
             ) from None
+
+
+@contextmanager
+def _schema_needed() -> Iterator[None]:
+    """Turn a query on a database without the jobs schema into an error that says what to do."""
+    try:
+        yield
+    except (errors.UndefinedTable, errors.UndefinedObject, errors.UndefinedFunction, ConnectorException) as error:
+        cause = error.__cause__ if isinstance(error, ConnectorException) else error
+        if not isinstance(cause, errors.UndefinedTable | errors.UndefinedObject | errors.UndefinedFunction):
+            raise
+        raise ConfigurationError(
+            f"the jobs schema is missing from this database ({cause.diag.message_primary}): "
+            "call `await queue.apply_schema()` once before deferring or reading jobs (a worker does it when it "
+            "starts); after upgrading procrastinate, apply its migrations"
+        ) from error
 
 
 async def _autocommit(conn: AsyncConnection[Any]) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 
 from pydantic_core import to_jsonable_python
 
+from ..errors import LlmDoError
 from ..run import CallRecord
 
 __all__ = [
@@ -31,7 +32,7 @@ STATUSES: frozenset[str] = frozenset(get_args(JobStatus))
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "aborted"})
 
 
-class JobNotFound(LookupError):
+class JobNotFound(LlmDoError, LookupError):
     """No job of this queue has that id."""
 
     def __init__(self, job_id: int) -> None:
@@ -51,6 +52,8 @@ class JobRecord:
     input: Any
     traceparent: str | None = None
     """The W3C trace context the job was deferred with; its run continues that trace."""
+    attachments: tuple[Mapping[str, Any], ...] = ()
+    """The files handed to the job's run: name, media type, size and digest (the job holds their bytes too)."""
     cancel_requested: bool = False
     """A cancellation was asked for while the job ran; the worker cancels the run."""
     outcome: Literal["ok", "error", "cancelled"] | None = None
@@ -101,6 +104,7 @@ def calls_json(calls: tuple[CallRecord, ...]) -> list[dict[str, Any]]:
             "toolsets": list(call.toolsets),
             "outcome": call.outcome,
             "usage": usage_json(call.usage),
+            **({"attachments": [info.to_json() for info in call.attachments]} if call.attachments else {}),
         }
         for call in calls
     ]

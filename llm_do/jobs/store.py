@@ -49,11 +49,13 @@ ON CONFLICT (job_id) DO UPDATE SET
 """
 
 _SELECT = """
-SELECT j.id, j.task_name, j.status::text AS status, j.attempts, j.args, j.abort_requested,
+SELECT j.id, j.task_name, j.status::text AS status, j.attempts, j.args - 'attachments' AS args,
+       (SELECT jsonb_agg(a - 'data') FROM jsonb_array_elements(j.args->'attachments') AS a) AS attachments,
+       j.abort_requested,
        r.outcome, r.output, r.usage, r.calls, r.error, r.worker, r.started_at, r.finished_at
   FROM procrastinate_jobs j
   LEFT JOIN llm_do_job_results r ON r.job_id = j.id
- WHERE j.task_name = ANY(%(tasks)s)
+ WHERE j.queue_name = %(queue)s AND j.task_name = ANY(%(tasks)s)
 """
 
 
@@ -96,6 +98,7 @@ async def write_result(
 
 async def fetch_records(
     pool: AsyncConnectionPool[Any],
+    queue: str,
     tasks: dict[str, str],
     *,
     job_id: int | None = None,
@@ -103,10 +106,13 @@ async def fetch_records(
     entries: Iterable[str] | None = None,
     limit: int = 100,
 ) -> list[JobRecord]:
-    """Jobs of the tasks `tasks` (procrastinate task name -> entry), newest first."""
+    """Jobs of the queue `queue` and the tasks `tasks` (procrastinate task name -> entry), newest first.
+
+    Both filters are needed: procrastinate's task names are global to a database, so two queues that
+    declare the same entry share its task name."""
     names = list(tasks) if entries is None else [name for name, entry in tasks.items() if entry in set(entries)]
     query = _SELECT
-    values: dict[str, Any] = {"tasks": names, "limit": limit}
+    values: dict[str, Any] = {"queue": queue, "tasks": names, "limit": limit}
     if job_id is not None:
         query += " AND j.id = %(job_id)s"
         values["job_id"] = job_id
@@ -129,6 +135,7 @@ def _record(row: DictRow, tasks: dict[str, str]) -> JobRecord:
         attempts=row["attempts"],
         input=args.get("input"),
         traceparent=args.get("traceparent"),
+        attachments=tuple(row["attachments"] or ()),
         cancel_requested=bool(row["abort_requested"]) and row["status"] == "doing",
         outcome=row["outcome"],
         output=row["output"],

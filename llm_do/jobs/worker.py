@@ -20,7 +20,7 @@ __all__ = ["WorkerOptions", "recover_stalled_jobs", "run_worker"]
 
 logger = logging.getLogger("llm_do.jobs")
 
-_RECOVERY_LOCK = 7_2616_3033  # advisory lock key: one worker at a time re-queues stalled jobs
+_RECOVERY_LOCK = 7_2616_3033  # advisory lock key, with the queue's: one worker per queue re-queues stalled jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
 ) -> None:
-    """Run jobs of `queue` until `stop` is set, SIGTERM/SIGINT arrives, or the task is cancelled.
+    """Run jobs of `queue` until `stop` is set, SIGTERM/SIGINT/SIGHUP arrives, or the task is cancelled.
 
     Opens the queue (if it is not open) and applies the schema, then opens one runtime with
     `runtime` (default: the queue's factory) for the worker's life. Running jobs get
@@ -160,16 +160,21 @@ async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
             logger.debug("stalled-job check failed: %s", error)
             continue
         if found:
-            logger.warning("queued again %d job(s) of dead workers: %s", len(found), ", ".join(map(str, found)))
+            jobs = ", ".join(map(str, found))
+            logger.warning("queued again %d job(s) of dead workers (cancelled ones aborted): %s", len(found), jobs)
 
 
 async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[int]:
-    """Queue again the running jobs of workers silent for `stalled_timeout` seconds; their ids.
+    """Queue again the running jobs of `queue` whose workers were silent for `stalled_timeout` seconds;
+    their ids. A job whose cancellation was asked for is `aborted` instead (procrastinate would mark it
+    `failed`). Other queues' jobs are left to their own workers.
 
-    One worker at a time does it (an advisory lock), so a job is never queued twice.
+    One worker of the queue at a time does it (an advisory lock), so a job is never queued twice.
     """
     async with queue.pool.connection() as conn, conn.transaction():
-        locked = await (await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_RECOVERY_LOCK,))).fetchone()
+        locked = await (
+            await conn.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (_RECOVERY_LOCK, queue.queue_name))
+        ).fetchone()
         if locked is None or not locked[0]:
             return []
         cursor = await conn.execute(
@@ -177,7 +182,17 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
             {"queue": queue.queue_name, "task_name": None, "seconds_since_heartbeat": stalled_timeout},
         )
         ids = [int(row[0]) for row in await cursor.fetchall()]
+        cancelled = await conn.execute(
+            "SELECT id FROM procrastinate_jobs WHERE id = ANY(%s) AND abort_requested", (ids,)
+        )
+        aborted = {int(row[0]) for row in await cancelled.fetchall()}
         for job_id in ids:
+            if job_id in aborted:
+                await conn.execute(
+                    procrastinate_sql.queries["finish_job"],
+                    {"job_id": job_id, "status": "aborted", "delete_job": False},
+                )
+                continue
             await conn.execute(
                 procrastinate_sql.queries["retry_job"],
                 {
@@ -195,7 +210,7 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
 def _signals(stop: asyncio.Event) -> Any:
     loop = asyncio.get_running_loop()
     installed = []
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         try:
             loop.add_signal_handler(signum, stop.set)
             installed.append(signum)

@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,18 +24,20 @@ from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, T
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
-from pydantic_ai.toolsets.wrapper import WrapperToolset
 
 from ..errors import ScopeError, ToolsetError
+from .logs import route_server_logs
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
-__all__ = ["McpOptions", "McpServer", "McpServerError", "own_mcp_toolsets"]
+__all__ = ["McpOptions", "McpServer", "McpServerError", "McpServersError", "own_mcp_toolsets", "start_servers"]
 
 logger = logging.getLogger("llm_do.mcp")
 
 _CONNECTION_CLOSED = -32000  # JSON-RPC error code the MCP SDK uses for a closed connection
 _WATCH_INTERVAL = 0.25
 _EXIT_WAIT = 1.0
+_SERVER = "_llm_do_server"  # on an MCPToolset: the McpServer that owns it
+_OWNED = "_llm_do_owned"  # on a toolset tree: its copy whose MCP toolsets are owned
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,26 @@ class McpServerError(ToolsetError):
             lines.append(advice)
         super().__init__("\n".join(lines))
 
+    @property
+    def headline(self) -> str:
+        """The error on one line: the server, its command or URL, what happened, its exit code, what to do."""
+        line = f"MCP server {self.server!r}" + (f" ({self.target})" if self.target else "") + f" {self.what}"
+        if self.exit_code is not None and "code" not in self.what:
+            line += f", exit code {self.exit_code}"
+        return f"{line}. {self.advice}" if self.advice else line
+
+
+class McpServersError(ToolsetError):
+    """Several MCP servers a call needs could not be started; `errors` has one `McpServerError` each."""
+
+    def __init__(self, errors: Sequence[McpServerError]) -> None:
+        self.errors = tuple(errors)
+        names = ", ".join(repr(error.server) for error in self.errors)
+        super().__init__(
+            f"{len(self.errors)} MCP servers could not be started ({names}):\n"
+            + "\n".join(f"- {error.headline}" for error in self.errors)
+        )
+
 
 class _Connection:
     """One start of the server: its owner task and what the owner reports."""
@@ -102,6 +124,7 @@ class _Connection:
     def __init__(self) -> None:
         loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[None] = loop.create_future()
+        self.ready.add_done_callback(_retrieved)  # a start whose caller was cancelled reports to nobody
         self.stop = asyncio.Event()
         self.ended = asyncio.Event()
         self.alive = False
@@ -112,9 +135,10 @@ class McpServer(AbstractToolset[Any]):
     """Owns and supervises one `MCPToolset` for the scope that created it.
 
     The runtime wraps every `MCPToolset` a provider builds in one of these (keyed by the toolset
-    object, so a `Singleton` keeps one server), whatever the scope. Entering does not connect: the
-    server starts on first use (listing its tools). Exiting stops it and waits until its process,
-    if it has one, is gone.
+    object, so a `Singleton` keeps one server), whatever the scope and wherever it sits in the
+    provider's toolset tree. Entering does not connect: a call starts its servers when it begins
+    (`start_servers`), or a server starts on first use. Enters are counted; the last exit stops the
+    server and waits until its process, if it has one, is gone.
     """
 
     def __init__(self, toolset: MCPToolset[Any], *, name: str, options: McpOptions | None = None) -> None:
@@ -127,6 +151,7 @@ class McpServer(AbstractToolset[Any]):
             transport = OwnedStdioTransport.replacing(transport, grace=self.options.stop_grace)
             toolset.client.transport = transport
         self.transport = transport
+        route_server_logs(toolset, name)  # its log notifications to `llm_do.mcp.servers.NAME`, at their level
         if hasattr(toolset.client, "_init_timeout"):
             # The process's own start-up counts against the handshake's timeout: `startup_timeout` rules.
             toolset.client._init_timeout = None
@@ -137,6 +162,7 @@ class McpServer(AbstractToolset[Any]):
         self._last_error: McpServerError | None = None
         self._known_tools: dict[str, ToolsetTool[Any]] | None = None
         self._closed = False
+        self._entered = 0
 
     # -- what pydantic-ai sees -------------------------------------------------------
 
@@ -158,9 +184,18 @@ class McpServer(AbstractToolset[Any]):
         return str(url) if url is not None else type(transport).__name__
 
     @property
+    def tool_name_conflict_hint(self) -> str:
+        return "Give one of the two servers a tool_prefix (project files), or wrap it in .prefixed('...') (Python)."
+
+    @property
     def pid(self) -> int | None:
         """The pid of the server's process while it runs (stdio servers only)."""
         return self.transport.pid if isinstance(self.transport, OwnedStdioTransport) else None
+
+    @property
+    def tools_listed(self) -> bool:
+        """Whether the server has listed its tools once (then, while it is down, they are still offered)."""
+        return self._known_tools is not None
 
     @property
     def running(self) -> bool:
@@ -179,11 +214,16 @@ class McpServer(AbstractToolset[Any]):
         )
 
     async def __aenter__(self) -> McpServer:
+        self._entered += 1
         self._closed = False
         return self
 
     async def __aexit__(self, *args: Any) -> bool | None:
-        await self.aclose()
+        # Counted, as pydantic-ai's own MCPToolset is: a wrapper that copies itself per agent run (a
+        # CombinedToolset does) gets the copy entered and exited by the run, inside the scope's hold.
+        self._entered = max(0, self._entered - 1)
+        if self._entered == 0:
+            await self.aclose()
         return None
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
@@ -296,7 +336,7 @@ class McpServer(AbstractToolset[Any]):
         try:
             await asyncio.shield(conn.ready)  # the owner task times its own start: no timer in this context
         except BaseException as error:
-            if isinstance(error, asyncio.CancelledError):
+            if isinstance(error, asyncio.CancelledError | ScopeError):  # not the server's failure
                 await _halt(conn)
                 raise
             failure = await self._start_error(error)  # before stopping it: did it exit by itself?
@@ -317,9 +357,12 @@ class McpServer(AbstractToolset[Any]):
                     try:
                         async with starting:
                             await stack.enter_async_context(toolset)
-                    except BaseException:
+                    except BaseException as error:
                         if starting.expired():
                             raise TimeoutError() from None
+                        if isinstance(error, asyncio.CancelledError) and conn.stop.is_set():
+                            _uncancel()  # halted while starting: the stop below runs uncancelled
+                            raise ScopeError(f"{self.label} was stopped while it was starting") from None
                         raise
                     conn.alive = True
                     conn.ready.set_result(None)
@@ -459,12 +502,15 @@ class McpServer(AbstractToolset[Any]):
 
 
 async def _halt(conn: _Connection) -> None:
-    """Tell the owner task to stop and wait until it has, whatever cancellation arrives meanwhile. The owner
-    bounds its own shutdown; no timer is armed here, so nothing keeps the caller's context afterwards."""
+    """Tell the owner task to stop (cancel its start, if it is starting) and wait until it has, whatever
+    cancellation arrives meanwhile. The owner bounds its own shutdown; no timer is armed here, so nothing
+    keeps the caller's context afterwards."""
     conn.stop.set()
     task = conn.task
     if task is None:
         return
+    if not conn.ready.done():
+        task.cancel()  # still starting (a handshake may take up to `startup_timeout`): stop that too
     interrupted = False
     while not task.done():
         try:
@@ -473,6 +519,46 @@ async def _halt(conn: _Connection) -> None:
             interrupted = True  # the server must still be stopped
     if interrupted:
         raise asyncio.CancelledError
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+async def start_servers(toolsets: Iterable[AbstractToolset[Any]]) -> None:
+    """Start, all at once, the MCP servers in `toolsets` (at any depth) whose tools are not known yet,
+    and wait until each has started or failed. One failure raises its `McpServerError`, several an
+    `McpServersError` with each. A server that once listed its tools is left to start on use: while it
+    is down, its tools are still offered and their calls fail as tool errors."""
+    found: dict[int, McpServer] = {}
+
+    def visit(leaf: AbstractToolset[Any]) -> None:
+        if isinstance(leaf, McpServer) and not leaf.running and not leaf.tools_listed:
+            found.setdefault(id(leaf), leaf)
+
+    for toolset in toolsets:
+        toolset.apply(visit)
+    servers = list(found.values())
+    if len(servers) <= 1:
+        for server in servers:
+            await server.connection()
+        return
+    outcomes = await asyncio.gather(*(server.connection() for server in servers), return_exceptions=True)
+    errors = [outcome for outcome in outcomes if isinstance(outcome, McpServerError)]
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, McpServerError):
+            raise outcome
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise McpServersError(errors)
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
@@ -502,23 +588,36 @@ def _is_fastmcp_stdio(transport: object) -> bool:
 
 
 def own_mcp_toolsets(obj: Any, name: str, options: McpOptions | None = None) -> Any:
-    """`obj`, with every `MCPToolset` in it (itself, or at the end of a chain of wrapper toolsets such as
-    `load_mcp_toolsets`' prefixed ones) owned by an `McpServer`. The same object gives the same server."""
+    """`obj`, with every `MCPToolset` in it owned by an `McpServer`: itself, or any leaf of a toolset tree
+    (combined, prefixed, renamed, filtered, approval-wrapped, nested at any depth), found and replaced
+    through pydantic-ai's `apply` and `visit_and_replace`. The same object gives the same result, so a
+    `Singleton` keeps one tree and one server per `MCPToolset`; the tree is a copy, `obj` is left as it is."""
     if isinstance(obj, MCPToolset):
-        if getattr(obj, "_resolves_per_run", False):
-            # `auth` or `headers` is a function of the run context: pydantic-ai makes, enters and exits a
-            # copy per agent run, in that run's task. There is no connection for a scope to own.
-            return obj
-        server = vars(obj).get("_llm_do_server")
-        if not isinstance(server, McpServer):
-            server = McpServer(obj, name=name, options=options)
-            vars(obj)["_llm_do_server"] = server
-        return server
-    link = obj
-    while isinstance(link, WrapperToolset):
-        inner = link.wrapped
-        if isinstance(inner, MCPToolset):
-            link.wrapped = own_mcp_toolsets(inner, name, options)
-            break
-        link = inner
-    return obj
+        return _server_for(obj, name, options)
+    if not isinstance(obj, AbstractToolset) or type(obj).visit_and_replace is AbstractToolset.visit_and_replace:
+        return obj  # not a toolset, or a leaf that holds no other toolset
+    known = getattr(obj, "__dict__", {}).get(_OWNED)
+    if known is not None:
+        return known
+    leaves: list[MCPToolset[Any]] = []
+    obj.apply(lambda leaf: leaves.append(leaf) if isinstance(leaf, MCPToolset) else None)
+    if not leaves:
+        return obj
+    tree = obj.visit_and_replace(
+        lambda leaf: _server_for(leaf, name, options) if isinstance(leaf, MCPToolset) else leaf
+    )
+    if hasattr(obj, "__dict__"):
+        vars(obj)[_OWNED] = tree
+    return tree
+
+
+def _server_for(toolset: MCPToolset[Any], name: str, options: McpOptions | None) -> AbstractToolset[Any]:
+    if getattr(toolset, "_resolves_per_run", False):
+        # `auth` or `headers` is a function of the run context: pydantic-ai makes, enters and exits a
+        # copy per agent run, in that run's task. There is no connection for a scope to own.
+        return toolset
+    server = vars(toolset).get(_SERVER)
+    if not isinstance(server, McpServer):
+        server = McpServer(toolset, name=name, options=options)
+        vars(toolset)[_SERVER] = server
+    return server

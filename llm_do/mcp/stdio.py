@@ -2,12 +2,14 @@
 
 fastmcp's stdio transport keeps the process alive between sessions by default and hides it. This
 one starts the process when a session opens and ends it when the session closes: stdin is closed,
-then the process group gets SIGTERM, then SIGKILL after a grace period. It keeps what supervision
-needs: the pid, the exit code and the last lines of stderr.
+then the process group gets SIGTERM, then SIGKILL after a grace period; if llm-do dies first,
+`llm_do.children` ends the group. It keeps what supervision needs: the pid, the exit code and the
+last lines of stderr.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -26,12 +28,15 @@ from mcp import ClientSession
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from .. import children
+
 __all__ = ["OwnedStdioTransport", "ServerCommandNotFound"]
 
 logger = logging.getLogger("llm_do.mcp")
 
 _POLL = 0.02
 _STDIN_GRACE = 0.5
+_CHUNK = 65536
 
 
 class ServerCommandNotFound(FileNotFoundError):
@@ -63,7 +68,7 @@ class OwnedStdioTransport(StdioTransport):
         self.returncode: int | None = None
         """The exit code of the last process once it has exited (negative: killed by that signal)."""
         self.stderr_tail: deque[str] = deque(maxlen=stderr_lines)
-        self._process: anyio.abc.Process | None = None
+        self._process: asyncio.subprocess.Process | None = None
 
     @classmethod
     def replacing(cls, transport: StdioTransport, *, grace: float = 2.0) -> OwnedStdioTransport:
@@ -87,17 +92,26 @@ class OwnedStdioTransport(StdioTransport):
         options = transport_options or TransportOptions()
         self.returncode = None
         self.stderr_tail.clear()
+        pipe = asyncio.subprocess.PIPE
         try:
-            process = await anyio.open_process(
-                [self.command, *self.args],
+            process = await asyncio.create_subprocess_exec(
+                self.command,
+                *self.args,
+                stdin=pipe,
+                stdout=pipe,
+                stderr=pipe,
                 env=get_default_environment() | (self.env or {}),
                 cwd=self.cwd,
-                start_new_session=True,
+                **children.spawn_options(self.grace),  # its own process group, which cannot outlive llm-do
             )
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
-            raise ServerCommandNotFound(f"cannot run {self.command_line}: {error.strerror or error}") from error
+        except BaseException as error:
+            children.spawn_failed()
+            if isinstance(error, FileNotFoundError | PermissionError | NotADirectoryError):
+                raise ServerCommandNotFound(f"cannot run {self.command_line}: {error.strerror or error}") from error
+            raise
         self._process = process
         self.pid = process.pid
+        children.guard(process.pid, self.grace)
         reader, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_stream, writer = anyio.create_memory_object_stream[SessionMessage](0)
         try:
@@ -118,13 +132,13 @@ class OwnedStdioTransport(StdioTransport):
             self.pid = None
 
     async def _read_stdout(
-        self, process: anyio.abc.Process, reader: anyio.abc.ObjectSendStream[SessionMessage | Exception]
+        self, process: asyncio.subprocess.Process, reader: anyio.abc.ObjectSendStream[SessionMessage | Exception]
     ) -> None:
         assert process.stdout is not None
         buffer = b""
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async with reader:
-                async for chunk in process.stdout:
+                while chunk := await process.stdout.read(_CHUNK):
                     lines = (buffer + chunk).split(b"\n")
                     buffer = lines.pop()
                     for line in lines:
@@ -132,20 +146,22 @@ class OwnedStdioTransport(StdioTransport):
                             await reader.send(_parse(line))
 
     async def _write_stdin(
-        self, process: anyio.abc.Process, writer: anyio.abc.ObjectReceiveStream[SessionMessage]
+        self, process: asyncio.subprocess.Process, writer: anyio.abc.ObjectReceiveStream[SessionMessage]
     ) -> None:
-        assert process.stdin is not None
+        stdin = process.stdin
+        assert stdin is not None
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async with writer:
                 async for message in writer:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())
+                    stdin.write(data.encode())
+                    await stdin.drain()
 
-    async def _read_stderr(self, process: anyio.abc.Process) -> None:
+    async def _read_stderr(self, process: asyncio.subprocess.Process) -> None:
         assert process.stderr is not None
         buffer = b""
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
-            async for chunk in process.stderr:
+        with contextlib.suppress(OSError):
+            while chunk := await process.stderr.read(_CHUNK):
                 lines = (buffer + chunk).split(b"\n")
                 buffer = lines.pop()
                 for line in lines:
@@ -173,11 +189,11 @@ class OwnedStdioTransport(StdioTransport):
             return True
         return False
 
-    async def _stop(self, process: anyio.abc.Process) -> None:
+    async def _stop(self, process: asyncio.subprocess.Process) -> None:
         """Close stdin, then SIGTERM the process group, then SIGKILL it after the grace period."""
         if process.stdin is not None:
-            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await process.stdin.aclose()
+            with contextlib.suppress(OSError):
+                process.stdin.close()
         if not await self.wait_exit(min(_STDIN_GRACE, self.grace)):
             _signal_group(process.pid, signal.SIGTERM)
             if not await self.wait_exit(self.grace):
@@ -186,8 +202,9 @@ class OwnedStdioTransport(StdioTransport):
                     logger.error("MCP server process %d (%s) survived SIGKILL", process.pid, self.command_line)
         else:
             _signal_group(process.pid, signal.SIGKILL)  # the leader has exited: stop what it left behind
+        children.release(process.pid)
         with anyio.move_on_after(self.grace), contextlib.suppress(Exception):
-            await process.aclose()
+            await process.wait()
 
     async def close(self) -> None:
         return None  # nothing outlives a session

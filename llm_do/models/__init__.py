@@ -9,10 +9,11 @@ model = ReplayModel.from_file("session.json")        # then answer from the file
 from .keys import HANDLE_PATTERN, RequestKey, current_chain, request_key
 from .record import RecordingModel
 from .recording import FORMAT_VERSION, RecordedResponse, Recording, RecordingError, ScriptStep
-from .replay import MissingResponse, ReplayModel, UnknownRecordedHandle
+from .replay import AttachmentMismatch, MissingResponse, ReplayModel, UnknownRecordedHandle
 
 __all__ = [
     "FORMAT_VERSION",
+    "AttachmentMismatch",
     "HANDLE_PATTERN",
     "MissingResponse",
     "RecordedResponse",

@@ -3,12 +3,13 @@
 The key is a SHA-256 of canonical JSON made of:
 
 - the entry chain (`CallScope.chain()` of the agent run's `deps`, empty outside llm-do),
-- the names of the tools the agent offers,
+- the names of the tools the agent offers, and of the native tools it sends (web search, ...), if any,
 - every message so far, reduced to what the model reads: prompts, instructions, texts, tool calls
-  (name and arguments) and tool returns (name and content). Timestamps, run and conversation ids,
-  usage, model names and provider details are left out, and each tool call id is replaced by the
-  call's position in the conversation (tool returns are sorted by it), so parallel tool calls and
-  concurrent runs get the same key whatever order they ran in.
+  (name and arguments) and tool returns (name and content). A file in a prompt (an attachment,
+  any `BinaryContent`) counts by its media type, size and SHA-256 digest, never its bytes.
+  Timestamps, run and conversation ids, usage, model names and provider details are left out, and
+  each tool call id is replaced by the call's position in the conversation (tool returns are sorted
+  by it), so parallel tool calls and concurrent runs get the same key whatever order they ran in.
 
 Handles (`txn_1a2b3c4d`, random per run, see `llm_do.Handles`) are replaced by positional
 placeholders (`<handle#1>`, numbered by first appearance in the conversation), so a conversation
@@ -24,11 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai.messages import (
+    BinaryContent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
     SystemPromptPart,
+    TextContent,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -37,6 +40,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestParameters
 
+from ..attachments import METADATA_KEY, AttachmentInfo
 from ..call import current_scope
 
 __all__ = ["HANDLE_PATTERN", "RequestKey", "current_chain", "request_key"]
@@ -64,6 +68,8 @@ class RequestKey:
     """What the request asked, shortened: its last user prompt, or the tool returns it carries."""
     handles: tuple[str, ...] = ()
     """The handles in the conversation, in order of first appearance (`<handle#1>` is the first)."""
+    attachments: tuple[AttachmentInfo, ...] = ()
+    """The attachments the conversation's prompts carry (name, media type, size, digest), in order."""
 
     @property
     def entry(self) -> str | None:
@@ -92,7 +98,9 @@ def request_key(
     handles: dict[str, str] = {}
     normalised = _without_handles([_message(message, ordinals) for message in messages], handles)
     tools = sorted(tool.name for tool in (*params.function_tools, *params.output_tools))
-    payload = {"chain": list(chain), "tools": tools, "messages": normalised}
+    payload: dict[str, Any] = {"chain": list(chain), "tools": tools, "messages": normalised}
+    if params.native_tools:  # absent otherwise, so the keys of requests without native tools stay as they were
+        payload["native_tools"] = sorted(tool.unique_id for tool in params.native_tools)
     digest = hashlib.sha256(_canonical(payload).encode()).hexdigest()
     return RequestKey(
         key=digest,
@@ -101,6 +109,7 @@ def request_key(
         prompt=_latest_prompt(messages),
         asked=_asked(messages),
         handles=tuple(handles),
+        attachments=_attachments(messages),
     )
 
 
@@ -162,7 +171,7 @@ def _request(message: ModelRequest, ordinals: dict[str, int]) -> dict[str, Any]:
     returns: list[tuple[int, dict[str, Any]]] = []
     for part in message.parts:
         if isinstance(part, UserPromptPart):
-            plain.append({"user": _jsonable(part.content)})
+            plain.append({"user": _user_content(part.content)})
         elif isinstance(part, SystemPromptPart):
             plain.append({"system": part.content})
         elif isinstance(part, ToolReturnPart):
@@ -180,6 +189,38 @@ def _request(message: ModelRequest, ordinals: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def _user_content(content: Any) -> Any:
+    """A prompt as the key sees it: files by media type, size and digest, never their bytes."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        return [_user_item(item) for item in content]
+    return _jsonable(content)
+
+
+def _user_item(item: Any) -> Any:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, TextContent) and isinstance(item.metadata, dict) and METADATA_KEY in item.metadata:
+        return {"attachment": item.metadata[METADATA_KEY]}  # its digest stands for its text
+    if isinstance(item, BinaryContent):
+        return {"file": item.media_type, "size": len(item.data), "sha256": hashlib.sha256(item.data).hexdigest()}
+    return _jsonable(item)
+
+
+def _attachments(messages: list[ModelMessage]) -> tuple[AttachmentInfo, ...]:
+    """The attachments of the conversation's prompts, from the descriptions that introduce them."""
+    return tuple(
+        AttachmentInfo(**item.metadata[METADATA_KEY])
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+        for item in part.content
+        if isinstance(item, TextContent) and isinstance(item.metadata, dict) and METADATA_KEY in item.metadata
+    )
+
+
 def _shorten(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
@@ -190,8 +231,16 @@ def _latest_prompt(messages: list[ModelMessage]) -> str | None:
         if isinstance(message, ModelRequest):
             for part in reversed(message.parts):
                 if isinstance(part, UserPromptPart):
-                    return part.content if isinstance(part.content, str) else _canonical(_jsonable(part.content))
+                    return _prompt_text(part.content)
     return None
+
+
+def _prompt_text(content: Any) -> str:
+    """A prompt's text: its text items, without the attachments (which a recording knows by digest)."""
+    if isinstance(content, str):
+        return content
+    texts = [item for item in content if isinstance(item, str)]
+    return "\n\n".join(texts) if texts else _canonical([_user_item(item) for item in content])
 
 
 def _asked(messages: list[ModelMessage]) -> str:

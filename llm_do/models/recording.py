@@ -8,6 +8,10 @@
 An entry with a `key` answers exactly that request (see `llm_do.models.keys`). An entry without one
 is a script step: it answers any request whose entry, latest prompt and request index match the
 fields it sets (a missing field matches anything); the most specific step wins, then the first.
+
+An entry's `attachments` lists the files the request carried: name, media type, size and SHA-256
+digest, never their bytes. A keyed entry's digests are part of its key; a script step that lists
+attachments answers only a request carrying files with the same names and digests.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any, TypeAlias
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
 
+from ..attachments import AttachmentInfo
 from .keys import RequestKey
 
 __all__ = ["FORMAT_VERSION", "RecordedResponse", "Recording", "RecordingError", "ScriptStep"]
@@ -54,11 +59,13 @@ class RecordedResponse:
     """Informational: what the request asked, shortened."""
     handles: tuple[str, ...] = ()
     """The handles of the request this answers, in order of first appearance; replay maps them to the live ones."""
+    attachments: tuple[AttachmentInfo, ...] = ()
+    """The files the request carried (digests, not bytes); a script step with some answers only those files."""
 
     def specificity(self, request: RequestKey) -> int | None:
         """How closely this answers `request` (higher is closer), or `None` when it does not."""
         if self.key is not None:
-            return 4 if self.key == request.key else None
+            return 5 if self.key == request.key else None
         checks = (
             (self.entry, request.entry),
             (self.prompt, request.prompt),
@@ -66,7 +73,23 @@ class RecordedResponse:
         )
         if any(want is not None and want != have for want, have in checks):
             return None
-        return sum(want is not None for want, _ in checks)
+        if self.attachments and _digests(self.attachments) != _digests(request.attachments):
+            return None
+        return sum(want is not None for want, _ in checks) + bool(self.attachments)
+
+    def differs_only_in_attachments(self, request: RequestKey) -> bool:
+        """Whether this answers the same place in the conversation as `request`, with other files."""
+        if not self.attachments or _digests(self.attachments) == _digests(request.attachments):
+            return False
+        if self.key is not None:
+            return (self.chain, self.request_index, self.prompt) == (
+                request.chain,
+                request.request_index,
+                request.prompt,
+            )
+        return all(
+            want is None or want == have for want, have in ((self.entry, request.entry), (self.prompt, request.prompt))
+        ) and self.request_index in (None, request.request_index)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -80,6 +103,8 @@ class RecordedResponse:
             data["chain"] = list(self.chain)
         if self.handles:
             data["handles"] = list(self.handles)
+        if self.attachments:
+            data["attachments"] = [info.to_json() for info in self.attachments]
         data["response"] = ModelMessagesTypeAdapter.dump_python([self.response], mode="json")[0]
         return data
 
@@ -106,7 +131,25 @@ class RecordedResponse:
             chain=tuple(str(name) for name in data.get("chain") or ()),
             asked=_optional_str(data, "asked", where),
             handles=_handles(data, where),
+            attachments=_attachments(data, where),
         )
+
+
+def _digests(attachments: tuple[AttachmentInfo, ...]) -> list[tuple[str, str]]:
+    return [(info.name, info.sha256) for info in attachments]
+
+
+def _attachments(data: dict[str, Any], where: str) -> tuple[AttachmentInfo, ...]:
+    value = data.get("attachments") or []
+    try:
+        return tuple(
+            AttachmentInfo(str(item["name"]), str(item["media_type"]), int(item["size"]), str(item["sha256"]))
+            for item in value
+        )
+    except (TypeError, KeyError, ValueError):
+        raise RecordingError(
+            f"{where}: 'attachments' must be a list of {{name, media_type, size, sha256}} objects, got {value!r:.100}"
+        ) from None
 
 
 @functools.cache
@@ -163,18 +206,33 @@ class Recording:
 
     @classmethod
     def from_script(
-        cls, steps: Iterable[ScriptStep], *, entry: str | None = None, prompt: str | None = None
+        cls,
+        steps: Iterable[ScriptStep],
+        *,
+        entry: str | None = None,
+        prompt: str | None = None,
+        attachments: Iterable[AttachmentInfo] = (),
     ) -> Recording:
-        """A recording whose step i answers request i of an agent run (of `entry`, with `prompt`, when given)."""
-        return cls().add_script(steps, entry=entry, prompt=prompt)
+        """A recording whose step i answers request i of an agent run (of `entry`, with `prompt`, carrying
+        `attachments`, when given)."""
+        return cls().add_script(steps, entry=entry, prompt=prompt, attachments=attachments)
 
     def add_script(
-        self, steps: Iterable[ScriptStep], *, entry: str | None = None, prompt: str | None = None
+        self,
+        steps: Iterable[ScriptStep],
+        *,
+        entry: str | None = None,
+        prompt: str | None = None,
+        attachments: Iterable[AttachmentInfo] = (),
     ) -> Recording:
-        """Add script steps (see `from_script`); returns `self`."""
+        """Add script steps (see `from_script`); returns `self`. With `attachments`, the steps answer only a
+        conversation carrying those files (same names and digests)."""
+        files = tuple(attachments)
         for index, step in enumerate(steps):
             self.responses.append(
-                RecordedResponse(_stored(_response_of(step)), entry=entry, prompt=prompt, request_index=index)
+                RecordedResponse(
+                    _stored(_response_of(step)), entry=entry, prompt=prompt, request_index=index, attachments=files
+                )
             )
         return self
 
@@ -189,6 +247,7 @@ class Recording:
             chain=request.chain,
             asked=request.asked,
             handles=request.handles,
+            attachments=request.attachments,
         )
         self.responses = [item for item in self.responses if item.key != request.key]
         self.responses.append(recorded)

@@ -12,12 +12,13 @@ from typing import Any
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS, AbstractNativeTool
 from pydantic_ai.settings import ModelSettings
 
 from .keys import HANDLE_PATTERN, RequestKey, request_key
 from .recording import RecordedResponse, Recording
 
-__all__ = ["MissingResponse", "ReplayModel", "UnknownRecordedHandle"]
+__all__ = ["AttachmentMismatch", "MissingResponse", "ReplayModel", "UnknownRecordedHandle"]
 
 _HANDLE_OR_PLACEHOLDER = re.compile(rf"{HANDLE_PATTERN.pattern}|<handle#([0-9]+)>")
 
@@ -32,6 +33,30 @@ class MissingResponse(LookupError):
             "The conversation differs from the one recorded (prompt, instructions, tools or tool results "
             "changed). Re-record it by running the same code with "
             f"RecordingModel(<a real model>, {source!r}) as the model."
+        )
+
+
+class AttachmentMismatch(MissingResponse):
+    """The recording answers this request for other files: an attachment changed since it was recorded."""
+
+    def __init__(self, request: RequestKey, source: str, recorded: RecordedResponse) -> None:
+        self.request = request
+        self.recorded = recorded.attachments
+        now = {info.name: info for info in request.attachments}
+        then = {info.name: info for info in recorded.attachments}
+        changes = [
+            f"{name!r} was {then[name].size:,} bytes with sha256 {then[name].sha256[:12]}, now "
+            f"{now[name].size:,} bytes with sha256 {now[name].sha256[:12]}"
+            for name in then
+            if name in now and then[name].sha256 != now[name].sha256
+        ]
+        changes += [f"{name!r} is no longer attached" for name in then if name not in now]
+        changes += [f"{name!r} was not attached when it was recorded" for name in now if name not in then]
+        LookupError.__init__(
+            self,
+            f"{source}: the attachments of {request.describe()} differ from the recorded ones: "
+            f"{'; '.join(changes)}. Replay answers only the files it recorded: restore them, or re-record "
+            f"with RecordingModel(<a real model>, {source!r}).",
         )
 
 
@@ -119,11 +144,19 @@ class ReplayModel(Model):
     def system(self) -> str:
         return "replay"
 
+    @classmethod
+    def supported_native_tools(cls) -> frozenset[type[AbstractNativeTool]]:
+        """Every native tool: a replay answers with what the recorded model answered, native tool parts included."""
+        return SUPPORTED_NATIVE_TOOLS
+
     def answer(self, messages: list[ModelMessage], params: ModelRequestParameters) -> ModelResponse:
         """The recorded response to this request, with fresh deterministic tool call ids and the live handles."""
         request = request_key(messages, params)
         found = self.recording.find(request)
         if found is None:
+            other = next((item for item in self.recording.responses if item.differs_only_in_attachments(request)), None)
+            if other is not None:
+                raise AttachmentMismatch(request, self.source, other)
             raise MissingResponse(request, self.source)
         handles = _HandleMap(found, request, self.source)
         parts = [

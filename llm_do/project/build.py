@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -17,10 +17,11 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from ..approval import Approver
+from ..attachments import Attachment
 from ..call import CallScope, Entry
 from ..entries import AgentEntry, entry_toolset
 from ..errors import ConfigurationError
-from ..policy import ToolPolicy
+from ..policy import PolicySettings, ToolPolicy
 from ..run import RunResult
 from ..runtime import Runtime
 from ..scopes import Scope, ToolsetSpec
@@ -30,6 +31,7 @@ from .layout import ProjectLayout, discover_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
 from .models import matches_any, model_id, model_problem, resolve_model
 from .modules import ProjectModules, load_modules
+from .native import is_native_tool, native_capabilities, native_policy_problem, worker_native_problems
 from .problems import Problem, ProjectError, raise_if_any
 from .worker import WorkerSpec, check_worker_file
 
@@ -57,9 +59,15 @@ class Project:
     mcp_specs: Mapping[str, ToolsetSpec] = field(default_factory=dict, repr=False)
 
     async def run(
-        self, entry: str | None = None, input_data: Any = None, *, message_history: list[ModelMessage] | None = None
+        self,
+        entry: str | None = None,
+        input_data: Any = None,
+        *,
+        message_history: list[ModelMessage] | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> RunResult:
-        """Run `entry` (default: the project's default entry) on `input_data` (default: its default input)."""
+        """Run `entry` (default: the project's default entry) on `input_data` (default: its default input),
+        handing it `attachments` (see `Runtime.run`)."""
         name = entry or self.default_entry
         if name is None:
             raise ConfigurationError(
@@ -70,7 +78,7 @@ class Project:
             if self.default_input is None:
                 raise ConfigurationError(f"no input for entry {name!r}: give one, or set input = ... in project.toml")
             input_data = self.default_input
-        return await self.runtime.run(name, input_data, message_history=message_history)
+        return await self.runtime.run(name, input_data, message_history=message_history, attachments=attachments)
 
     async def aclose(self) -> None:
         """Close the runtime (its global toolsets and resources)."""
@@ -134,6 +142,10 @@ class _Builder:
         self.problems: list[Problem] = []
         self.toolsets: dict[str, ToolsetSpec] = {}
         self.policies: dict[str, ToolPolicy] = {}
+        self.overrides: dict[str, PolicySettings] = {}
+        """Policy overrides of the toolset names workers' `approvals:` make (`toolset@worker`)."""
+        self.broken_servers: set[str] = set()
+        """Names of MCP servers declared wrong (reported once, where they are declared)."""
         self.agents: dict[str, AgentEntry] = {}
         self.models_required = True
         self.models_installed = False
@@ -147,6 +159,8 @@ class _Builder:
             self._raise()
         assert container is not None
         config = self.config if self.config is not None else self._runtime_config(container)
+        if self.config is not None and self.config.project_root == Path("."):  # attachments: the project's files
+            config = replace(self.config, project_root=_project_root(container, self.root))
         settings = _settings_of(container)
         fallback = self.model if self.model is not None else config.model if config is not None else None
         self.toolsets = {name: spec for name, (spec, _) in modules.toolsets.items()}
@@ -157,7 +171,7 @@ class _Builder:
         self.problems.extend(problems)
         self.toolsets.update(mcp_specs)
         workers = {name: _with_servers(spec, servers) for name, spec in workers.items()}
-        known = {*providers, *modules.toolsets, *workers, *modules.entries, *servers}
+        known = {*providers, *modules.toolsets, *workers, *modules.entries, *servers, *self.broken_servers}
         for spec in workers.values():
             self._worker(spec, known, modules, container, providers, fallback, settings, config)
         entries: dict[str, Entry] = {**self.agents, **{name: e for name, (e, _) in modules.entries.items()}}
@@ -165,6 +179,8 @@ class _Builder:
         if self.problems or config is None:
             self._raise()
         assert config is not None
+        if self.overrides:
+            config = replace(config, approval_policies={**config.approval_policies, **self.overrides})
         try:
             runtime = Runtime(
                 container,
@@ -193,7 +209,8 @@ class _Builder:
         raise_if_any(self.problems)
 
     def _mcp_servers(self, workers: Mapping[str, WorkerSpec], taken: set[str]) -> dict[str, Declared]:
-        """The MCP servers of `project.toml` and of the workers' frontmatter; each name a new toolset name."""
+        """The MCP servers of `project.toml` and of the workers' frontmatter; each name a new toolset name.
+        The names of servers declared wrong go to `broken_servers`, so that naming them is no second problem."""
         layout = self.layout
         servers, problems = declared_servers(
             self.root, layout.mcp_servers, layout.mcp_config, layout.config_file, layout.line_of
@@ -209,14 +226,15 @@ class _Builder:
             self.problems.extend(problems)
             for name, declared in found.items():
                 if name in servers:
-                    where = servers[name].file.name
+                    first = servers[name]
+                    where = f" in {first.file.name}" if first is not None else ""
                     self.problems.append(
-                        spec.problem(f"MCP server {name!r} is also declared in {where}; declare it once", "mcp_servers")
+                        spec.problem(f"MCP server {name!r} is also declared{where}; declare it once", "mcp_servers")
                     )
                     continue
                 servers[name] = declared
         for name, declared in servers.items():
-            if name in taken:
+            if name in taken and declared is not None:
                 self.problems.append(
                     Problem(
                         declared.file,
@@ -224,7 +242,8 @@ class _Builder:
                         f"MCP server {name!r} has the name of another toolset or entry of the project; rename it",
                     )
                 )
-        return servers
+        self.broken_servers = {name for name, declared in servers.items() if declared is None}
+        return {name: declared for name, declared in servers.items() if declared is not None}
 
     # -- parts -------------------------------------------------------------------
 
@@ -337,6 +356,9 @@ class _Builder:
         model = self._model(spec, fallback, settings)
         names = list(spec.toolsets)
         for toolset, override in spec.approvals.items():
+            if toolset not in spec.toolsets and is_native_tool(toolset, spec.native_tools, known):
+                self.problems.append(native_policy_problem(toolset, spec.problem))
+                continue
             if toolset not in spec.toolsets:
                 self.problems.append(
                     spec.problem(
@@ -347,7 +369,7 @@ class _Builder:
                     )
                 )
                 continue
-            if toolset not in known:
+            if toolset not in known or toolset in self.broken_servers:
                 continue
             original = self._spec_of(toolset, providers, modules)
             tools = known_tool_names(original.provides) if original is not None else None
@@ -368,9 +390,15 @@ class _Builder:
             alias = f"{toolset}@{spec.name}"
             names[names.index(toolset)] = alias
             self.toolsets[alias] = original
-            base = _declared_policy(container, toolset, original).overridden(override)
+            # The worker's approvals are an override, like the settings' (which still win): laid over the
+            # toolset's declared policy, or over its tools' MCP annotations when it has none.
             operator = config.approval_policies.get(toolset) if config is not None else None
-            self.policies[alias] = base.overridden(operator) if operator is not None else base
+            self.overrides[alias] = override.overridden(operator) if operator is not None else override
+            declared = _declared_policy(container, toolset, original)
+            if declared is not None:
+                self.policies[alias] = declared
+        capabilities, problems = native_capabilities(spec.native_tools, spec.problem)
+        self.problems.extend(problems)
         if len(self.problems) > count or (model is None and (self.models_required or spec.model is not None)):
             return
         agent: Agent[CallScope, Any] = Agent(
@@ -380,14 +408,17 @@ class _Builder:
             model_settings=dict(spec.model_settings) or None,  # type: ignore[arg-type]
             name=spec.name,
             deps_type=CallScope,
+            capabilities=capabilities,
         )
+        if model is not None:
+            self.problems.extend(worker_native_problems(spec.name, agent, model, spec.problem))
         self.agents[spec.name] = AgentEntry(
             agent, name=spec.name, toolsets=names, schema_in=schema_in, description=spec.description
         )
 
     def _spec_of(self, name: str, providers: Mapping[str, Any], modules: ProjectModules) -> ToolsetSpec | None:
-        if name in modules.toolsets:
-            return modules.toolsets[name][0]
+        if name in self.toolsets:  # a project module's toolset or an MCP server
+            return self.toolsets[name]
         if name in providers:
             try:
                 return ToolsetSpec.from_provider(providers[name])
@@ -493,8 +524,15 @@ def _settings_of(container: containers.DeclarativeContainer) -> Mapping[str, Any
     return values if isinstance(values, Mapping) else {}
 
 
-def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy:
-    """The policy a toolset name has before a worker's overrides: the container's, else its class default."""
+def _project_root(container: containers.DeclarativeContainer, root: Path) -> Path:
+    """The container's project root (the project directory unless LLM_DO_PROJECT_ROOT says otherwise)."""
+    config = getattr(container, "config", None)
+    value = config.get("project_root") if config is not None else None
+    return Path(value) if isinstance(value, str | Path) else root
+
+
+def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy | None:
+    """The policy declared for a toolset name: the container's, else its class default; None when there is none."""
     provider = container.providers.get("approval_policies")
     declared = provider() if provider is not None else None
     if isinstance(declared, Mapping) and isinstance(declared.get(name), ToolPolicy):
@@ -502,4 +540,4 @@ def _declared_policy(container: containers.DeclarativeContainer, name: str, spec
         return policy
     provides = spec.provides if isinstance(spec.provides, type) or spec.provides is None else type(spec.provides)
     default = getattr(provides, "default_policy", None)
-    return default if isinstance(default, ToolPolicy) else ToolPolicy()
+    return default if isinstance(default, ToolPolicy) else None

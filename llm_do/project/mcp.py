@@ -4,11 +4,15 @@ Claude Desktop, Cursor and others). Each server is a toolset name; its scope is 
 
 Values of `env` and `headers` may name an environment variable (`${NAME}`, `${NAME:-default}`) or a
 setting of the project's container (`${settings.NAME}`); they are kept as `SecretStr` and never printed.
+`tool_prefix` renames a server's tools for the model (and for policies); `roots` are the directories the
+server is offered (MCP roots), inside the project unless `allow_roots_outside_project`.
 fastmcp is imported only when a server is built.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import json
 import re
 import sys
@@ -18,15 +22,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_ai.toolsets import WrapperToolset
 
+from ..mcp_roots import RootRefused, check_root
 from ..scopes import Scope, ToolsetSpec
 from .problems import Problem
 
-__all__ = ["McpServerDecl", "ServerProbe", "declared_servers", "mcp_toolset_specs", "probe_servers"]
+__all__ = ["McpServerDecl", "ProbedTool", "ServerProbe", "declared_servers", "mcp_toolset_specs", "probe_servers"]
 
 _SCOPES: dict[str, Scope] = {"global": Scope.GLOBAL, "per_run": Scope.PER_RUN, "per_call": Scope.PER_CALL}
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][\w.]*)(:-([^}]*))?\}")
-_JSON_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "scope", "startup_timeout"})
+_ROOTS_ADVICE = "move it into the project, or set allow_roots_outside_project = true"
 
 
 class McpServerDecl(BaseModel):
@@ -46,6 +52,12 @@ class McpServerDecl(BaseModel):
     headers: dict[str, SecretStr] = {}
     scope: Literal["global", "per_run", "per_call"] = "global"
     startup_timeout: float = Field(default=30.0, gt=0)
+    tool_prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
+    """The model sees tool `T` as `PREFIX_T`, and so do policies, approvals and `llm-do list`."""
+    roots: list[str] = []
+    """Directories the server may work in (MCP roots), relative to the project directory."""
+    allow_roots_outside_project: bool = False
+    """Whether a root may resolve outside the project directory."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerDecl:
@@ -78,12 +90,13 @@ def parse_servers(
     *,
     lenient: bool = False,
     line_of: Callable[[str], int | None] | None = None,
-) -> tuple[dict[str, Declared], list[Problem]]:
+) -> tuple[dict[str, Declared | None], list[Problem]]:
     """Servers of one `mcp_servers` table (or `mcpServers` object); `lenient` drops keys other clients use.
-    `line_of(name)` gives the line of a server's own declaration, when known."""
+    `line_of(name)` gives the line of a server's own declaration, when known. A server declared wrong is
+    None, its problems reported: its name is still taken."""
     if not isinstance(raw, Mapping):
         return {}, [Problem(file, line, f"mcp_servers must map server names to tables, got {raw!r}")]
-    found: dict[str, Declared] = {}
+    found: dict[str, Declared | None] = {}
     problems: list[Problem] = []
     for name, values in raw.items():
         if not isinstance(name, str) or not re.match(r"^[A-Za-z_][\w-]*$", name):
@@ -91,23 +104,34 @@ def parse_servers(
             continue
         line = (line_of(name) if line_of is not None else None) or line
         if lenient and isinstance(values, Mapping):
-            values = {key: value for key, value in values.items() if key in _JSON_KEYS}
+            values = {key: value for key, value in values.items() if key in McpServerDecl.model_fields}
         try:
             found[name] = Declared(McpServerDecl.model_validate(values), file, line)
         except ValidationError as error:
-            for item in error.errors():
-                where = ".".join(str(part) for part in item["loc"])
-                message = str(item["msg"]).removeprefix("Value error, ")
-                problems.append(Problem(file, line, f"MCP server {name!r}{': ' + where if where else ''}: {message}"))
+            problems.extend(Problem(file, line, f"MCP server {name!r}: {_explained(item)}") for item in error.errors())
+            found[name] = None
     return found, problems
+
+
+def _explained(item: Any) -> str:
+    """One validation error of a server declaration; an unknown key is named with the keys there are."""
+    where = ".".join(str(part) for part in item["loc"])
+    if item["type"] == "extra_forbidden" and len(item["loc"]) == 1:
+        keys = list(McpServerDecl.model_fields)
+        close = difflib.get_close_matches(where, keys, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown key {where!r}{hint}; the keys are {', '.join(keys)}"
+    message = str(item["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 def declared_servers(
     root: Path, table: Any, config_files: Any, file: Path | None, line_of: Callable[[str], int | None]
-) -> tuple[dict[str, Declared], list[Problem]]:
-    """The servers of `project.toml`: its `[mcp_servers]` table and the `mcp_config` JSON files it names."""
+) -> tuple[dict[str, Declared | None], list[Problem]]:
+    """The servers of `project.toml`: its `[mcp_servers]` table and the `mcp_config` JSON files it names
+    (None for a server declared wrong)."""
     where = file or root
-    servers: dict[str, Declared] = {}
+    servers: dict[str, Declared | None] = {}
     problems: list[Problem] = []
     if table is not None:
         text = file.read_text(encoding="utf-8") if file is not None else ""
@@ -125,14 +149,17 @@ def declared_servers(
     for name in config_files:
         path = root / name
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            data = json.loads(text)
         except (OSError, ValueError) as error:
             problems.append(Problem(path, None, f"cannot read this MCP config: {error}"))
             continue
         if not isinstance(data, Mapping) or "mcpServers" not in data:
             problems.append(Problem(path, None, 'an MCP config is a JSON object with "mcpServers": {NAME: {...}}'))
             continue
-        found, more = parse_servers(data["mcpServers"], path, None, lenient=True)
+        found, more = parse_servers(
+            data["mcpServers"], path, None, lenient=True, line_of=functools.partial(_json_line, text)
+        )
         problems.extend(more)
         for server, declared in found.items():
             if server in servers:
@@ -151,44 +178,85 @@ def _table_line(text: str, name: str) -> int | None:
     return None
 
 
+def _json_line(text: str, name: str) -> int | None:
+    """The line of the key `"NAME":` in a JSON text."""
+    match = re.search(rf'"{re.escape(name)}"\s*:', text)
+    return None if match is None else text.count("\n", 0, match.start()) + 1
+
+
+def _line_after(file: Path, line: int | None, needle: str) -> int | None:
+    """The line where `needle` first occurs in `file` from line `line` on (else `line`)."""
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
+    except OSError:
+        return line
+    first = (line or 1) - 1
+    for number, text in enumerate(lines[first:], start=first + 1):
+        if needle in text:
+            return number
+    return line
+
+
 def mcp_toolset_specs(
     servers: Mapping[str, Declared], root: Path, settings: Mapping[str, Any]
 ) -> tuple[dict[str, ToolsetSpec], list[Problem]]:
-    """A toolset spec per server (with the server's scope), its `${...}` values resolved now."""
+    """A toolset spec per server (with the server's scope), its `${...}` values resolved and its roots
+    checked now: every unset variable and every refused root is a problem at its own line."""
     specs: dict[str, ToolsetSpec] = {}
     problems: list[Problem] = []
     for name, declared in servers.items():
-        decl = declared.decl
-        try:
-            env = {key: _resolve(value, settings) for key, value in decl.env.items()}
-            headers = {key: _resolve(value, settings) for key, value in decl.headers.items()}
-        except LookupError as error:
-            problems.append(Problem(declared.file, declared.line, f"MCP server {name!r}: {error}"))
-            continue
-        if decl.cwd is not None and not (root / decl.cwd).is_dir():
-            problems.append(
-                Problem(
-                    declared.file,
-                    declared.line,
-                    f"MCP server {name!r}: cwd {decl.cwd!r} is not a directory of the project",
-                )
-            )
-            continue
-        build = _builder(name, decl, env, headers, root)
-        scope = _SCOPES[decl.scope]
-        specs[name] = ToolsetSpec(_once(build) if scope is Scope.GLOBAL else build, scope)
+        spec, found = _server_spec(name, declared, root, settings)
+        problems.extend(found)
+        if spec is not None:
+            specs[name] = spec
     return specs, problems
 
 
+def _server_spec(
+    name: str, declared: Declared, root: Path, settings: Mapping[str, Any]
+) -> tuple[ToolsetSpec | None, list[Problem]]:
+    decl = declared.decl
+    problems: list[Problem] = []
+
+    def problem(message: str, needle: str) -> None:
+        line = _line_after(declared.file, declared.line, needle)
+        problems.append(Problem(declared.file, line, f"MCP server {name!r}: {message}"))
+
+    env = {key: _resolve(value, settings, problem) for key, value in decl.env.items()}
+    headers = {key: _resolve(value, settings, problem) for key, value in decl.headers.items()}
+    if decl.cwd is not None and not (root / decl.cwd).is_dir():
+        problem(f"cwd {decl.cwd!r} is not a directory of the project", decl.cwd)
+    roots: list[str] = []
+    for path in decl.roots:
+        try:
+            found = check_root(root, path, allow_outside=decl.allow_roots_outside_project, advice=_ROOTS_ADVICE)
+        except RootRefused as error:
+            problem(str(error), path)
+        else:
+            roots.append(found.as_uri())
+    if problems:
+        return None, problems
+    build = _builder(name, decl, env, headers, root, roots)
+    scope = _SCOPES[decl.scope]
+    return ToolsetSpec(_once(build) if scope is Scope.GLOBAL else build, scope), []
+
+
 def _builder(
-    name: str, decl: McpServerDecl, env: dict[str, SecretStr], headers: dict[str, SecretStr], root: Path
+    name: str,
+    decl: McpServerDecl,
+    env: dict[str, SecretStr],
+    headers: dict[str, SecretStr],
+    root: Path,
+    roots: list[str],
 ) -> Callable[[], Any]:
     def build() -> Any:
         from pydantic_ai.mcp import MCPToolset
 
         from ..mcp import McpOptions, McpServer, OwnedStdioTransport
+        from ..mcp.logs import server_log_handler
 
         options = McpOptions(startup_timeout=decl.startup_timeout)
+        logs = server_log_handler(name)
         if decl.command is not None:
             command = sys.executable if decl.command in ("python", "python3") else decl.command
             transport = OwnedStdioTransport(
@@ -198,12 +266,13 @@ def _builder(
                 cwd=str(root / decl.cwd) if decl.cwd else str(root),
                 grace=options.stop_grace,
             )
-            toolset: MCPToolset[Any] = MCPToolset(transport, id=name)
+            toolset: MCPToolset[Any] = MCPToolset(transport, id=name, roots=roots or None, log_handler=logs)
         else:
             assert decl.url is not None
             shown = {key: value.get_secret_value() for key, value in headers.items()} or None
-            toolset = MCPToolset(decl.url, id=name, headers=shown)
-        return McpServer(toolset, name=name, options=options)
+            toolset = MCPToolset(decl.url, id=name, headers=shown, roots=roots or None, log_handler=logs)
+        server = McpServer(toolset, name=name, options=options)
+        return server.prefixed(decl.tool_prefix) if decl.tool_prefix else server  # pydantic-ai's PrefixedToolset
 
     return build
 
@@ -219,7 +288,8 @@ def _once(build: Callable[[], Any]) -> Callable[[], Any]:
     return once
 
 
-def _resolve(value: SecretStr, settings: Mapping[str, Any]) -> SecretStr:
+def _resolve(value: SecretStr, settings: Mapping[str, Any], problem: Callable[[str, str], None]) -> SecretStr:
+    """`value` with its `${...}` references replaced; each that cannot be is reported to `problem`."""
     import os
 
     def replace(match: re.Match[str]) -> str:
@@ -227,29 +297,43 @@ def _resolve(value: SecretStr, settings: Mapping[str, Any]) -> SecretStr:
         if key.startswith("settings."):
             field = key.removeprefix("settings.")
             if field not in settings or settings[field] is None:
-                raise LookupError(f"${{{key}}} names a setting the project's container does not have (or has unset)")
+                problem(f"${{{key}}} names a setting the project's container does not have (or has unset)", match[0])
+                return ""
             found = settings[field]
             return found.get_secret_value() if isinstance(found, SecretStr) else str(found)
         if key in os.environ:
             return os.environ[key]
         if match.group(2) is not None:
             return default or ""
-        raise LookupError(
-            f"${{{key}}} names an environment variable that is not set; set it or give ${{{key}:-default}}"
+        problem(
+            f"${{{key}}} names an environment variable that is not set; set it or give ${{{key}:-default}}", match[0]
         )
+        return ""
 
     return SecretStr(_REFERENCE.sub(replace, value.get_secret_value()))
 
 
 @dataclass(frozen=True, slots=True)
+class ProbedTool:
+    """One tool of a started server, named as the model sees it (with the server's `tool_prefix`)."""
+
+    name: str
+    read_only: bool
+    """Annotated `readOnlyHint`."""
+    annotations: Mapping[str, Any]
+    """Its MCP annotations (`readOnlyHint`, `destructiveHint`, ...), those it sets only."""
+
+
+@dataclass(frozen=True, slots=True)
 class ServerProbe:
-    """What starting a declared server once found: its tools (name, read-only) or the error."""
+    """What starting a declared server once found: its tools or the error."""
 
     name: str
     scope: str
     target: str
-    tools: tuple[tuple[str, bool], ...] = ()
+    tools: tuple[ProbedTool, ...] = ()
     error: str | None = None
+    tool_prefix: str | None = None
 
 
 async def probe_servers(specs: Mapping[str, ToolsetSpec], servers: Mapping[str, Declared]) -> list[ServerProbe]:
@@ -263,24 +347,22 @@ async def probe_servers(specs: Mapping[str, ToolsetSpec], servers: Mapping[str, 
         spec = specs.get(name)
         if spec is None:
             continue
-        server = spec.factory()
+        made = spec.factory()
+        server = made.wrapped if isinstance(made, WrapperToolset) else made  # a prefix's PrefixedToolset
         assert isinstance(server, McpServer)
         decl = declared.decl
+        prefix = decl.tool_prefix
         try:
             async with server:
                 await server.connection()
                 tools = await server.toolset.list_tools()
         except McpServerError as error:
-            probes.append(ServerProbe(name, decl.scope, decl.target, error=str(error)))
+            probes.append(ServerProbe(name, decl.scope, decl.target, error=str(error), tool_prefix=prefix))
             continue
-        marks = tuple(
-            (tool.name, bool(tool.annotations is not None and tool.annotations.read_only_hint is True))
-            for tool in tools
-        )
-        probes.append(ServerProbe(name, decl.scope, decl.target, marks))
+        found = []
+        for tool in tools:
+            annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+            shown = f"{prefix}_{tool.name}" if prefix else tool.name  # as pydantic-ai's PrefixedToolset names it
+            found.append(ProbedTool(shown, annotations.get("readOnlyHint") is True, annotations))
+        probes.append(ServerProbe(name, decl.scope, decl.target, tuple(found), tool_prefix=prefix))
     return probes
-
-
-def _read_only(tool: Any) -> bool:
-    annotations = getattr(tool, "annotations", None)
-    return annotations is not None and getattr(annotations, "read_only_hint", None) is True

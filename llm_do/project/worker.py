@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_ai.settings import ModelSettings
 
 from ..policy import PolicySettings
+from .native import NativeOptions, parse_native_tools
 from .problems import Problem, ProjectError
 
 __all__ = ["FIELDS", "WorkerSpec", "check_worker", "check_worker_file", "parse_worker", "read_worker"]
@@ -38,6 +39,8 @@ FIELDS: dict[str, str] = {
     "model_settings": "pydantic-ai model settings, like {temperature: 0.2}",
     "approvals": "approval overrides per toolset, like {shell: {default: ask}, sql: {tools: {commit: allow}}}",
     "mcp_servers": "MCP servers this worker uses, by toolset name: {NAME: {command: ..., args: [...]}} or {url: ...}",
+    "native_tools": "the model provider's own tools: [web_search, web_fetch, code_execution, image_generation], "
+    "or a mapping of them to options",
 }
 """Every frontmatter key a worker file may use, and what it is for."""
 
@@ -72,6 +75,8 @@ class WorkerSpec:
     approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
     mcp_servers: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """MCP server declarations by toolset name, as written (checked when the project is built)."""
+    native_tools: Mapping[str, NativeOptions] = field(default_factory=dict, hash=False)
+    """The provider's own tools this worker's agent sends, by name, with their options (see `project.native`)."""
     lines: Mapping[Loc, int] = field(default_factory=dict, hash=False, repr=False)
     invalid: frozenset[str] = frozenset()
     """Keys whose values were wrong (each reported as a problem), left at their defaults here."""
@@ -102,6 +107,7 @@ class _Frontmatter(BaseModel):
     model_settings: dict[str, Any] = {}
     approvals: dict[str, PolicySettings] = {}
     mcp_servers: dict[str, Any] = {}
+    native_tools: Any = None  # checked by parse_native_tools, with the line of each name and option
 
     @field_validator("name")
     @classmethod
@@ -227,7 +233,10 @@ def check_worker(text: str, *, file: Path) -> tuple[WorkerSpec | None, list[Prob
                 "a model given at run time must match",
             )
         )
+    native_tools, native_problems = parse_native_tools(values.get("native_tools"), file, where)
+    problems.extend(native_problems)
     wrong = {str(problem_key) for problem_key in values if problem_key not in FIELDS} | set(wrong_keys)
+    wrong |= {"native_tools"} if native_problems else set()
     if front_matter is None:
         return None, problems
     return WorkerSpec(
@@ -243,6 +252,7 @@ def check_worker(text: str, *, file: Path) -> tuple[WorkerSpec | None, list[Prob
         model_settings=dict(front_matter.model_settings),
         approvals=dict(front_matter.approvals),
         mcp_servers=dict(front_matter.mcp_servers),
+        native_tools=native_tools,
         lines=where,
         invalid=frozenset(wrong),
     ), problems

@@ -147,7 +147,13 @@ def _holders(obj: object, ignore: set[int], limit: int = 3) -> str:
             seen.append(_holder(holder, obj, ignore))
     if in_context:
         seen[:0] = _context_holders(obj, limit)
-    return ", ".join(seen) or "nothing visible to gc"
+    return ", ".join(seen) or f"nothing visible to gc ({_UNSEEN})"
+
+
+_UNSEEN = (
+    "which does not see the locals of functions running in threads, objects frozen by gc.freeze(), "
+    "or a holder that let go of it while this report was made"
+)
 
 
 def _context_holders(obj: object, limit: int) -> list[str]:

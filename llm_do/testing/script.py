@@ -69,12 +69,16 @@ class Turn:
 
     @property
     def prompt(self) -> str:
-        """The conversation's first text prompt."""
+        """The conversation's first text prompt (of a prompt with attachments, its first text)."""
         for message in self.messages:
             if isinstance(message, ModelRequest):
                 for part in message.parts:
-                    if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                        return part.content
+                    if isinstance(part, UserPromptPart):
+                        if isinstance(part.content, str):
+                            return part.content
+                        texts = [item for item in part.content if isinstance(item, str)]
+                        if texts:
+                            return texts[0]
         return ""
 
     @property

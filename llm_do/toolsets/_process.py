@@ -3,8 +3,9 @@
 The program starts a new session (`start_new_session=True`), so it and every process it forks share
 one process group whose id is its pid. Whenever the run ends (the program exited, the timeout
 passed, or the awaiting task was cancelled) the group gets SIGTERM, then SIGKILL after a short
-grace if anything in it is still alive, so no child or grandchild outlives the run. A process that
-leaves the group on purpose (`setsid`, `setpgid`) is out of reach.
+grace if anything in it is still alive, so no child or grandchild outlives the run. If llm-do itself
+is killed meanwhile, `llm_do.children` ends the group. A process that leaves the group on purpose
+(`setsid`, `setpgid`) is out of reach.
 
 We use `loop.subprocess_exec` (what `asyncio.create_subprocess_exec` is built on) with our own
 protocol: it reports the program's exit as soon as it happens, while `Process.wait()` also waits
@@ -19,6 +20,8 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .. import children
 
 __all__ = ["Completed", "run_in_process_group"]
 
@@ -103,7 +106,7 @@ async def run_in_process_group(
             stderr=asyncio.subprocess.PIPE,
             cwd=cwd,
             env=dict(env),
-            start_new_session=True,
+            **children.spawn_options(kill_grace),  # its own process group, which cannot outlive llm-do
         )
     )
     try:
@@ -111,7 +114,11 @@ async def run_in_process_group(
     except asyncio.CancelledError:
         await _end_spawned(spawning, kill_grace)  # the program may already run: end it before giving up
         raise
+    except BaseException:
+        children.spawn_failed()
+        raise
     group = transport.get_pid()
+    children.guard(group, kill_grace)
     try:
         timed_out = not await _within(collector.exited, time_limit)
         await end_process_group(group, kill_grace)
@@ -121,6 +128,7 @@ async def run_in_process_group(
         await end_process_group(group, kill_grace)
         raise
     finally:
+        children.release(group)
         transport.close()
     out, err = collector.streams[1], collector.streams[2]
     return Completed(
@@ -141,18 +149,22 @@ async def _end_spawned(spawning: asyncio.Future[tuple[asyncio.SubprocessTranspor
         spawning.add_done_callback(_kill_when_spawned)  # cancelled again: no grace, but no orphan
         raise
     except Exception:
+        children.spawn_failed()
         return  # it failed to start
     try:
         await end_process_group(transport.get_pid(), grace)
     finally:
+        children.release(transport.get_pid())
         transport.close()
 
 
 def _kill_when_spawned(spawning: asyncio.Future[tuple[asyncio.SubprocessTransport, _Collector]]) -> None:
     if spawning.cancelled() or spawning.exception() is not None:
+        children.spawn_failed()
         return
     transport, _ = spawning.result()
     _signal(transport.get_pid(), signal.SIGKILL)
+    children.release(transport.get_pid())
     transport.close()
 
 

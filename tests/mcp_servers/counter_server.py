@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from mcp_types import ToolAnnotations
 
 server = FastMCP("counter")
@@ -58,6 +58,13 @@ async def wait(seconds: float, marker: str = "") -> str:
         Path(marker).touch()  # noqa: ASYNC240 - a test server, one tiny file
     await asyncio.sleep(seconds)
     return f"waited {seconds}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def say(message: str, level: str, ctx: Context) -> str:
+    """Send `message` to the client as a log notification at `level` (debug, info, ..., alert, emergency)."""
+    await ctx.log(message, level=level, logger_name="counter")
+    return "said"
 
 
 if __name__ == "__main__":
