@@ -1,8 +1,9 @@
 """llm-do: a dependency-injection container for LLM agent resources.
 
-Resources are declared in dependency-injector containers with one of three scopes (global,
-per run, per call); a `Runtime` runs pydantic-ai agents with fresh per-call toolsets and
-tears down everything a call or run opened, on success, error and cancellation.
+Resources are declared in dependency-injector containers with one of four scopes (global,
+per session, per run, per call); a `Runtime` runs pydantic-ai agents with fresh per-call
+toolsets and tears down everything a call, run or session opened, on success, error and
+cancellation.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ if TYPE_CHECKING:
         UnknownHandle,
     )
     from .handles import Handles, open_handles
+    from .history import HistoryStore, InMemoryHistoryStore
+    from .history_postgres import PostgresHistoryStore
     from .loading import CapturablePerRunWarning
     from .policy import Decision, PolicySettings, Rule, ToolPolicy, Verdict
     from .run import CallRecord, LogEntry, RunReport, RunResult, RunState, run_report
-    from .runlocal import RunLocalSingleton
+    from .runlocal import RunLocalSingleton, SessionLocalSingleton
     from .runtime import Runtime
     from .scopes import Scope, ToolsetSpec
+    from .session import Session, SessionBusy, SessionError
     from .settings import AttachmentSettings, LlmDoSettings, RuntimeConfig, reveal
     from .toolset import Toolset, tool
     from .tracing import continue_trace, current_traceparent, inject_trace_context
@@ -58,12 +62,15 @@ __all__ = [
     "Entry",
     "FunctionEntry",
     "Handles",
+    "HistoryStore",
+    "InMemoryHistoryStore",
     "InvalidSettings",
     "LlmDoError",
     "LlmDoSettings",
     "LogEntry",
     "MaxDepthExceeded",
     "PolicySettings",
+    "PostgresHistoryStore",
     "Rule",
     "RunLocalSingleton",
     "RunReport",
@@ -73,6 +80,10 @@ __all__ = [
     "RuntimeConfig",
     "Scope",
     "ScopeError",
+    "Session",
+    "SessionBusy",
+    "SessionError",
+    "SessionLocalSingleton",
     "ToolPolicy",
     "Toolset",
     "ToolsetError",
@@ -109,12 +120,15 @@ _MODULES: dict[str, str] = {
     "Entry": "entries",
     "FunctionEntry": "entries",
     "Handles": "handles",
+    "HistoryStore": "history",
+    "InMemoryHistoryStore": "history",
     "InvalidSettings": "errors",
     "LlmDoError": "errors",
     "LlmDoSettings": "settings",
     "LogEntry": "run",
     "MaxDepthExceeded": "errors",
     "PolicySettings": "policy",
+    "PostgresHistoryStore": "history_postgres",
     "Rule": "policy",
     "RunLocalSingleton": "runlocal",
     "RunReport": "run",
@@ -124,6 +138,10 @@ _MODULES: dict[str, str] = {
     "RuntimeConfig": "settings",
     "Scope": "scopes",
     "ScopeError": "errors",
+    "Session": "session",
+    "SessionBusy": "session",
+    "SessionError": "session",
+    "SessionLocalSingleton": "runlocal",
     "ToolPolicy": "policy",
     "Toolset": "toolset",
     "ToolsetError": "errors",

@@ -24,7 +24,7 @@ from .owned import owning
 from .owner import ScopeOwner
 from .policy import ToolPolicy
 from .run import RunState
-from .runlocal import RunLocalSingleton
+from .runlocal import RunLocalSingleton, SessionLocalSingleton
 from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, built
 from .settings import RuntimeConfig
 from .toolset import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
@@ -71,6 +71,8 @@ class Loaded:
         self.run_state: providers.Provider[Any] | None = None
         self.per_run: tuple[tuple[str, providers.Provider[Any]], ...] = ()
         """(name, provider) of every per-run provider but `run_state`, resolved at each run's start."""
+        self.per_session: tuple[tuple[str, providers.Provider[Any]], ...] = ()
+        """(name, provider) of every `SessionLocalSingleton`, resolved when a session's first run starts."""
         self.context_locals: tuple[providers.Provider[Any], ...] = ()
         """Plain `ContextLocalSingleton`s: reset at each run's start and end."""
         self.capturable: tuple[str, ...] = ()
@@ -107,14 +109,19 @@ class Loaded:
         if isinstance(run_state, providers.ContextLocalSingleton):
             self.run_state = run_state
         per_run: list[tuple[str, providers.Provider[Any]]] = []
+        per_session: list[tuple[str, providers.Provider[Any]]] = []
         plain: list[providers.Provider[Any]] = []
         for provider in container.traverse(types=[providers.ContextLocalSingleton]):
             name = names.get(id(provider), _described(provider))
+            if isinstance(provider, SessionLocalSingleton):
+                per_session.append((name, provider))
+                continue
             if not isinstance(provider, RunLocalSingleton):
                 plain.append(provider)
             if provider is not run_state:
                 per_run.append((name, provider))
         self.per_run = tuple(per_run)
+        self.per_session = tuple(per_session)
         self.context_locals = tuple(plain)
         self.capturable = tuple(names.get(id(provider), _described(provider)) for provider in plain)
         if self.capturable:

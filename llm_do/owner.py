@@ -24,27 +24,35 @@ from .scopes import Scope, ToolsetSpec, built
 
 __all__ = ["ScopeOwner"]
 
+_LEVELS = {Scope.PER_CALL.value: 0, Scope.PER_RUN.value: 1, Scope.PER_SESSION.value: 2, Scope.GLOBAL.value: 3}
+"""Each scope's place, innermost first (by value: an enum member's hash is a Python-level call)."""
+
 
 class ScopeOwner:
     """The objects one scope level owns: made on demand, released when it closes, never masking errors."""
 
-    __slots__ = ("_cache", "_lock", "named", "parent", "scope", "sink", "teardown")
+    __slots__ = ("_cache", "_level", "_lock", "named", "parent", "scope", "sink", "teardown")
 
     def __init__(self, scope: Scope, timeout: float, parent: ScopeOwner | None = None) -> None:
         self.scope = scope
+        self._level = _LEVELS[scope._value_]
         self.parent = parent
         self.teardown = Teardown(timeout, scope)
         self.sink: Sink | None = None
         """Where this level announces what it adopts and releases; None when nobody observes it."""
         self.named: dict[str, Any] = {}
         """Objects adopted under a name (a provider's or a toolset's), first one per name: reported to callers."""
-        self._cache: dict[ToolsetSpec, asyncio.Future[Any]] | None = {} if scope is Scope.PER_RUN else None
+        self._cache: dict[ToolsetSpec, asyncio.Future[Any]] | None = (
+            {} if scope is Scope.PER_RUN or scope is Scope.PER_SESSION else None
+        )
         self._lock = asyncio.Lock() if scope is Scope.GLOBAL else None
 
     def find(self, scope: Scope) -> ScopeOwner:
-        """The owner of `scope` among this one and its parents; the nearest one that outlives it otherwise."""
+        """The outermost of this owner and its parents that does not outlive `scope`: the owner of `scope`,
+        or, when there is none, the one that stands for it (a run given no session is its own session)."""
+        level = _LEVELS[scope._value_]
         owner = self
-        while owner.scope is not scope and owner.parent is not None:
+        while owner.parent is not None and owner.parent._level <= level:
             owner = owner.parent
         return owner
 

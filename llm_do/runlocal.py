@@ -1,10 +1,11 @@
-"""`RunLocalSingleton`: a per-run provider whose instances nothing can keep alive after the run.
+"""`RunLocalSingleton` and `SessionLocalSingleton`: providers whose instances nothing can keep alive
+after their run (or session).
 
 A plain `ContextLocalSingleton` stores its instance in a `ContextVar`, so every context snapshot
 taken during a run (a `call_later` timer a connection pool arms, a task, an executor job) keeps
-that instance alive for as long as the snapshot lives. A `RunLocalSingleton` stores its
-instance in the run's `RunBox` instead: snapshots hold the box, and the run empties the box
-when it ends.
+that instance alive for as long as the snapshot lives. These providers store their instance in a
+`Box` instead: the run's box, or its session's. Snapshots hold the box, and the run (or session)
+empties it when it ends.
 """
 
 from __future__ import annotations
@@ -17,48 +18,50 @@ from dependency_injector import providers
 
 from .errors import ScopeError
 
-__all__ = ["RunBox", "RunLocalSingleton", "open_run_box"]
+__all__ = ["Box", "RunLocalSingleton", "SessionLocalSingleton", "open_run_box"]
 
 
-class RunBox:
-    """The instances of every `RunLocalSingleton` for one run; emptied when the run ends."""
+class Box:
+    """The instances of every box-local provider of one run (or session); emptied when it ends."""
 
-    __slots__ = ("values",)
+    __slots__ = ("session", "values")
 
-    def __init__(self) -> None:
+    def __init__(self, session: Box | None = None) -> None:
         self.values: dict[providers.Provider[Any], Any] | None = {}
+        self.session = session
+        """A run's box: its session's box, where `SessionLocalSingleton`s live (None: the run is its own session)."""
 
     def close(self) -> None:
-        """Forget every instance: snapshots taken during the run now hold an empty box."""
+        """Forget every instance: snapshots taken meanwhile now hold an empty box."""
         if self.values is not None:
             self.values.clear()  # a pending async initialisation may still hold the dict
         self.values = None
+        self.session = None
 
 
-_CURRENT: contextvars.ContextVar[RunBox | None] = contextvars.ContextVar("llm_do.run_box", default=None)
+_CURRENT: contextvars.ContextVar[Box | None] = contextvars.ContextVar("llm_do.run_box", default=None)
 
 
-def open_run_box() -> RunBox:
+def open_run_box(session: Box | None = None) -> Box:
     """Give the current context (a run's own task) a fresh box; the caller closes it at run end."""
-    box = RunBox()
+    box = Box(session)
     _CURRENT.set(box)
     return box
 
 
-class RunLocalSingleton(providers.ContextLocalSingleton[Any]):
-    """One instance per `Runtime.run`, shared by every call of that run, forgotten when it ends.
+class _BoxLocal(providers.ContextLocalSingleton[Any]):
+    """A `ContextLocalSingleton` whose instance lives in a box of the current run."""
 
-    Declare it like a `ContextLocalSingleton` (`audit = RunLocalSingleton(Audit, ...)`). Inside a
-    run every resolution gives the run's instance, in parallel tool calls and nested calls too.
-    Resolving it outside a run, or after its run ended (in a callback the run scheduled), raises
-    `ScopeError`: read a finished run's instances from `RunResult.per_run` instead.
-    """
+    _lifetime = "run"
+    _in_session = False
 
     def _provide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        box = _CURRENT.get()
-        values = None if box is None else box.values
+        run = _CURRENT.get()
+        values = (
+            None if run is None or run.values is None else ((run.session or run) if self._in_session else run).values
+        )
         if values is None:
-            raise self._outside_run(box is not None)
+            raise self._outside(run is not None)
         try:
             return values[self]
         except KeyError:
@@ -71,20 +74,45 @@ class RunLocalSingleton(providers.ContextLocalSingleton[Any]):
         return made
 
     def reset(self) -> Any:
-        """Forget the current run's instance (the next resolution in this run builds a new one)."""
-        box = _CURRENT.get()
-        if box is not None and box.values is not None:
-            box.values.pop(self, None)
+        """Forget the current instance (the next resolution builds a new one)."""
+        run = _CURRENT.get()
+        if run is not None and run.values is not None:
+            values = ((run.session or run) if self._in_session else run).values
+            if values is not None:
+                values.pop(self, None)
         return super().reset()
 
-    def _outside_run(self, ended: bool) -> ScopeError:
+    def _outside(self, ended: bool) -> ScopeError:
         made = getattr(self.provides, "__qualname__", repr(self.provides))
-        when = "after its run ended (in a callback or task the run started)" if ended else "outside any run"
+        lifetime = self._lifetime
+        when = f"after its {lifetime} ended (in a callback or task the run started)" if ended else "outside any run"
         return ScopeError(
-            f"RunLocalSingleton({made}) was resolved {when}; per-run objects exist only while their run "
-            "does. Resolve it inside Runtime.run, or read a finished run's instance from "
+            f"{type(self).__name__}({made}) was resolved {when}; per-{lifetime} objects exist only while their "
+            f"{lifetime} does. Resolve it inside Runtime.run, or read a finished run's instance from "
             "RunResult.per_run (or llm_do.run_report(error).per_run when the run failed)."
         )
+
+
+class RunLocalSingleton(_BoxLocal):
+    """One instance per `Runtime.run`, shared by every call of that run, forgotten when it ends.
+
+    Declare it like a `ContextLocalSingleton` (`audit = RunLocalSingleton(Audit, ...)`). Inside a
+    run every resolution gives the run's instance, in parallel tool calls and nested calls too.
+    Resolving it outside a run, or after its run ended (in a callback the run scheduled), raises
+    `ScopeError`: read a finished run's instances from `RunResult.per_run` instead.
+    """
+
+
+class SessionLocalSingleton(_BoxLocal):
+    """One instance per session, shared by every run of that session, never seen by another session.
+
+    Declare it like a `RunLocalSingleton` (`sandbox = SessionLocalSingleton(Sandbox, ...)`). It is made
+    when the session's first run starts and torn down when the session closes, idles out, or the
+    runtime closes. A run given no session is a session of its own: there it lives as long as the run.
+    """
+
+    _lifetime = "session"
+    _in_session = True
 
 
 _base_provide: Any = getattr(providers.ContextLocalSingleton, "_provide")  # noqa: B009 (untyped Cython method)

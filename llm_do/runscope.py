@@ -26,8 +26,9 @@ from .events import HandedOver, Observer, RunEnded, RunStarted, Sink
 from .owned import owned
 from .owner import ScopeOwner
 from .run import Outcome, RunReport, RunResult, RunState
-from .runlocal import RunBox, open_run_box
+from .runlocal import Box, open_run_box
 from .scopes import Scope, built
+from .session import Session
 from .settings import RuntimeConfig
 
 __all__ = ["RunHost", "RunScope"]
@@ -42,6 +43,8 @@ class RunHost(Protocol):
     def globals(self) -> ScopeOwner: ...
     @property
     def per_run(self) -> tuple[tuple[str, providers.Provider[Any]], ...]: ...
+    @property
+    def per_session(self) -> tuple[tuple[str, providers.Provider[Any]], ...]: ...
     @property
     def context_locals(self) -> tuple[providers.Provider[Any], ...]: ...
     async def new_state(self) -> RunState: ...
@@ -69,6 +72,7 @@ class RunScope:
         "owner",
         "report",
         "result",
+        "session",
         "usage",
     )
 
@@ -79,19 +83,23 @@ class RunScope:
         observers: tuple[Observer, ...] | None,
         *,
         approver: Approver | None = None,
-        grants: Grants | None = None,
+        session: Session | None = None,
     ) -> None:
         self.host = host
         self.approver = approver
         """Who answers the run's approvals (the run's own, else its session's, else the runtime's)."""
-        self._grants = grants
+        self.session = session
+        """The session the run belongs to; None: the run is a session of its own."""
+        self._grants = None if session is None else session.grants
         self.entry = entry
-        self.owner = ScopeOwner(Scope.PER_RUN, host.config.cleanup_timeout, host.globals)
+        self.owner = ScopeOwner(
+            Scope.PER_RUN, host.config.cleanup_timeout, host.globals if session is None else session.owner
+        )
         self.observers = observers
         """The run's observers (tracing, leak tracking, a live stream); None when nobody observes it."""
         if observers is not None:
             self.owner.sink = Sink(None, observers)
-        self.box: RunBox | None = None
+        self.box: Box | None = None
         self._state: RunState | None = None
         self.output: Any = None
         """The top-level call's output, for the result (set by whoever runs the call)."""
@@ -122,7 +130,8 @@ class RunScope:
     async def __aenter__(self) -> RunScope:
         host = self.host
         host.note_resource_overrides()
-        self.box = open_run_box()
+        session = self.session
+        self.box = open_run_box(None if session is None else session.box)
         sink = self.owner.sink
         if sink is not None:
             events.CURRENT.set(sink)  # the run's own task: nothing to restore
@@ -131,6 +140,8 @@ class RunScope:
             provider.reset()  # type: ignore[attr-defined]
         try:
             self._state = await host.new_state()
+            if host.per_session and (session is None or not session.built):
+                await self._make_per_session(sink)
             for name, provider in host.per_run:
                 obj = owned(await built(provider()), name)
                 await self.owner.adopt(obj, f"per-run provider {name!r}", name, sink)
@@ -143,6 +154,17 @@ class RunScope:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self._end(exc)
+
+    async def _make_per_session(self, sink: Sink | None) -> None:
+        """The per-session providers, made by a session's first run and owned by the session (or, for a
+        run given no session, by the run itself)."""
+        session = self.session
+        owner = self.owner if session is None else session.owner
+        for name, provider in self.host.per_session:
+            obj = owned(await built(provider()), name)
+            await owner.adopt(obj, f"per-session provider {name!r}", name, sink)
+        if session is not None:
+            session.built = True
 
     async def _end(self, exc: BaseException | None) -> None:
         """Tear down the per-run objects, build the result or report, tell the observers, forget it all.

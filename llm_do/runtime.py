@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import gc
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from dependency_injector import containers
@@ -22,10 +22,12 @@ from .attachments import Attachment, check_call
 from .call import CallScope, Entry
 from .errors import ConfigurationError
 from .events import Observer, Sink
+from .history import HistoryStore, InMemoryHistoryStore
 from .loading import Loaded, ToolsetSource
 from .policy import ToolPolicy, Verdict
 from .run import RunReport, RunResult, attach_report, finished_report
 from .runscope import RunScope
+from .session import Session, SessionBusy, SessionError
 from .settings import RuntimeConfig
 from .traced import TracingObserver
 
@@ -53,6 +55,9 @@ class Runtime:
 
     Runs and calls are traced with OpenTelemetry through `tracer_provider`, else the global provider
     (nothing is recorded while none is set); see docs/observability.md.
+
+    Sessions (`runtime.session(id)`) keep their conversations in `history_store`, by default an
+    `InMemoryHistoryStore` (for this process's life); see docs/sessions.md.
     """
 
     def __init__(
@@ -66,6 +71,7 @@ class Runtime:
         approver: Approver | None = None,
         event_stream_handler: EventStreamHandler[Any] | None = None,
         tracer_provider: TracerProvider | None = None,
+        history_store: HistoryStore | None = None,
     ) -> None:
         self.container = container
         self.config = config if config is not None else RuntimeConfig.from_container(container)
@@ -81,9 +87,13 @@ class Runtime:
             event_stream_handler=event_stream_handler,
         )
         self._tracing = tracing.Tracing(tracer_provider)
+        self.history_store: HistoryStore = history_store if history_store is not None else InMemoryHistoryStore()
+        """Where sessions keep their conversations between runs (and restarts, with a persistent store)."""
         self._closed = False
         self._abandoned = False
         self._running: set[asyncio.Task[RunResult]] = set()
+        self._sessions: dict[str, Session] = {}
+        self._reaping: set[asyncio.Future[None]] = set()
 
     @property
     def entry_tools(self) -> frozenset[str]:
@@ -116,6 +126,40 @@ class Runtime:
 
     # -- running ---------------------------------------------------------------
 
+    async def session(self, session_id: str, *, approver: Approver | None = None) -> Session:
+        """Open the session `session_id`, or resume it if it is open: a conversation across runs.
+
+        `session_id` is the application's (a conversation id, a user id). A new session starts with
+        the history the runtime's `history_store` has for that id. `approver`, when given, answers the
+        session's approvals (unless a run has its own). See docs/sessions.md.
+        """
+        if self._closed:
+            raise RuntimeError("this Runtime is closed; create a new one")
+        if approver is not None:
+            check_approver(approver)
+        while True:
+            session = self._sessions.get(session_id)
+            if session is None or session.closed:
+                session = self._sessions[session_id] = Session(
+                    self,
+                    session_id,
+                    globals_owner=self._loaded.globals,
+                    cleanup_timeout=self.config.cleanup_timeout,
+                    idle_timeout=self.config.session_idle_timeout,
+                )
+            await session.load()
+            if not session.closed:  # (it may have idled out while its history loaded)
+                break
+        if approver is not None:
+            session.approver = approver
+        session.arm()  # opening it counts as activity: its idle clock starts again
+        return session
+
+    @property
+    def sessions(self) -> Mapping[str, Session]:
+        """The sessions open now, by id."""
+        return MappingProxyType(self._sessions)
+
     async def run(
         self,
         entry: Entry | str,
@@ -125,6 +169,7 @@ class Runtime:
         trace_parent: tracing.TraceParent | None = None,
         approver: Approver | None = None,
         attachments: Sequence[Attachment] = (),
+        session: Session | str | None = None,
     ) -> RunResult:
         """Run an entry as one top-level request, in a context of its own.
 
@@ -141,8 +186,10 @@ class Runtime:
         `trace_parent` (a W3C `traceparent`, or the mapping `llm_do.tracing.inject_trace_context()`
         returned in another process) makes the run's span a child of that remote span.
 
-        `approver` answers this run's approvals instead of the runtime's approver. "Approve for
-        session" answers last as long as the run.
+        `session` (a `Session`, or the id of one, opened if need be) runs it in that conversation:
+        with its history, objects, approvals and approver; one run at a time (`SessionBusy`).
+        Without one, the run is a session of its own. `approver` answers this run's approvals
+        instead of the session's or the runtime's approver.
         """
         if self._closed:
             raise RuntimeError("this Runtime is closed; create a new one")
@@ -157,11 +204,18 @@ class Runtime:
             if not all(isinstance(item, Attachment) for item in handed):
                 raise TypeError("Runtime.run(attachments=...) takes llm_do.Attachment objects: Attachment.read(...)")
             check_call(handed, self.config.attachments)
+        held = None if session is None else await self._free_session(session, message_history)
         reports: list[RunReport] = []
         task = asyncio.get_running_loop().create_task(
-            self._run(target, input_data, message_history, reports, trace_parent, approver, handed),
+            self._run(target, input_data, message_history, reports, trace_parent, approver, handed, held),
             context=contextvars.copy_context(),
         )
+        if held is not None:
+            try:
+                held.hold(task)
+            except BaseException:
+                task.cancel()  # never started: nothing to tear down
+                raise
         self._running.add(task)
         try:
             result = await task
@@ -184,6 +238,24 @@ class Runtime:
         self._running.discard(task)
         return result
 
+    async def _free_session(self, session: Session | str, message_history: list[ModelMessage] | None) -> Session:
+        """The session a run is to hold, checked before anything starts: open, this runtime's, not busy."""
+        if isinstance(session, str):
+            session = await self.session(session)
+        elif self._sessions.get(session.id) is not session:
+            raise SessionError(
+                f"session {session.id!r} is {'closed' if session.closed else 'not one of this runtime'}; "
+                f"open it with runtime.session({session.id!r})"
+            )
+        if message_history is not None:
+            raise SessionError(
+                f"a run in session {session.id!r} continues the session's own history; pass either "
+                "session= or message_history=, not both"
+            )
+        if session.busy:
+            raise SessionBusy(session.id)
+        return session
+
     async def _run(
         self,
         target: Entry,
@@ -193,13 +265,17 @@ class Runtime:
         trace_parent: tracing.TraceParent | None,
         approver: Approver | None,
         attachments: tuple[Attachment, ...],
+        session: Session | None,
     ) -> RunResult:
         loaded = self._loaded
         if trace_parent is not None:  # this task's own context: nothing to restore
             otel_context.attach(tracing.extract_trace_context(trace_parent))
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not tracking.active else self._observers(tracer)
-        run = RunScope(loaded, target, observers, approver=approver or loaded.approvals.approver)
+        if session is not None:
+            message_history = list(session.history) or None
+            approver = approver or session.approver
+        run = RunScope(loaded, target, observers, approver=approver or loaded.approvals.approver, session=session)
         try:
             async with (
                 run,
@@ -207,13 +283,19 @@ class Runtime:
             ):
                 run.output = await target.run_turn(scope, input_data)
                 run.messages = scope.all_messages
+            if session is not None and run.result is not None:
+                await session.remember(run.result.messages)  # after the run: its objects are torn down
         except BaseException:
             if run.report is not None:
                 reports.append(run.report)
+            elif run.result is not None:  # the run ended well, but keeping its history failed
+                reports.append(finished_report(run.result))
             raise
         finally:
             if run.usage is not None:
                 self.usage.incr(run.usage)
+            if session is not None:
+                session.release(run.usage)
         assert run.result is not None
         return run.result
 
@@ -244,13 +326,41 @@ class Runtime:
             raise
         finally:
             try:
+                await self._close_sessions()
                 globals_ = self._loaded.globals
-                globals_.sink = Sink(None, tuple(tracking.active)) if tracking.active else None
+                globals_.sink = self.background_sink()
                 await globals_.close(None)
             finally:
                 await self._loaded.shutdown_resources()
         # The loop still holds the last finished run's task (and so its result) until it turns.
         await (_release_abandoned() if self._abandoned else asyncio.sleep(0))
+
+    async def _close_sessions(self) -> None:
+        """Tear down every open session (their runs have ended), whatever else is cancelled."""
+        closing = [session.aclose() for session in list(self._sessions.values())]
+        pending = {asyncio.ensure_future(item) for item in closing} | self._reaping
+        while pending:
+            try:
+                _, pending = await asyncio.wait(pending)
+            except asyncio.CancelledError:
+                continue  # sessions are torn down before the globals they use
+
+    # -- what sessions ask of their runtime (the SessionHost protocol) ---------------------------
+
+    def background_sink(self) -> Sink | None:
+        """Who observes what is released outside any run (sessions, globals): leak tracking, when on."""
+        return Sink(None, tuple(tracking.active)) if tracking.active else None
+
+    def forget(self, session: Session) -> None:
+        """A session closed: it is no longer open here (its id opens a new one)."""
+        if self._sessions.get(session.id) is session:
+            del self._sessions[session.id]
+
+    def reap(self, session: Session) -> None:
+        """Close a session that has been idle too long, in a task of its own (in an empty context)."""
+        task = contextvars.Context().run(asyncio.ensure_future, session.close_if_idle())
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
 
     async def __aenter__(self) -> Runtime:
         return self

@@ -12,6 +12,8 @@ from typing import Any
 
 from dependency_injector import providers
 
+from .runlocal import SessionLocalSingleton
+
 __all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "built", "is_awaitable", "scope_of_provider"]
 
 
@@ -20,6 +22,8 @@ class Scope(enum.Enum):
 
     GLOBAL = "global"
     """Shared by every run; torn down when the runtime closes."""
+    PER_SESSION = "per_session"
+    """One per session (a conversation, across its runs); a run given no session is a session of its own."""
     PER_RUN = "per_run"
     """One per top-level run, shared by all of its nested calls."""
     PER_CALL = "per_call"
@@ -29,8 +33,9 @@ class Scope(enum.Enum):
         return self.value
 
 
-# Order matters: ContextLocalSingleton is a BaseSingleton too.
+# Order matters: SessionLocalSingleton is a ContextLocalSingleton, which is a BaseSingleton too.
 _PROVIDER_SCOPES: tuple[tuple[type[providers.Provider[Any]], Scope], ...] = (
+    (SessionLocalSingleton, Scope.PER_SESSION),
     (providers.ContextLocalSingleton, Scope.PER_RUN),
     (providers.Factory, Scope.PER_CALL),
     (providers.Callable, Scope.PER_CALL),
@@ -48,7 +53,8 @@ def scope_of_provider(provider: providers.Provider[Any]) -> Scope:
             return scope
     raise TypeError(
         f"{type(provider).__name__} has no llm-do scope: declare toolsets with Factory (per call), "
-        "ContextLocalSingleton (per run), or Singleton/ThreadSafeSingleton/Resource/Object (global)"
+        "RunLocalSingleton (per run), SessionLocalSingleton (per session), or "
+        "Singleton/ThreadSafeSingleton/Resource/Object (global)"
     )
 
 

@@ -87,6 +87,7 @@ _FORMS: dict[str, tuple[str, str]] = {
     "approval_on_deny": ("one of tell_model, raise", "tell_model"),
     "cleanup_timeout": ("a number of seconds > 0", "10"),
     "approval_timeout": ("a number of seconds > 0", "600"),
+    "session_idle_timeout": ("a number of seconds > 0", "1800"),
     "project_root": ("an existing directory", "/path/to/project"),
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
     "message_log": ("a file path", "logs/messages.jsonl"),
@@ -158,6 +159,8 @@ class LlmDoSettings(BaseSettings):
     """Policy overrides per toolset name, on top of the declared policies (see docs/approvals.md)."""
     approval_timeout: float = Field(default=600.0, gt=0)
     """Seconds an approver may take to answer; then the call is denied (the model reads why)."""
+    session_idle_timeout: float = Field(default=1800.0, gt=0)
+    """Seconds a session may stay without a run before it closes (its objects are torn down)."""
     cleanup_timeout: float = Field(default=10.0, gt=0)
     """Seconds each finalizer may take during teardown before it is cancelled."""
     project_root: DirectoryPath = Path(".")
@@ -278,6 +281,7 @@ _RUNTIME_FIELDS = (
     "approval_timeout",
     "project_root",
     "attachments",
+    "session_idle_timeout",
 )
 
 
@@ -301,11 +305,13 @@ class RuntimeConfig:
     """The directory attachments are read from (and confined to): names are relative to it."""
     attachments: AttachmentSettings = field(default_factory=AttachmentSettings, hash=False)
     """Limits of attachments: per file, per text file, per call."""
+    session_idle_timeout: float = 1800.0
+    """Seconds a session may stay without a run before it closes."""
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
-        for name in ("cleanup_timeout", "approval_timeout"):
+        for name in ("cleanup_timeout", "approval_timeout", "session_idle_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
 

@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic_ai.messages import ToolCallPart
+
+from llm_do.models import Recording
 
 from .cli_projects import command, environment, notes_project, slow_project
 
@@ -115,6 +118,23 @@ def test_chat_carries_the_conversation_and_exits_on_ctrl_d(tmp_path: Path) -> No
     terminal.expect("FIRST WORDS")
     terminal.type("\x04")  # Ctrl-D at an empty prompt
     assert terminal.finish() == 0, terminal.seen
+
+
+def test_chat_remembers_approve_for_session_across_its_turns(tmp_path: Path) -> None:
+    project = notes_project(tmp_path / "notes")
+    script = [ToolCallPart("write", {"text": "milk"}), "Noted.", ToolCallPart("write", {"text": "milk"}), "Again."]
+    Recording.from_script(script).save(project / "script.json")
+    terminal = Terminal("chat", project, "--model", f"replay:{project / 'script.json'}")
+    terminal.expect("you>")
+    terminal.type("note milk\n")
+    terminal.expect("approve? [a/s/d]")
+    terminal.type("s\n")
+    terminal.expect("Noted.")
+    terminal.type("note milk again\n")
+    terminal.expect("Again.", timeout=20)  # the chat is one session: the identical call is not asked again
+    terminal.type("\x04")
+    assert terminal.finish() == 0, terminal.seen
+    assert terminal.seen.count("approve? [a/s/d]") == 1
 
 
 @pytest.mark.parametrize("with_terminal", [False, True])

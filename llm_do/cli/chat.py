@@ -1,9 +1,10 @@
-"""`llm-do chat`: a conversation with one entry at depth 0, its history carried from turn to turn.
+"""`llm-do chat`: a conversation with one entry at depth 0, in one session, turn by turn.
 
-Each turn is one run (`Project.run(..., message_history=...)`), so each turn's per-run and per-call
-resources are torn down when it ends. Ctrl-C cancels the turn in progress (its teardown runs, the
-history stays as before the turn); at the prompt it does nothing. Ctrl-D (end of input) exits,
-and the project's runtime is closed.
+Each turn is one run in the chat's session (`Project.run(..., session=...)`), which carries the
+history from turn to turn, and its "approve for session" answers; each turn's per-run and
+per-call resources are torn down when it ends. Ctrl-C cancels the turn in progress (its teardown
+runs, the history stays as before the turn); at the prompt it does nothing. Ctrl-D (end of input)
+exits, and the project's runtime is closed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import sys
 import threading
 from contextlib import nullcontext
 
-from pydantic_ai.messages import ModelMessage
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
@@ -41,12 +41,12 @@ async def chat(
         else:
             err.print("\n[dim](Ctrl-D to exit)[/]")
 
-    history: list[ModelMessage] | None = None
     name = entry or project.default_entry
     err.print(f"[bold]chat with {escape(str(name))}[/]: Ctrl-C ends a turn, Ctrl-D exits")
     installed = _install(loop, interrupt)
     try:
         async with recorder if recorder is not None else nullcontext(), project:
+            session = await project.runtime.session("chat")
             reader = _Lines()
             while True:
                 err.print("[bold]you>[/] ", end="")
@@ -56,7 +56,7 @@ async def chat(
                     break
                 if not line.strip():
                     continue
-                turn = loop.create_task(project.run(entry, line.strip(), message_history=history))
+                turn = loop.create_task(project.run(entry, line.strip(), session=session))
                 try:
                     with live if live is not None else nullcontext():
                         result = await turn
@@ -71,7 +71,6 @@ async def chat(
                     continue
                 finally:
                     turn = None
-                history = result.messages
                 print(output_text(result.output), flush=True)
             err.print(usage_table((), project.runtime.usage))
     finally:

@@ -25,6 +25,7 @@ from ..policy import PolicySettings, ToolPolicy
 from ..run import RunResult
 from ..runtime import Runtime
 from ..scopes import Scope, ToolsetSpec
+from ..session import Session
 from ..settings import LlmDoSettings, RuntimeConfig
 from ..toolset import known_tool_names
 from .layout import ProjectLayout, discover_project
@@ -65,9 +66,10 @@ class Project:
         *,
         message_history: list[ModelMessage] | None = None,
         attachments: Sequence[Attachment] = (),
+        session: Session | str | None = None,
     ) -> RunResult:
         """Run `entry` (default: the project's default entry) on `input_data` (default: its default input),
-        handing it `attachments` (see `Runtime.run`)."""
+        handing it `attachments`, in `session` if given (see `Runtime.run`)."""
         name = entry or self.default_entry
         if name is None:
             raise ConfigurationError(
@@ -78,7 +80,9 @@ class Project:
             if self.default_input is None:
                 raise ConfigurationError(f"no input for entry {name!r}: give one, or set input = ... in project.toml")
             input_data = self.default_input
-        return await self.runtime.run(name, input_data, message_history=message_history, attachments=attachments)
+        return await self.runtime.run(
+            name, input_data, message_history=message_history, attachments=attachments, session=session
+        )
 
     async def aclose(self) -> None:
         """Close the runtime (its global toolsets and resources)."""

@@ -1,0 +1,99 @@
+"""`PostgresHistoryStore`: sessions' conversations in a PostgreSQL table (the `postgres` extra: asyncpg).
+
+```python
+async with PostgresHistoryStore("postgresql://app@db/app") as store:
+    async with Runtime(App(), entries=[clerk], history_store=store) as runtime:
+        session = await runtime.session("conv-42")   # continues conv-42, even after a restart
+```
+
+One row per session: its id and its messages as JSON (pydantic-ai's `ModelMessagesTypeAdapter`),
+in a table the store creates on first use. The store opens a small pool of its own when first
+used and closes it with `aclose()` (or the end of `async with`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from types import TracebackType
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+
+from .errors import ConfigurationError
+
+__all__ = ["PostgresHistoryStore"]
+
+_TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class PostgresHistoryStore:
+    """A `HistoryStore` over PostgreSQL: one row per session in `table` (created when first used)."""
+
+    def __init__(self, dsn: str, *, table: str = "llm_do_session_history", pool_size: int = 4) -> None:
+        if not _TABLE_NAME.match(table):
+            raise ConfigurationError(
+                f"PostgresHistoryStore: table name {table!r} is not a plain lowercase SQL name; "
+                "use letters, digits and underscores"
+            )
+        self.dsn = dsn
+        self.table = table
+        self.pool_size = pool_size
+        self._pool: Any = None
+        self._opening = asyncio.Lock()
+
+    async def _connected(self) -> Any:
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._pool is None:
+                import asyncpg
+
+                pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.pool_size)
+                try:
+                    await pool.execute(
+                        f"CREATE TABLE IF NOT EXISTS {self.table} ("
+                        "session_id text PRIMARY KEY, messages jsonb NOT NULL, "
+                        "updated_at timestamptz NOT NULL DEFAULT now())"
+                    )
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+        return self._pool
+
+    async def load(self, session_id: str) -> list[ModelMessage]:
+        pool = await self._connected()
+        row = await pool.fetchval(f"SELECT messages::text FROM {self.table} WHERE session_id = $1", session_id)
+        return [] if row is None else ModelMessagesTypeAdapter.validate_json(row)
+
+    async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
+        pool = await self._connected()
+        document = ModelMessagesTypeAdapter.dump_json(messages).decode()
+        await pool.execute(
+            f"INSERT INTO {self.table} (session_id, messages) VALUES ($1, $2::jsonb) "
+            "ON CONFLICT (session_id) DO UPDATE SET messages = EXCLUDED.messages, updated_at = now()",
+            session_id,
+            document,
+        )
+
+    async def delete(self, session_id: str) -> None:
+        pool = await self._connected()
+        await pool.execute(f"DELETE FROM {self.table} WHERE session_id = $1", session_id)
+
+    async def aclose(self) -> None:
+        """Close the store's connections (it opens them again if used afterwards)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def __aenter__(self) -> PostgresHistoryStore:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"PostgresHistoryStore(table={self.table!r})"

@@ -1,0 +1,255 @@
+"""`Session`: one conversation across runs, opened by an id the application chooses.
+
+`GLOBAL (runtime) ⊃ SESSION ⊃ RUN ⊃ CALL`. A session owns what a person keeps between requests:
+its per-session objects (`SessionLocalSingleton` providers and per-session toolsets), its
+"approve for session" answers, its approver, its conversation's history and its usage. It runs
+one run at a time. It closes when the application closes it, when it has been idle for
+`session_idle_timeout`, or when the runtime closes; its objects are then torn down like a run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import RunUsage
+
+from .approval import Approver, Grants
+from .errors import LlmDoError
+from .events import Sink
+from .history import HistoryStore
+from .owner import ScopeOwner
+from .runlocal import Box
+from .scopes import Scope
+
+if TYPE_CHECKING:
+    from .run import RunResult
+
+__all__ = ["Session", "SessionBusy", "SessionError", "SessionHost"]
+
+T = TypeVar("T")
+
+
+class SessionError(LlmDoError):
+    """A session was used in a way it cannot be: closed, from another runtime, or given its own history."""
+
+
+class SessionBusy(SessionError):
+    """A run was started in a session that is running another one."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} is running another run: a session runs one at a time, because a "
+            "message sent meanwhile was written without seeing the answer to the one before. Wait for "
+            "the run in progress to end (or cancel it) and send the message again, or use another session."
+        )
+
+
+class SessionHost(Protocol):
+    """What a session needs from the runtime that opened it."""
+
+    @property
+    def history_store(self) -> HistoryStore: ...
+    @property
+    def run(self) -> Callable[..., Awaitable[RunResult]]: ...
+    def background_sink(self) -> Sink | None: ...
+    def forget(self, session: Session) -> None: ...
+    def reap(self, session: Session) -> None: ...
+
+
+class Session:
+    """One conversation: its objects, approvals, history and usage, shared by its runs, one run at a time.
+
+    Open it with `await runtime.session(session_id)`; run in it with `await session.run(entry, input)`
+    (or `runtime.run(..., session=session)`). Each run is given the conversation so far as its
+    `message_history`; the top-level call's messages become the history for the next run, and are
+    saved to the runtime's `HistoryStore`.
+    """
+
+    def __init__(
+        self,
+        host: SessionHost,
+        session_id: str,
+        *,
+        globals_owner: ScopeOwner,
+        cleanup_timeout: float,
+        idle_timeout: float,
+        approver: Approver | None = None,
+    ) -> None:
+        self.id = session_id
+        self.approver = approver
+        """Answers this session's approvals, unless a run has its own; None: the runtime's approver."""
+        self.usage = RunUsage()
+        """Usage summed over the session's runs."""
+        self.history: list[ModelMessage] = []
+        """The conversation so far (the last run's top-level messages)."""
+        self.owner = ScopeOwner(Scope.PER_SESSION, cleanup_timeout, globals_owner)
+        self.box = Box()
+        self.grants = Grants()
+        """The calls approved for the rest of this session."""
+        self.built = False
+        """Whether the session's per-session providers have been made (by its first run)."""
+        self._host: SessionHost | None = host
+        self._idle_timeout = idle_timeout
+        self._timer: asyncio.TimerHandle | None = None
+        self._loaded = False
+        self._loading = asyncio.Lock()
+        self._running: asyncio.Future[Any] | None = None
+        self._closed = False
+        self._closing: asyncio.Future[None] | None = None
+        self._ended = asyncio.Event()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run is in progress in this session."""
+        return self._running is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def wait_closed(self) -> None:
+        """Wait until the session has closed and torn down its objects (closed by the application, for
+        being idle, or with its runtime)."""
+        await self._ended.wait()
+
+    @property
+    def per_session(self) -> Mapping[str, Any]:
+        """The session's per-session objects by provider (or toolset) name, while it is open."""
+        return MappingProxyType(dict(self.owner.named))
+
+    async def run(self, entry: Any, input_data: Any, **options: Any) -> RunResult:
+        """`runtime.run(entry, input_data, session=self, **options)`."""
+        return await self._open_host().run(entry, input_data, session=self, **options)
+
+    # -- what the runtime does with it -----------------------------------------------------------
+
+    def _open_host(self) -> SessionHost:
+        host = self._host
+        if host is None or self._closed:
+            raise SessionError(
+                f"session {self.id!r} is closed (by the application, for being idle, or with its runtime); "
+                f"open it again with runtime.session({self.id!r}): its history continues from the runtime's store"
+            )
+        return host
+
+    async def load(self) -> None:
+        """Load the history from the store, once."""
+        if self._loaded:
+            return
+        async with self._loading:
+            if not self._loaded:
+                self.history = await _outside_any_run(self._open_host().history_store.load(self.id))
+                self._loaded = True
+
+    def hold(self, holder: asyncio.Future[Any]) -> None:
+        """A run starts in this session (`holder` is its task); refuses when another run holds it."""
+        self._open_host()
+        if self._running is not None:
+            raise SessionBusy(self.id)
+        self._running = holder
+        holder.add_done_callback(self._let_go)  # a run cancelled before it started never releases it
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _let_go(self, holder: asyncio.Future[Any]) -> None:
+        if self._running is holder:
+            self.release(None)
+
+    def release(self, usage: RunUsage | None) -> None:
+        """The run that held the session ended: count its usage and start the idle clock again."""
+        self._running = None
+        if usage is not None:
+            self.usage.incr(usage)
+        if not self._closed:
+            self.arm()
+
+    async def remember(self, messages: list[ModelMessage]) -> None:
+        """Keep a run's top-level conversation as the history, and save it to the store."""
+        if not messages:
+            return  # a function entry's top-level call has no conversation: the history stays
+        self.history = list(messages)
+        await _outside_any_run(self._open_host().history_store.save(self.id, self.history))
+
+    def arm(self) -> None:
+        """Start (again) the clock after which an idle session closes; not while a run holds it."""
+        if self._running is not None or self._closed:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        # In an empty context: a timer keeps its context alive until it is due.
+        self._timer = contextvars.Context().run(loop.call_later, self._idle_timeout, self._idled)
+
+    def _idled(self) -> None:
+        self._timer = None
+        host = self._host
+        if host is not None and self._running is None and not self._closed:
+            host.reap(self)  # never a busy session: its run re-arms the clock when it ends
+
+    async def close_if_idle(self) -> None:
+        """Close the session unless a run started since its clock ran out (the run re-arms it)."""
+        if self._running is None:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the session: wait for its run, if one is in progress, then tear down its objects.
+
+        Idempotent. The history stays in the runtime's store; the session's approvals and objects go.
+        """
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_future()
+            try:
+                await self._close()
+            finally:
+                self._closing.set_result(None)
+        else:
+            await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        running = self._running
+        if running is not None:
+            await asyncio.wait((running,))
+        host, self._host = self._host, None
+        if host is None:
+            return
+        try:
+            self.owner.sink = host.background_sink()
+            await self.owner.close(None)
+        finally:
+            self.owner.sink = None
+            self.owner.named = {}
+            self.box.close()
+            self.grants = Grants()
+            self.history = []
+            host.forget(self)
+            self._ended.set()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "busy" if self.busy else "idle"
+        return f"Session({self.id!r}, {state})"
+
+
+async def _outside_any_run(awaitable: Awaitable[T]) -> T:
+    """Await a store operation in an empty context: a connection pool's timers keep the context of the
+    task that last released a connection, and a run's must not outlive the run."""
+    task = contextvars.Context().run(asyncio.ensure_future, awaitable)
+    return await task

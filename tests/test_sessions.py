@@ -1,0 +1,390 @@
+"""Sessions: one conversation across runs. Per-session objects are shared by a session's runs and by
+no other session, and torn down when it closes, idles out or the runtime closes; a session runs
+one run at a time; its approvals stay in it; its history continues, from the store after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+from typing import Any
+
+import asyncpg
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+
+from containers import AgentContainer
+from llm_do import (
+    AgentEntry,
+    Approval,
+    ApprovalRequest,
+    InMemoryHistoryStore,
+    LlmDoError,
+    PostgresHistoryStore,
+    Runtime,
+    RuntimeConfig,
+    Scope,
+    SessionBusy,
+    SessionError,
+    SessionLocalSingleton,
+    ToolPolicy,
+    Toolset,
+    ToolsetSpec,
+    entry,
+    tool,
+)
+from llm_do.call import CallScope
+from llm_do.testing import ScriptedModel, assert_no_leaks, settle, track_leaks
+
+from .helpers import by_prompt, call, returns, text
+from .jobs_support import fresh_database
+from .postgres import PostgresServer
+from .test_approvals import Shell
+
+serials = itertools.count(1)
+LOG: list[str] = []
+
+
+class Sandbox:
+    """What a person keeps between requests: made once per session, cleaned up when it ends."""
+
+    def __init__(self) -> None:
+        self.serial = next(serials)
+
+    def cleanup(self) -> None:
+        LOG.append(f"cleanup sandbox {self.serial}")
+
+
+class Page(Toolset):
+    """A per-session toolset: one page per session, kept between its runs."""
+
+    def __init__(self, log: list[str] | None = None) -> None:
+        self.serial = next(serials)
+        self.log = LOG if log is None else log
+        self.visits = 0
+
+    @tool
+    def visit(self) -> str:
+        """Visit the page."""
+        self.visits += 1
+        return f"page {self.serial} visit {self.visits}"
+
+    def cleanup(self) -> None:
+        self.log.append(f"cleanup page {self.serial}")
+
+
+class App(AgentContainer):
+    sandbox = SessionLocalSingleton(Sandbox)
+    page = SessionLocalSingleton(Page)
+
+
+def browsing(app: App) -> Any:
+    @entry(toolsets=["page"])
+    async def browse(scope: CallScope, input_data: str) -> str:
+        sandbox = app.sandbox()
+        visited = await scope.call_tool("visit")
+        return f"sandbox {sandbox.serial}, {visited}"
+
+    return browse
+
+
+def torn_down(sandbox: int, page: int) -> list[str]:
+    """The cleanups of a session's sandbox and page: in reverse order of creation (serials count up)."""
+    made = sorted([(sandbox, f"cleanup sandbox {sandbox}"), (page, f"cleanup page {page}")])
+    return [line for _, line in reversed(made)]
+
+
+def serials_of(output: str) -> tuple[int, int, int]:
+    """(sandbox, page, visit) from `sandbox 3, page 4 visit 2`."""
+    words = output.replace(",", "").split()
+    return int(words[1]), int(words[3]), int(words[5])
+
+
+async def test_a_sessions_objects_are_shared_by_its_runs_and_seen_by_no_other_session() -> None:
+    LOG.clear()
+    app = App()
+    async with Runtime(app, entries=[browsing(app)]) as runtime:
+        alice = await runtime.session("alice")
+        first = serials_of((await alice.run("browse", "go")).output)
+        second = serials_of((await runtime.run("browse", "go", session="alice")).output)
+        bobs = serials_of((await runtime.run("browse", "go", session="bob")).output)
+        assert first[:2] == second[:2] and (first[2], second[2]) == (1, 2), "one sandbox and page per session"
+        assert not set(bobs[:2]) & set(first[:2]), "another session never sees them"
+        assert LOG == []
+        assert set(alice.per_session) == {"sandbox", "page"}
+        await alice.aclose()
+        sandbox, page, _ = first
+        assert torn_down(sandbox, page) == LOG, "torn down in reverse order"
+        with pytest.raises(SessionError, match=r"session 'alice' is closed .* runtime\.session\('alice'\)"):
+            await alice.run("browse", "go")
+        again = serials_of((await runtime.run("browse", "go", session="alice")).output)
+        assert again[0] not in (first[0], bobs[0]) and again[2] == 1, "reopened: new objects"
+    assert len(LOG) == 6, "closing the runtime tears down the sessions still open"
+
+
+async def test_a_run_given_no_session_is_a_session_of_its_own() -> None:
+    LOG.clear()
+    app = App()
+    async with Runtime(app, entries=[browsing(app)]) as runtime:
+        first = serials_of((await runtime.run("browse", "go")).output)
+        assert torn_down(first[0], first[1]) == LOG, "gone with the run"
+        second = serials_of((await runtime.run("browse", "go")).output)
+        assert second[0] != first[0] and second[2] == 1
+        assert runtime.sessions == {}
+
+
+async def test_per_session_toolsets_without_a_container() -> None:
+    log: list[str] = []
+
+    @entry(toolsets=["page"])
+    async def visit(scope: CallScope, input_data: str) -> str:
+        return str(await scope.call_tool("visit"))
+
+    runtime = Runtime(None, entries=[visit], toolsets={"page": ToolsetSpec(lambda: Page(log), Scope.PER_SESSION)})
+    async with runtime:
+        outputs = [(await runtime.run("visit", "go", session="s")).output for _ in range(3)]
+        assert [output.split()[-1] for output in outputs] == ["1", "2", "3"]
+        assert len({output.split()[1] for output in outputs}) == 1
+        assert log == []
+    assert len(log) == 1
+
+
+async def test_an_idle_session_closes_and_tears_down_its_objects() -> None:
+    LOG.clear()
+    config = RuntimeConfig(session_idle_timeout=0.01)
+    app = App()
+    async with Runtime(app, entries=[browsing(app)], config=config) as runtime:
+        session = await runtime.session("idle")
+        sandbox, page, _ = serials_of((await session.run("browse", "go")).output)
+        await session.wait_closed()
+        assert torn_down(sandbox, page) == LOG
+        assert "idle" not in runtime.sessions
+
+
+async def test_one_run_at_a_time_and_the_reaper_never_closes_a_busy_session() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @entry
+    async def slow(scope: CallScope, input_data: str) -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    async with Runtime(None, entries=[slow], config=RuntimeConfig(session_idle_timeout=0.01)) as runtime:
+        session = await runtime.session("conv-42")
+        first = asyncio.create_task(session.run("slow", "first"))
+        await started.wait()
+        with pytest.raises(SessionBusy, match=r"session 'conv-42' is running another run") as refused:
+            await runtime.run("slow", "second", session="conv-42")
+        assert isinstance(refused.value, LlmDoError)
+        await asyncio.sleep(0.05)  # longer than the idle timeout: the session is busy, not idle
+        assert not session.closed and session.busy
+        release.set()
+        assert (await first).output == "done"
+        await session.wait_closed()  # idle now: it closes
+
+
+ASK = ToolPolicy(default="ask")
+
+
+def rm_then_echo(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+    """Remove the file, then say what came back; a session's history has earlier turns before this one."""
+    answered = returns(messages)
+    return text(str(answered[0])) if answered else call("rm", path="commit.txt")
+
+
+async def test_approve_for_session_stays_in_its_session() -> None:
+    asked: list[str] = []
+
+    def approver_for(person: str) -> Any:
+        def approver(request: ApprovalRequest) -> Approval:
+            asked.append(person)
+            return Approval.for_session()
+
+        return approver
+
+    ran: list[str] = []
+    job = AgentEntry(Agent(by_prompt(rm_then_echo)), name="job", toolsets=["shell"])
+    async with Runtime(None, entries=[job], toolsets={"shell": lambda: Shell(ran)}, policies={"shell": ASK}) as runtime:
+        alice = await runtime.session("alice", approver=approver_for("alice"))
+        bob = await runtime.session("bob", approver=approver_for("bob"))
+        await alice.run("job", "go")  # asked, approved for Alice's session
+        await bob.run("job", "go")  # the identical call in Bob's session: Bob is asked
+        await alice.run("job", "go")  # Alice's own approval: not asked
+        await bob.run("job", "go")  # Bob's own approval: not asked
+        await runtime.run("job", "go", approver=approver_for("carol"))  # a run of its own: asked
+    assert asked == ["alice", "bob", "carol"]
+    assert len(ran) == 5
+
+
+async def test_identical_questions_pending_in_one_session_are_asked_once() -> None:
+    asked: list[ApprovalRequest] = []
+    first_asked, answer = asyncio.Event(), asyncio.Event()
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request)
+        first_asked.set()
+        await answer.wait()
+        return Approval.for_session()
+
+    ran: list[str] = []
+
+    def twice(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+        return call("worker", input="go") if step == 0 else text("done")
+
+    boss = AgentEntry(Agent(by_prompt(twice)), name="boss", toolsets=["worker"])
+    worker = AgentEntry(Agent(by_prompt(rm_then_echo)), name="worker", toolsets=["shell"])
+
+    @entry(toolsets=["boss"])
+    async def both(scope: CallScope, input_data: str) -> list[Any]:
+        return list(await asyncio.gather(scope.call_agent("boss", "a"), scope.call_agent("boss", "b")))
+
+    async with Runtime(
+        None,
+        entries=[both, boss, worker],
+        toolsets={"shell": lambda: Shell(ran)},
+        policies={"shell": ASK},
+        approver=approver,
+    ) as runtime:
+        running = asyncio.create_task(runtime.run("both", "go", session="s"))
+        await first_asked.wait()
+        for _ in range(100):
+            await asyncio.sleep(0)  # time for the twin to reach its own question, if it were to ask
+        answer.set()
+        await running
+    assert len(asked) == 1, "the twin waited for the first answer, which approved it for the session"
+    assert ran == ["rm commit.txt", "rm commit.txt"]
+
+
+def prompts(messages: list[ModelMessage]) -> list[str]:
+    return [
+        str(part.content)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart)
+    ]
+
+
+async def test_a_session_carries_its_conversation_and_its_usage() -> None:
+    model = ScriptedModel("Hello, Ada.", "Your name is Ada.", "Hello, Bo.")
+    chat = AgentEntry(Agent(model), name="chat")
+    async with Runtime(None, entries=[chat]) as runtime:
+        session = await runtime.session("ada")
+        first = await session.run("chat", "I am Ada.")
+        second = await session.run("chat", "What is my name?")
+        assert prompts(model.turns[1].messages) == ["I am Ada.", "What is my name?"]
+        assert second.output == "Your name is Ada."
+        assert session.history == second.messages
+        assert session.usage.requests == 2
+        assert session.usage.input_tokens == first.usage.input_tokens + second.usage.input_tokens
+        other = await runtime.run("chat", "I am Bo.", session="bo")
+        assert prompts(model.turns[2].messages) == ["I am Bo."], "another session starts afresh"
+        assert other.output == "Hello, Bo."
+        with pytest.raises(SessionError, match=r"pass either session= or message_history=, not both"):
+            await runtime.run("chat", "hi", session=session, message_history=first.messages)
+    model.assert_done()
+
+
+async def test_a_conversation_continues_from_the_store_after_its_session_closed_and_in_a_new_runtime() -> None:
+    store = InMemoryHistoryStore()
+    model = ScriptedModel("Noted: blue.", "You like blue.", "Still blue.")
+    chat = AgentEntry(Agent(model), name="chat")
+    async with Runtime(None, entries=[chat], history_store=store) as runtime:
+        session = await runtime.session("conv-7")
+        await session.run("chat", "I like blue.")
+        await session.aclose()
+        reopened = await runtime.session("conv-7")
+        assert reopened is not session
+        await reopened.run("chat", "What do I like?")
+    async with Runtime(None, entries=[chat], history_store=store) as restarted:
+        await restarted.run("chat", "And now?", session="conv-7")
+    assert prompts(model.turns[2].messages) == ["I like blue.", "What do I like?", "And now?"]
+    assert len(store) == 1
+
+
+@pytest.mark.long
+async def test_sessions_idled_out_leave_nothing_alive_and_memory_returns_to_its_baseline() -> None:
+    log: list[str] = []
+
+    class Memo(Toolset):
+        def __init__(self) -> None:
+            self.notes: list[str] = []
+
+        @tool
+        def note(self, text: str) -> str:
+            """Keep a note for the session."""
+            self.notes.append(text)
+            return text
+
+        def cleanup(self) -> None:
+            log.append("cleanup")
+
+    @entry(toolsets=["memo"])
+    async def remember(scope: CallScope, input_data: str) -> str:
+        return str(await scope.call_tool("note", {"text": input_data}))
+
+    config = RuntimeConfig(session_idle_timeout=0.01)
+    toolsets = {"memo": ToolsetSpec(Memo, Scope.PER_SESSION)}
+
+    async def sessions(runtime: Runtime, ids: range) -> None:
+        opened = []
+        for number in ids:
+            opened.append(session := await runtime.session(f"user-{number}"))
+            await session.run("remember", f"note {number}")
+        await asyncio.gather(*(session.wait_closed() for session in opened))  # each closes once idle
+        opened.clear()
+        await settle()
+        assert runtime.sessions == {}
+
+    with track_leaks():
+        async with Runtime(None, entries=[remember], toolsets=toolsets, config=config) as runtime:
+            await sessions(runtime, range(200))  # warm up: caches and pools reach their size
+            assert_no_leaks()  # (which also lets the tracker forget what ended)
+            baseline = len(gc.get_objects())
+            await sessions(runtime, range(200, 10_200))
+            assert_no_leaks()
+            grown = len(gc.get_objects()) - baseline
+    assert len(log) == 10_200
+    assert grown < 1_000, f"{grown} more objects after 10,000 sessions than after 200"
+
+
+async def test_a_conversation_kept_in_postgresql_continues_in_a_new_runtime(postgres: PostgresServer) -> None:
+    model = ScriptedModel("Noted: blue.", "You like blue.")
+    chat = AgentEntry(Agent(model), name="chat")
+    async with fresh_database(postgres) as dsn:
+        async with PostgresHistoryStore(dsn) as store, Runtime(None, entries=[chat], history_store=store) as first:
+            session = await first.session("conv-7")
+            said = await session.run("chat", "I like blue.")
+        async with PostgresHistoryStore(dsn) as store, Runtime(None, entries=[chat], history_store=store) as restarted:
+            await restarted.run("chat", "What do I like?", session="conv-7")
+            assert await store.load("conv-7") == restarted.sessions["conv-7"].history
+            assert await store.load("nobody") == []
+            await store.delete("conv-7")
+            assert await store.load("conv-7") == []
+        connection = await asyncpg.connect(dsn)
+        try:
+            rows = await connection.fetch("SELECT session_id FROM llm_do_session_history")
+        finally:
+            await connection.close()
+    assert prompts(model.turns[1].messages) == ["I like blue.", "What do I like?"]
+    assert [message.parts for message in said.messages] == [message.parts for message in model.turns[1].messages[:2]]
+    assert rows == []
+
+
+async def test_a_run_cancelled_before_it_started_lets_go_of_its_session() -> None:
+    @entry
+    async def echo(scope: CallScope, input_data: str) -> str:
+        return input_data
+
+    async with Runtime(None, entries=[echo]) as runtime:
+        session = await runtime.session("s")
+        doomed = asyncio.create_task(session.run("echo", "never"))
+        await asyncio.sleep(0)  # the run's task exists and holds the session, but has not started
+        assert session.busy
+        doomed.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await doomed
+        assert not session.busy
+        assert (await session.run("echo", "next")).output == "next"
