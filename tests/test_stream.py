@@ -31,10 +31,10 @@ from llm_do import (
     CallEnded,
     CallEvent,
     CallStarted,
-    Handles,
     HandleClosed,
     HandleOpened,
     HandleRolledBack,
+    Handles,
     LiveRun,
     ResponseCompleted,
     RunFailed,
@@ -53,8 +53,9 @@ from llm_do.testing import ScriptedModel, Turn, tool_call
 class Notes(Toolset):
     """Writes notes into a shared list; logs its teardown."""
 
-    def __init__(self, log: list[str]) -> None:
+    def __init__(self, log: list[str], waiting: asyncio.Event | None = None) -> None:
         self.log = log
+        self.waiting = waiting
         self.txns: Handles[str] = Handles("txn", on_forget=lambda name: log.append(f"rollback {name}"))
 
     @tool
@@ -78,6 +79,8 @@ class Notes(Toolset):
     async def wait(self) -> str:
         """Wait forever."""
         self.log.append("waiting")
+        if self.waiting is not None:
+            self.waiting.set()
         await asyncio.Event().wait()
         return "never"
 
@@ -95,13 +98,18 @@ def echo(turn: Turn) -> str:
 
 
 def notes_runtime(
-    log: list[str], *steps: Any, policy: ToolPolicy | None = None, buffer: int = 256, **kwargs: Any
+    log: list[str],
+    *steps: Any,
+    policy: ToolPolicy | None = None,
+    buffer: int = 256,
+    waiting: asyncio.Event | None = None,
+    **kwargs: Any,
 ) -> Runtime:
     clerk = AgentEntry(Agent(ScriptedModel(*steps)), name="clerk", toolsets=["notes"])
     return Runtime(
         None,
         entries=[clerk],
-        toolsets={"notes": lambda: Notes(log)},
+        toolsets={"notes": lambda: Notes(log, waiting)},
         policies={"notes": policy} if policy is not None else None,
         config=RuntimeConfig(stream_buffer=buffer),
         **kwargs,
@@ -221,7 +229,7 @@ async def test_a_decision_for_an_id_not_pending_is_refused_naming_it_and_what_is
     log: list[str] = []
     runtime = notes_runtime(log, tool_call("write", text="one"), "done", policy=ToolPolicy(default="ask"))
     async with runtime, runtime.stream("clerk", "go") as run:
-        with pytest.raises(ApprovalNotPending, match="'apr_nope'.*pending: none"):
+        with pytest.raises(ApprovalNotPending, match=r"'apr_nope'.*pending: none"):
             run.decide("apr_nope", "approve")
         async for event in run:
             if isinstance(event, ApprovalRequested):
@@ -288,20 +296,21 @@ async def test_a_slow_consumer_makes_the_run_wait_and_loses_nothing() -> None:
 
 async def test_a_consumer_that_leaves_early_cancels_the_run_and_its_teardown_runs() -> None:
     log: list[str] = []
-    runtime = notes_runtime(log, tool_call("wait"), "never", policy=None)
+    waiting = asyncio.Event()
+    runtime = notes_runtime(log, tool_call("wait"), waiting=waiting)
     async with runtime:
         async with runtime.stream("clerk", "go") as run:
             async for event in run:
                 if isinstance(event, CallEvent) and isinstance(event.event, FunctionToolCallEvent):
-                    while "waiting" not in log:
-                        await asyncio.sleep(0)
+                    await waiting.wait()
                     break
         assert log == ["waiting", "cleanup"]  # cancelled, torn down before the block was left
 
 
 async def test_a_cancelled_consumer_cancels_the_run_and_its_teardown_runs() -> None:
     log: list[str] = []
-    runtime = notes_runtime(log, tool_call("wait"), "never")
+    waiting = asyncio.Event()
+    runtime = notes_runtime(log, tool_call("wait"), waiting=waiting)
 
     async def consume() -> None:
         async with runtime.stream("clerk", "go") as run:
@@ -310,8 +319,7 @@ async def test_a_cancelled_consumer_cancels_the_run_and_its_teardown_runs() -> N
 
     async with runtime:
         task = asyncio.create_task(consume())
-        while "waiting" not in log:
-            await asyncio.sleep(0)
+        await waiting.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -320,15 +328,15 @@ async def test_a_cancelled_consumer_cancels_the_run_and_its_teardown_runs() -> N
 
 async def test_an_exception_in_consumer_code_propagates_unchanged_and_the_runtime_runs_on() -> None:
     log: list[str] = []
-    runtime = notes_runtime(log, tool_call("wait"), "second run")
+    waiting = asyncio.Event()
+    runtime = notes_runtime(log, tool_call("wait"), "second run", waiting=waiting)
     mistake = ValueError("the consumer's own bug")
     async with runtime:
         with pytest.raises(ValueError) as raised:
             async with runtime.stream("clerk", "go") as run:
                 async for event in run:
                     if isinstance(event, CallEvent) and isinstance(event.event, FunctionToolCallEvent):
-                        while "waiting" not in log:
-                            await asyncio.sleep(0)
+                        await waiting.wait()
                         raise mistake
         assert raised.value is mistake
         assert log == ["waiting", "cleanup"]
@@ -387,9 +395,8 @@ async def test_without_model_events_the_requests_are_not_streamed() -> None:
         return ModelResponse(parts=[TextPart("plain")])
 
     clerk = AgentEntry(Agent(FunctionModel(answer)), name="clerk")  # no stream_function: it cannot stream
-    async with Runtime(None, entries=[clerk]) as runtime:
-        async with runtime.stream("clerk", "go", model_events=False) as run:
-            events = await collect(run)
+    async with Runtime(None, entries=[clerk]) as runtime, runtime.stream("clerk", "go", model_events=False) as run:
+        events = await collect(run)
     assert [type(event) for event in events] == [CallStarted, AgentStarted, CallEnded, RunFinished]
     ended = events[2]
     assert isinstance(ended, CallEnded) and ended.usage.requests == 1

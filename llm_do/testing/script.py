@@ -114,9 +114,10 @@ class ScriptedModel(FunctionModel):
     ```
 
     It answers streamed requests too (a run with an `event_stream_handler`, a live run): text comes
-    word by word, each tool call whole. Steps are used in order across every run that uses the model. It raises `ScriptError`,
-    saying what the agent last sent, when the script runs out, when a step calls a tool the agent
-    does not offer, and, when `tools` is given, when the agent offers a different set of tools.
+    word by word, each tool call whole. Steps are used in order across every run that uses the model.
+    It raises `ScriptError`, saying what the agent last sent, when the script runs out, when a step
+    calls a tool the agent does not offer, and, when `tools` is given, when the agent offers a
+    different set of tools.
     """
 
     def __init__(self, *steps: Step, tools: Iterable[str] | None = None, name: str = "scripted") -> None:
