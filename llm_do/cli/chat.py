@@ -13,8 +13,9 @@ import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Awaitable
 from contextlib import nullcontext
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from pydantic_ai.messages import ModelMessage
 from rich.console import Console
@@ -26,8 +27,14 @@ from ..project import Project
 from ..run import RunResult
 from .render import output_text, usage_table
 
-if TYPE_CHECKING:
-    from .running import Turn
+
+class Turn(Protocol):
+    """How chat runs one turn (the command's live run of the entry)."""
+
+    def __call__(
+        self, name: str | None, input_data: Any, *, message_history: list[ModelMessage] | None = None
+    ) -> Awaitable[RunResult]: ...
+
 
 __all__ = ["chat"]
 

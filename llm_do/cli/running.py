@@ -6,10 +6,10 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pydantic_ai
 from pydantic import BaseModel, ValidationError
@@ -76,14 +76,6 @@ class _Session:
             async for event in run:
                 self.board.see(event)
             return await run.result()
-
-
-class Turn(Protocol):
-    """How chat runs one turn: `Session.run`."""
-
-    def __call__(
-        self, name: str | None, input_data: Any, *, message_history: list[ModelMessage] | None = None
-    ) -> Awaitable[RunResult]: ...
 
 
 def run(args: argparse.Namespace) -> int:
