@@ -88,6 +88,7 @@ _FORMS: dict[str, tuple[str, str]] = {
     "cleanup_timeout": ("a number of seconds > 0", "10"),
     "approval_timeout": ("a number of seconds > 0", "600"),
     "session_idle_timeout": ("a number of seconds > 0", "1800"),
+    "stream_buffer": ("a whole number of events >= 1", "256"),
     "project_root": ("an existing directory", "/path/to/project"),
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
     "message_log": ("a file path", "logs/messages.jsonl"),
@@ -163,6 +164,9 @@ class LlmDoSettings(BaseSettings):
     """Seconds a session may stay without a run before it closes (its objects are torn down)."""
     cleanup_timeout: float = Field(default=10.0, gt=0)
     """Seconds each finalizer may take during teardown before it is cancelled."""
+    stream_buffer: int = Field(default=256, ge=1)
+    """Model events a live run (`Runtime.stream`) holds for a consumer that has not read them; when it is
+    full, the run waits for the consumer."""
     project_root: DirectoryPath = Path(".")
     """The project's directory (worker files, relative paths)."""
     database_url: Annotated[SecretStr, AfterValidator(_url)] | None = None
@@ -282,6 +286,7 @@ _RUNTIME_FIELDS = (
     "project_root",
     "attachments",
     "session_idle_timeout",
+    "stream_buffer",
 )
 
 
@@ -307,10 +312,14 @@ class RuntimeConfig:
     """Limits of attachments: per file, per text file, per call."""
     session_idle_timeout: float = 1800.0
     """Seconds a session may stay without a run before it closes."""
+    stream_buffer: int = 256
+    """Model events a live run holds for its consumer before the run waits for it."""
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
+        if self.stream_buffer < 1:
+            raise ValueError(f"stream_buffer must be >= 1, got {self.stream_buffer}")
         for name in ("cleanup_timeout", "approval_timeout", "session_idle_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")

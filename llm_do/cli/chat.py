@@ -1,6 +1,6 @@
 """`llm-do chat`: a conversation with one entry at depth 0, in one session, turn by turn.
 
-Each turn is one run in the chat's session (`Project.run(..., session=...)`), which carries the
+Each turn is one live run in the chat's session (the command's `turn(entry, text, session=...)`), which carries the
 history from turn to turn, and its "approve for session" answers; each turn's per-run and
 per-call resources are torn down when it ends. Ctrl-C cancels the turn in progress (its teardown
 runs, the history stays as before the turn); at the prompt it does nothing. Ctrl-D (end of input)
@@ -14,7 +14,9 @@ import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Awaitable
 from contextlib import nullcontext
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.live import Live
@@ -23,13 +25,23 @@ from rich.markup import escape
 from ..models import RecordingModel
 from ..project import Project
 from ..run import RunResult
+from ..session import Session
 from .render import output_text, usage_table
+
+
+class Turn(Protocol):
+    """How chat runs one turn (the command's live run of the entry)."""
+
+    def __call__(
+        self, name: str | None, input_data: Any, *, session: Session | None = None
+    ) -> Awaitable[RunResult]: ...
+
 
 __all__ = ["chat"]
 
 
 async def chat(
-    project: Project, recorder: RecordingModel | None, entry: str | None, err: Console, live: Live | None
+    project: Project, run: Turn, recorder: RecordingModel | None, entry: str | None, err: Console, live: Live | None
 ) -> None:
     """Read a line, run it, print the answer; until end of input."""
     loop = asyncio.get_running_loop()
@@ -56,7 +68,7 @@ async def chat(
                     break
                 if not line.strip():
                     continue
-                turn = loop.create_task(project.run(entry, line.strip(), session=session))
+                turn = loop.create_task(_turn(run, entry, line.strip(), session))
                 try:
                     with live if live is not None else nullcontext():
                         result = await turn
@@ -76,6 +88,10 @@ async def chat(
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _turn(run: Turn, entry: str | None, text: str, session: Session) -> RunResult:
+    return await run(entry, text, session=session)
 
 
 def _install(loop: asyncio.AbstractEventLoop, handler: object) -> bool:
