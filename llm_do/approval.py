@@ -164,11 +164,6 @@ class Grants:
         self._granted: set[SessionKey] = set()
         self._pending: dict[SessionKey, asyncio.Future[Approval | None]] = {}
 
-    @property
-    def granted(self) -> frozenset[SessionKey]:
-        """The calls approved for the rest of the session."""
-        return frozenset(self._granted)
-
     def __contains__(self, key: object) -> bool:
         return key in self._granted
 

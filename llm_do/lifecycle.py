@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any
 
 from pydantic_ai.toolsets import AbstractToolset
 
 from .events import FinalizerFailed, Sink
 from .handles import Handles
-from .scopes import Scope, is_awaitable
+from .scopes import is_awaitable
 
 __all__ = ["Teardown", "logger"]
 
@@ -32,31 +31,19 @@ class Teardown:
     closed, then `__aexit__` runs with the body's exception, then `cleanup()`. `close` runs
     every registered finalizer in reverse order, each at most `timeout` seconds, shielded from
     a second cancellation; failures are logged on the `llm_do` logger (and announced to the
-    scope's observers) and never raised. Used as an async context manager, it re-raises the
-    body's exception unchanged.
+    scope's observers) and never raised.
     """
 
-    __slots__ = ("_finalizers", "_owned", "scope", "timeout")
+    __slots__ = ("_finalizers", "_owned", "timeout")
 
-    def __init__(self, timeout: float, scope: Scope | None = None) -> None:
+    def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self.scope = scope
-        """The lifetime of what this teardown owns; leak checks ignore global objects."""
         self._finalizers: list[tuple[str, Finalizer]] = []
         self._owned: set[int] = set()
 
     def owns(self, obj: object) -> bool:
         """Whether `obj` is registered here already."""
         return id(obj) in self._owned
-
-    async def adopt(self, obj: object, label: str) -> bool:
-        """Enter `obj` once and register its release; False when it was already owned here."""
-        if id(obj) in self._owned:
-            return False
-        entering = self.register(obj, label)
-        if entering is not None:
-            await entering
-        return True
 
     def register(self, obj: object, label: str) -> Awaitable[None] | None:
         """Register the release of `obj` (not owned here yet). Returns what enters it (`__aenter__`),
@@ -101,15 +88,6 @@ class Teardown:
             ):
                 interrupted = True
         return interrupted
-
-    async def __aenter__(self) -> Teardown:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if await self.close(exc) and exc is None:
-            raise asyncio.CancelledError
 
 
 def _aexit(obj: Any, exc: BaseException | None) -> Any:

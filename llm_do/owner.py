@@ -15,7 +15,6 @@ scope (`find`) for the spec's object. What "once per level" means differs by lev
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
 from typing import Any
 
 from .events import Adopted, Sink, TeardownEnded
@@ -37,7 +36,7 @@ class ScopeOwner:
         self.scope = scope
         self._level = _LEVELS[scope._value_]
         self.parent = parent
-        self.teardown = Teardown(timeout, scope)
+        self.teardown = Teardown(timeout)
         self.sink: Sink | None = None
         """Where this level announces what it adopts and releases; None when nobody observes it."""
         self.named: dict[str, Any] = {}
@@ -117,15 +116,6 @@ class ScopeOwner:
         if sink is not None:
             sink.emit(TeardownEnded(self))
         return interrupted
-
-    async def __aenter__(self) -> ScopeOwner:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if await self.close(exc) and exc is None:
-            raise asyncio.CancelledError
 
     def __repr__(self) -> str:
         return f"ScopeOwner({self.scope})"

@@ -55,11 +55,15 @@ class _BoxLocal(providers.ContextLocalSingleton[Any]):
     _lifetime = "run"
     _in_session = False
 
+    def _values(self, run: Box | None) -> dict[providers.Provider[Any], Any] | None:
+        """Where this provider's instance lives in the current run: its box, or its session's."""
+        if run is None or run.values is None:
+            return None
+        return ((run.session or run) if self._in_session else run).values
+
     def _provide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         run = _CURRENT.get()
-        values = (
-            None if run is None or run.values is None else ((run.session or run) if self._in_session else run).values
-        )
+        values = self._values(run)
         if values is None:
             raise self._outside(run is not None)
         try:
@@ -75,11 +79,9 @@ class _BoxLocal(providers.ContextLocalSingleton[Any]):
 
     def reset(self) -> Any:
         """Forget the current instance (the next resolution builds a new one)."""
-        run = _CURRENT.get()
-        if run is not None and run.values is not None:
-            values = ((run.session or run) if self._in_session else run).values
-            if values is not None:
-                values.pop(self, None)
+        values = self._values(_CURRENT.get())
+        if values is not None:
+            values.pop(self, None)
         return super().reset()
 
     def _outside(self, ended: bool) -> ScopeError:

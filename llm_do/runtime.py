@@ -96,7 +96,7 @@ class Runtime:
         self._abandoned = False
         self._running: set[asyncio.Task[RunResult]] = set()
         self._sessions: dict[str, Session] = {}
-        self._reaping: set[asyncio.Future[None]] = set()
+        self._closing_sessions: set[asyncio.Future[None]] = set()
 
     @property
     def entry_tools(self) -> frozenset[str]:
@@ -412,14 +412,11 @@ class Runtime:
         await (_release_abandoned() if self._abandoned else asyncio.sleep(0))
 
     async def _close_sessions(self) -> None:
-        """Tear down every open session (their runs have ended), whatever else is cancelled."""
-        closing = [session.aclose() for session in list(self._sessions.values())]
-        pending = {asyncio.ensure_future(item) for item in closing} | self._reaping
-        while pending:
-            try:
-                _, pending = await asyncio.wait(pending)
-            except asyncio.CancelledError:
-                continue  # sessions are torn down before the globals they use
+        """Tear down every open session (their runs have ended), whatever else is cancelled: sessions
+        are torn down before the globals they use."""
+        for session in list(self._sessions.values()):
+            session.start_closing()
+        await _wait_out(self._closing_sessions)
 
     # -- what sessions ask of their runtime (the SessionHost protocol) ---------------------------
 
@@ -427,16 +424,13 @@ class Runtime:
         """Who observes what is released outside any run (sessions, globals): leak tracking, when on."""
         return Sink(None, tuple(tracking.active)) if tracking.active else None
 
-    def forget(self, session: Session) -> None:
-        """A session closed: it is no longer open here (its id opens a new one)."""
+    def closing(self, session: Session, task: asyncio.Future[None]) -> None:
+        """A session started closing in `task`: no longer open (its id opens a new session), and waited
+        for when the runtime closes."""
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
-
-    def reap(self, session: Session) -> None:
-        """Close a session that has been idle too long, in a task of its own (in an empty context)."""
-        task = contextvars.Context().run(asyncio.ensure_future, session.close_if_idle())
-        self._reaping.add(task)
-        task.add_done_callback(self._reaping.discard)
+        self._closing_sessions.add(task)
+        task.add_done_callback(self._closing_sessions.discard)
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -457,11 +451,16 @@ async def _release_abandoned(turns: int = 3) -> None:
 
 async def _cancel_and_wait(tasks: set[asyncio.Task[RunResult]]) -> None:
     """Cancel the tasks and wait until each has finished its teardown, whatever else is cancelled."""
-    pending = set(tasks)
-    for task in pending:
+    for task in tasks:
         task.cancel()
+    await _wait_out(tasks)
+
+
+async def _wait_out(tasks: set[asyncio.Task[RunResult]] | set[asyncio.Future[None]]) -> None:
+    """Wait until each of the tasks is done, whatever else is cancelled meanwhile: teardown comes first."""
+    pending: set[Any] = set(tasks)
     while pending:
         try:
             _, pending = await asyncio.wait(pending)
         except asyncio.CancelledError:
-            continue  # a further cancellation: the runs' teardown still comes first
+            continue

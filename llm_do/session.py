@@ -58,8 +58,7 @@ class SessionHost(Protocol):
     @property
     def run(self) -> Callable[..., Awaitable[RunResult]]: ...
     def background_sink(self) -> Sink | None: ...
-    def forget(self, session: Session) -> None: ...
-    def reap(self, session: Session) -> None: ...
+    def closing(self, session: Session, task: asyncio.Future[None]) -> None: ...
 
 
 class Session:
@@ -175,7 +174,9 @@ class Session:
         if not messages:
             return  # a function entry's top-level call has no conversation: the history stays
         self.history = list(messages)
-        await _outside_any_run(self._open_host().history_store.save(self.id, self.history))
+        host = self._host  # (still there while the session closes: it waits for this run)
+        if host is not None:
+            await _outside_any_run(host.history_store.save(self.id, self.history))
 
     def arm(self) -> None:
         """Start (again) the clock after which an idle session closes; not while a run holds it."""
@@ -189,31 +190,28 @@ class Session:
 
     def _idled(self) -> None:
         self._timer = None
-        host = self._host
-        if host is not None and self._running is None and not self._closed:
-            host.reap(self)  # never a busy session: its run re-arms the clock when it ends
-
-    async def close_if_idle(self) -> None:
-        """Close the session unless a run started since its clock ran out (the run re-arms it)."""
         if self._running is None:
-            await self.aclose()
+            self.start_closing()  # never a busy session: its run re-arms the clock when it ends
+
+    def start_closing(self) -> asyncio.Future[None]:
+        """Start closing the session (once), in a task of its own that its runtime waits for."""
+        if self._closing is None:
+            self._closed = True
+            # In an empty context: whoever asked (a run's task, a timer) must not reach the teardown.
+            self._closing = contextvars.Context().run(asyncio.ensure_future, self._close())
+            if self._host is not None:
+                self._host.closing(self, self._closing)
+        return self._closing
 
     async def aclose(self) -> None:
         """Close the session: wait for its run, if one is in progress, then tear down its objects.
 
-        Idempotent. The history stays in the runtime's store; the session's approvals and objects go.
+        Idempotent; a cancelled caller stops waiting, not the closing. The history stays in the
+        runtime's store; the session's approvals and objects go.
         """
-        if self._closing is None:
-            self._closing = asyncio.get_running_loop().create_future()
-            try:
-                await self._close()
-            finally:
-                self._closing.set_result(None)
-        else:
-            await asyncio.shield(self._closing)
+        await asyncio.shield(self.start_closing())  # a cancelled caller stops waiting, not the closing
 
     async def _close(self) -> None:
-        self._closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -232,7 +230,6 @@ class Session:
             self.box.close()
             self.grants = Grants()
             self.history = []
-            host.forget(self)
             self._ended.set()
 
     async def __aenter__(self) -> Session:

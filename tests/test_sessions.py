@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from containers import AgentContainer
 from llm_do import (
@@ -388,3 +389,53 @@ async def test_a_run_cancelled_before_it_started_lets_go_of_its_session() -> Non
             await doomed
         assert not session.busy
         assert (await session.run("echo", "next")).output == "next"
+
+
+async def test_a_session_whose_closing_was_cancelled_still_tears_down() -> None:
+    LOG.clear()
+    app = App()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @entry(toolsets=["page"])
+    async def wait(scope: CallScope, input_data: str) -> str:
+        app.sandbox()
+        started.set()
+        await release.wait()
+        return "done"
+
+    async with Runtime(app, entries=[wait]) as runtime:
+        session = await runtime.session("s")
+        running = asyncio.create_task(session.run("wait", "go"))
+        await started.wait()
+        closing = asyncio.create_task(session.aclose())  # waits for the run in progress
+        await asyncio.sleep(0)
+        closing.cancel()  # whoever asked stops waiting: the session still closes
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        release.set()
+        await running
+    assert len(LOG) == 2, "its sandbox and page were torn down"
+    assert session.closed and runtime.sessions == {}
+
+
+async def test_a_run_in_progress_when_its_session_closes_ends_well_and_its_history_is_kept() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        started.set()
+        await release.wait()
+        return text("Noted.")
+
+    store = InMemoryHistoryStore()
+    chat = AgentEntry(Agent(FunctionModel(slow)), name="chat")
+    async with Runtime(None, entries=[chat], history_store=store) as runtime:
+        session = await runtime.session("conv")
+        running = asyncio.create_task(session.run("chat", "I like blue."))
+        await started.wait()
+        closing = asyncio.create_task(session.aclose())
+        await asyncio.sleep(0)
+        release.set()
+        result = await running
+        await closing
+    assert result.output == "Noted."
+    assert prompts(await store.load("conv")) == ["I like blue."]
