@@ -118,6 +118,7 @@ class CallScope:
         parent: CallScope | None = None,
         message_history: list[ModelMessage] | None = None,
         attachments: tuple[Attachment, ...] = (),
+        tool_call_id: str | None = None,
     ) -> None:
         self.host = host
         self.entry = entry
@@ -132,6 +133,9 @@ class CallScope:
         """The whole conversation after this call, including `message_history`."""
         self.attachments = attachments
         """The files this call received (its entry's agent is sent them with its prompt)."""
+        self.tool_call_id = tool_call_id
+        """The parent's pydantic-ai tool call that started this call (an agent used as a tool); None for the
+        top-level call and for calls made from Python (`call_agent`)."""
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._teardown = Teardown(host.config.cleanup_timeout, Scope.PER_CALL)
@@ -162,6 +166,16 @@ class CallScope:
                 f"entry {self.entry.name!r} has no open toolset {name!r}; its toolsets: "
                 f"{', '.join(self._instances) or 'none (the call has ended)'}"
             ) from None
+
+    def path(self) -> tuple[tuple[str, str | None], ...]:
+        """Where this call is in its run: each entry from the top-level call down, with the tool call
+        of its parent that started it. The same for the same call when a run is replayed."""
+        steps: list[tuple[str, str | None]] = []
+        scope: CallScope | None = self
+        while scope is not None:
+            steps.append((scope.entry.name, scope.tool_call_id))
+            scope = scope.parent
+        return tuple(reversed(steps))
 
     def chain(self) -> tuple[str, ...]:
         """Entry names from the top-level call down to this one."""
@@ -322,12 +336,21 @@ class CallScope:
         if name not in self.entry.toolsets:
             raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
 
-    async def call_child(self, name: str, input_data: Any, *, attachments: tuple[Attachment, ...] = ()) -> Any:
+    async def call_child(
+        self,
+        name: str,
+        input_data: Any,
+        *,
+        attachments: tuple[Attachment, ...] = (),
+        tool_call_id: str | None = None,
+    ) -> Any:
         """Run entry `name` as a child call, ungated: for the agent-as-tool toolset, whose calls the
-        gate already saw. The depth limit is enforced here, whoever calls."""
+        gate already saw (`tool_call_id` is that tool call's). The depth limit is enforced here, whoever calls."""
         target = self.host.entry(name)
         self.check_depth(name)
-        async with CallScope(self.host, target, self._open_run(), parent=self, attachments=attachments) as child:
+        async with CallScope(
+            self.host, target, self._open_run(), parent=self, attachments=attachments, tool_call_id=tool_call_id
+        ) as child:
             return await target.run_turn(child, input_data)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:

@@ -246,7 +246,7 @@ async def _hand_over(ctx: RunContext[Any], target: Entry, input_data: Any, attac
     if not isinstance(scope, CallScope):
         raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
     handed = await scope.attachments_for(ctx.tool_call_id, attachments) if attachments else ()
-    return await scope.call_child(target.name, input_data, attachments=handed)
+    return await scope.call_child(target.name, input_data, attachments=handed, tool_call_id=ctx.tool_call_id)
 
 
 _NAMES_DESCRIPTION = (

@@ -6,6 +6,7 @@ model = ReplayModel.from_file("session.json")        # then answer from the file
 ```
 """
 
+from .journal import Journal, JournalEntry, JournalModel, JournalStore, WentLive
 from .keys import HANDLE_PATTERN, RequestKey, current_chain, request_key
 from .record import RecordingModel
 from .recording import FORMAT_VERSION, RecordedResponse, Recording, RecordingError, ScriptStep
@@ -15,6 +16,10 @@ __all__ = [
     "FORMAT_VERSION",
     "AttachmentMismatch",
     "HANDLE_PATTERN",
+    "Journal",
+    "JournalEntry",
+    "JournalModel",
+    "JournalStore",
     "MissingResponse",
     "RecordedResponse",
     "Recording",
@@ -24,6 +29,7 @@ __all__ = [
     "RequestKey",
     "ScriptStep",
     "UnknownRecordedHandle",
+    "WentLive",
     "current_chain",
     "request_key",
 ]
