@@ -25,6 +25,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.settings import ModelSettings
 
 from llm_do import AgentEntry, Runtime, Toolset, tool
 from llm_do.jobs import JobEntry, JobQueue, current_job
@@ -152,10 +153,20 @@ async def _late_on_the_first_attempt(ctx: RunContext[Any]) -> str:
     return "Help the boss."
 
 
+def _attempt_temperature(ctx: RunContext[Any]) -> ModelSettings:
+    job = current_job()
+    return {"temperature": 0.1 * (job.attempt if job is not None else 0)}
+
+
 counter = _agent("counter", _steps, ["steps"])
 plain = _agent("plain", _steps, ["steps"])
 drifter = _agent("drifter", _drifting("step", "step", "drift", "step"), ["steps"])
 fragile = _agent("fragile", _drifting("step", "drift", "step", "fragile"), ["steps"])
+tuned = AgentEntry(
+    Agent(counting(_named("tuned"), _drifting("step", "fragile")), model_settings=_attempt_temperature),
+    name="tuned",
+    toolsets=["steps"],
+)
 boss = _agent("boss", _boss, ["helper"])
 helper = _agent("helper", _helper, ["steps"], who=lambda fields: f"helper/{fields['tag']}")
 helper.agent.instructions(_late_on_the_first_attempt)
@@ -164,7 +175,7 @@ helper.agent.instructions(_late_on_the_first_attempt)
 def make_runtime(**options: Any) -> Runtime:
     return Runtime(
         None,
-        entries=[counter, plain, drifter, fragile, boss, helper],
+        entries=[counter, plain, drifter, fragile, tuned, boss, helper],
         toolsets={"steps": Steps},
         **options,
     )
@@ -176,6 +187,7 @@ queue = JobQueue(
         JobEntry("plain", journal=False),
         "drifter",
         JobEntry("fragile", retry=1),
+        JobEntry("tuned", retry=1),
         "boss",
     ],
     runtime=make_runtime,

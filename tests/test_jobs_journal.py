@@ -19,9 +19,9 @@ from pydantic_ai.messages import AgentStreamEvent
 from llm_do import Runtime
 from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
 
+from .jobs_support import Worker, eventually, fresh_database
 from .journal_app import make_runtime
 from .journal_app import queue as app_queue
-from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
 from .postgres import PostgresServer
 
 TARGET = "tests.journal_app:queue"
@@ -48,12 +48,18 @@ def ask(notes: Path, hold: int = -1) -> str:
 def sent(notes: Path) -> Counter[tuple[str, int]]:
     """How many times each (model, request index) was sent to a model, over every attempt."""
     lines = notes.read_text().splitlines() if notes.exists() else []
-    return Counter((who, int(index)) for kind, who, index, _ in (line.split() for line in lines if line.startswith("sent ")))
+    return Counter(
+        (who, int(index)) for kind, who, index, _ in (line.split() for line in lines if line.startswith("sent "))
+    )
+
+
+def held(notes: Path, who: str) -> bool:
+    return notes.exists() and f"holding {who}" in notes.read_text().splitlines()
 
 
 async def holding(notes: Path, who: str) -> None:
     async def seen() -> bool:
-        return notes.exists() and f"holding {who}" in notes.read_text().splitlines()
+        return held(notes, who)
 
     await eventually(seen, f"{who} holds its request")
 
@@ -69,6 +75,18 @@ async def rows(queue: JobQueue, job_id: int) -> list[tuple[str, int]]:
             "SELECT call_path, position FROM llm_do_journal WHERE job_id = %s ORDER BY call_path, position", (job_id,)
         )
         return [(call, position) for call, position in await cursor.fetchall()]
+
+
+async def run_in_process(queue: JobQueue, entry: str, input_data: str, runtime: Any = make_runtime) -> JobRecord:
+    """Defer a job and run it with `run_worker` in this process until it is done."""
+    stop = asyncio.Event()
+    options = WorkerOptions(concurrency=2, heartbeat=0.2, stalled_timeout=1.5, poll_interval=0.2, name="in-process")
+    task = asyncio.create_task(run_worker(queue, options, runtime=runtime, stop=stop, install_signal_handlers=False))
+    try:
+        return await finished(queue, await queue.defer(entry, input_data))
+    finally:
+        stop.set()
+        await task
 
 
 async def killed_and_rerun(queue: JobQueue, dsn: str, tmp_path: Path, entry: str, who: str) -> tuple[int, Path]:
@@ -108,7 +126,13 @@ async def test_a_job_killed_after_k_requests_sends_only_the_one_in_flight_again(
     job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "counter", "counter")
     record = await queue.get(job_id)
     whole = await uninterrupted(queue, dsn, tmp_path, "counter")
-    assert sent(notes) == {("counter", 0): 1, ("counter", 1): 1, ("counter", 2): 1, ("counter", 3): 1, ("counter", 4): 2}
+    assert sent(notes) == {
+        ("counter", 0): 1,
+        ("counter", 1): 1,
+        ("counter", 2): 1,
+        ("counter", 3): 1,
+        ("counter", 4): 2,
+    }
     assert record.journal == {
         "replayed": 4,
         "sent": 1,
@@ -127,7 +151,13 @@ async def test_replay_stops_at_the_first_request_a_changed_tool_result_makes_dif
     """drifter: step, step, drift (its result names the attempt), step, then text; killed at request 4."""
     job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "drifter", "drifter")
     record = await queue.get(job_id)
-    assert sent(notes) == {("drifter", 0): 1, ("drifter", 1): 1, ("drifter", 2): 1, ("drifter", 3): 2, ("drifter", 4): 2}
+    assert sent(notes) == {
+        ("drifter", 0): 1,
+        ("drifter", 1): 1,
+        ("drifter", 2): 1,
+        ("drifter", 3): 2,
+        ("drifter", 4): 2,
+    }
     assert record.journal == {
         "replayed": 3,
         "sent": 2,
@@ -164,7 +194,11 @@ async def test_nested_and_parallel_calls_are_journaled_under_their_own_call_path
         ("helper/b", 1): 1,
         ("boss", 1): 2,
     }
-    assert record.journal == {"replayed": 5, "sent": 1, "live_from": [{"call": "boss", "position": 1, "reason": "ends"}]}
+    assert record.journal == {
+        "replayed": 5,
+        "sent": 1,
+        "live_from": [{"call": "boss", "position": 1, "reason": "ends"}],
+    }
     assert record.output == "boss: helper a: step a ok | helper b: step b ok"
     async with queue.pool.connection() as conn:
         cursor = await conn.execute(
@@ -232,16 +266,15 @@ async def test_a_retried_job_replays_its_streamed_requests_and_the_trace_says_wh
         return make_runtime(event_stream_handler=handler, tracer_provider=provider)
 
     notes = tmp_path / "notes"
-    stop = asyncio.Event()
-    options = WorkerOptions(concurrency=2, heartbeat=0.2, stalled_timeout=1.5, poll_interval=0.2, name="in-process")
-    task = asyncio.create_task(run_worker(queue, options, runtime=streaming, stop=stop, install_signal_handlers=False))
-    try:
-        record = await finished(queue, await queue.defer("fragile", ask(notes)))
-    finally:
-        stop.set()
-        await task
+    record = await run_in_process(queue, "fragile", ask(notes), streaming)
     assert record.status == "succeeded" and record.attempts == 2, record
-    assert sent(notes) == {("fragile", 0): 1, ("fragile", 1): 1, ("fragile", 2): 2, ("fragile", 3): 2, ("fragile", 4): 1}
+    assert sent(notes) == {
+        ("fragile", 0): 1,
+        ("fragile", 1): 1,
+        ("fragile", 2): 2,
+        ("fragile", 3): 2,
+        ("fragile", 4): 1,
+    }
     assert record.journal == {
         "replayed": 2,
         "sent": 3,
@@ -264,3 +297,17 @@ async def test_a_retried_job_replays_its_streamed_requests_and_the_trace_says_wh
         if span.attributes and "llm_do.journal.replayed" in span.attributes
     ]
     assert replayed == [2]
+
+
+async def test_a_request_whose_model_settings_changed_is_sent_again(queue: JobQueue, tmp_path: Path) -> None:
+    """tuned: its temperature follows the attempt; step, then fragile (fails on the first attempt), then text."""
+    notes = tmp_path / "notes"
+    record = await run_in_process(queue, "tuned", ask(notes))
+    assert record.status == "succeeded" and record.attempts == 2, record
+    assert sent(notes) == {("tuned", 0): 2, ("tuned", 1): 2, ("tuned", 2): 1}
+    assert record.journal == {
+        "replayed": 0,
+        "sent": 3,
+        "live_from": [{"call": "tuned", "position": 0, "reason": "differs"}],
+    }
+    assert await rows(queue, record.id) == [("tuned", n) for n in range(3)]

@@ -14,9 +14,9 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..attachments import Attachment, AttachmentError
+from ..models.journal import Journal
 from ..run import RunReport, RunResult, run_report
 from ..runtime import Runtime
-from ..models.journal import Journal
 from .context import JobInfo, reset_current, set_current
 from .journal import JobJournals
 from .records import calls_json, output_json, usage_json

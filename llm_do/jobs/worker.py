@@ -45,7 +45,7 @@ class WorkerOptions:
     name: str | None = None
     """The worker's name in logs and results (default: host:pid)."""
     journal_retention: float = 7 * 24 * 3600.0
-    """Seconds a finished job's journal is kept; the worker removes older ones as it goes (see `remove_old_journals`)."""
+    """Seconds a finished job's journal is kept; the worker removes older ones as it goes (`remove_old_journals`)."""
 
     @classmethod
     def from_settings(cls, settings: JobSettings | None = None, **overrides: Any) -> WorkerOptions:

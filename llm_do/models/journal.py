@@ -249,8 +249,6 @@ class JournalModel(WrapperModel):
                 answer, model_request_parameters=model_request_parameters, replay_events=True
             )
             return
-        async with super().request_stream(
-            messages, model_settings, model_request_parameters, run_context
-        ) as stream:
+        async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
             yield stream
         await self.journal.keep(place, request, stream.get())
