@@ -58,8 +58,11 @@ async def perform(
             result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
         else:
             journal = await journals.open(job.id, job.attempt)
-            with journals.installed(runtime, job.entry, journal):
-                result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+            try:
+                with journals.installed(runtime, job.entry, journal):
+                    result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+            finally:
+                await _shielded(journal.settled())  # the last responses are written before the job ends
     except BaseException as error:
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):

@@ -13,9 +13,11 @@ as before and replay too. Handles are mapped to the live conversation's, as `Rep
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from contextvars import Context
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from weakref import WeakKeyDictionary
@@ -109,6 +111,7 @@ class Journal:
         """Where calls that had journaled responses went live, in the order it happened."""
         self.unsaved = 0
         """Responses the store failed to keep (logged): a later attempt sends them again."""
+        self._writing: set[asyncio.Task[None]] = set()
         self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
         self._outside = _Call(OUTSIDE)
         self._paths = frozenset(call for call, _ in self.recorded)
@@ -187,24 +190,35 @@ class Journal:
                 },
             )
 
-    async def keep(self, place: _Place, request: RequestKey, response: ModelResponse) -> None:
-        """Write a response the model sent; a failed write is logged (the response is then paid again on a
+    def keep(self, place: _Place, request: RequestKey, response: ModelResponse) -> None:
+        """Start writing a response the model sent. The run goes on meanwhile: the next request sent to the
+        model waits for the writes started before it (`settled`), so a response is in the journal before any
+        request that follows it is paid for. A failed write is logged (the response is then paid again on a
         later attempt), never raised into the run."""
         if response.state != "complete":
             return
-        call = place.call
-        stale = (call.path, place.position) in self.recorded
-        recorded = RecordedResponse.answering(request, response)
+        entry = JournalEntry(place.call.path, place.position, RecordedResponse.answering(request, response))
+        stale = (entry.call, entry.position) in self.recorded
+        task = asyncio.get_running_loop().create_task(self._write(entry, stale), context=Context())
+        self._writing.add(task)
+        task.add_done_callback(self._writing.discard)
+
+    async def settled(self) -> None:
+        """Wait until every response kept so far is written (or its write failed)."""
+        while self._writing:
+            await asyncio.wait(set(self._writing))
+
+    async def _write(self, entry: JournalEntry, stale: bool) -> None:
         try:
             if stale:  # the run went live here: what the journal held from here on is another conversation
-                await self.store.drop(call.path, place.position)
-            await self.store.write(JournalEntry(call.path, place.position, recorded))
+                await self.store.drop(entry.call, entry.position)
+            await self.store.write(entry)
         except Exception as error:
             self.unsaved += 1
             logger.warning(
                 "journal: the response to request %d of call %s was not kept (%s: %s)",
-                place.position,
-                call.path,
+                entry.position,
+                entry.call,
                 type(error).__name__,
                 error,
             )
@@ -229,8 +243,9 @@ class JournalModel(WrapperModel):
         answer = self.journal.answer(place, request)
         if answer is not None:
             return answer
+        await self.journal.settled()
         response = await super().request(messages, model_settings, model_request_parameters)
-        await self.journal.keep(place, request, response)
+        self.journal.keep(place, request, response)
         return response
 
     @asynccontextmanager
@@ -249,6 +264,7 @@ class JournalModel(WrapperModel):
                 answer, model_request_parameters=model_request_parameters, replay_events=True
             )
             return
+        await self.journal.settled()
         async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
             yield stream
-        await self.journal.keep(place, request, stream.get())
+        self.journal.keep(place, request, stream.get())
