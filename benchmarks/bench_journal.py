@@ -5,8 +5,10 @@ Starts a throwaway PostgreSQL server (tests/postgres.py, unix socket only).
 
 1. Cost per request. An agent whose scripted model makes 10 requests (9 tool calls, then text; the
    conversation grows to 20 messages), model and tool answering at once. *In a run*: runs with a job's
-   journal (first attempt: every response written) alternate with runs without, on one runtime; the cost
-   is the difference per request, the last write included. *Its own work*: the requests of one run,
+   journal (first attempt: every response written, the last write waited for), runs through a
+   pass-through `WrapperModel` (what pydantic-ai charges any model wrapping another, the recording one
+   included) and plain runs alternate on one runtime; the cost is each one's difference to the plain
+   run, per request. *Its own work*: the requests of one run,
    captured, are sent again and again through a `JournalModel` and straight to a model that answers at
    once, alternating, each write awaited: the request's key (a SHA-256 of the conversation, tools and
    settings) plus the write (one INSERT), or on a re-run the key plus the lookup of the journaled answer.
@@ -171,18 +173,23 @@ async def work_per_request(pool: Any, rounds: int, big: bool) -> dict[str, list[
     return samples
 
 
-async def cost_in_runs(pool: Any, rounds: int, big: bool) -> list[float]:
-    """Per request, what a first attempt's journal adds to a whole run of 10 requests (paired rounds)."""
+async def cost_in_runs(pool: Any, rounds: int, big: bool) -> dict[str, list[float]]:
+    """Per request, what a first attempt's journal adds to a whole run of 10 requests, and what any wrapper
+    model adds (pydantic-ai's own work for a model wrapping another), each paired with a plain run."""
     model, lookup = _ten_requests(big)
-    looker = AgentEntry(Agent(model, tools=[lookup], instructions="Look up the ten values."), name="looker")
+    agent = Agent(model, tools=[lookup], instructions="Look up the ten values.")
     journals = JobJournals(pool, "bench-runs")
-    differences: list[float] = []
-    async with Runtime(entries=[looker]) as runtime:
+    added: dict[str, list[float]] = {"in a run: any wrapper model (pydantic-ai)": [], "in a run: the journal": []}
+    async with Runtime(entries=[AgentEntry(agent, name="looker")]) as runtime:
         await runtime.run("looker", "warm up")
         for number in range(rounds):
             started = time.perf_counter()
             await runtime.run("looker", "Look them up.")
             plain = time.perf_counter() - started
+            started = time.perf_counter()
+            with agent.override(model=WrapperModel(model)):
+                await runtime.run("looker", "Look them up.")
+            wrapped = time.perf_counter() - started
             journal = Journal(PostgresJournal(pool, "bench-runs", number, 1))
             started = time.perf_counter()
             with journals.installed(runtime, "looker", journal):
@@ -191,8 +198,9 @@ async def cost_in_runs(pool: Any, rounds: int, big: bool) -> list[float]:
             journaled = time.perf_counter() - started
             if journal.sent != 10:
                 raise RuntimeError(f"the journal saw {journal.sent} requests, not 10")
-            differences.append((journaled - plain) / 10)
-    return differences
+            added["in a run: any wrapper model (pydantic-ai)"].append((wrapped - plain) / 10)
+            added["in a run: the journal"].append((journaled - plain) / 10)
+    return added
 
 
 # -- 2. throughput -----------------------------------------------------------------------------------
@@ -274,7 +282,7 @@ async def main(args: argparse.Namespace) -> None:
         returns = "2 KB" if args.big else "short"
         print(f"\njournal cost per model request ({returns} tool returns, 10 requests a run):")
         print("| | median | p90 |\n|---|---:|---:|")
-        for label, values in {"in a run (first attempt), paired with a run without": in_runs, **work}.items():
+        for label, values in {**in_runs, **work}.items():
             ordered = sorted(values)
             p90 = ordered[int(len(ordered) * 0.9)]
             print(f"| {label} | {statistics.median(values) * 1000:.3f} ms | {p90 * 1000:.3f} ms |")

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic_ai.messages import AgentStreamEvent
 
-from llm_do import Runtime
+from llm_do import ConfigurationError, Runtime
 from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
 
 from .jobs_support import Worker, eventually, fresh_database
@@ -311,3 +311,16 @@ async def test_a_request_whose_model_settings_changed_is_sent_again(queue: JobQu
         "live_from": [{"call": "tuned", "position": 0, "reason": "differs"}],
     }
     assert await rows(queue, record.id) == [("tuned", n) for n in range(3)]
+
+
+async def test_apply_schema_adds_the_journal_to_a_database_made_before_it(queue: JobQueue) -> None:
+    job_id = await queue.defer("counter", "{}")
+    async with queue.pool.connection() as conn:  # as an llm-do without the journal left it
+        await conn.execute("DROP TABLE llm_do_journal")
+        await conn.execute("ALTER TABLE llm_do_job_results DROP COLUMN journal")
+    with pytest.raises(ConfigurationError, match=r"older than this llm-do's .*await queue\.apply_schema\(\)"):
+        await queue.get(job_id)
+    await queue.apply_schema()
+    await queue.apply_schema()  # idempotent
+    assert (await queue.get(job_id)).journal is None
+    assert await rows(queue, job_id) == []

@@ -118,9 +118,11 @@ class JobJournals:
         self._plans: dict[tuple[int, str], list[tuple[Agent[Any, Any], Model]]] = {}
 
     async def open(self, job_id: int, attempt: int) -> Journal:
-        """The journal of job `job_id`, with what its earlier attempts recorded."""
+        """The journal of job `job_id`, with what its earlier attempts recorded (a first attempt has none: it
+        is not read)."""
         store = PostgresJournal(self.pool, self.queue, job_id, attempt)
-        return Journal(store, await store.entries(), source=f"job {job_id}'s journal")
+        entries = await store.entries() if attempt > 1 else ()
+        return Journal(store, entries, source=f"job {job_id}'s journal")
 
     @contextmanager
     def installed(self, runtime: Runtime, entry: str, journal: Journal) -> Iterator[None]:

@@ -302,19 +302,23 @@ class JobQueue:
             ) from None
 
 
+_MISSING = (errors.UndefinedTable, errors.UndefinedObject, errors.UndefinedFunction, errors.UndefinedColumn)
+"""What a query meets in a database whose schema is missing, or older than this llm-do's."""
+
+
 @contextmanager
 def _schema_needed() -> Iterator[None]:
     """Turn a query on a database without the jobs schema into an error that says what to do."""
     try:
         yield
-    except (errors.UndefinedTable, errors.UndefinedObject, errors.UndefinedFunction, ConnectorException) as error:
+    except (*_MISSING, ConnectorException) as error:
         cause = error.__cause__ if isinstance(error, ConnectorException) else error
-        if not isinstance(cause, errors.UndefinedTable | errors.UndefinedObject | errors.UndefinedFunction):
+        if not isinstance(cause, _MISSING):
             raise
         raise ConfigurationError(
-            f"the jobs schema is missing from this database ({cause.diag.message_primary}): "
-            "call `await queue.apply_schema()` once before deferring or reading jobs (a worker does it when it "
-            "starts); after upgrading procrastinate, apply its migrations"
+            f"the jobs schema is missing from this database, or older than this llm-do's "
+            f"({cause.diag.message_primary}): call `await queue.apply_schema()` once before deferring or reading "
+            "jobs (a worker does it when it starts); after upgrading procrastinate, apply its migrations"
         ) from error
 
 

@@ -86,6 +86,8 @@ class _Call:
     """Children started from Python (no tool call id), numbered in the order they first ask the model."""
     live: bool = False
     replayed: int = 0
+    stale_from: int | None = None
+    """Where this call went live on a request that differs: the journal's rows from there on are dropped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,8 @@ class Journal:
                     span.set_attribute("llm_do.journal.replayed", call.replayed)
                 return replayed(entry.recorded, request, self.source, keep_ids=True)
             call.live = True
+            if entry is not None:
+                call.stale_from = place.position
             if entry is not None or call.path in self._paths:
                 self._went_live(WentLive(call.path, place.position, "differs" if entry is not None else "ends"))
         self.sent += 1
@@ -198,7 +202,7 @@ class Journal:
         if response.state != "complete":
             return
         entry = JournalEntry(place.call.path, place.position, RecordedResponse.answering(request, response))
-        stale = (entry.call, entry.position) in self.recorded
+        stale = place.call.stale_from == place.position
         task = asyncio.get_running_loop().create_task(self._write(entry, stale), context=Context())
         self._writing.add(task)
         task.add_done_callback(self._writing.discard)
