@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from llm_do import AgentEntry, Runtime  # noqa: E402
 from llm_do.jobs import JobEntry, JobQueue  # noqa: E402
 from llm_do.jobs.journal import JobJournals, PostgresJournal  # noqa: E402
-from llm_do.models import Journal, JournalModel  # noqa: E402
+from llm_do.models import Journal, JournalEntry, JournalModel, RecordedResponse, request_key  # noqa: E402
 from tests.jobs_support import fresh_database  # noqa: E402
 from tests.postgres import PostgresServer, temporary_postgres  # noqa: E402
 
@@ -154,11 +154,23 @@ async def work_per_request(pool: Any, rounds: int, big: bool) -> dict[str, list[
     """The journal's own work per request, nothing overlapping it: key and write (awaited), or key and lookup."""
     captured = await captured_conversation(big)
     instant = Instant(captured)
-    samples: dict[str, list[float]] = {"first attempt: key + write": [], "re-run: key + lookup": []}
+    samples: dict[str, list[float]] = {
+        "its own work, first attempt: key + write": [],
+        "its own work, re-run: key + lookup": [],
+        "the write alone (one INSERT through the pool)": [],
+    }
     for number in range(rounds):
         store = PostgresJournal(pool, "bench-work", number, 1)
-        for mode in samples:
-            journal = Journal(store, await store.entries() if mode.startswith("re-run") else ())
+        bare = PostgresJournal(pool, "bench-bare", number, 1)
+        for index, item in enumerate(captured):
+            entry = JournalEntry(
+                "-", index, RecordedResponse.answering(request_key(item.messages, item.params), item.response)
+            )
+            started = time.perf_counter()
+            await bare.write(entry)
+            samples["the write alone (one INSERT through the pool)"].append(time.perf_counter() - started)
+        for mode in list(samples)[:2]:
+            journal = Journal(store, await store.entries() if "re-run" in mode else ())
             model = JournalModel(instant, journal)
             for item in captured:
                 started = time.perf_counter()
@@ -168,7 +180,7 @@ async def work_per_request(pool: Any, rounds: int, big: bool) -> dict[str, list[
                 await model.request(item.messages, item.settings, item.params)
                 await journal.settled()
                 samples[mode].append(time.perf_counter() - started - direct)
-            if mode.startswith("re-run") and journal.replayed != len(captured):
+            if "re-run" in mode and journal.replayed != len(captured):
                 raise RuntimeError(f"the re-run replayed {journal.replayed} of {len(captured)} requests")
     return samples
 

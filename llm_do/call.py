@@ -167,16 +167,6 @@ class CallScope:
                 f"{', '.join(self._instances) or 'none (the call has ended)'}"
             ) from None
 
-    def path(self) -> tuple[tuple[str, str | None], ...]:
-        """Where this call is in its run: each entry from the top-level call down, with the tool call
-        of its parent that started it. The same for the same call when a run is replayed."""
-        steps: list[tuple[str, str | None]] = []
-        scope: CallScope | None = self
-        while scope is not None:
-            steps.append((scope.entry.name, scope.tool_call_id))
-            scope = scope.parent
-        return tuple(reversed(steps))
-
     def chain(self) -> tuple[str, ...]:
         """Entry names from the top-level call down to this one."""
         names: list[str] = []

@@ -113,7 +113,8 @@ class Journal:
         """Where calls that had journaled responses went live, in the order it happened."""
         self.unsaved = 0
         """Responses the store failed to keep (logged): a later attempt sends them again."""
-        self._writing: set[asyncio.Task[None]] = set()
+        self._last: asyncio.Task[None] | None = None
+        """The latest write: each write waits for the one before it."""
         self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
         self._outside = _Call(OUTSIDE)
         self._paths = frozenset(call for call, _ in self.recorded)
@@ -195,24 +196,25 @@ class Journal:
             )
 
     def keep(self, place: _Place, request: RequestKey, response: ModelResponse) -> None:
-        """Start writing a response the model sent. The run goes on meanwhile: the next request sent to the
-        model waits for the writes started before it (`settled`), so a response is in the journal before any
-        request that follows it is paid for. A failed write is logged (the response is then paid again on a
-        later attempt), never raised into the run."""
+        """Start writing a response the model sent, after the writes started before it (in order). The run goes
+        on meanwhile; the end of the job waits for them (`settled`). A failed write is logged (the response is
+        then paid again on a later attempt), never raised into the run."""
         if response.state != "complete":
             return
         entry = JournalEntry(place.call.path, place.position, RecordedResponse.answering(request, response))
         stale = place.call.stale_from == place.position
-        task = asyncio.get_running_loop().create_task(self._write(entry, stale), context=Context())
-        self._writing.add(task)
-        task.add_done_callback(self._writing.discard)
+        task = asyncio.get_running_loop().create_task(self._write(entry, stale, self._last), context=Context())
+        self._last = task
 
     async def settled(self) -> None:
         """Wait until every response kept so far is written (or its write failed)."""
-        while self._writing:
-            await asyncio.wait(set(self._writing))
+        last = self._last
+        if last is not None:
+            await asyncio.wait((last,))
 
-    async def _write(self, entry: JournalEntry, stale: bool) -> None:
+    async def _write(self, entry: JournalEntry, stale: bool, after: asyncio.Task[None] | None) -> None:
+        if after is not None:
+            await asyncio.wait((after,))
         try:
             if stale:  # the run went live here: what the journal held from here on is another conversation
                 await self.store.drop(entry.call, entry.position)
@@ -247,7 +249,6 @@ class JournalModel(WrapperModel):
         answer = self.journal.answer(place, request)
         if answer is not None:
             return answer
-        await self.journal.settled()
         response = await super().request(messages, model_settings, model_request_parameters)
         self.journal.keep(place, request, response)
         return response
@@ -268,7 +269,6 @@ class JournalModel(WrapperModel):
                 answer, model_request_parameters=model_request_parameters, replay_events=True
             )
             return
-        await self.journal.settled()
         async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
             yield stream
         self.journal.keep(place, request, stream.get())
