@@ -13,10 +13,12 @@ Starts a throwaway PostgreSQL server (tests/postgres.py, unix socket only).
    once, alternating, each write awaited: the request's key (a SHA-256 of the conversation, tools and
    settings) plus the write (one INSERT), or on a re-run the key plus the lookup of the journaled answer.
    `--big` makes every tool return 2 KB of text.
-2. Throughput. One worker process (`llm-do worker bench_journal:queue`) serves two entries with the same
-   script, one journaled and one not (`JobEntry(journal=False)`). The model takes `--latency` seconds
-   per request (default 50 ms) and a run makes 3 requests. Batches of jobs of each entry alternate;
-   each is timed from its first defer until its last job has succeeded.
+2. Throughput. One worker process (`llm-do worker bench_journal:queue`) serves three entries with the
+   same script: one journaled, two not (`JobEntry(journal=False)`; the second is a control, whose ratio
+   to the first shows how much two identical batches differ on this machine). The model takes
+   `--latency` seconds per request (default 50 ms) and a run makes 3 requests. Batches of jobs of each
+   entry take turns; each is timed from its first defer until its last job has succeeded, and the
+   worker's CPU time (user + system, from /proc) is divided by its jobs.
 
     python benchmarks/bench_journal.py [--rounds 5] [--jobs 30] [--concurrency 1 10] [--big]
 """
@@ -76,11 +78,17 @@ def _entry(name: str) -> AgentEntry:
     return AgentEntry(Agent(FunctionModel(_three_requests, model_name="scripted"), tools=[add]), name=name)
 
 
+VARIANTS = ("journaled", "plain", "control")
+"""The journaled entry; the same without a journal; and that again, whose difference to `plain` is the noise."""
+
+
 def make_runtime() -> Runtime:
-    return Runtime(entries=[_entry("journaled"), _entry("plain")])
+    return Runtime(entries=[_entry(name) for name in VARIANTS])
 
 
-queue = JobQueue(entries=["journaled", JobEntry("plain", journal=False)], runtime=make_runtime)
+queue = JobQueue(
+    entries=["journaled", JobEntry("plain", journal=False), JobEntry("control", journal=False)], runtime=make_runtime
+)
 """What the worker process runs (`llm-do worker bench_journal:queue --app-dir benchmarks`)."""
 
 
@@ -238,7 +246,17 @@ def start_worker(concurrency: int, dsn: str, latency: float) -> subprocess.Popen
     return subprocess.Popen([*command, "--concurrency", str(concurrency)], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
 
 
-async def jobs_per_second(deferrer: JobQueue, conn: asyncpg.Connection[Any], entry: str, jobs: int) -> float:
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def batch(
+    deferrer: JobQueue, conn: asyncpg.Connection[Any], entry: str, jobs: int, worker: int
+) -> tuple[float, float]:
+    """Jobs per second of a batch of `jobs` jobs of `entry`, and the worker's CPU time per job."""
+    cpu = cpu_seconds(worker)
     started = time.perf_counter()
     first = await deferrer.defer(entry, "job 0")
     for number in range(1, jobs):
@@ -247,16 +265,17 @@ async def jobs_per_second(deferrer: JobQueue, conn: asyncpg.Connection[Any], ent
     while await conn.fetchval(done_sql, first) < jobs:  # noqa: ASYNC110  (polling the database)
         await asyncio.sleep(0.02)
     elapsed = time.perf_counter() - started
+    used = cpu_seconds(worker) - cpu
     failed = await conn.fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status = 'failed'")
     if failed:
         raise RuntimeError(f"{failed} jobs failed")
-    return jobs / elapsed
+    return jobs / elapsed, used / jobs
 
 
 async def throughput(
     postgres: PostgresServer, concurrency: int, jobs: int, rounds: int, latency: float
-) -> dict[str, list[float]]:
-    measured: dict[str, list[float]] = {"journaled": [], "plain": []}
+) -> dict[str, list[tuple[float, float]]]:
+    measured: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
     async with fresh_database(postgres) as dsn, JobQueue(dsn, entries=queue.entries.values()) as deferrer:
         await deferrer.apply_schema()
         worker = start_worker(concurrency, dsn, latency)
@@ -264,16 +283,13 @@ async def throughput(
         try:
             while await conn.fetchval("SELECT count(*) FROM procrastinate_workers") < 1:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
-            await jobs_per_second(deferrer, conn, "plain", concurrency * 2)  # warm up
+            await batch(deferrer, conn, "plain", concurrency * 2, worker.pid)  # warm up
             for number in range(rounds):
-                order = ("journaled", "plain") if number % 2 == 0 else ("plain", "journaled")
+                order = VARIANTS[number % 3 :] + VARIANTS[: number % 3]
                 for entry in order:
-                    measured[entry].append(await jobs_per_second(deferrer, conn, entry, jobs))
-                print(
-                    f"concurrency {concurrency}, round {number + 1}: journaled {measured['journaled'][-1]:.2f} jobs/s,"
-                    f" plain {measured['plain'][-1]:.2f} jobs/s",
-                    flush=True,
-                )
+                    measured[entry].append(await batch(deferrer, conn, entry, jobs, worker.pid))
+                shown = ", ".join(f"{name} {measured[name][-1][0]:.2f} jobs/s" for name in VARIANTS)
+                print(f"concurrency {concurrency}, round {number + 1}: {shown}", flush=True)
         finally:
             await conn.close()
             worker.terminate()
@@ -305,12 +321,19 @@ async def main(args: argparse.Namespace) -> None:
         for concurrency in args.concurrency:
             measured = await throughput(postgres, concurrency, args.jobs * concurrency, args.rounds, args.latency)
             rows.append((concurrency, measured))
-        print("| concurrency | journaled jobs/s | without journal jobs/s | ratio | median of the rounds' ratios |")
-        print("|---:|---:|---:|---:|---:|")
+        print(
+            "| concurrency | journaled jobs/s | without journal jobs/s | ratio | control: again without, ratio |"
+            " worker CPU per job: journaled | without |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|")
         for concurrency, measured in rows:
-            on, off = statistics.median(measured["journaled"]), statistics.median(measured["plain"])
-            paired = statistics.median(a / b for a, b in zip(measured["journaled"], measured["plain"], strict=True))
-            print(f"| {concurrency} | {on:.2f} | {off:.2f} | {on / off:.3f} | {paired:.3f} |")
+            rate = {name: statistics.median(rate for rate, _ in measured[name]) for name in VARIANTS}
+            cpu = {name: statistics.median(used for _, used in measured[name]) for name in VARIANTS}
+            print(
+                f"| {concurrency} | {rate['journaled']:.2f} | {rate['plain']:.2f} | "
+                f"{rate['journaled'] / rate['plain']:.3f} | {rate['control'] / rate['plain']:.3f} | "
+                f"{cpu['journaled'] * 1000:.1f} ms | {cpu['plain'] * 1000:.1f} ms |"
+            )
 
 
 if __name__ == "__main__":
