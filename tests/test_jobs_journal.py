@@ -89,11 +89,13 @@ async def run_in_process(queue: JobQueue, entry: str, input_data: str, runtime: 
         await task
 
 
-async def killed_and_rerun(queue: JobQueue, dsn: str, tmp_path: Path, entry: str, who: str) -> tuple[int, Path]:
-    """Defer `entry` holding at request 4 on its first attempt, SIGKILL the worker that holds it, and let a
+async def killed_and_rerun(
+    queue: JobQueue, dsn: str, tmp_path: Path, entry: str, who: str, hold: int = 4
+) -> tuple[int, Path]:
+    """Defer `entry` holding at request `hold` on its first attempt, SIGKILL the worker that holds it, and let a
     second worker run the job again; the job's id and its notes."""
     notes = tmp_path / f"{entry}.notes"
-    job_id = await queue.defer(entry, ask(notes, hold=4))
+    job_id = await queue.defer(entry, ask(notes, hold=hold))
     first = Worker(TARGET, dsn, tmp_path / "first.log")
     try:
         await holding(notes, who)
@@ -173,19 +175,8 @@ async def test_nested_and_parallel_calls_are_journaled_under_their_own_call_path
     """boss asks two helpers at once (one response, two tool calls), each helper calls a tool; the boss is
     killed while it asks for its final answer, after the helpers' four requests. Helper `a` asks after `b`
     on the first attempt and before it on the second."""
-    notes = tmp_path / "boss.notes"
-    job_id = await queue.defer("boss", ask(notes, hold=1))
-    first = Worker(TARGET, dsn, tmp_path / "first.log")
-    try:
-        await holding(notes, "boss")
-    finally:
-        first.kill()
-    second = Worker(TARGET, dsn, tmp_path / "second.log")
-    try:
-        record = await finished(queue, job_id)
-    finally:
-        assert second.stop() == 0, second.output()
-    assert record.status == "succeeded", (record, second.output())
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "boss", "boss", hold=1)
+    record = await queue.get(job_id)
     assert sent(notes) == {
         ("boss", 0): 1,
         ("helper/a", 0): 1,
