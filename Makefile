@@ -4,7 +4,7 @@ STAMP := $(VENV)/.installed
 # MCP servers of the ecosystem that the tests run for real (tests/mcp_servers/package.json).
 NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 
-.PHONY: setup preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
+.PHONY: setup preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp clean
 
 $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
@@ -63,6 +63,9 @@ bench-cli: $(STAMP)
 
 bench-jobs: $(STAMP)
 	$(PY) benchmarks/bench_jobs.py --svg docs/bench-jobs.svg  # published run: under nice -n -15, see docs/benchmarks.md
+
+bench-journal: $(STAMP)
+	$(PY) benchmarks/bench_journal.py
 
 bench-mcp: $(STAMP)
 	$(PY) benchmarks/bench_mcp.py

@@ -128,7 +128,8 @@ class CallScope:
         self.depth: int = 0 if parent is None else parent.depth + 1
         self.message_history = message_history
         self.tool_call_id = tool_call_id
-        """The parent's tool call that started this call (an agent used as a tool), if any."""
+        """The parent's pydantic-ai tool call that started this call (an agent used as a tool); None for the
+        top-level call and for calls made from Python (`call_agent`)."""
         self.id = run.state.next_call_id()
         self.toolsets: list[AbstractToolset[Any]] = []
         self.messages: list[ModelMessage] = []

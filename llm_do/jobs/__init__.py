@@ -18,7 +18,7 @@ from .queue import JobEntry, JobQueue, RuntimeFactory
 from .records import FINAL_STATUSES, JobNotFound, JobRecord, JobStatus
 from .retry import WorkerShutdown
 from .settings import JobSettings
-from .worker import WorkerOptions, recover_stalled_jobs, run_worker
+from .worker import WorkerOptions, recover_stalled_jobs, remove_old_journals, run_worker
 
 __all__ = [
     "FINAL_STATUSES",
@@ -35,5 +35,6 @@ __all__ = [
     "WorkerShutdown",
     "current_job",
     "recover_stalled_jobs",
+    "remove_old_journals",
     "run_worker",
 ]

@@ -14,9 +14,11 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..attachments import Attachment, AttachmentError
+from ..models.journal import Journal
 from ..run import RunReport, RunResult, run_report
 from ..runtime import Runtime
 from .context import JobInfo, reset_current, set_current
+from .journal import JobJournals
 from .records import calls_json, output_json, usage_json
 from .retry import WorkerShutdown
 from .store import write_result
@@ -36,27 +38,39 @@ async def perform(
     input_data: Any,
     cancel_reason: Callable[[], str | None],
     attachments: Any = None,
+    journals: JobJournals | None = None,
 ) -> None:
     """Run `job` as one run of `runtime`; store its output, or its error, before returning or raising.
 
     `attachments` are the job's stored attachments (see `stored_attachments`), checked against their
-    digests and the runtime's limits before the run starts; a mismatch fails the job.
+    digests and the runtime's limits before the run starts; a mismatch fails the job. With `journals`, the
+    run's model responses are journaled, and answered from what earlier attempts journaled.
 
     The run's exception (or the cancellation that ended it) is re-raised unchanged, so procrastinate
     marks the job failed (retried if its task retries) or aborted.
     """
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
+    journal: Journal | None = None
     try:
         handed = _attachments_of(job, attachments, runtime) if attachments else ()
-        result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+        if journals is None:
+            result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+        else:
+            journal = await journals.open(job.id, job.attempt)
+            try:
+                with journals.installed(runtime, job.entry, journal):
+                    result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+            finally:
+                await _shielded(journal.settled())  # the last responses are written before the job ends
     except BaseException as error:
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):
             raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
         reason = cancel_reason() if cancelled else None
         text = f"cancelled ({reason})" if cancelled else f"{type(error).__name__}: {error}"
-        write = _stored(pool, job, started, "cancelled" if cancelled else "error", None, run_report(error), text)
+        outcome = "cancelled" if cancelled else "error"
+        write = _stored(pool, job, started, outcome, None, run_report(error), text, journal)
         await (_shielded(write) if cancelled else write)
         if reason == SHUTDOWN:
             raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
@@ -64,7 +78,7 @@ async def perform(
     finally:
         reset_current(token)
     try:
-        await _stored(pool, job, started, "ok", output_json(result.output), result, None)
+        await _stored(pool, job, started, "ok", output_json(result.output), result, None, journal)
     except asyncio.CancelledError as error:  # stopped while waiting for the database: run it again
         if cancel_reason() == SHUTDOWN:
             raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
@@ -110,6 +124,7 @@ async def _stored(
     output: Any,
     run: RunResult | RunReport | None,
     error: str | None,
+    journal: Journal | None,
 ) -> None:
     """Store the run's result, retrying while the database is unreachable: a run that finished is not
     failed (or run again) because PostgreSQL restarted just then."""
@@ -117,7 +132,7 @@ async def _stored(
     delay = 0.1
     while True:
         try:
-            await _store(pool, job, started, outcome, output, run, error)
+            await _store(pool, job, started, outcome, output, run, error, journal)
             return
         except (psycopg.OperationalError, PoolTimeout) as lost:
             if asyncio.get_running_loop().time() + delay > deadline:
@@ -135,6 +150,7 @@ def _store(
     output: Any,
     run: RunResult | RunReport | None,
     error: str | None,
+    journal: Journal | None,
 ) -> Awaitable[None]:
     usage, calls = (usage_json(run.usage), calls_json(run.calls)) if run is not None else ({}, [])
     return write_result(
@@ -146,6 +162,7 @@ def _store(
         usage=usage,
         calls=calls,
         error=error,
+        journal=None if journal is None else journal.summary(),
         attempt=job.attempt,
         worker=job.worker,
         started_at=started,

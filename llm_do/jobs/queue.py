@@ -31,6 +31,7 @@ from ..runtime import Runtime
 from ..tracing import current_traceparent
 from .context import JobInfo
 from .execute import SHUTDOWN, perform, stored_attachments
+from .journal import JobJournals, create_journal_table
 from .records import STATUSES, JobNotFound, JobRecord
 from .retry import JobRetry
 from .settings import JobSettings
@@ -48,14 +49,18 @@ TASK_PREFIX = "llm_do:"
 
 @dataclass(frozen=True, slots=True)
 class JobEntry:
-    """An entry that may run as a job, with its retry rule.
+    """An entry that may run as a job, with its retry rule and whether its model responses are journaled.
 
     `retry`: 0 (the default) never retries a failed run; `n` retries it up to `n` times at once;
     a procrastinate `RetryStrategy` sets delays, backoff and which exceptions are retried.
+    `journal`: True (the default) writes each model response of the job's run to PostgreSQL as it
+    arrives, and a run of the job made again is answered from it while its requests are the same
+    (see docs/jobs.md); False sends every request of every run to the model.
     """
 
     name: str
     retry: int | RetryStrategy = 0
+    journal: bool = True
 
 
 class JobQueue:
@@ -87,6 +92,7 @@ class JobQueue:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._connector = ExitStack()  # the opening's own procrastinate connector, swapped in by open()
         self._runtime: Runtime | None = None
+        self._journals: JobJournals | None = None
         for spec in self.entries.values():
             self._tasks[spec.name] = self._register(spec)
 
@@ -155,7 +161,7 @@ class JobQueue:
         await self.close()
 
     async def apply_schema(self) -> None:
-        """Create procrastinate's schema and llm-do's results table if they are missing (idempotent;
+        """Create procrastinate's schema and llm-do's tables (results, journal) if they are missing (idempotent;
         safe when several processes start together). Workers call it at start-up; a process that defers
         jobs into a database no worker has started on yet calls it first."""
         async with self.pool.connection() as conn:
@@ -165,6 +171,7 @@ class JobQueue:
                 if found is None or found[0] is None:
                     await self.app.schema_manager.apply_schema_async()
                 await create_results_table(conn)
+                await create_journal_table(conn)
                 await conn.commit()
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
@@ -254,12 +261,13 @@ class JobQueue:
     def attach(self, runtime: Runtime | None) -> None:
         """Give the jobs this process runs their runtime (a worker does this at start-up; None detaches)."""
         self._runtime = runtime
+        self._journals = None if runtime is None else JobJournals(self.pool, self.queue_name)
 
     def _register(self, spec: JobEntry) -> Task[Any, Any, Any]:
         async def run_job(
             context: JobContext, input: Any = None, traceparent: str | None = None, attachments: Any = None
         ) -> None:
-            await self._perform(spec.name, context, input, traceparent, attachments)
+            await self._perform(spec, context, input, traceparent, attachments)
 
         run_job.__name__ = run_job.__qualname__ = f"run_{spec.name}"
         task: Task[Any, Any, Any] = self.app.task(
@@ -268,21 +276,21 @@ class JobQueue:
         return task
 
     async def _perform(
-        self, entry: str, context: JobContext, input_data: Any, traceparent: str | None, attachments: Any
+        self, spec: JobEntry, context: JobContext, input_data: Any, traceparent: str | None, attachments: Any
     ) -> None:
-        runtime = self._runtime
-        if runtime is None:
+        runtime, journals = self._runtime, self._journals
+        if runtime is None or journals is None:
             raise RuntimeError("no runtime attached: run jobs with llm_do.jobs.run_worker (or `llm-do worker`)")
         job = context.job
         assert job.id is not None  # a fetched job always has one
         # procrastinate counts the runs that ended: this run is the next one.
-        info = JobInfo(job.id, entry, job.attempts + 1, context.worker_name, traceparent)
+        info = JobInfo(job.id, spec.name, job.attempts + 1, context.worker_name, traceparent)
 
         def reason() -> str | None:
             why = context.abort_reason()
             return None if why is None else ("cancel requested" if why.value == "user_request" else SHUTDOWN)
 
-        await perform(runtime, self.pool, info, input_data, reason, attachments)
+        await perform(runtime, self.pool, info, input_data, reason, attachments, journals if spec.journal else None)
 
     def _task(self, entry: str) -> Task[Any, Any, Any]:
         try:
@@ -294,19 +302,23 @@ class JobQueue:
             ) from None
 
 
+_MISSING = (errors.UndefinedTable, errors.UndefinedObject, errors.UndefinedFunction, errors.UndefinedColumn)
+"""What a query meets in a database whose schema is missing, or older than this llm-do's."""
+
+
 @contextmanager
 def _schema_needed() -> Iterator[None]:
     """Turn a query on a database without the jobs schema into an error that says what to do."""
     try:
         yield
-    except (errors.UndefinedTable, errors.UndefinedObject, errors.UndefinedFunction, ConnectorException) as error:
+    except (*_MISSING, ConnectorException) as error:
         cause = error.__cause__ if isinstance(error, ConnectorException) else error
-        if not isinstance(cause, errors.UndefinedTable | errors.UndefinedObject | errors.UndefinedFunction):
+        if not isinstance(cause, _MISSING):
             raise
         raise ConfigurationError(
-            f"the jobs schema is missing from this database ({cause.diag.message_primary}): "
-            "call `await queue.apply_schema()` once before deferring or reading jobs (a worker does it when it "
-            "starts); after upgrading procrastinate, apply its migrations"
+            f"the jobs schema is missing from this database, or older than this llm-do's "
+            f"({cause.diag.message_primary}): call `await queue.apply_schema()` once before deferring or reading "
+            "jobs (a worker does it when it starts); after upgrading procrastinate, apply its migrations"
         ) from error
 
 

@@ -69,6 +69,11 @@ class JobRecord:
     worker: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    journal: Mapping[str, Any] | None = None
+    """What the journal did in the last finished run: `replayed` (requests answered from what earlier runs of
+    the job journaled), `sent` (requests sent to the model) and `live_from` (each call that stopped replaying:
+    `call` path, `position` of the request, `reason`: `differs` or `ends`), and `unsaved` when some responses
+    could not be written; None when the entry opts out."""
 
     @property
     def done(self) -> bool:

@@ -14,6 +14,9 @@ class JobSettings(LlmDoSettings):
 
     jobs_database_url: SecretStr | None = None
     """The database procrastinate's queue lives in (`LLM_DO_JOBS_DATABASE_URL`); unset: `LLM_DO_DATABASE_URL`."""
+    jobs_journal_retention: float = Field(default=7 * 24 * 3600.0, ge=0)
+    """Seconds a finished job's journal of model responses is kept before the workers remove it
+    (`LLM_DO_JOBS_JOURNAL_RETENTION`; default 7 days; 0: at the next housekeeping after the job ends)."""
     worker_concurrency: int = Field(default=10, ge=1)
     """Jobs one worker process runs at once (`LLM_DO_WORKER_CONCURRENCY`; `--concurrency` wins)."""
     worker_heartbeat: float = Field(default=5.0, gt=0)

@@ -37,22 +37,24 @@ CREATE TABLE IF NOT EXISTS llm_do_job_results (
 )
 """
 
+_ADD_JOURNAL = "ALTER TABLE llm_do_job_results ADD COLUMN IF NOT EXISTS journal jsonb"
+
 _WRITE = """
 INSERT INTO llm_do_job_results
-    (job_id, entry, outcome, output, usage, calls, error, attempt, worker, started_at, finished_at)
+    (job_id, entry, outcome, output, usage, calls, error, attempt, worker, started_at, finished_at, journal)
 VALUES (%(job_id)s, %(entry)s, %(outcome)s, %(output)s, %(usage)s, %(calls)s, %(error)s, %(attempt)s,
-        %(worker)s, %(started_at)s, %(finished_at)s)
+        %(worker)s, %(started_at)s, %(finished_at)s, %(journal)s)
 ON CONFLICT (job_id) DO UPDATE SET
     entry = EXCLUDED.entry, outcome = EXCLUDED.outcome, output = EXCLUDED.output, usage = EXCLUDED.usage,
     calls = EXCLUDED.calls, error = EXCLUDED.error, attempt = EXCLUDED.attempt, worker = EXCLUDED.worker,
-    started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at
+    started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, journal = EXCLUDED.journal
 """
 
 _SELECT = """
 SELECT j.id, j.task_name, j.status::text AS status, j.attempts, j.args - 'attachments' AS args,
        (SELECT jsonb_agg(a - 'data') FROM jsonb_array_elements(j.args->'attachments') AS a) AS attachments,
        j.abort_requested,
-       r.outcome, r.output, r.usage, r.calls, r.error, r.worker, r.started_at, r.finished_at
+       r.outcome, r.output, r.usage, r.calls, r.error, r.worker, r.started_at, r.finished_at, r.journal
   FROM procrastinate_jobs j
   LEFT JOIN llm_do_job_results r ON r.job_id = j.id
  WHERE j.queue_name = %(queue)s AND j.task_name = ANY(%(tasks)s)
@@ -61,6 +63,7 @@ SELECT j.id, j.task_name, j.status::text AS status, j.attempts, j.args - 'attach
 
 async def create_results_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
+    await conn.execute(_ADD_JOURNAL)  # tables made before the journal existed
 
 
 async def write_result(
@@ -77,6 +80,7 @@ async def write_result(
     worker: str | None,
     started_at: datetime,
     finished_at: datetime,
+    journal: dict[str, Any] | None = None,
 ) -> None:
     """Store what a run left for `job_id`, replacing what an earlier attempt left."""
     values = {
@@ -91,6 +95,7 @@ async def write_result(
         "worker": worker,
         "started_at": started_at,
         "finished_at": finished_at,
+        "journal": None if journal is None else Jsonb(journal),
     }
     async with pool.connection() as conn:
         await conn.execute(_WRITE, values)
@@ -145,4 +150,5 @@ def _record(row: DictRow, tasks: dict[str, str]) -> JobRecord:
         worker=row["worker"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
+        journal=row["journal"],
     )

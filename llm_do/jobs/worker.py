@@ -13,10 +13,11 @@ from typing import Any
 
 from procrastinate import sql as procrastinate_sql
 
+from .journal import delete_old_journals
 from .queue import JobQueue, RuntimeFactory, worker_name
 from .settings import JobSettings
 
-__all__ = ["WorkerOptions", "recover_stalled_jobs", "run_worker"]
+__all__ = ["WorkerOptions", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
 
 logger = logging.getLogger("llm_do.jobs")
 
@@ -43,6 +44,8 @@ class WorkerOptions:
     """Seconds to wait for a database connection before PostgreSQL counts as gone (then: reconnect)."""
     name: str | None = None
     """The worker's name in logs and results (default: host:pid)."""
+    journal_retention: float = 7 * 24 * 3600.0
+    """Seconds a finished job's journal is kept; the worker removes older ones as it goes (`remove_old_journals`)."""
 
     @classmethod
     def from_settings(cls, settings: JobSettings | None = None, **overrides: Any) -> WorkerOptions:
@@ -53,6 +56,7 @@ class WorkerOptions:
             stalled_timeout=values.worker_stalled_timeout,
             shutdown_timeout=values.worker_shutdown_timeout,
             database_timeout=values.worker_database_timeout,
+            journal_retention=values.jobs_journal_retention,
         )
         return replace(options, **{key: value for key, value in overrides.items() if value is not None})
 
@@ -152,16 +156,30 @@ async def _reconnected(queue: JobQueue, options: WorkerOptions, stop: asyncio.Ev
 
 
 async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
+    """The worker's housekeeping: stalled jobs every heartbeat, old journals every `_journal_interval`."""
+    loop = asyncio.get_running_loop()
+    every = _journal_interval(options)
+    cleaned = loop.time()
     while True:
         await asyncio.sleep(options.heartbeat)
         try:
             found = await recover_stalled_jobs(queue, options.stalled_timeout)
+            if loop.time() - cleaned >= every:
+                cleaned = loop.time()
+                removed = await remove_old_journals(queue, options.journal_retention)
+                if removed:
+                    logger.info("removed %d journaled response(s) of jobs finished long enough ago", removed)
         except Exception as error:  # the database is away: the supervisor reconnects; try next time
-            logger.debug("stalled-job check failed: %s", error)
+            logger.debug("housekeeping failed: %s", error)
             continue
         if found:
             jobs = ", ".join(map(str, found))
             logger.warning("queued again %d job(s) of dead workers (cancelled ones aborted): %s", len(found), jobs)
+
+
+def _journal_interval(options: WorkerOptions) -> float:
+    """How often a worker removes old journals: a tenth of the retention, between one heartbeat and a minute."""
+    return min(max(options.journal_retention / 10, options.heartbeat), 60.0)
 
 
 async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[int]:
@@ -204,6 +222,13 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
                 },
             )
     return ids
+
+
+async def remove_old_journals(queue: JobQueue, retention: float) -> int:
+    """Remove the journals of `queue`'s jobs that reached a final status more than `retention` seconds ago
+    (and of jobs deleted since); the number of journaled responses removed. Workers do it as they go, every
+    tenth of `WorkerOptions.journal_retention` (at least every heartbeat, at most every minute)."""
+    return await delete_old_journals(queue.pool, queue.queue_name, retention)
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ model = ReplayModel.from_file("session.json")        # then answer from the file
 ```
 """
 
+from .journal import Journal, JournalEntry, JournalModel, JournalStore, WentLive
 from .keys import HANDLE_PATTERN, RequestKey, current_chain, request_key
 from .observed import ObservedModel
 from .record import RecordingModel
@@ -16,6 +17,10 @@ __all__ = [
     "FORMAT_VERSION",
     "AttachmentMismatch",
     "HANDLE_PATTERN",
+    "Journal",
+    "JournalEntry",
+    "JournalModel",
+    "JournalStore",
     "MissingResponse",
     "ObservedModel",
     "RecordedResponse",
@@ -26,6 +31,7 @@ __all__ = [
     "RequestKey",
     "ScriptStep",
     "UnknownRecordedHandle",
+    "WentLive",
     "current_chain",
     "request_key",
 ]

@@ -4,6 +4,8 @@ The key is a SHA-256 of canonical JSON made of:
 
 - the entry chain (`CallScope.chain()` of the agent run's `deps`, empty outside llm-do),
 - the names of the tools the agent offers, and of the native tools it sends (web search, ...), if any,
+- the model settings of the request, when asked for (`request_key(..., settings=...)`: the journal of a
+  job's run asks, recordings do not),
 - every message so far, reduced to what the model reads: prompts, instructions, texts, tool calls
   (name and arguments) and tool returns (name and content). A file in a prompt (an attachment,
   any `BinaryContent`) counts by its media type, size and SHA-256 digest, never its bytes.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,9 +92,14 @@ def current_chain() -> tuple[str, ...]:
 
 
 def request_key(
-    messages: list[ModelMessage], params: ModelRequestParameters, chain: tuple[str, ...] | None = None
+    messages: list[ModelMessage],
+    params: ModelRequestParameters,
+    chain: tuple[str, ...] | None = None,
+    *,
+    settings: Mapping[str, Any] | None = None,
 ) -> RequestKey:
-    """The key of a request made with `messages` and `params` (chain: the current run's when `None`)."""
+    """The key of a request made with `messages` and `params` (chain: the current run's when `None`);
+    `settings` (the request's model settings), when not empty, are part of the key."""
     if chain is None:
         chain = current_chain()
     ordinals: dict[str, int] = {}
@@ -101,6 +109,8 @@ def request_key(
     payload: dict[str, Any] = {"chain": list(chain), "tools": tools, "messages": normalised}
     if params.native_tools:  # absent otherwise, so the keys of requests without native tools stay as they were
         payload["native_tools"] = sorted(tool.unique_id for tool in params.native_tools)
+    if settings:
+        payload["settings"] = _jsonable(dict(settings))
     digest = hashlib.sha256(_canonical(payload).encode()).hexdigest()
     return RequestKey(
         key=digest,

@@ -62,6 +62,21 @@ class RecordedResponse:
     attachments: tuple[AttachmentInfo, ...] = ()
     """The files the request carried (digests, not bytes); a script step with some answers only those files."""
 
+    @classmethod
+    def answering(cls, request: RequestKey, response: ModelResponse) -> RecordedResponse:
+        """`response` recorded as the answer to exactly `request` (keyed by its key)."""
+        return cls(
+            _stored(response),
+            key=request.key,
+            entry=request.entry,
+            prompt=request.prompt,
+            request_index=request.request_index,
+            chain=request.chain,
+            asked=request.asked,
+            handles=request.handles,
+            attachments=request.attachments,
+        )
+
     def specificity(self, request: RequestKey) -> int | None:
         """How closely this answers `request` (higher is closer), or `None` when it does not."""
         if self.key is not None:
@@ -238,17 +253,7 @@ class Recording:
 
     def record(self, request: RequestKey, response: ModelResponse) -> None:
         """Keep `response` as the answer to `request`, replacing an earlier answer to the same request."""
-        recorded = RecordedResponse(
-            _stored(response),
-            key=request.key,
-            entry=request.entry,
-            prompt=request.prompt,
-            request_index=request.request_index,
-            chain=request.chain,
-            asked=request.asked,
-            handles=request.handles,
-            attachments=request.attachments,
-        )
+        recorded = RecordedResponse.answering(request, response)
         self.responses = [item for item in self.responses if item.key != request.key]
         self.responses.append(recorded)
 

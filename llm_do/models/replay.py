@@ -18,7 +18,7 @@ from pydantic_ai.settings import ModelSettings
 from .keys import HANDLE_PATTERN, RequestKey, request_key
 from .recording import RecordedResponse, Recording
 
-__all__ = ["AttachmentMismatch", "MissingResponse", "ReplayModel", "UnknownRecordedHandle"]
+__all__ = ["AttachmentMismatch", "MissingResponse", "ReplayModel", "UnknownRecordedHandle", "replayed"]
 
 _HANDLE_OR_PLACEHOLDER = re.compile(rf"{HANDLE_PATTERN.pattern}|<handle#([0-9]+)>")
 
@@ -116,6 +116,25 @@ class _HandleMap:
         return value
 
 
+def replayed(found: RecordedResponse, request: RequestKey, source: str, *, keep_ids: bool = False) -> ModelResponse:
+    """The recorded response `found` as the answer to `request`: its handles mapped to the live conversation's,
+    and its tool calls given ids derived from the request's key (or, with `keep_ids`, the recorded ids)."""
+    handles = _HandleMap(found, request, source)
+    parts = [
+        replace(
+            part,
+            tool_call_id=part.tool_call_id if keep_ids else f"replay_{request.key[:12]}_{index}",
+            args=handles.value(part.args, part.tool_name),
+        )
+        if isinstance(part, ToolCallPart)
+        else replace(part, content=handles.text(part.content, None))
+        if isinstance(part, TextPart)
+        else part
+        for index, part in enumerate(found.response.parts)
+    ]
+    return replace(found.response, parts=parts)
+
+
 class ReplayModel(Model):
     """A model that answers each request with the response recorded for it; it never goes online.
 
@@ -158,20 +177,7 @@ class ReplayModel(Model):
             if other is not None:
                 raise AttachmentMismatch(request, self.source, other)
             raise MissingResponse(request, self.source)
-        handles = _HandleMap(found, request, self.source)
-        parts = [
-            replace(
-                part,
-                tool_call_id=f"replay_{request.key[:12]}_{index}",
-                args=handles.value(part.args, part.tool_name),
-            )
-            if isinstance(part, ToolCallPart)
-            else replace(part, content=handles.text(part.content, None))
-            if isinstance(part, TextPart)
-            else part
-            for index, part in enumerate(found.response.parts)
-        ]
-        return replace(found.response, parts=parts)
+        return replayed(found, request, self.source)
 
     async def request(
         self,

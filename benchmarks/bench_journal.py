@@ -1,0 +1,347 @@
+"""The journal of a job's model responses: what it costs per model request, and jobs per second with and
+without it.
+
+Starts a throwaway PostgreSQL server (tests/postgres.py, unix socket only).
+
+1. Cost per request. An agent whose scripted model makes 10 requests (9 tool calls, then text; the
+   conversation grows to 20 messages), model and tool answering at once. *In a run*: runs with a job's
+   journal (first attempt: every response written, the last write waited for), runs through a
+   pass-through `WrapperModel` (what pydantic-ai charges any model wrapping another, the recording one
+   included) and plain runs alternate on one runtime; the cost is each one's difference to the plain
+   run, per request. *Its own work*: the requests of one run,
+   captured, are sent again and again through a `JournalModel` and straight to a model that answers at
+   once, alternating, each write awaited: the request's key (a SHA-256 of the conversation, tools and
+   settings) plus the write (one INSERT), or on a re-run the key plus the lookup of the journaled answer.
+   `--big` makes every tool return 2 KB of text.
+2. Throughput. One worker process (`llm-do worker bench_journal:queue`) serves three entries with the
+   same script: one journaled, two not (`JobEntry(journal=False)`; the second is a control, whose ratio
+   to the first shows how much two identical batches differ on this machine). The model takes
+   `--latency` seconds per request (default 50 ms) and a run makes 3 requests. Batches of jobs of each
+   entry take turns; each is timed from its first defer until its last job has succeeded, and the
+   worker's CPU time (user + system, from /proc) is divided by its jobs.
+
+    python benchmarks/bench_journal.py [--rounds 5] [--jobs 30] [--concurrency 1 10] [--big]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from llm_do import AgentEntry, Runtime  # noqa: E402
+from llm_do.jobs import JobEntry, JobQueue  # noqa: E402
+from llm_do.jobs.journal import JobJournals, PostgresJournal  # noqa: E402
+from llm_do.models import Journal, JournalEntry, JournalModel, RecordedResponse, request_key  # noqa: E402
+from tests.jobs_support import fresh_database  # noqa: E402
+from tests.postgres import PostgresServer, temporary_postgres  # noqa: E402
+
+LATENCY = float(os.environ.get("BENCH_JOURNAL_LATENCY", "0.05"))
+
+
+# -- what the worker processes run ------------------------------------------------------------------
+
+
+async def _three_requests(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if LATENCY:
+        await asyncio.sleep(LATENCY)
+    asked = sum(isinstance(message, ModelResponse) for message in messages)
+    if asked < 2:
+        return ModelResponse(parts=[ToolCallPart("add", {"a": asked, "b": 2})])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def _entry(name: str) -> AgentEntry:
+    return AgentEntry(Agent(FunctionModel(_three_requests, model_name="scripted"), tools=[add]), name=name)
+
+
+VARIANTS = ("journaled", "plain", "control")
+"""The journaled entry; the same without a journal; and that again, whose difference to `plain` is the noise."""
+
+
+def make_runtime() -> Runtime:
+    return Runtime(entries=[_entry(name) for name in VARIANTS])
+
+
+queue = JobQueue(
+    entries=["journaled", JobEntry("plain", journal=False), JobEntry("control", journal=False)], runtime=make_runtime
+)
+"""What the worker process runs (`llm-do worker bench_journal:queue --app-dir benchmarks`)."""
+
+
+# -- 1. cost per request -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    messages: list[ModelMessage]
+    settings: ModelSettings | None
+    params: ModelRequestParameters
+    response: ModelResponse
+
+
+class Capturing(WrapperModel):
+    def __init__(self, wrapped: Model) -> None:
+        super().__init__(wrapped)
+        self.captured: list[Captured] = []
+
+    async def request(
+        self, messages: list[ModelMessage], settings: ModelSettings | None, params: ModelRequestParameters
+    ) -> ModelResponse:
+        response = await super().request(messages, settings, params)
+        self.captured.append(Captured(list(messages), settings, params, response))
+        return response
+
+
+class Instant(Model):
+    """Answers each captured request with its captured response, at once."""
+
+    def __init__(self, captured: list[Captured]) -> None:
+        super().__init__()
+        self.answers = {len(item.messages): item.response for item in captured}
+
+    @property
+    def model_name(self) -> str:
+        return "instant"
+
+    @property
+    def system(self) -> str:
+        return "bench"
+
+    async def request(
+        self, messages: list[ModelMessage], settings: ModelSettings | None, params: ModelRequestParameters
+    ) -> ModelResponse:
+        return self.answers[len(messages)]
+
+
+def _ten_requests(big: bool) -> tuple[FunctionModel, Any]:
+    async def ten(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked = sum(isinstance(message, ModelResponse) for message in messages)
+        if asked < 9:
+            return ModelResponse(parts=[ToolCallPart("lookup", {"n": asked})])
+        return ModelResponse(parts=[TextPart("All ten values are in.")])
+
+    async def lookup(n: int) -> str:
+        """Look a value up."""
+        return f"value {n}: " + ("x" * 2000 if big else "42")
+
+    return FunctionModel(ten), lookup
+
+
+async def captured_conversation(big: bool) -> list[Captured]:
+    model, lookup = _ten_requests(big)
+    capturing = Capturing(model)
+    await Agent(capturing, tools=[lookup], instructions="Look up the ten values.").run("Look them up.")
+    return capturing.captured
+
+
+async def work_per_request(pool: Any, rounds: int, big: bool) -> dict[str, list[float]]:
+    """The journal's own work per request, nothing overlapping it: key and write (awaited), or key and lookup."""
+    captured = await captured_conversation(big)
+    instant = Instant(captured)
+    samples: dict[str, list[float]] = {
+        "its own work, first attempt: key + write": [],
+        "its own work, re-run: key + lookup": [],
+        "the write alone (one INSERT through the pool)": [],
+    }
+    for number in range(rounds):
+        store = PostgresJournal(pool, "bench-work", number, 1)
+        bare = PostgresJournal(pool, "bench-bare", number, 1)
+        for index, item in enumerate(captured):
+            entry = JournalEntry(
+                "-", index, RecordedResponse.answering(request_key(item.messages, item.params), item.response)
+            )
+            started = time.perf_counter()
+            await bare.write(entry)
+            samples["the write alone (one INSERT through the pool)"].append(time.perf_counter() - started)
+        for mode in list(samples)[:2]:
+            journal = Journal(store, await store.entries() if "re-run" in mode else ())
+            model = JournalModel(instant, journal)
+            for item in captured:
+                started = time.perf_counter()
+                await instant.request(item.messages, item.settings, item.params)
+                direct = time.perf_counter() - started
+                started = time.perf_counter()
+                await model.request(item.messages, item.settings, item.params)
+                await journal.settled()
+                samples[mode].append(time.perf_counter() - started - direct)
+            if "re-run" in mode and journal.replayed != len(captured):
+                raise RuntimeError(f"the re-run replayed {journal.replayed} of {len(captured)} requests")
+    return samples
+
+
+async def cost_in_runs(pool: Any, rounds: int, big: bool) -> dict[str, list[float]]:
+    """Per request, what a first attempt's journal adds to a whole run of 10 requests, and what any wrapper
+    model adds (pydantic-ai's own work for a model wrapping another), each paired with a plain run."""
+    model, lookup = _ten_requests(big)
+    agent = Agent(model, tools=[lookup], instructions="Look up the ten values.")
+    journals = JobJournals(pool, "bench-runs")
+    added: dict[str, list[float]] = {"in a run: any wrapper model (pydantic-ai)": [], "in a run: the journal": []}
+    async with Runtime(entries=[AgentEntry(agent, name="looker")]) as runtime:
+        await runtime.run("looker", "warm up")
+        for number in range(rounds):
+            started = time.perf_counter()
+            await runtime.run("looker", "Look them up.")
+            plain = time.perf_counter() - started
+            started = time.perf_counter()
+            with agent.override(model=WrapperModel(model)):
+                await runtime.run("looker", "Look them up.")
+            wrapped = time.perf_counter() - started
+            journal = Journal(PostgresJournal(pool, "bench-runs", number, 1))
+            started = time.perf_counter()
+            with journals.installed(runtime, "looker", journal):
+                await runtime.run("looker", "Look them up.")
+            await journal.settled()
+            journaled = time.perf_counter() - started
+            if journal.sent != 10:
+                raise RuntimeError(f"the journal saw {journal.sent} requests, not 10")
+            added["in a run: any wrapper model (pydantic-ai)"].append((wrapped - plain) / 10)
+            added["in a run: the journal"].append((journaled - plain) / 10)
+    return added
+
+
+# -- 2. throughput -----------------------------------------------------------------------------------
+
+
+def start_worker(concurrency: int, dsn: str, latency: float) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "LLM_DO_JOBS_DATABASE_URL": dsn,
+        "BENCH_JOURNAL_LATENCY": str(latency),
+        "LLM_DO_WORKER_HEARTBEAT": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "llm_do.cli",
+        "worker",
+        "bench_journal:queue",
+        "--app-dir",
+        str(ROOT / "benchmarks"),
+    ]
+    return subprocess.Popen([*command, "--concurrency", str(concurrency)], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def batch(
+    deferrer: JobQueue, conn: asyncpg.Connection[Any], entry: str, jobs: int, worker: int
+) -> tuple[float, float]:
+    """Jobs per second of a batch of `jobs` jobs of `entry`, and the worker's CPU time per job."""
+    cpu = cpu_seconds(worker)
+    started = time.perf_counter()
+    first = await deferrer.defer(entry, "job 0")
+    for number in range(1, jobs):
+        await deferrer.defer(entry, f"job {number}")
+    done_sql = "SELECT count(*) FROM procrastinate_jobs WHERE id >= $1 AND status IN ('succeeded', 'failed')"
+    while await conn.fetchval(done_sql, first) < jobs:  # noqa: ASYNC110  (polling the database)
+        await asyncio.sleep(0.02)
+    elapsed = time.perf_counter() - started
+    used = cpu_seconds(worker) - cpu
+    failed = await conn.fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status = 'failed'")
+    if failed:
+        raise RuntimeError(f"{failed} jobs failed")
+    return jobs / elapsed, used / jobs
+
+
+async def throughput(
+    postgres: PostgresServer, concurrency: int, jobs: int, rounds: int, latency: float
+) -> dict[str, list[tuple[float, float]]]:
+    measured: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
+    async with fresh_database(postgres) as dsn, JobQueue(dsn, entries=queue.entries.values()) as deferrer:
+        await deferrer.apply_schema()
+        worker = start_worker(concurrency, dsn, latency)
+        conn = await asyncpg.connect(dsn)
+        try:
+            while await conn.fetchval("SELECT count(*) FROM procrastinate_workers") < 1:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            await batch(deferrer, conn, "plain", concurrency * 2, worker.pid)  # warm up
+            for number in range(rounds):
+                order = VARIANTS[number % 3 :] + VARIANTS[: number % 3]
+                for entry in order:
+                    measured[entry].append(await batch(deferrer, conn, entry, jobs, worker.pid))
+                shown = ", ".join(f"{name} {measured[name][-1][0]:.2f} jobs/s" for name in VARIANTS)
+                print(f"concurrency {concurrency}, round {number + 1}: {shown}", flush=True)
+        finally:
+            await conn.close()
+            worker.terminate()
+            worker.wait(timeout=60)
+    return measured
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    with temporary_postgres() as postgres:
+        async with fresh_database(postgres) as dsn, JobQueue(dsn, entries=["journaled"]) as opened:
+            await opened.apply_schema()
+            in_runs = await cost_in_runs(opened.pool, args.rounds * 40, args.big)
+            work = await work_per_request(opened.pool, args.rounds * 20, args.big)
+        returns = "2 KB" if args.big else "short"
+        print(f"\njournal cost per model request ({returns} tool returns, 10 requests a run):")
+        print("| | median | p90 |\n|---|---:|---:|")
+        for label, values in {**in_runs, **work}.items():
+            ordered = sorted(values)
+            p90 = ordered[int(len(ordered) * 0.9)]
+            print(f"| {label} | {statistics.median(values) * 1000:.3f} ms | {p90 * 1000:.3f} ms |")
+        if args.skip_throughput:
+            return
+        print(f"\nthroughput, {args.latency * 1000:.0f} ms per request, 3 requests a job:")
+        rows = []
+        for concurrency in args.concurrency:
+            measured = await throughput(postgres, concurrency, args.jobs * concurrency, args.rounds, args.latency)
+            rows.append((concurrency, measured))
+        print(
+            "| concurrency | journaled jobs/s | without journal jobs/s | ratio | control: again without, ratio |"
+            " worker CPU per job: journaled | without |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for concurrency, measured in rows:
+            rate = {name: statistics.median(rate for rate, _ in measured[name]) for name in VARIANTS}
+            cpu = {name: statistics.median(used for _, used in measured[name]) for name in VARIANTS}
+            print(
+                f"| {concurrency} | {rate['journaled']:.2f} | {rate['plain']:.2f} | "
+                f"{rate['journaled'] / rate['plain']:.3f} | {rate['control'] / rate['plain']:.3f} | "
+                f"{cpu['journaled'] * 1000:.1f} ms | {cpu['plain'] * 1000:.1f} ms |"
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=30, help="jobs per batch, per unit of concurrency")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10])
+    parser.add_argument("--latency", type=float, default=LATENCY)
+    parser.add_argument("--big", action="store_true", help="tools return 2 KB of text each")
+    parser.add_argument("--skip-throughput", action="store_true")
+    asyncio.run(main(parser.parse_args()))

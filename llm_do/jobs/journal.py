@@ -1,0 +1,171 @@
+"""The journal of a job's model responses in PostgreSQL (`llm_do_journal`, beside procrastinate's tables).
+
+Each response a job's run receives is written as it arrives, keyed by (queue, job id, call path,
+position in the call); when the job runs again (a worker's death, a shutdown, a retry), its requests
+are answered from those rows while they match exactly (see `llm_do.models.journal`). The journal of a
+finished job is removed once the retention period (`LLM_DO_JOBS_JOURNAL_RETENTION`) has passed since
+its end, by the workers' housekeeping (`llm_do.jobs.remove_old_journals`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+from pydantic_ai import Agent
+from pydantic_ai.models import Model, infer_model
+
+from ..entries import AgentEntry
+from ..models.journal import Journal, JournalEntry, JournalModel
+from ..models.recording import RecordedResponse
+from ..runtime import Runtime
+from .records import FINAL_STATUSES
+
+__all__ = ["JOURNAL_TABLE", "JobJournals", "PostgresJournal", "create_journal_table", "delete_old_journals"]
+
+JOURNAL_TABLE = "llm_do_journal"
+
+_CREATE = """
+CREATE TABLE IF NOT EXISTS llm_do_journal (
+    queue text NOT NULL,
+    job_id bigint NOT NULL,
+    call_path text NOT NULL,
+    position integer NOT NULL,
+    key text NOT NULL,
+    response jsonb NOT NULL,
+    attempt integer NOT NULL,
+    written_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, job_id, call_path, position)
+)
+"""
+
+_WRITE = """
+INSERT INTO llm_do_journal (queue, job_id, call_path, position, key, response, attempt)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (queue, job_id, call_path, position) DO UPDATE SET
+    key = EXCLUDED.key, response = EXCLUDED.response, attempt = EXCLUDED.attempt, written_at = now()
+"""
+
+_DROP = "DELETE FROM llm_do_journal WHERE queue = %s AND job_id = %s AND call_path = %s AND position >= %s"
+
+_LOAD = "SELECT call_path, position, response FROM llm_do_journal WHERE queue = %s AND job_id = %s"
+
+_REMOVE = """
+DELETE FROM llm_do_journal j
+ WHERE j.queue = %(queue)s
+   AND (NOT EXISTS (SELECT 1 FROM procrastinate_jobs p WHERE p.id = j.job_id)
+        OR EXISTS (SELECT 1 FROM procrastinate_jobs p JOIN llm_do_job_results r ON r.job_id = p.id
+                    WHERE p.id = j.job_id AND p.status::text = ANY(%(final)s)
+                      AND r.finished_at < now() - make_interval(secs => %(retention)s)))
+"""
+
+
+async def create_journal_table(conn: AsyncConnection[Any]) -> None:
+    await conn.execute(_CREATE)
+
+
+class PostgresJournal:
+    """The rows of one job's journal: the `JournalStore` a job's `Journal` writes through."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], queue: str, job_id: int, attempt: int) -> None:
+        self.pool = pool
+        self.queue = queue
+        self.job_id = job_id
+        self.attempt = attempt
+
+    async def write(self, entry: JournalEntry) -> None:
+        values = (
+            self.queue,
+            self.job_id,
+            entry.call,
+            entry.position,
+            entry.recorded.key,
+            Jsonb(entry.recorded.to_json()),
+            self.attempt,
+        )
+        async with self.pool.connection() as conn:
+            await conn.execute(_WRITE, values)
+
+    async def drop(self, call: str, position: int) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(_DROP, (self.queue, self.job_id, call, position))
+
+    async def entries(self) -> list[JournalEntry]:
+        """What earlier attempts of the job journaled."""
+        async with self.pool.connection() as conn:
+            rows = await (await conn.execute(_LOAD, (self.queue, self.job_id))).fetchall()
+        where = f"job {self.job_id}'s journal"
+        return [
+            JournalEntry(call, position, RecordedResponse.from_json(data, f"{where}: {call} #{position}"))
+            for call, position, data in rows
+        ]
+
+
+class JobJournals:
+    """A worker's journals: one per job of a journaled entry, installed on the agents the entry's run reaches.
+
+    Each `AgentEntry` agent the entry can reach (itself, and the entries it calls as tools, recursively)
+    gets, for the job's run only (`Agent.override`, a context variable), a `JournalModel` around the model
+    it would use: its own, else the runtime's."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], queue: str) -> None:
+        self.pool = pool
+        self.queue = queue
+        self._plans: dict[tuple[int, str], list[tuple[Agent[Any, Any], Model]]] = {}
+
+    async def open(self, job_id: int, attempt: int) -> Journal:
+        """The journal of job `job_id`, with what its earlier attempts recorded (a first attempt has none: it
+        is not read)."""
+        store = PostgresJournal(self.pool, self.queue, job_id, attempt)
+        entries = await store.entries() if attempt > 1 else ()
+        return Journal(store, entries, source=f"job {job_id}'s journal")
+
+    @contextmanager
+    def installed(self, runtime: Runtime, entry: str, journal: Journal) -> Iterator[None]:
+        """Inside the block, the model requests of a run of `entry` on `runtime` go through `journal`."""
+        with ExitStack() as stack:
+            for agent, model in self._plan(runtime, entry):
+                stack.enter_context(agent.override(model=JournalModel(model, journal)))
+            yield
+
+    def _plan(self, runtime: Runtime, entry: str) -> list[tuple[Agent[Any, Any], Model]]:
+        key = (id(runtime), entry)
+        found = self._plans.get(key)
+        if found is None:
+            found = self._plans[key] = list(_agents(runtime, entry))
+        return found
+
+
+def _agents(runtime: Runtime, name: str) -> Iterator[tuple[Agent[Any, Any], Model]]:
+    """The agents of the entries a run of `name` can reach, each with the model it uses (models named by a
+    string are built once here)."""
+    seen: set[str] = set()
+    agents: set[int] = set()
+    pending = [name]
+    tools = runtime.entry_tools
+    while pending:
+        current = runtime.entry(pending.pop())
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        pending.extend(toolset for toolset in current.toolsets if toolset in tools)
+        if not isinstance(current, AgentEntry) or id(current.agent) in agents:
+            continue
+        model = current.agent.model if current.agent.model is not None else runtime.config.model
+        if model is None:
+            continue  # pydantic-ai says so when the run starts
+        agents.add(id(current.agent))
+        yield current.agent, model if isinstance(model, Model) else infer_model(model)
+
+
+async def delete_old_journals(pool: AsyncConnectionPool[Any], queue: str, retention: float) -> int:
+    """Delete the journal rows of `queue`'s jobs that finished more than `retention` seconds ago, and of
+    jobs that no longer exist; how many rows went."""
+    values = {"queue": queue, "final": sorted(FINAL_STATUSES), "retention": retention}
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_REMOVE, values)
+        return int(cursor.rowcount)

@@ -1,0 +1,274 @@
+"""`JournalModel`: writes each response of a run to a journal as it arrives, and answers a run made again from it.
+
+A journal entry is keyed by the call that asked (its call path: the entry chain, each child call named
+by the parent's tool call that started it) and the request's position in that call, and holds the
+response with the request's key (`request_key`, model settings included). When the run is made again,
+each request is answered from the entry at its place while its key matches exactly; from the first
+request that differs, or the first place with no entry, that call goes live for the rest of the run,
+and new responses replace what the journal held there.
+
+Replayed tool calls keep their recorded ids, so the child calls they start get the same call paths
+as before and replay too. Handles are mapped to the live conversation's, as `ReplayModel` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from contextvars import Context
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+from weakref import WeakKeyDictionary
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+from .. import tracing
+from ..call import CallScope, current_scope
+from .keys import RequestKey, request_key
+from .recording import RecordedResponse
+from .replay import replayed
+
+__all__ = ["Journal", "JournalEntry", "JournalModel", "JournalStore", "WentLive"]
+
+logger = logging.getLogger("llm_do.journal")
+
+OUTSIDE = "-"
+"""The call path of a request made outside any llm-do call (an agent run without a `CallScope`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One journaled response: where it was asked (call path, position in the call) and the request it answers."""
+
+    call: str
+    position: int
+    recorded: RecordedResponse
+    """The response, with its request's key (`recorded.key`), chain, handles and what it asked."""
+
+
+class JournalStore(Protocol):
+    """Where a journal's entries go (the jobs' PostgreSQL table, or anything that keeps them)."""
+
+    async def write(self, entry: JournalEntry) -> None:
+        """Keep `entry`, replacing an entry at the same call and position."""
+        ...
+
+    async def drop(self, call: str, position: int) -> None:
+        """Forget the entries of `call` from `position` on: the run went live there and they are stale."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class WentLive:
+    """Where a run made again stopped replaying a call and sent its requests to the model."""
+
+    call: str
+    position: int
+    reason: Literal["differs", "ends"]
+    """`differs`: the request is not the recorded one (a tool's result, a prompt, the tools or the settings
+    changed); `ends`: the journal holds nothing there (the request in flight when the earlier attempt stopped)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"call": self.call, "position": self.position, "reason": self.reason}
+
+
+@dataclass(slots=True)
+class _Call:
+    path: str
+    next_position: int = 0
+    children: int = 0
+    """Children started from Python (no tool call id), numbered in the order they first ask the model."""
+    live: bool = False
+    replayed: int = 0
+    stale_from: int | None = None
+    """Where this call went live on a request that differs: the journal's rows from there on are dropped."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    call: _Call
+    position: int
+
+
+class Journal:
+    """One run's journal: what earlier attempts recorded (`entries`), and what this attempt replays and sends.
+
+    Share one between every `JournalModel` of the run (one per model its agents use)."""
+
+    def __init__(self, store: JournalStore, entries: Iterable[JournalEntry] = (), *, source: str = "the journal"):
+        self.store = store
+        self.recorded: dict[tuple[str, int], JournalEntry] = {(item.call, item.position): item for item in entries}
+        self.source = source
+        self.replayed = 0
+        """Requests answered from the journal."""
+        self.sent = 0
+        """Requests sent to the model."""
+        self.live_from: list[WentLive] = []
+        """Where calls that had journaled responses went live, in the order it happened."""
+        self.unsaved = 0
+        """Responses the store failed to keep (logged): a later attempt sends them again."""
+        self._last: asyncio.Task[None] | None = None
+        """The latest write: each write waits for the one before it."""
+        self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
+        self._outside = _Call(OUTSIDE)
+        self._paths = frozenset(call for call, _ in self.recorded)
+
+    def summary(self) -> dict[str, Any]:
+        """`{"replayed": n, "sent": m, "live_from": [{"call", "position", "reason"}, ...]}` (plus `unsaved`
+        when some responses could not be kept)."""
+        found: dict[str, Any] = {
+            "replayed": self.replayed,
+            "sent": self.sent,
+            "live_from": [point.to_json() for point in self.live_from],
+        }
+        if self.unsaved:
+            found["unsaved"] = self.unsaved
+        return found
+
+    # -- where a request is ------------------------------------------------------
+
+    def place(self) -> _Place:
+        """The call asking now and this request's position in it (taken before anything awaits)."""
+        scope = current_scope()
+        call = self._outside if scope is None else self._call(scope)
+        position = call.next_position
+        call.next_position += 1
+        return _Place(call, position)
+
+    def _call(self, scope: CallScope) -> _Call:
+        found = self._calls.get(scope)
+        if found is not None:
+            return found
+        parent = scope.parent
+        if parent is None:
+            path = scope.entry.name
+        else:
+            above = self._call(parent)
+            if scope.tool_call_id is not None:
+                step = f"{scope.entry.name}@{scope.tool_call_id}"
+            else:
+                step = f"{scope.entry.name}#{above.children}"
+                above.children += 1
+            path = f"{above.path}/{step}"
+        found = self._calls[scope] = _Call(path)
+        return found
+
+    # -- answering ---------------------------------------------------------------
+
+    def answer(self, place: _Place, request: RequestKey) -> ModelResponse | None:
+        """The journaled answer at `place` if it is for exactly `request`; None: the request goes to the model."""
+        call = place.call
+        if not call.live:
+            entry = self.recorded.get((call.path, place.position))
+            if entry is not None and entry.recorded.key == request.key:
+                self.replayed += 1
+                call.replayed += 1
+                span = tracing.current_span()
+                if span is not None:
+                    span.set_attribute("llm_do.journal.replayed", call.replayed)
+                return replayed(entry.recorded, request, self.source, keep_ids=True)
+            call.live = True
+            if entry is not None:
+                call.stale_from = place.position
+            if entry is not None or call.path in self._paths:
+                self._went_live(WentLive(call.path, place.position, "differs" if entry is not None else "ends"))
+        self.sent += 1
+        return None
+
+    def _went_live(self, point: WentLive) -> None:
+        self.live_from.append(point)
+        logger.info("journal: call %s goes live at request %d (%s)", point.call, point.position, point.reason)
+        span = tracing.current_span()
+        if span is not None:
+            span.add_event(
+                "llm_do.journal.live",
+                {
+                    "llm_do.journal.call": point.call,
+                    "llm_do.journal.position": point.position,
+                    "llm_do.journal.reason": point.reason,
+                },
+            )
+
+    def keep(self, place: _Place, request: RequestKey, response: ModelResponse) -> None:
+        """Start writing a response the model sent, after the writes started before it (in order). The run goes
+        on meanwhile; the end of the job waits for them (`settled`). A failed write is logged (the response is
+        then paid again on a later attempt), never raised into the run."""
+        if response.state != "complete":
+            return
+        entry = JournalEntry(place.call.path, place.position, RecordedResponse.answering(request, response))
+        stale = place.call.stale_from == place.position
+        task = asyncio.get_running_loop().create_task(self._write(entry, stale, self._last), context=Context())
+        self._last = task
+
+    async def settled(self) -> None:
+        """Wait until every response kept so far is written (or its write failed)."""
+        last = self._last
+        if last is not None:
+            await asyncio.wait((last,))
+
+    async def _write(self, entry: JournalEntry, stale: bool, after: asyncio.Task[None] | None) -> None:
+        if after is not None:
+            await asyncio.wait((after,))
+        try:
+            if stale:  # the run went live here: what the journal held from here on is another conversation
+                await self.store.drop(entry.call, entry.position)
+            await self.store.write(entry)
+        except Exception as error:
+            self.unsaved += 1
+            logger.warning(
+                "journal: the response to request %d of call %s was not kept (%s: %s)",
+                entry.position,
+                entry.call,
+                type(error).__name__,
+                error,
+            )
+
+
+class JournalModel(WrapperModel):
+    """Wraps `wrapped`: each request is answered from `journal` when it can be, else sent and its response
+    journaled before it is returned. Both `request` and `request_stream` are journaled."""
+
+    def __init__(self, wrapped: Model | str, journal: Journal) -> None:
+        super().__init__(wrapped)
+        self.journal = journal
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        place = self.journal.place()
+        request = request_key(messages, model_request_parameters, settings=model_settings)
+        answer = self.journal.answer(place, request)
+        if answer is not None:
+            return answer
+        response = await super().request(messages, model_settings, model_request_parameters)
+        self.journal.keep(place, request, response)
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        place = self.journal.place()
+        request = request_key(messages, model_request_parameters, settings=model_settings)
+        answer = self.journal.answer(place, request)
+        if answer is not None:
+            yield CompletedStreamedResponse(
+                answer, model_request_parameters=model_request_parameters, replay_events=True
+            )
+            return
+        async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
+            yield stream
+        self.journal.keep(place, request, stream.get())

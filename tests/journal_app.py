@@ -1,0 +1,194 @@
+"""Entries and a JobQueue for tests/test_jobs_journal.py; worker processes import it (`tests.journal_app:queue`).
+
+Every model here counts: each request it receives appends `sent <who> <index> <attempt>` to the notes
+file named in the run's prompt (a JSON object), so the test, in another process, sees which requests
+were paid for on which attempt. On a job's first attempt, the request whose index is the prompt's `hold`
+notes `holding <who>` and never answers: the test kills the worker then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.settings import ModelSettings
+
+from llm_do import AgentEntry, Runtime, Toolset, tool
+from llm_do.jobs import JobEntry, JobQueue, current_job
+
+Script = Callable[[dict[str, Any], int, list[Any]], ModelResponse]
+"""(the prompt's fields, the request's index in its agent run, the tool returns so far) -> the response."""
+
+
+def note(path: str, line: str) -> None:
+    with Path(path).open("a") as file:
+        file.write(f"{line}\n")
+
+
+def _prompt(messages: list[ModelMessage]) -> dict[str, Any]:
+    first = messages[0]
+    assert isinstance(first, ModelRequest)
+    text = next(part.content for part in first.parts if isinstance(part, UserPromptPart))
+    assert isinstance(text, str)
+    return dict(json.loads(text))
+
+
+def counting(who: Callable[[dict[str, Any]], str], script: Script) -> FunctionModel:
+    """A model that notes each request it receives, then answers it with `script`."""
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        fields = _prompt(messages)
+        index = sum(isinstance(message, ModelResponse) for message in messages)
+        job = current_job()
+        attempt = job.attempt if job is not None else 0
+        name = who(fields)
+        note(fields["notes"], f"sent {name} {index} {attempt}")
+        if index == fields.get("hold") and attempt == 1:
+            note(fields["notes"], f"holding {name}")
+            await asyncio.sleep(3600)
+        returns = [
+            part.content
+            for message in messages
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if isinstance(part, ToolReturnPart)
+        ]
+        return script(fields, index, returns)
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        response = await respond(messages, info)
+        for index, part in enumerate(response.parts):
+            if isinstance(part, TextPart):
+                yield part.content
+            elif isinstance(part, ToolCallPart):
+                yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+
+    return FunctionModel(respond, stream_function=stream)
+
+
+class Steps(Toolset):
+    """Deterministic steps, one tool whose result changes on every attempt, and one that fails on the first."""
+
+    @tool
+    def step(self, n: str) -> str:
+        """Do step `n`."""
+        return f"step {n} ok"
+
+    @tool
+    def drift(self) -> str:
+        """Read something that changed since the last attempt."""
+        job = current_job()
+        return f"attempt {job.attempt if job is not None else 0}"
+
+    @tool
+    def fragile(self) -> str:
+        """Fail on the job's first attempt."""
+        job = current_job()
+        if job is not None and job.attempt == 1:
+            raise RuntimeError("the first attempt fails here")
+        return "held this time"
+
+
+def _steps(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Four steps, then a text naming every result."""
+    if index < 4:
+        return ModelResponse(parts=[ToolCallPart("step", {"n": str(index)})])
+    return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
+
+
+def _drifting(*calls: str) -> Script:
+    """Calls `calls` in order (`step` with the request's index), then a text naming every result."""
+
+    def script(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+        if index < len(calls):
+            args = {"n": str(index)} if calls[index] == "step" else {}
+            return ModelResponse(parts=[ToolCallPart(calls[index], args)])
+        return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
+
+    return script
+
+
+def _boss(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Asks two helpers at once (parallel tool calls), then reports what they said."""
+    if index == 0:
+        asks = [{"notes": fields["notes"], "tag": tag} for tag in ("a", "b")]
+        return ModelResponse(parts=[ToolCallPart("helper", {"input": json.dumps(ask)}) for ask in asks])
+    return ModelResponse(parts=[TextPart("boss: " + " | ".join(sorted(map(str, returns))))])
+
+
+def _helper(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    if index == 0:
+        return ModelResponse(parts=[ToolCallPart("step", {"n": fields["tag"]})])
+    return ModelResponse(parts=[TextPart(f"helper {fields['tag']}: {returns[-1]}")])
+
+
+def _named(name: str) -> Callable[[dict[str, Any]], str]:
+    return lambda fields: name
+
+
+def _agent(name: str, script: Script, toolsets: list[str], who: Callable[[dict[str, Any]], str] | None = None) -> Any:
+    return AgentEntry(Agent(counting(who or _named(name), script)), name=name, toolsets=toolsets)
+
+
+async def _late_on_the_first_attempt(ctx: RunContext[Any]) -> str:
+    """Helper `a` asks after helper `b` on a job's first attempt, before it on the next ones: the order in
+    which parallel calls reach the model is no way to tell them apart."""
+    job = current_job()
+    if job is not None and job.attempt == 1 and '"tag": "a"' in str(ctx.prompt):
+        await asyncio.sleep(0.5)
+    return "Help the boss."
+
+
+def _attempt_temperature(ctx: RunContext[Any]) -> ModelSettings:
+    job = current_job()
+    return {"temperature": 0.1 * (job.attempt if job is not None else 0)}
+
+
+counter = _agent("counter", _steps, ["steps"])
+plain = _agent("plain", _steps, ["steps"])
+drifter = _agent("drifter", _drifting("step", "step", "drift", "step"), ["steps"])
+fragile = _agent("fragile", _drifting("step", "drift", "step", "fragile"), ["steps"])
+tuned = AgentEntry(
+    Agent(counting(_named("tuned"), _drifting("step", "fragile")), model_settings=_attempt_temperature),
+    name="tuned",
+    toolsets=["steps"],
+)
+boss = _agent("boss", _boss, ["helper"])
+helper = _agent("helper", _helper, ["steps"], who=lambda fields: f"helper/{fields['tag']}")
+helper.agent.instructions(_late_on_the_first_attempt)
+
+
+def make_runtime(**options: Any) -> Runtime:
+    return Runtime(
+        None,
+        entries=[counter, plain, drifter, fragile, tuned, boss, helper],
+        toolsets={"steps": Steps},
+        **options,
+    )
+
+
+queue = JobQueue(
+    entries=[
+        "counter",
+        JobEntry("plain", journal=False),
+        "drifter",
+        JobEntry("fragile", retry=1),
+        JobEntry("tuned", retry=1),
+        "boss",
+    ],
+    runtime=make_runtime,
+)

@@ -1,0 +1,317 @@
+"""The journal of a job's model responses: real `llm-do worker` processes killed mid-run, and the requests
+counted by the models themselves (tests/journal_app.py), on the suite's PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic_ai.messages import AgentStreamEvent
+
+from llm_do import ConfigurationError, Runtime
+from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
+
+from .jobs_support import Worker, eventually, fresh_database
+from .journal_app import make_runtime
+from .journal_app import queue as app_queue
+from .postgres import PostgresServer
+
+TARGET = "tests.journal_app:queue"
+ENTRIES = list(app_queue.entries.values())
+
+
+@pytest.fixture
+async def dsn(postgres: PostgresServer) -> AsyncIterator[str]:
+    async with fresh_database(postgres) as url:
+        yield url
+
+
+@pytest.fixture
+async def queue(dsn: str) -> AsyncIterator[JobQueue]:
+    async with JobQueue(dsn, entries=ENTRIES) as opened:
+        await opened.apply_schema()
+        yield opened
+
+
+def ask(notes: Path, hold: int = -1) -> str:
+    return json.dumps({"notes": str(notes), "hold": hold})
+
+
+def sent(notes: Path) -> Counter[tuple[str, int]]:
+    """How many times each (model, request index) was sent to a model, over every attempt."""
+    lines = notes.read_text().splitlines() if notes.exists() else []
+    return Counter(
+        (who, int(index)) for kind, who, index, _ in (line.split() for line in lines if line.startswith("sent "))
+    )
+
+
+def held(notes: Path, who: str) -> bool:
+    return notes.exists() and f"holding {who}" in notes.read_text().splitlines()
+
+
+async def holding(notes: Path, who: str) -> None:
+    async def seen() -> bool:
+        return held(notes, who)
+
+    await eventually(seen, f"{who} holds its request")
+
+
+async def finished(queue: JobQueue, job_id: int, within: float = 60.0) -> JobRecord:
+    async with asyncio.timeout(within):
+        return await queue.wait(job_id, interval=0.05)
+
+
+async def rows(queue: JobQueue, job_id: int) -> list[tuple[str, int]]:
+    async with queue.pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT call_path, position FROM llm_do_journal WHERE job_id = %s ORDER BY call_path, position", (job_id,)
+        )
+        return [(call, position) for call, position in await cursor.fetchall()]
+
+
+async def run_in_process(queue: JobQueue, entry: str, input_data: str, runtime: Any = make_runtime) -> JobRecord:
+    """Defer a job and run it with `run_worker` in this process until it is done."""
+    stop = asyncio.Event()
+    options = WorkerOptions(concurrency=2, heartbeat=0.2, stalled_timeout=1.5, poll_interval=0.2, name="in-process")
+    task = asyncio.create_task(run_worker(queue, options, runtime=runtime, stop=stop, install_signal_handlers=False))
+    try:
+        return await finished(queue, await queue.defer(entry, input_data))
+    finally:
+        stop.set()
+        await task
+
+
+async def killed_and_rerun(
+    queue: JobQueue, dsn: str, tmp_path: Path, entry: str, who: str, hold: int = 4
+) -> tuple[int, Path]:
+    """Defer `entry` holding at request `hold` on its first attempt, SIGKILL the worker that holds it, and let a
+    second worker run the job again; the job's id and its notes."""
+    notes = tmp_path / f"{entry}.notes"
+    job_id = await queue.defer(entry, ask(notes, hold=hold))
+    first = Worker(TARGET, dsn, tmp_path / "first.log")
+    try:
+        await holding(notes, who)
+    finally:
+        first.kill()
+    second = Worker(TARGET, dsn, tmp_path / "second.log")
+    try:
+        record = await finished(queue, job_id)
+    finally:
+        assert second.stop() == 0, second.output()
+    assert record.status == "succeeded" and record.attempts == 2, (record, second.output())
+    return job_id, notes
+
+
+async def uninterrupted(queue: JobQueue, dsn: str, tmp_path: Path, entry: str) -> JobRecord:
+    notes = tmp_path / f"{entry}-whole.notes"
+    worker = Worker(TARGET, dsn, tmp_path / "whole.log")
+    try:
+        record = await finished(queue, await queue.defer(entry, ask(notes)))
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded" and record.attempts == 1, record
+    return record
+
+
+@pytest.mark.long
+async def test_a_job_killed_after_k_requests_sends_only_the_one_in_flight_again(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "counter", "counter")
+    record = await queue.get(job_id)
+    whole = await uninterrupted(queue, dsn, tmp_path, "counter")
+    assert sent(notes) == {
+        ("counter", 0): 1,
+        ("counter", 1): 1,
+        ("counter", 2): 1,
+        ("counter", 3): 1,
+        ("counter", 4): 2,
+    }
+    assert record.journal == {
+        "replayed": 4,
+        "sent": 1,
+        "live_from": [{"call": "counter", "position": 4, "reason": "ends"}],
+    }
+    assert record.output == whole.output == "done: step 0 ok, step 1 ok, step 2 ok, step 3 ok"
+    assert record.usage == whole.usage
+    assert whole.journal == {"replayed": 0, "sent": 5, "live_from": []}
+    assert await rows(queue, job_id) == [("counter", n) for n in range(5)]
+
+
+@pytest.mark.long
+async def test_replay_stops_at_the_first_request_a_changed_tool_result_makes_different(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """drifter: step, step, drift (its result names the attempt), step, then text; killed at request 4."""
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "drifter", "drifter")
+    record = await queue.get(job_id)
+    assert sent(notes) == {
+        ("drifter", 0): 1,
+        ("drifter", 1): 1,
+        ("drifter", 2): 1,
+        ("drifter", 3): 2,
+        ("drifter", 4): 2,
+    }
+    assert record.journal == {
+        "replayed": 3,
+        "sent": 2,
+        "live_from": [{"call": "drifter", "position": 3, "reason": "differs"}],
+    }
+    assert record.output == "done: step 0 ok, step 1 ok, attempt 2, step 3 ok"
+
+
+@pytest.mark.long
+async def test_nested_and_parallel_calls_are_journaled_under_their_own_call_paths(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """boss asks two helpers at once (one response, two tool calls), each helper calls a tool; the boss is
+    killed while it asks for its final answer, after the helpers' four requests. Helper `a` asks after `b`
+    on the first attempt and before it on the second."""
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "boss", "boss", hold=1)
+    record = await queue.get(job_id)
+    assert sent(notes) == {
+        ("boss", 0): 1,
+        ("helper/a", 0): 1,
+        ("helper/a", 1): 1,
+        ("helper/b", 0): 1,
+        ("helper/b", 1): 1,
+        ("boss", 1): 2,
+    }
+    assert record.journal == {
+        "replayed": 5,
+        "sent": 1,
+        "live_from": [{"call": "boss", "position": 1, "reason": "ends"}],
+    }
+    assert record.output == "boss: helper a: step a ok | helper b: step b ok"
+    async with queue.pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT response FROM llm_do_journal WHERE job_id = %s AND call_path = 'boss' AND position = 0", (job_id,)
+        )
+        found = await cursor.fetchone()
+    assert found is not None
+    ids = [part["tool_call_id"] for part in found[0]["response"]["parts"]]
+    assert len(set(ids)) == 2
+    assert await rows(queue, job_id) == sorted(
+        [("boss", 0), ("boss", 1)] + [(f"boss/helper@{tool_call_id}", n) for tool_call_id in ids for n in (0, 1)]
+    )
+
+
+@pytest.mark.long
+async def test_an_entry_that_opts_out_sends_every_request_again_and_keeps_no_journal(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "plain", "plain")  # JobEntry("plain", journal=False)
+    record = await queue.get(job_id)
+    assert sent(notes) == {("plain", n): 2 for n in range(5)}
+    assert record.journal is None
+    assert await rows(queue, job_id) == []
+
+
+@pytest.mark.long
+async def test_a_finished_jobs_journal_is_removed_after_the_retention(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", env={"LLM_DO_JOBS_JOURNAL_RETENTION": "3"})
+    try:
+        running = await queue.defer("counter", ask(tmp_path / "held", hold=2))
+        await holding(tmp_path / "held", "counter")
+        done = await queue.defer("counter", ask(notes))
+        record = await finished(queue, done)
+        assert record.journal == {"replayed": 0, "sent": 5, "live_from": []}
+        assert len(await rows(queue, done)) == 5  # kept for 3 s after the job's end
+        assert await remove_old_journals(queue, 3600) == 0
+
+        async def removed() -> bool:
+            return await rows(queue, done) == []
+
+        await eventually(removed, "the finished job's journal removed by the worker", within=20)
+        assert await rows(queue, running) == [("counter", 0), ("counter", 1)]  # the running job's stays
+    finally:
+        worker.kill()
+
+
+async def test_a_retried_job_replays_its_streamed_requests_and_the_trace_says_where_it_went_live(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    """fragile: step, drift, step, fragile (fails on the first attempt: the job is retried), then text. The
+    worker's runtime streams (an event handler), so every request goes through `request_stream`."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    events: list[AgentStreamEvent] = []
+
+    async def handler(ctx: Any, stream: Any) -> None:
+        async for event in stream:
+            events.append(event)
+
+    def streaming() -> Runtime:
+        return make_runtime(event_stream_handler=handler, tracer_provider=provider)
+
+    notes = tmp_path / "notes"
+    record = await run_in_process(queue, "fragile", ask(notes), streaming)
+    assert record.status == "succeeded" and record.attempts == 2, record
+    assert sent(notes) == {
+        ("fragile", 0): 1,
+        ("fragile", 1): 1,
+        ("fragile", 2): 2,
+        ("fragile", 3): 2,
+        ("fragile", 4): 1,
+    }
+    assert record.journal == {
+        "replayed": 2,
+        "sent": 3,
+        "live_from": [{"call": "fragile", "position": 2, "reason": "differs"}],
+    }
+    assert record.output == "done: step 0 ok, attempt 2, step 2 ok, held this time"
+    assert events, "the runs streamed"
+    live = [
+        dict(event.attributes or {})
+        for span in exporter.get_finished_spans()
+        for event in span.events
+        if event.name == "llm_do.journal.live"
+    ]
+    assert live == [
+        {"llm_do.journal.call": "fragile", "llm_do.journal.position": 2, "llm_do.journal.reason": "differs"}
+    ]
+    replayed = [
+        span.attributes.get("llm_do.journal.replayed")
+        for span in exporter.get_finished_spans()
+        if span.attributes and "llm_do.journal.replayed" in span.attributes
+    ]
+    assert replayed == [2]
+
+
+async def test_a_request_whose_model_settings_changed_is_sent_again(queue: JobQueue, tmp_path: Path) -> None:
+    """tuned: its temperature follows the attempt; step, then fragile (fails on the first attempt), then text."""
+    notes = tmp_path / "notes"
+    record = await run_in_process(queue, "tuned", ask(notes))
+    assert record.status == "succeeded" and record.attempts == 2, record
+    assert sent(notes) == {("tuned", 0): 2, ("tuned", 1): 2, ("tuned", 2): 1}
+    assert record.journal == {
+        "replayed": 0,
+        "sent": 3,
+        "live_from": [{"call": "tuned", "position": 0, "reason": "differs"}],
+    }
+    assert await rows(queue, record.id) == [("tuned", n) for n in range(3)]
+
+
+async def test_apply_schema_adds_the_journal_to_a_database_made_before_it(queue: JobQueue) -> None:
+    job_id = await queue.defer("counter", "{}")
+    async with queue.pool.connection() as conn:  # as an llm-do without the journal left it
+        await conn.execute("DROP TABLE llm_do_journal")
+        await conn.execute("ALTER TABLE llm_do_job_results DROP COLUMN journal")
+    with pytest.raises(ConfigurationError, match=r"older than this llm-do's .*await queue\.apply_schema\(\)"):
+        await queue.get(job_id)
+    await queue.apply_schema()
+    await queue.apply_schema()  # idempotent
+    assert (await queue.get(job_id)).journal is None
+    assert await rows(queue, job_id) == []
