@@ -41,6 +41,7 @@ __all__ = [
     "NATIVE_TOOL_NOT_GATED",
     "SessionKey",
     "approval_id",
+    "ask_approver",
     "load_policies",
     "session_key",
 ]
@@ -414,7 +415,7 @@ async def _ask_within(approver: Approver, request: ApprovalRequest, seconds: flo
     The deadline is armed in an empty context: a timer keeps its context until it is due or
     purged, and the run's context must not outlive the run."""
     loop = asyncio.get_running_loop()
-    asking = loop.create_task(_ask(approver, request))
+    asking = loop.create_task(ask_approver(approver, request))
     expired: asyncio.Future[None] = loop.create_future()
     timer = contextvars.Context().run(loop.call_later, seconds, _expire, expired)
     try:
@@ -441,7 +442,8 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()  # the call was already denied; what the approver did next is of no use
 
 
-async def _ask(approver: Approver, request: ApprovalRequest) -> Approval:
+async def ask_approver(approver: Approver, request: ApprovalRequest) -> Approval:
+    """The approver's answer to `request` (a sync approver runs in a worker thread)."""
     if _is_async(approver):
         result: Any = await approver(request)  # type: ignore[misc]
     else:

@@ -156,6 +156,11 @@ class CallScope:
         return self._lending.capabilities()
 
     @property
+    def event_stream_handler(self) -> EventStreamHandler[Any] | None:
+        """The handler of this call's agent run's events: its live run's, the runtime's, or None."""
+        return self._open_run().handler
+
+    @property
     def state(self) -> RunState:
         """The run's shared state: usage, call records, message log."""
         return self._open_run().state

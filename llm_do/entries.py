@@ -123,7 +123,7 @@ class AgentEntry(_Described):
                         deps=scope,
                         usage=scope.state.usage,
                         model=model,
-                        event_stream_handler=scope.host.event_stream_handler,
+                        event_stream_handler=scope.event_stream_handler,
                     )
                 except BaseException:
                     scope.messages = _added(captured, scope.message_history)  # for the call's usage and log

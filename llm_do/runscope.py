@@ -16,6 +16,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
 
 from dependency_injector import providers
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
@@ -62,6 +63,7 @@ class RunScope:
         "approver",
         "box",
         "entry",
+        "handler",
         "host",
         "messages",
         "observers",
@@ -87,6 +89,8 @@ class RunScope:
         self._grants = grants
         self.entry = entry
         self.owner = ScopeOwner(Scope.PER_RUN, host.config.cleanup_timeout, host.globals)
+        self.handler: EventStreamHandler[Any] | None = None
+        """The `event_stream_handler` of the run's agent runs (a live run's, the runtime's), if any."""
         self.observers = observers
         """The run's observers (tracing, leak tracking, a live stream); None when nobody observes it."""
         if observers is not None:

@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import gc
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
@@ -22,6 +23,7 @@ from .attachments import Attachment, check_call
 from .call import CallScope, Entry
 from .errors import ConfigurationError
 from .events import Observer, Sink
+from .live import GuardedHandler, LiveRun, open_stream
 from .loading import Loaded, ToolsetSource
 from .policy import ToolPolicy, Verdict
 from .run import RunReport, RunResult, attach_report, finished_report
@@ -49,7 +51,8 @@ class Runtime:
 
     `event_stream_handler` is given to every agent run of every call (pydantic-ai's
     `Agent.run(event_stream_handler=...)`): the model's responses are then streamed, and the handler
-    receives the events of each agent run with its `RunContext` (`ctx.deps` is the `CallScope`).
+    receives the events of each agent run with its `RunContext` (`ctx.deps` is the `CallScope`). What
+    it raises is logged (once per run, on the `llm_do` logger) and does not fail the run.
 
     Runs and calls are traced with OpenTelemetry through `tracer_provider`, else the global provider
     (nothing is recorded while none is set); see docs/observability.md.
@@ -144,6 +147,61 @@ class Runtime:
         `approver` answers this run's approvals instead of the runtime's approver. "Approve for
         session" answers last as long as the run.
         """
+        return await self._start(
+            entry,
+            input_data,
+            message_history=message_history,
+            trace_parent=trace_parent,
+            approver=approver,
+            attachments=attachments,
+        )
+
+    def stream(
+        self,
+        entry: Entry | str,
+        input_data: Any,
+        *,
+        message_history: list[ModelMessage] | None = None,
+        trace_parent: tracing.TraceParent | None = None,
+        approver: Approver | None = None,
+        attachments: Sequence[Attachment] = (),
+    ) -> AbstractAsyncContextManager[LiveRun]:
+        """Run an entry as `run` does, as a live run: `async with runtime.stream(...) as run: async for event
+        in run: ...` yields every call's pydantic-ai events and llm-do's own, ending with `RunFinished` or
+        `RunFailed` (see docs/streaming.md).
+
+        The live run is the run's approver: `run.decide(approval_id, choice)` answers its questions
+        (`approver`, if given, is asked too, and the first answer wins). Leaving the block before the run
+        ended cancels it; the block is left once its teardown is done. The arguments are `run`'s.
+        """
+        name = entry if isinstance(entry, str) else entry.name
+
+        async def launch(live: LiveRun) -> RunResult:
+            return await self._start(
+                entry,
+                input_data,
+                message_history=message_history,
+                trace_parent=trace_parent,
+                approver=approver,
+                attachments=attachments,
+                live=live,
+            )
+
+        if approver is not None:
+            check_approver(approver)
+        return open_stream(name, self.config.stream_buffer, approver, launch)
+
+    async def _start(
+        self,
+        entry: Entry | str,
+        input_data: Any,
+        *,
+        message_history: list[ModelMessage] | None,
+        trace_parent: tracing.TraceParent | None,
+        approver: Approver | None,
+        attachments: Sequence[Attachment],
+        live: LiveRun | None = None,
+    ) -> RunResult:
         if self._closed:
             raise RuntimeError("this Runtime is closed; create a new one")
         if approver is not None:
@@ -159,7 +217,7 @@ class Runtime:
             check_call(handed, self.config.attachments)
         reports: list[RunReport] = []
         task = asyncio.get_running_loop().create_task(
-            self._run(target, input_data, message_history, reports, trace_parent, approver, handed),
+            self._run(target, input_data, message_history, reports, trace_parent, approver, handed, live),
             context=contextvars.copy_context(),
         )
         self._running.add(task)
@@ -193,13 +251,21 @@ class Runtime:
         trace_parent: tracing.TraceParent | None,
         approver: Approver | None,
         attachments: tuple[Attachment, ...],
+        live: LiveRun | None,
     ) -> RunResult:
         loaded = self._loaded
         if trace_parent is not None:  # this task's own context: nothing to restore
             otel_context.attach(tracing.extract_trace_context(trace_parent))
         tracer = self._tracing.tracer()
-        observers = None if tracer is None and not tracking.active else self._observers(tracer)
-        run = RunScope(loaded, target, observers, approver=approver or loaded.approvals.approver)
+        observers = None if tracer is None and not tracking.active and live is None else self._observers(tracer, live)
+        handler = loaded.event_stream_handler
+        if live is not None:  # the live run answers (asking the stream's own approver too)
+            run = RunScope(loaded, target, observers, approver=live)
+            run.handler = live.handler(handler)
+        else:
+            run = RunScope(loaded, target, observers, approver=approver or loaded.approvals.approver)
+            if handler is not None:
+                run.handler = GuardedHandler(handler)
         try:
             async with (
                 run,
@@ -217,10 +283,12 @@ class Runtime:
         assert run.result is not None
         return run.result
 
-    def _observers(self, tracer: Tracer | None) -> tuple[Observer, ...]:
-        """Who observes a run starting now: tracing when a provider is set, leak tracking when on."""
+    def _observers(self, tracer: Tracer | None, live: LiveRun | None) -> tuple[Observer, ...]:
+        """Who observes a run starting now: tracing when a provider is set, leak tracking when on, a live run."""
         observers: list[Observer] = [] if tracer is None else [TracingObserver(tracer)]
         observers.extend(tracking.active)
+        if live is not None:
+            observers.append(live)
         return tuple(observers)
 
     # -- closing ---------------------------------------------------------------

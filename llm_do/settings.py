@@ -87,6 +87,7 @@ _FORMS: dict[str, tuple[str, str]] = {
     "approval_on_deny": ("one of tell_model, raise", "tell_model"),
     "cleanup_timeout": ("a number of seconds > 0", "10"),
     "approval_timeout": ("a number of seconds > 0", "600"),
+    "stream_buffer": ("a whole number of events >= 1", "256"),
     "project_root": ("an existing directory", "/path/to/project"),
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
     "message_log": ("a file path", "logs/messages.jsonl"),
@@ -160,6 +161,9 @@ class LlmDoSettings(BaseSettings):
     """Seconds an approver may take to answer; then the call is denied (the model reads why)."""
     cleanup_timeout: float = Field(default=10.0, gt=0)
     """Seconds each finalizer may take during teardown before it is cancelled."""
+    stream_buffer: int = Field(default=256, ge=1)
+    """Model events a live run (`Runtime.stream`) holds for a consumer that has not read them; when it is
+    full, the run waits for the consumer."""
     project_root: DirectoryPath = Path(".")
     """The project's directory (worker files, relative paths)."""
     database_url: Annotated[SecretStr, AfterValidator(_url)] | None = None
@@ -278,6 +282,7 @@ _RUNTIME_FIELDS = (
     "approval_timeout",
     "project_root",
     "attachments",
+    "stream_buffer",
 )
 
 
@@ -301,10 +306,14 @@ class RuntimeConfig:
     """The directory attachments are read from (and confined to): names are relative to it."""
     attachments: AttachmentSettings = field(default_factory=AttachmentSettings, hash=False)
     """Limits of attachments: per file, per text file, per call."""
+    stream_buffer: int = 256
+    """Model events a live run holds for its consumer before the run waits for it."""
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
+        if self.stream_buffer < 1:
+            raise ValueError(f"stream_buffer must be >= 1, got {self.stream_buffer}")
         for name in ("cleanup_timeout", "approval_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")

@@ -1,0 +1,311 @@
+"""Live runs: one stream per run, every call's events in it, and the run's approvals answered from it.
+
+`Runtime.stream(...)` opens a `LiveRun`. The live run is one more observer of its run (it hears
+llm-do's own events: calls, approvals, handles), the `event_stream_handler` of every agent run of
+every call in it (pydantic-ai's events, tagged with their call), and the run's approver (a question
+waits until `LiveRun.decide` answers it). Its buffer is bounded: when the consumer does not read,
+the run waits at its next model event. A consumer that leaves cancels the run and waits for its
+teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.agent import EventStreamHandler
+from pydantic_ai.messages import AgentStreamEvent
+from pydantic_ai.result import AgentStream
+
+from .approval import Approval, ApprovalChoice, ApprovalRequest, Approver, ask_approver
+from .errors import LlmDoError
+from .events import (
+    AgentStarted,
+    ApprovalDecided,
+    ApprovalRequested,
+    CallEnded,
+    CallEvent,
+    CallStarted,
+    CallTag,
+    Event,
+    HandleClosed,
+    HandleOpened,
+    HandleRolledBack,
+    ResponseCompleted,
+    RunFailed,
+    RunFinished,
+    StreamEvent,
+)
+from .run import RunResult, run_report
+
+__all__ = ["ApprovalNotPending", "GuardedHandler", "LiveRun", "open_stream"]
+
+logger = logging.getLogger("llm_do")
+
+_STREAMED: frozenset[type[Event]] = frozenset(
+    {CallStarted, AgentStarted, CallEnded, ApprovalRequested, ApprovalDecided, HandleOpened, HandleClosed}
+    | {HandleRolledBack}
+)
+"""llm-do's own events a live run passes on (the scopes' bookkeeping stays with tracing and leak checks)."""
+
+
+class ApprovalNotPending(LlmDoError):
+    """`LiveRun.decide` named an approval that is not waiting for an answer in that run."""
+
+    def __init__(self, approval_id: str, pending: tuple[str, ...]) -> None:
+        self.approval_id = approval_id
+        self.pending = pending
+        """The ids that are pending in the run."""
+        waiting = ", ".join(pending) if pending else "none"
+        super().__init__(
+            f"approval {approval_id!r} is not pending in this run (pending: {waiting}); answer an id from an "
+            "ApprovalRequested event of this run's stream that has no ApprovalDecided yet"
+        )
+
+
+class LiveRun:
+    """A run being streamed: iterate it for its events, answer its approvals with `decide`.
+
+    The events come in the order they happened (the calls of a run run concurrently: events of
+    different calls interleave; each call's own are in order). The last event is `RunFinished` (with
+    the result) or `RunFailed` (with the exception and the run's report); iteration then stops. It
+    never raises the run's exception: `await run.result()` does, as `Runtime.run` would.
+    """
+
+    def __init__(self, entry: str, buffer: int, approver: Approver | None = None) -> None:
+        self.entry = entry
+        """The name of the entry being run."""
+        self._limit = buffer
+        self._events: deque[StreamEvent] = deque()
+        self._model_events = 0
+        """How many `CallEvent`s the buffer holds (llm-do's own events are few and never wait)."""
+        self._readable = asyncio.Event()
+        self._room = asyncio.Event()
+        self._pending: dict[str, tuple[ApprovalRequest, asyncio.Future[Approval]]] = {}
+        self._approver = approver
+        self._ended = False
+        self._left = False
+        """The consumer left: nothing more is buffered, and the run never waits for room."""
+        self._outcome: RunResult | BaseException | None = None
+
+    # -- what the consumer uses ----------------------------------------------------
+
+    @property
+    def pending(self) -> tuple[ApprovalRequest, ...]:
+        """The run's questions waiting for an answer, in the order they were asked."""
+        return tuple(request for request, answer in self._pending.values() if not answer.done())
+
+    def decide(self, approval_id: str, choice: ApprovalChoice, note: str | None = None) -> None:
+        """Answer the pending question `approval_id`: `approve`, `approve_for_session` or `deny` (`note` is
+        shown to the model when denied). Raises `ApprovalNotPending` for an id not waiting in this run."""
+        answer = Approval(choice, note)
+        found = self._pending.get(approval_id)
+        if found is None or found[1].done():
+            raise ApprovalNotPending(approval_id, tuple(request.approval_id for request in self.pending))
+        found[1].set_result(answer)
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        return self._iterate()
+
+    async def result(self) -> RunResult:
+        """The run's result, once it has ended (the events not read yet are dropped); raises the run's
+        exception, with its report (`llm_do.run_report(error)`), if it failed."""
+        async for _ in self._iterate():
+            pass
+        outcome = self._outcome
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert outcome is not None
+        return outcome
+
+    async def _iterate(self) -> AsyncIterator[StreamEvent]:
+        events = self._events
+        while True:
+            while not events:
+                if self._ended:
+                    return
+                self._readable.clear()
+                await self._readable.wait()
+            event = events.popleft()
+            if type(event) is CallEvent:
+                self._model_events -= 1
+                self._room.set()
+            yield event
+
+    # -- what the run uses ---------------------------------------------------------
+
+    def notify(self, event: Event) -> None:
+        """An observer of the run: llm-do's own events join the stream."""
+        kind = type(event)
+        if kind not in _STREAMED:
+            return
+        if kind is ApprovalRequested:
+            request = event.request  # type: ignore[attr-defined]
+            self._pending.setdefault(request.approval_id, (request, asyncio.get_running_loop().create_future()))
+        elif kind is ApprovalDecided:
+            self._pending.pop(event.request.approval_id, None)  # type: ignore[attr-defined]
+        self._put(event)  # type: ignore[arg-type]
+
+    async def __call__(self, request: ApprovalRequest) -> Approval:
+        """The run's approver: the answer given with `decide` (or by the approver given to the stream, if it
+        answers first)."""
+        found = self._pending.get(request.approval_id)
+        if found is None:  # asked without an ApprovalRequested event: an approver called directly
+            found = self._pending[request.approval_id] = (request, asyncio.get_running_loop().create_future())
+        answer = found[1]
+        if self._approver is None or answer.done():
+            return await answer
+        asking = asyncio.ensure_future(ask_approver(self._approver, request))
+        try:
+            await asyncio.wait((asking, answer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not asking.done():
+                asking.cancel()
+        if answer.done():
+            return answer.result()
+        return asking.result()
+
+    async def handle(self, ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+        """The `event_stream_handler` of every agent run in the run: each event joins the stream, tagged."""
+        tag = _tag_of(ctx)
+        async for event in events:
+            await self._put_model(CallEvent(tag, event))
+        self._completed(tag, events)
+
+    def _completed(self, tag: CallTag, events: AsyncIterable[AgentStreamEvent]) -> None:
+        if isinstance(events, AgentStream):
+            self._put(ResponseCompleted(tag, events.response))
+
+    def _put(self, event: StreamEvent) -> None:
+        if self._left:
+            return
+        self._events.append(event)
+        self._readable.set()
+
+    async def _put_model(self, event: CallEvent) -> None:
+        while self._model_events >= self._limit and not self._left:
+            self._room.clear()
+            await self._room.wait()  # backpressure: the run waits until the consumer reads
+        if self._left:
+            return
+        self._model_events += 1
+        self._events.append(event)
+        self._readable.set()
+
+    def _end(self, outcome: RunResult | BaseException) -> None:
+        self._outcome = outcome
+        if isinstance(outcome, BaseException):
+            self._put(RunFailed(outcome, run_report(outcome)))
+        else:
+            self._put(RunFinished(outcome))
+        self._ended = True
+        self._pending.clear()
+        self._readable.set()
+
+    def _leave(self) -> None:
+        self._left = True
+        self._events.clear()
+        self._model_events = 0
+        self._room.set()
+
+    def handler(self, also: EventStreamHandler[Any] | None) -> EventStreamHandler[Any]:
+        """The event stream handler of the run's agent runs: this stream, and `also` (the runtime's) beside it."""
+        if also is None:
+            return self.handle
+        guarded = GuardedHandler(also)
+
+        async def both(ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+            tag = _tag_of(ctx)
+
+            async def relay() -> AsyncIterator[AgentStreamEvent]:
+                async for event in events:
+                    await self._put_model(CallEvent(tag, event))
+                    yield event
+
+            relayed = relay()
+            await guarded(ctx, relayed)
+            async for _ in relayed:  # what the runtime's handler left unread still joins the stream
+                pass
+            self._completed(tag, events)
+
+        return both
+
+    def __repr__(self) -> str:
+        return f"LiveRun({self.entry!r}, buffered={len(self._events)}, pending={len(self.pending)})"
+
+
+class GuardedHandler:
+    """The runtime's `event_stream_handler` for one run: what it raises is logged once per run on the
+    `llm_do` logger and never fails the run (pydantic-ai drains the events it left unread)."""
+
+    __slots__ = ("handler", "logged")
+
+    def __init__(self, handler: EventStreamHandler[Any]) -> None:
+        self.handler = handler
+        self.logged = False
+
+    async def __call__(self, ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+        try:
+            await self.handler(ctx, events)
+        except Exception:
+            if not self.logged:
+                self.logged = True
+                logger.exception(
+                    "the runtime's event_stream_handler %r raised; the run goes on without it for these events "
+                    "(logged once per run)",
+                    self.handler,
+                )
+
+
+def _tag_of(ctx: RunContext[Any]) -> CallTag:
+    scope: Any = ctx.deps
+    sink = getattr(scope, "sink", None)
+    if sink is not None and sink.call is not None:
+        tag: CallTag = sink.call
+        return tag
+    return scope.tag()  # type: ignore[no-any-return]
+
+
+Launch = Callable[["LiveRun"], Awaitable[RunResult]]
+"""Starts the run with a live run as its observer, event stream handler and approver."""
+
+
+@asynccontextmanager
+async def open_stream(entry: str, buffer: int, approver: Approver | None, launch: Launch) -> AsyncIterator[LiveRun]:
+    """Start a run as a live run; leaving the block before the run ended cancels it and waits for its teardown."""
+    live = LiveRun(entry, buffer, approver)
+
+    async def drive() -> None:
+        try:
+            result = await launch(live)
+        except BaseException as error:  # the run's failure is an event (and `result()` raises it)
+            live._end(error)
+        else:
+            live._end(result)
+
+    task = asyncio.get_running_loop().create_task(drive())
+    try:
+        yield live
+    finally:
+        live._leave()
+        if not task.done():
+            task.cancel()
+            await _wait_through(task)
+        del task
+
+
+async def _wait_through(task: asyncio.Task[None]) -> None:
+    """Wait until the run's task has finished its teardown, even if this wait is cancelled; then cancel."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
