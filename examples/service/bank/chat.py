@@ -95,7 +95,12 @@ async def _banker(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     asked = _TRANSFER.search(text)
     if asked is not None:
         amount, source, target = asked.groups()
-        request = {"reference": f"chat-{uuid.uuid4().hex[:12]}", "source": source, "target": target, "amount": int(amount)}
+        request = {
+            "reference": f"chat-{uuid.uuid4().hex[:12]}",
+            "source": source,
+            "target": target,
+            "amount": int(amount),
+        }
         return ModelResponse(parts=[ToolCallPart("cashier", {"input": json.dumps(request)})])
     made = _transfers_before(history)
     if made:
