@@ -31,7 +31,7 @@ ARGS = [
 @pytest.fixture
 async def browser(tmp_path: Path) -> AsyncIterator[BrowserContext]:
     """Chromium with a fresh user-data dir; fails (never skips) naming the package when it is missing."""
-    if not CHROMIUM.exists():
+    if not CHROMIUM.exists():  # noqa: ASYNC240 (once, before the browser starts)
         pytest.fail(f"Debian's chromium ({CHROMIUM}) is missing: run `make browser` (apt-get install chromium)")
     async with async_playwright() as playwright:
         context = await playwright.chromium.launch_persistent_context(

@@ -16,7 +16,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import asyncpg
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,

@@ -22,7 +22,7 @@ from fastapi import FastAPI, Header, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
 
-from llm_do import LlmDoError, Runtime, RunResult
+from llm_do import LlmDoError, RunResult, Runtime
 from llm_do.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
 from llm_do.web import decision_of, sse_response, vercel_sse
 
