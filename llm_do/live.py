@@ -77,9 +77,11 @@ class LiveRun:
     never raises the run's exception: `await run.result()` does, as `Runtime.run` would.
     """
 
-    def __init__(self, entry: str, buffer: int, approver: Approver | None = None) -> None:
+    def __init__(self, entry: str, buffer: int, approver: Approver | None = None, *, model_events: bool = True) -> None:
         self.entry = entry
         """The name of the entry being run."""
+        self.model_events = model_events
+        """Whether the agents' pydantic-ai events are streamed (else llm-do's own only)."""
         self._limit = buffer
         self._events: deque[StreamEvent] = deque()
         self._model_events = 0
@@ -276,9 +278,11 @@ Launch = Callable[["LiveRun"], Awaitable[RunResult]]
 
 
 @asynccontextmanager
-async def open_stream(entry: str, buffer: int, approver: Approver | None, launch: Launch) -> AsyncIterator[LiveRun]:
+async def open_stream(
+    entry: str, buffer: int, approver: Approver | None, launch: Launch, *, model_events: bool = True
+) -> AsyncIterator[LiveRun]:
     """Start a run as a live run; leaving the block before the run ended cancels it and waits for its teardown."""
-    live = LiveRun(entry, buffer, approver)
+    live = LiveRun(entry, buffer, approver, model_events=model_events)
 
     async def drive() -> None:
         try:

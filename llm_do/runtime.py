@@ -165,6 +165,7 @@ class Runtime:
         trace_parent: tracing.TraceParent | None = None,
         approver: Approver | None = None,
         attachments: Sequence[Attachment] = (),
+        model_events: bool = True,
     ) -> AbstractAsyncContextManager[LiveRun]:
         """Run an entry as `run` does, as a live run: `async with runtime.stream(...) as run: async for event
         in run: ...` yields every call's pydantic-ai events and llm-do's own, ending with `RunFinished` or
@@ -172,7 +173,9 @@ class Runtime:
 
         The live run is the run's approver: `run.decide(approval_id, choice)` answers its questions
         (`approver`, if given, is asked too, and the first answer wins). Leaving the block before the run
-        ended cancels it; the block is left once its teardown is done. The arguments are `run`'s.
+        ended cancels it; the block is left once its teardown is done. The arguments are `run`'s, and
+        `model_events=False` streams llm-do's own events only: the agents' model requests are then not
+        streamed (as in a plain run, which a model or server that cannot stream needs).
         """
         name = entry if isinstance(entry, str) else entry.name
 
@@ -189,7 +192,7 @@ class Runtime:
 
         if approver is not None:
             check_approver(approver)
-        return open_stream(name, self.config.stream_buffer, approver, launch)
+        return open_stream(name, self.config.stream_buffer, approver, launch, model_events=model_events)
 
     async def _start(
         self,
@@ -259,13 +262,12 @@ class Runtime:
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not tracking.active and live is None else self._observers(tracer, live)
         handler = loaded.event_stream_handler
-        if live is not None:  # the live run answers (asking the stream's own approver too)
-            run = RunScope(loaded, target, observers, approver=live)
+        # A live run answers the run's approvals (asking the stream's own approver too).
+        run = RunScope(loaded, target, observers, approver=live or approver or loaded.approvals.approver)
+        if live is not None and live.model_events:
             run.handler = live.handler(handler)
-        else:
-            run = RunScope(loaded, target, observers, approver=approver or loaded.approvals.approver)
-            if handler is not None:
-                run.handler = GuardedHandler(handler)
+        elif handler is not None:
+            run.handler = GuardedHandler(handler)
         try:
             async with (
                 run,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 __all__ = ["Returned", "ScriptError", "ScriptedModel", "Step", "ToolCall", "Turn", "returned", "tool_call"]
 
@@ -113,9 +113,11 @@ class ScriptedModel(FunctionModel):
     model = ScriptedModel(tool_call("begin"), tool_call("commit", txn=returned("begin")), "Done.")
     ```
 
-    Steps are used in order across every run that uses the model. It raises `ScriptError`,
-    saying what the agent last sent, when the script runs out, when a step calls a tool the agent
-    does not offer, and, when `tools` is given, when the agent offers a different set of tools.
+    It answers streamed requests too (a run with an `event_stream_handler`, a live run): text comes
+    word by word, each tool call whole. Steps are used in order across every run that uses the model.
+    It raises `ScriptError`, saying what the agent last sent, when the script runs out, when a step
+    calls a tool the agent does not offer, and, when `tools` is given, when the agent offers a
+    different set of tools.
     """
 
     def __init__(self, *steps: Step, tools: Iterable[str] | None = None, name: str = "scripted") -> None:
@@ -123,7 +125,7 @@ class ScriptedModel(FunctionModel):
         self.turns: list[Turn] = []
         """Every request the model was asked to answer, in order."""
         self.tools = None if tools is None else frozenset(tools)
-        super().__init__(self._respond, model_name=name)
+        super().__init__(self._respond, stream_function=self._stream, model_name=name)
 
     @property
     def remaining(self) -> int:
@@ -152,6 +154,15 @@ class ScriptedModel(FunctionModel):
         while callable(step):
             step = step(turn)
         return self._response(step, turn)
+
+    async def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        response = self._respond(messages, info)
+        for index, part in enumerate(response.parts):
+            if isinstance(part, TextPart):
+                for number, word in enumerate(part.content.split(" ")):
+                    yield word if number == 0 else f" {word}"
+            elif isinstance(part, ToolCallPart):
+                yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
 
     def _check_offered(self, turn: Turn) -> None:
         if self.tools is None:
