@@ -1,6 +1,6 @@
 """`llm-do chat`: a conversation with one entry at depth 0, its history carried from turn to turn.
 
-Each turn is one run (`Project.run(..., message_history=...)`), so each turn's per-run and per-call
+Each turn is one live run (`turn(entry, text, message_history=...)`, the command's), so each turn's per-run and per-call
 resources are torn down when it ends. Ctrl-C cancels the turn in progress (its teardown runs, the
 history stays as before the turn); at the prompt it does nothing. Ctrl-D (end of input) exits,
 and the project's runtime is closed.
@@ -13,7 +13,9 @@ import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Awaitable
 from contextlib import nullcontext
+from typing import Any, Protocol
 
 from pydantic_ai.messages import ModelMessage
 from rich.console import Console
@@ -25,11 +27,20 @@ from ..project import Project
 from ..run import RunResult
 from .render import output_text, usage_table
 
+
+class Turn(Protocol):
+    """How chat runs one turn (the command's live run of the entry)."""
+
+    def __call__(
+        self, name: str | None, input_data: Any, *, message_history: list[ModelMessage] | None = None
+    ) -> Awaitable[RunResult]: ...
+
+
 __all__ = ["chat"]
 
 
 async def chat(
-    project: Project, recorder: RecordingModel | None, entry: str | None, err: Console, live: Live | None
+    project: Project, run: Turn, recorder: RecordingModel | None, entry: str | None, err: Console, live: Live | None
 ) -> None:
     """Read a line, run it, print the answer; until end of input."""
     loop = asyncio.get_running_loop()
@@ -56,7 +67,7 @@ async def chat(
                     break
                 if not line.strip():
                     continue
-                turn = loop.create_task(project.run(entry, line.strip(), message_history=history))
+                turn = loop.create_task(_turn(run, entry, line.strip(), history))
                 try:
                     with live if live is not None else nullcontext():
                         result = await turn
@@ -77,6 +88,10 @@ async def chat(
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _turn(run: Turn, entry: str | None, text: str, history: list[ModelMessage] | None) -> RunResult:
+    return await run(entry, text, message_history=history)
 
 
 def _install(loop: asyncio.AbstractEventLoop, handler: object) -> bool:

@@ -1,4 +1,4 @@
-"""`llm-do run` and `llm-do chat`: load the project, watch its models, run, show what happened."""
+"""`llm-do run` and `llm-do chat`: load the project, run it as a live run, show what happened."""
 
 from __future__ import annotations
 
@@ -6,19 +6,21 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pydantic_ai
 from pydantic import BaseModel, ValidationError
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 
+from ..approval import ApprovalRequest, ApprovalUnavailable, Approver
 from ..attachments import Attachment, check_call
 from ..entries import AgentEntry
 from ..models import RecordingModel
@@ -29,7 +31,7 @@ from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
 from .logs import show_server_logs
 from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
-from .watch import Board, watch_project
+from .watch import Board
 
 if TYPE_CHECKING:
     from rich.live import Live
@@ -45,6 +47,35 @@ class _Session:
     board: Board
     live: Live | None
     recorder: RecordingModel | None
+    approver: Approver
+    model_events: bool
+    """Whether the agents' events are streamed: something shows them (the live tree, -v)."""
+
+    async def run(
+        self,
+        name: str | None,
+        input_data: Any,
+        *,
+        message_history: list[ModelMessage] | None = None,
+        attachments: Sequence[Attachment] = (),
+    ) -> RunResult:
+        """Run the entry as a live run whose events the board hears; its result, or its exception."""
+        project = self.project
+        target = name or project.default_entry
+        if target is None:
+            return await project.run(name, input_data)  # the project says what is missing
+        stream = project.runtime.stream(
+            target,
+            input_data,
+            message_history=message_history,
+            attachments=attachments,
+            approver=self.approver,
+            model_events=self.model_events,
+        )
+        async with stream as run:
+            async for event in run:
+                self.board.see(event)
+            return await run.result()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,7 +121,7 @@ def chat(args: argparse.Namespace) -> int:
     err = console(stderr=True)
     _apply_flags(args)
     with _session(args, err, _board(args, err)) as session:
-        signals.run(converse(session.project, session.recorder, args.entry, err, session.live))
+        signals.run(converse(session.project, session.run, session.recorder, args.entry, err, session.live))
     return OK
 
 
@@ -102,7 +133,7 @@ async def _run_once(
 ) -> RunResult:
     async with session.recorder if session.recorder is not None else nullcontext(), session.project:
         with session.live if session.live is not None else nullcontext():
-            return await session.project.run(name, input_data, attachments=attachments)
+            return await session.run(name, input_data, attachments=attachments)
 
 
 def _failed(
@@ -134,7 +165,7 @@ def _failed(
 
 @contextmanager
 def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_Session]:
-    """The loaded project with its models watched, and the live display (on a terminal only)."""
+    """The loaded project, the board its runs' streams tell, and the live display (on a terminal only)."""
     show_server_logs(err, args.verbose)
     live: Live | None = None
     if err.is_terminal:
@@ -149,10 +180,15 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
         approver = TerminalApprover(err, pause=(lambda: _paused(shown)) if shown is not None else nullcontext)
     name = command_line_model(args.model)
     model: Model | str | None = _recording_model(args, name) if args.record else name
-    stream = board.stream if args.verbose >= 2 else None
-    project = load_project(args.project, model=model, approver=approver, event_stream_handler=stream)
-    watch_project(project, board)
-    yield _Session(project, board, live, model if isinstance(model, RecordingModel) else None)
+    project = load_project(args.project, model=model, approver=approver)
+    recorder = model if isinstance(model, RecordingModel) else None
+    shows = live is not None or args.verbose >= 1
+    yield _Session(project, board, live, recorder, approver or _no_approver, shows)
+
+
+def _no_approver(request: ApprovalRequest) -> Any:
+    """No terminal to ask (and neither --approve-all nor --reject-all): the call cannot be approved."""
+    raise ApprovalUnavailable(request)
 
 
 @contextmanager

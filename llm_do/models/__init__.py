@@ -7,6 +7,7 @@ model = ReplayModel.from_file("session.json")        # then answer from the file
 """
 
 from .keys import HANDLE_PATTERN, RequestKey, current_chain, request_key
+from .observed import ObservedModel
 from .record import RecordingModel
 from .recording import FORMAT_VERSION, RecordedResponse, Recording, RecordingError, ScriptStep
 from .replay import AttachmentMismatch, MissingResponse, ReplayModel, UnknownRecordedHandle
@@ -16,6 +17,7 @@ __all__ = [
     "AttachmentMismatch",
     "HANDLE_PATTERN",
     "MissingResponse",
+    "ObservedModel",
     "RecordedResponse",
     "Recording",
     "RecordingError",

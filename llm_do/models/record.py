@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
-from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
+from pydantic_ai.models import Model, ModelRequestParameters
 
 from .keys import request_key
+from .observed import ObservedModel
 from .recording import Recording, RecordingError
 
 __all__ = ["RecordingModel"]
 
 
-class RecordingModel(WrapperModel):
+class RecordingModel(ObservedModel):
     """Wraps `wrapped` and records the response to every request it answers, for `ReplayModel`.
 
     Nothing is written until `save()` (or the end of `async with RecordingModel(...)`, even on error):
@@ -35,31 +30,9 @@ class RecordingModel(WrapperModel):
         self.recording = Recording()
         """What this model recorded so far (not yet merged with the file)."""
 
-    def _record(self, messages: list[ModelMessage], params: ModelRequestParameters, response: ModelResponse) -> None:
+    def responded(self, messages: list[ModelMessage], params: ModelRequestParameters, response: ModelResponse) -> None:
         if response.state == "complete":
             self.recording.record(request_key(messages, params), response)
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        response = await super().request(messages, model_settings, model_request_parameters)
-        self._record(messages, model_request_parameters, response)
-        return response
-
-    @asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
-            yield stream
-        self._record(messages, model_request_parameters, stream.get())
 
     def save(self) -> Recording:
         """Merge what was recorded into the file at `path` (atomically) and return the file's new content."""
