@@ -3,9 +3,11 @@ one process, its approval answered through the other; who may answer; a conversa
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -14,7 +16,7 @@ from .web_processes import chat_process, chunks, fresh_database
 
 
 @pytest.fixture
-async def two_processes(postgres: PostgresServer) -> AsyncIterator[tuple[str, str]]:
+async def two_processes(postgres: PostgresServer) -> AsyncIterator[tuple[str, str, str]]:
     name = postgres.new_database_name()
     await fresh_database(postgres.dsn(), name)
     async with chat_process(postgres.dsn(name)) as one, chat_process(postgres.dsn(name)) as two:
@@ -22,7 +24,15 @@ async def two_processes(postgres: PostgresServer) -> AsyncIterator[tuple[str, st
             for account, balance in {"A": 100, "B": 0}.items():
                 created = await client.post("/accounts", json={"name": account, "balance": balance})
                 assert created.status_code == 201, created.text
-        yield one, two
+        yield one, two, postgres.dsn(name)
+
+
+async def _query(dsn: str, sql: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql)
+    finally:
+        await conn.close()
 
 
 async def _session(client: httpx.AsyncClient, user: str) -> str:
@@ -32,8 +42,8 @@ async def _session(client: httpx.AsyncClient, user: str) -> str:
 
 
 @pytest.mark.long
-async def test_a_decision_posted_to_another_process_reaches_the_run(two_processes: tuple[str, str]) -> None:
-    one, two = two_processes
+async def test_a_decision_posted_to_another_process_reaches_the_run(two_processes: tuple[str, str, str]) -> None:
+    one, two, _ = two_processes
     alice = {"x-user": "alice"}
     async with httpx.AsyncClient(base_url=one, timeout=30) as streaming, httpx.AsyncClient(base_url=two) as other:
         session = await _session(streaming, "alice")
@@ -87,8 +97,8 @@ async def test_a_decision_posted_to_another_process_reaches_the_run(two_processe
 
 
 @pytest.mark.long
-async def test_a_decision_nobody_holds_is_refused_readably(two_processes: tuple[str, str]) -> None:
-    one, _ = two_processes
+async def test_a_decision_nobody_holds_is_refused_readably(two_processes: tuple[str, str, str]) -> None:
+    one, _, _ = two_processes
     async with httpx.AsyncClient(base_url=one, timeout=30) as client:
         session = await _session(client, "alice")
         decided = await client.post(
@@ -104,3 +114,37 @@ async def test_a_decision_nobody_holds_is_refused_readably(two_processes: tuple[
         assert malformed.status_code == 400 and "choose one of" in malformed.json()["error"]
         nobody = await client.post("/chat/sessions", headers={})
         assert nobody.status_code == 401
+
+
+@pytest.mark.long
+async def test_a_person_who_leaves_while_asked_cancels_the_run_and_its_transaction(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, _, dsn = two_processes
+    alice = {"x-user": "alice"}
+    async with httpx.AsyncClient(base_url=one, timeout=30) as client:
+        session = await _session(client, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with client.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            approval = None
+            async for chunk in chunks(sse):
+                if chunk["type"] == "tool-approval-request":
+                    approval = chunk["approvalId"]
+                    break  # the person closes the tab: the response is closed unread
+        assert approval is not None
+        # the run was cancelled and torn down: its question gone, its transaction rolled back, nothing moved
+        await asyncio.sleep(2)
+        decided = await client.post(
+            f"/chat/sessions/{session}/decisions", json={"approval_id": approval, "choice": "approve"}, headers=alice
+        )
+        assert decided.status_code == 404, decided.text
+        idle = await _query(
+            dsn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in%'"
+        )
+        assert idle[0][0] == 0
+        assert (await client.get("/accounts")).json() == {"A": 100, "B": 0}
+        async with client.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "hello"}, headers=alice
+        ) as sse:
+            text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
+        assert text.startswith("Hello!")  # the session takes the next message
