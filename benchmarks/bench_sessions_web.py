@@ -41,7 +41,7 @@ from bench_service import Server, create_database, percentile, start_server, sto
 from pydantic_ai import Agent  # noqa: E402
 
 from llm_do import AgentEntry, ApprovalRequested, Runtime, ToolPolicy, Toolset, tool  # noqa: E402
-from llm_do.testing import ScriptedModel, tool_call  # noqa: E402
+from llm_do.testing import ScriptedModel, Step, tool_call  # noqa: E402
 from tests.postgres import temporary_postgres  # noqa: E402
 
 CHAT_APP = "bank.app:create_chat_app"
@@ -66,7 +66,8 @@ class Desk(Toolset):
 async def library_latency(runs: int) -> list[float]:
     """`LiveRun.decide` to the tool's body starting, in one process."""
     started: list[float] = []
-    clerk = AgentEntry(Agent(ScriptedModel(*[tool_call("act"), "ok"] * runs)), name="clerk", toolsets=["desk"])
+    steps: list[Step] = [tool_call("act"), "ok"] * runs
+    clerk = AgentEntry(Agent(ScriptedModel(*steps)), name="clerk", toolsets=["desk"])
     latencies: list[float] = []
     runtime = Runtime(
         None, entries=[clerk], toolsets={"desk": lambda: Desk(started)}, policies={"desk": ToolPolicy(default="ask")}
@@ -147,21 +148,28 @@ async def round_of(server: Server, sessions: int, max_delay: float | None, concu
     limits = httpx.Limits(max_connections=sessions + concurrency + 10, max_keepalive_connections=sessions + 10)
     async with httpx.AsyncClient(base_url=server.url, timeout=120, limits=limits) as client:
         done = [0]
+        server_cpu, client_cpu = server.cpu_seconds(), time.process_time()
         start = time.perf_counter()
         until = start + WINDOW
         loops = [asyncio.ensure_future(transfer_loop(client, until, n, done)) for n in range(concurrency)]
+        delays = [] if max_delay is None else [random.uniform(0, max_delay) for _ in range(sessions)]
         chats = [
-            asyncio.ensure_future(
-                chat_once(client, client, f"u{n}", f"move 1 from S{n} to T{n}", random.uniform(0, max_delay))
-            )
-            for n in range(sessions if max_delay is not None else 0)
+            asyncio.ensure_future(chat_once(client, client, f"u{n}", f"move 1 from S{n} to T{n}", delay))
+            for n, delay in enumerate(delays)
         ]
         await asyncio.gather(*loops)
         rate = done[0] / (time.perf_counter() - start)
         await asyncio.gather(*chats)
         ended = time.perf_counter() - start
+        server_cpu, client_cpu = server.cpu_seconds() - server_cpu, time.process_time() - client_cpu
     await asyncio.sleep(1.0)
-    return {"transfers_per_s": rate, "chats_done_s": ended, "rss_mib": server.rss() / 2**20}
+    return {
+        "transfers_per_s": rate,
+        "chats_done_s": ended,
+        "server_cpu_s": server_cpu,
+        "client_cpu_s": client_cpu,
+        "rss_mib": server.rss() / 2**20,
+    }
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -186,10 +194,14 @@ async def main(args: argparse.Namespace) -> None:
             relayed = await http_latency(one, two, args.runs, relayed=True)
             print("decision latency (ms)      median    p95   runs")
             for name, values in (("library, in process", library), ("HTTP, same process", same)):
-                print(f"{name:<24} {1000 * statistics.median(values):8.2f} {1000 * percentile(values, 0.95):6.2f}", end="")
+                print(
+                    f"{name:<24} {1000 * statistics.median(values):8.2f} {1000 * percentile(values, 0.95):6.2f}", end=""
+                )
                 print(f" {len(values):6d}")
             name = "HTTP, other process (PG)"
-            print(f"{name:<24} {1000 * statistics.median(relayed):8.2f} {1000 * percentile(relayed, 0.95):6.2f}", end="")
+            print(
+                f"{name:<24} {1000 * statistics.median(relayed):8.2f} {1000 * percentile(relayed, 0.95):6.2f}", end=""
+            )
             print(f" {len(relayed):6d}")
 
             print(f"\n{args.sessions} sessions at once, {WINDOW:g} s window, {args.concurrency} transfer loops")
@@ -201,11 +213,16 @@ async def main(args: argparse.Namespace) -> None:
                 (f"+ {args.sessions} chats answered after 0-{args.max_delay:g} s (again)", args.max_delay),
                 ("transfers alone (again)", None),
             ]
-            print(f"{'round':<46} {'transfers/s':>11} {'chats end s':>11} {'rss MiB':>8}")
+            print(
+                f"{'round':<46} {'transfers/s':>11} {'chats end s':>11} {'server CPU s':>12} {'client CPU s':>12}",
+                end="",
+            )
+            print(f" {'rss MiB':>8}")
             for name, delay in rounds:
                 outcome = await round_of(one, args.sessions, delay, args.concurrency)
                 chats = f"{outcome['chats_done_s']:11.1f}" if delay is not None else f"{'-':>11}"
-                print(f"{name:<46} {outcome['transfers_per_s']:11.1f} {chats} {outcome['rss_mib']:8.1f}")
+                print(f"{name:<46} {outcome['transfers_per_s']:11.1f} {chats}", end="")
+                print(f" {outcome['server_cpu_s']:12.1f} {outcome['client_cpu_s']:12.1f} {outcome['rss_mib']:8.1f}")
         finally:
             stop(one)
             stop(two)
