@@ -80,7 +80,9 @@ async def test_a_child_calls_approval_announces_its_tool_call_and_the_tree_goes_
     tree = {chunk["id"]: (chunk["data"]["entry"], chunk["data"]["parent"]) for chunk in calls}
     assert tree == {"call_1": ("boss", None), "call_2": ("porter", "call_1")}
     assert [chunk["data"]["state"] for chunk in calls if chunk["id"] == "call_2"] == ["running", "ok"]
-    porter_call = next(chunk for chunk in chunks if chunk["type"] == "tool-input-available" and not chunk.get("dynamic"))
+    porter_call = next(
+        chunk for chunk in chunks if chunk["type"] == "tool-input-available" and not chunk.get("dynamic")
+    )
     assert calls[1]["data"]["tool_call_id"] == porter_call["toolCallId"]  # the parent's tool call that started it
     child_tool = next(chunk for chunk in chunks if chunk["type"] == "tool-input-available" and chunk.get("dynamic"))
     assert (child_tool["toolName"], child_tool["input"]) == ("open_vault", {"door": "north"})

@@ -61,9 +61,9 @@ async def test_a_decision_in_the_holding_process_is_applied_there(relays: tuple[
 async def test_an_approval_not_pending_in_that_session_is_refused(relays: tuple[DecisionRelay, DecisionRelay]) -> None:
     one, two = relays
     alice, bob = Waiting("apr_alice"), Waiting("apr_bob")
-    with two.hold("alice", alice), two.hold("bob", bob):
-        with pytest.raises(DecisionRefused, match=r"'apr_bob' is not pending in this run; pending: \['apr_alice'\]"):
-            await one.decide("alice", "apr_bob", "approve")  # Bob's approval, through Alice's session
+    refused = r"'apr_bob' is not pending in this run; pending: \['apr_alice'\]"
+    with two.hold("alice", alice), two.hold("bob", bob), pytest.raises(DecisionRefused, match=refused):
+        await one.decide("alice", "apr_bob", "approve")  # Bob's approval, through Alice's session
     assert alice.decided == [] and bob.decided == []
 
 
