@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 import bench_scopes
 from bench_scopes import PER_CALL, ToolsA, ToolsB, ToolsC, Variant, count_calls, measure, report, report_calls
 from pydantic_ai import Agent, RunContext, Tool
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import AgentStreamEvent, ModelMessage
 from pydantic_ai.models.function import AgentInfo, DeltaToolCalls, FunctionModel
 
 from llm_do import AgentEntry, Runtime
@@ -85,7 +85,7 @@ def nested_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
         """Ask the child agent."""
         return (await child.run(input, toolsets=shared, usage=ctx.usage, event_stream_handler=consume)).output
 
-    async def consume(ctx: RunContext[None], events: Any) -> None:
+    async def consume(ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
         async for _ in events:  # the child's events, read as a consumer of the whole tree would
             pass
 
