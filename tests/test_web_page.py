@@ -134,5 +134,14 @@ async def test_two_people_chat_at_once_and_approve_their_own_commits(
         assert body is not None and theirs not in body  # nothing of the other person's run reached this page
     await alice.screenshot(path=str(tmp_path / "alice.png"))  # for a person to look at, when debugging
 
+    # Bob denies his next commit: nothing moves, and his page says so
+    await _send(bob, "send 5 from C to D")
+    await _approval_of(bob)
+    await bob.locator(".approval button.deny").last.click()
+    third = bob.locator(".message.assistant[data-done=true]").nth(2)
+    await expect(third.locator(".text")).to_contain_text("The transfer was not made", timeout=20_000)
+    await expect(third.locator(".text")).to_contain_text("the approver denied it")
+    await expect(bob.locator(".approval").last).to_have_attribute("data-state", "denied")
+
     async with httpx.AsyncClient(base_url=service) as client:
         assert (await client.get("/accounts")).json() == {"A": 90, "B": 10, "C": 43, "D": 7}

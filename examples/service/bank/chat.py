@@ -80,7 +80,7 @@ def _transfers_before(history: list[ModelMessage]) -> list[str]:
         for message in history
         if isinstance(message, ModelRequest)
         for part in message.parts
-        if isinstance(part, ToolReturnPart) and part.tool_name == "cashier" and part.outcome == "success"
+        if isinstance(part, ToolReturnPart) and part.tool_name == "cashier" and str(part.content).endswith("committed")
     ]
 
 
@@ -88,7 +88,7 @@ async def _banker(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     text, results, history = _since_last_prompt(messages)
     if results:
         result = results[-1]
-        if result.outcome == "success":
+        if result.outcome == "success" and str(result.content).endswith("committed"):
             return ModelResponse(parts=[TextPart(f"Done: {result.content}")])
         return ModelResponse(parts=[TextPart(f"The transfer was not made: {result.model_response_str()}")])
     asked = _TRANSFER.search(text)

@@ -68,8 +68,9 @@ class Reply {
     this.run = run;
     this.box = element("div", "message assistant");
     this.box.dataset.run = run;
+    this.asks = element("div", "asks"); // questions and tool outcomes, above the answer they lead to
     this.text = element("div", "text");
-    this.box.append(this.text);
+    this.box.append(this.asks, this.text);
     $("#messages").append(this.box);
     this.inputs = new Map(); // toolCallId -> {toolName, input}
     this.approvals = new Map(); // approvalId -> element
@@ -89,7 +90,7 @@ class Reply {
         this.askApproval(chunk.approvalId, chunk.toolCallId);
         break;
       case "tool-output-denied":
-        this.box.append(element("div", "tool", `${this.inputs.get(chunk.toolCallId)?.toolName ?? "tool"}: denied`));
+        this.asks.append(element("div", "tool", `${this.inputs.get(chunk.toolCallId)?.toolName ?? "tool"}: denied`));
         break;
       case "data-llm-do-call":
         this.showCall(chunk.data);
@@ -118,7 +119,7 @@ class Reply {
     deny.onclick = () => this.decide(box, approvalId, "deny");
     box.append(approve, " ", deny, element("span", "outcome"));
     this.approvals.set(approvalId, box);
-    this.box.append(box);
+    this.asks.append(box);
   }
 
   async decide(box, approvalId, choice) {
