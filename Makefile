@@ -4,7 +4,7 @@ STAMP := $(VENV)/.installed
 # MCP servers of the ecosystem that the tests run for real (tests/mcp_servers/package.json).
 NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 
-.PHONY: setup preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp clean
+.PHONY: setup browser preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions clean
 
 $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
@@ -19,10 +19,24 @@ $(NODE_SERVERS): tests/mcp_servers/package.json tests/mcp_servers/package-lock.j
 		|| { echo "could not install the test MCP server @modelcontextprotocol/server-filesystem (npm ci --prefix tests/mcp_servers)" >&2; exit 1; }
 	touch $@
 
-setup: $(STAMP) $(NODE_SERVERS)
+# Debian's chromium, which the browser tests drive with Playwright (tests/test_web_page.py): installed with
+# apt-get when missing and run as root, else one line says how to install it.
+CHROMIUM := /usr/bin/chromium
 
-# What the suite needs beyond the virtualenv, checked in seconds: a PostgreSQL server starts (tests/postgres.py).
-preflight: $(STAMP)
+browser:
+	@test -x $(CHROMIUM) || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing Debian's chromium for the browser tests (apt-get install chromium)"; \
+			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+				|| { echo "could not install Debian's chromium: run 'apt-get install chromium' as root" >&2; exit 1; }; \
+		else \
+			echo "Debian's chromium ($(CHROMIUM)) is needed for the browser tests: run 'sudo apt-get install chromium'" >&2; exit 1; \
+		fi; }
+
+setup: $(STAMP) $(NODE_SERVERS) browser
+
+# What the suite needs beyond the virtualenv, checked in seconds: chromium is there, a PostgreSQL server starts.
+preflight: $(STAMP) browser
 	$(PY) -m tests.postgres
 
 lint: $(STAMP)
@@ -32,7 +46,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP) $(NODE_SERVERS)
+pytest: $(STAMP) $(NODE_SERVERS) browser
 	$(VENV)/bin/pytest -q -n auto --dist worksteal
 
 test: preflight lint typecheck pytest
@@ -69,6 +83,9 @@ bench-journal: $(STAMP)
 
 bench-mcp: $(STAMP)
 	$(PY) benchmarks/bench_mcp.py
+
+bench-sessions: $(STAMP)
+	$(PY) benchmarks/bench_sessions_web.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules

@@ -17,8 +17,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from llm_do import Runtime, run_report
+from llm_do.relay import DecisionRelay
 
 from . import ledger
+from .chat import ChatStore, banker, cashier
+from .chat_web import add_chat_endpoints
 from .model import TransferRequest
 from .toolsets import Audit
 from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
@@ -27,7 +30,7 @@ from .wiring import Bank, teller
 if TYPE_CHECKING:
     from llm_do.jobs import JobQueue, JobRecord
 
-__all__ = ["create_app", "create_transfer_app"]
+__all__ = ["create_app", "create_chat_app", "create_transfer_app"]
 
 logger = logging.getLogger("bank")
 
@@ -72,12 +75,16 @@ def _job_json(record: JobRecord) -> dict[str, Any]:
     }
 
 
-def create_app(container: Bank | None = None, jobs: JobQueue | None = None, *, with_jobs: bool = True) -> FastAPI:
+def create_app(
+    container: Bank | None = None, jobs: JobQueue | None = None, *, with_jobs: bool = True, with_chat: bool = True
+) -> FastAPI:
     """The service over `container` (a fresh `Bank()` from the environment when omitted).
 
     `jobs` is the queue `POST /jobs/transfer` defers to (default: the bank's queue in the database of
     `LLM_DO_JOBS_DATABASE_URL`, else the container's `database_url`); workers run the jobs. With
     `with_jobs=False` the service has no job endpoints and never imports the job queue's libraries.
+    With `with_chat` (the default) it serves the chat page and its endpoints (`bank.chat_web`), and
+    relays approval decisions between its processes through the database (`llm_do.relay`).
     The container is also `app.state.container`, for tests that override its providers.
     """
     if jobs is not None and not with_jobs:
@@ -92,11 +99,16 @@ def create_app(container: Bank | None = None, jobs: JobQueue | None = None, *, w
             started = bank.init_resources()  # open the pool now, outside any run
             if started is not None:
                 await started
-            runtime = await stack.enter_async_context(Runtime(bank, entries=[teller]))
+            runtime = await stack.enter_async_context(Runtime(bank, entries=[teller, banker, cashier]))
+            state: dict[str, Any] = {"runtime": runtime}
+            if with_chat:
+                chats = state["chats"] = ChatStore(await bank.pool())
+                await chats.create_schema()
+                state["relay"] = await stack.enter_async_context(DecisionRelay(_dsn(bank)))
             if queue is not None:
                 await stack.enter_async_context(queue)
                 await queue.apply_schema()
-            yield {"runtime": runtime}
+            yield state
             # Runtime.aclose: waits for the runs in flight, then shuts the pool down
 
     app = FastAPI(title="bank (llm-do example)", lifespan=lifespan)
@@ -140,6 +152,8 @@ def create_app(container: Bank | None = None, jobs: JobQueue | None = None, *, w
 
     if queue is not None:
         _add_job_endpoints(app, queue)
+    if with_chat:
+        add_chat_endpoints(app)
 
     @app.post("/accounts", status_code=201)
     async def open_account(body: NewAccount) -> Response:
@@ -158,7 +172,17 @@ def create_app(container: Bank | None = None, jobs: JobQueue | None = None, *, w
 
 def create_transfer_app() -> FastAPI:
     """The service without its job endpoints: what `bank.plain` serves, for the like-for-like benchmark."""
+    return create_app(with_jobs=False, with_chat=False)
+
+
+def create_chat_app() -> FastAPI:
+    """The service with its chat and without its job endpoints (the browser tests and `make bench-sessions`)."""
     return create_app(with_jobs=False)
+
+
+def _dsn(bank: Bank) -> str:
+    url = bank.config.database_url()
+    return str(url.get_secret_value() if hasattr(url, "get_secret_value") else url)
 
 
 def _queue(bank: Bank, jobs: JobQueue | None) -> JobQueue:

@@ -1,4 +1,4 @@
-"""The application container: a global asyncpg pool, a per-run audit, a per-call ledger toolset.
+"""The application container: a global asyncpg pool, a per-run audit, per-call ledger toolsets.
 
 The container is wiring only; the logic lives in `bank.ledger` (SQL) and `bank.toolsets` (tools).
 """
@@ -13,7 +13,7 @@ from pydantic import Field
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, ConfigurationError, LlmDoSettings, RunLocalSingleton, reveal
+from llm_do import AgentEntry, ConfigurationError, LlmDoSettings, RunLocalSingleton, ToolPolicy, reveal
 
 from . import ledger
 from .model import teller_model
@@ -54,6 +54,8 @@ class Bank(AgentContainer):
     )
     audit = RunLocalSingleton(Audit)  # per run: emptied when the run ends
     ledger = providers.Factory(LedgerToolset, pool=pool, audit=audit)  # per call
+    counter = providers.Factory(LedgerToolset, pool=pool, audit=audit)  # the chat's: its commits need approval
+    approval_policies = providers.Dict(counter=ToolPolicy(tools={"commit": "ask"}))
 
 
 teller = AgentEntry(

@@ -1,0 +1,279 @@
+"""A live run in the browser: its events as the Vercel AI data-stream protocol (AI SDK UI v6).
+
+pydantic-ai's own encoder (`pydantic_ai.ui.vercel_ai.VercelAIEventStream`) encodes the top-level
+call's events: text, reasoning, tool calls and their results. llm-do adds what that encoder has no
+event for, in the same stream:
+
+- every call of the run as a data part `data-llm-do-call` (id: the call's id; sent when the call
+  starts and again, with the same id, when it ends), so a page can draw the call tree;
+- a child call's tool calls as data parts `data-llm-do-tool` (id: the tool call's id);
+- a pending approval as the protocol's `tool-approval-request` (id: the `approval_id`), preceded by
+  the tool call's `tool-input-available` (as a dynamic tool) when the call belongs to a child call,
+  and a data part `data-llm-do-approval` (its description, and later its decision).
+
+The answer goes back through a plain POST (a live run keeps running while it waits);
+`decision_of` reads both llm-do's shape and the AI SDK's approval response. `sse_response` wraps
+an encoded stream for Starlette or FastAPI, importing Starlette only when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
+
+from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent, ToolReturnPart
+from pydantic_ai.ui.vercel_ai import VercelAIEventStream
+from pydantic_ai.ui.vercel_ai.response_types import (
+    BaseChunk,
+    DataChunk,
+    ToolApprovalRequestChunk,
+    ToolInputAvailableChunk,
+    ToolOutputAvailableChunk,
+    ToolOutputDeniedChunk,
+    ToolOutputErrorChunk,
+)
+
+from .errors import LlmDoError
+from .events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    CallEnded,
+    CallEvent,
+    CallStarted,
+    CallTag,
+    RunFailed,
+    RunFinished,
+    StreamEvent,
+)
+from .relay import CHOICES
+
+if TYPE_CHECKING:
+    from pydantic_ai.ui import NativeEvent
+    from pydantic_ai.usage import RunUsage
+    from starlette.responses import StreamingResponse
+
+    from .run import RunResult
+
+__all__ = ["SSE_HEADERS", "RunStopped", "decision_of", "sse_response", "vercel_chunks", "vercel_sse"]
+
+SDK_VERSION: Final[Literal[6]] = 6
+"""The AI SDK UI version the stream is written for: tool approvals need 6 (7 reads the same stream)."""
+
+SSE_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache", "x-accel-buffering": "no"}
+"""Headers of the response: the protocol's marker, and no caching or proxy buffering of the stream."""
+
+
+class RunStopped(LlmDoError):
+    """The run was cancelled before it ended (the stream then ends with the protocol's `error` chunk)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunks:
+    """Protocol chunks of llm-do's own, carried to the encoder among pydantic-ai's events."""
+
+    chunks: tuple[BaseChunk, ...]
+
+
+class _Encoder(VercelAIEventStream[Any, Any]):
+    async def handle_event(self, event: NativeEvent) -> AsyncIterator[BaseChunk]:
+        if isinstance(event, _Chunks):
+            for chunk in event.chunks:
+                yield chunk
+            return
+        async for chunk in super().handle_event(event):
+            yield chunk
+
+
+def _usage(usage: RunUsage) -> dict[str, int]:
+    return {
+        "requests": usage.requests,
+        "tool_calls": usage.tool_calls,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+
+
+def _call(tag: CallTag, state: str, **more: Any) -> DataChunk:
+    data = {
+        "id": tag.id,
+        "parent": tag.parent,
+        "entry": tag.entry,
+        "depth": tag.depth,
+        "tool_call_id": tag.tool_call_id,
+        "state": state,
+        **more,
+    }
+    return DataChunk(type="data-llm-do-call", id=tag.id, data=data)
+
+
+def _tool_result(part: ToolReturnPart, announced: bool) -> list[BaseChunk]:
+    """The result of a child call's tool call: its data part, and its protocol chunk if it was announced."""
+    state = {"success": "done", "denied": "denied"}.get(part.outcome, "failed")
+    chunks: list[BaseChunk] = [
+        DataChunk(
+            type="data-llm-do-tool",
+            id=part.tool_call_id,
+            data={"tool_call_id": part.tool_call_id, "tool": part.tool_name, "state": state, "result": part.content},
+        )
+    ]
+    if announced:
+        tool_call_id = part.tool_call_id
+        if state == "denied":
+            chunks.append(ToolOutputDeniedChunk(tool_call_id=tool_call_id))
+        elif state == "failed":
+            chunks.append(ToolOutputErrorChunk(tool_call_id=tool_call_id, error_text=part.model_response_str()))
+        else:
+            chunks.append(ToolOutputAvailableChunk(tool_call_id=tool_call_id, output=part.content, dynamic=True))
+    return chunks
+
+
+class _Translator:
+    """What each event of the live run becomes: pydantic-ai's own event (top-level call) or our chunks."""
+
+    def __init__(self) -> None:
+        self.top_level_tool_calls: set[str] = set()
+        """Tool calls of the top-level call: pydantic-ai's encoder announced them."""
+        self.announced: set[str] = set()
+        """Child calls' tool calls announced in the protocol (they needed an approval)."""
+
+    def translate(self, event: StreamEvent) -> NativeEvent | _Chunks | None:
+        kind = type(event)
+        if kind is CallEvent:
+            return self._call_event(cast(CallEvent, event))
+        if kind is CallStarted:
+            started = cast(CallStarted, event)
+            return _Chunks((_call(started.call, "running", toolsets=list(started.toolsets)),))
+        if kind is CallEnded:
+            ended = cast(CallEnded, event)
+            error = None if ended.error is None else f"{type(ended.error).__name__}: {ended.error}"
+            return _Chunks((_call(ended.call, str(ended.outcome), usage=_usage(ended.usage), error=error),))
+        if kind is ApprovalRequested:
+            return _Chunks(tuple(self._approval(cast(ApprovalRequested, event))))
+        if kind is ApprovalDecided:
+            decided = cast(ApprovalDecided, event)
+            data = {"approval_id": decided.request.approval_id, "approved": decided.approved, "why": decided.why}
+            state = "approved" if decided.approved else "denied"
+            return _Chunks(
+                (DataChunk(type="data-llm-do-approval", id=decided.request.approval_id, data={**data, "state": state}),)
+            )
+        return None  # handles, completed responses: not part of the page's protocol
+
+    def _call_event(self, event: CallEvent) -> NativeEvent | _Chunks | None:
+        native = event.event
+        if event.call.parent is None:
+            if isinstance(native, FunctionToolCallEvent):
+                self.top_level_tool_calls.add(native.part.tool_call_id)
+            return native
+        if isinstance(native, FunctionToolCallEvent):
+            part = native.part
+            data = {
+                "tool_call_id": part.tool_call_id,
+                "tool": part.tool_name,
+                "call": event.call.id,
+                "args": part.args_as_dict(),
+                "state": "running",
+            }
+            return _Chunks((DataChunk(type="data-llm-do-tool", id=part.tool_call_id, data=data),))
+        if isinstance(native, FunctionToolResultEvent) and isinstance(native.part, ToolReturnPart):
+            announced = native.part.tool_call_id in self.announced
+            return _Chunks(tuple(_tool_result(native.part, announced)))
+        return None  # a child's text and tool-call deltas: its result reaches the parent as a tool result
+
+    def _approval(self, event: ApprovalRequested) -> list[BaseChunk]:
+        request = event.request
+        tool_call_id = request.tool_call_id or request.approval_id
+        chunks: list[BaseChunk] = []
+        if tool_call_id not in self.top_level_tool_calls:
+            self.announced.add(tool_call_id)
+            chunks.append(
+                ToolInputAvailableChunk(
+                    tool_call_id=tool_call_id, tool_name=request.tool, input=dict(request.args), dynamic=True
+                )
+            )
+        chunks.append(ToolApprovalRequestChunk(approval_id=request.approval_id, tool_call_id=tool_call_id))
+        data = {
+            "approval_id": request.approval_id,
+            "tool_call_id": tool_call_id,
+            "call": request.call_id,
+            "entry": request.entry,
+            "toolset": request.toolset,
+            "tool": request.tool,
+            "args": dict(request.args),
+            "description": request.description,
+            "state": "pending",
+        }
+        chunks.append(DataChunk(type="data-llm-do-approval", id=request.approval_id, data=data))
+        return chunks
+
+
+async def _native(
+    events: AsyncIterable[StreamEvent], on_result: Callable[[RunResult], Awaitable[None]] | None
+) -> AsyncIterator[NativeEvent]:
+    translator = _Translator()
+    async for event in events:
+        if isinstance(event, RunFinished):
+            if on_result is not None:
+                await on_result(event.result)
+            return
+        if isinstance(event, RunFailed):
+            error = event.error
+            if isinstance(error, Exception):
+                raise error
+            raise RunStopped(f"the run was stopped ({type(error).__name__})")
+        translated = translator.translate(event)
+        if translated is not None:
+            yield cast("NativeEvent", translated)
+
+
+def vercel_chunks(
+    events: AsyncIterable[StreamEvent], *, on_result: Callable[[RunResult], Awaitable[None]] | None = None
+) -> AsyncIterator[BaseChunk]:
+    """The Vercel AI data-stream chunks of a live run's events (`async for event in run`).
+
+    `on_result` is awaited with the run's result before the stream's closing chunks (save the
+    conversation there, so the page's next message sees it). A failed run ends with an `error`
+    chunk that names the exception.
+    """
+    return _Encoder(sdk_version=SDK_VERSION).transform_stream(_native(events, on_result))
+
+
+async def vercel_sse(
+    events: AsyncIterable[StreamEvent], *, on_result: Callable[[RunResult], Awaitable[None]] | None = None
+) -> AsyncIterator[str]:
+    """`vercel_chunks` encoded as server-sent events (`data: {...}`), ending with `data: [DONE]`."""
+    encoder = _Encoder(sdk_version=SDK_VERSION)
+    async for chunk in encoder.transform_stream(_native(events, on_result)):
+        yield encoder.encode_event(chunk)
+
+
+def sse_response(body: AsyncIterable[str]) -> StreamingResponse:
+    """A Starlette (FastAPI) response streaming `body` (from `vercel_sse`) with the protocol's headers."""
+    from starlette.responses import StreamingResponse
+
+    return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def decision_of(body: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """`(approval_id, choice, note)` from a decision's JSON body.
+
+    Accepts llm-do's `{"approval_id", "choice", "note"}` (choice: approve, approve_for_session,
+    deny) and the AI SDK's approval response `{"id", "approved", "reason"}`.
+    """
+    if "approval_id" in body:
+        approval_id, choice, note = body.get("approval_id"), body.get("choice"), body.get("note")
+    elif "id" in body and isinstance(body.get("approved"), bool):
+        approval_id, note = body.get("id"), body.get("reason")
+        choice = "approve" if body["approved"] else "deny"
+    else:
+        raise LlmDoError(
+            'a decision is {"approval_id": ..., "choice": "approve" | "approve_for_session" | "deny", "note": ...}'
+            ' or {"id": ..., "approved": true | false, "reason": ...}'
+        )
+    if not isinstance(approval_id, str) or not approval_id:
+        raise LlmDoError(f"a decision needs the approval's id as a string, got {approval_id!r}")
+    if choice not in CHOICES:
+        raise LlmDoError(f"decision {choice!r} for {approval_id!r}: choose one of {', '.join(CHOICES)}")
+    if note is not None and not isinstance(note, str):
+        raise LlmDoError(f"the note of the decision on {approval_id!r} must be a string, got {type(note).__name__}")
+    return approval_id, str(choice), note

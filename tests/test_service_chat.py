@@ -1,0 +1,150 @@
+"""The example's chat over HTTP, on two real uvicorn processes sharing one PostgreSQL: a run streamed by
+one process, its approval answered through the other; who may answer; a conversation that continues."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from .postgres import PostgresServer
+from .web_processes import chat_process, chunks, fresh_database
+
+
+@pytest.fixture
+async def two_processes(postgres: PostgresServer) -> AsyncIterator[tuple[str, str, str]]:
+    name = postgres.new_database_name()
+    await fresh_database(postgres.dsn(), name)
+    async with chat_process(postgres.dsn(name)) as one, chat_process(postgres.dsn(name)) as two:
+        async with httpx.AsyncClient(base_url=one) as client:
+            for account, balance in {"A": 100, "B": 0}.items():
+                created = await client.post("/accounts", json={"name": account, "balance": balance})
+                assert created.status_code == 201, created.text
+        yield one, two, postgres.dsn(name)
+
+
+async def _query(dsn: str, sql: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql)
+    finally:
+        await conn.close()
+
+
+async def _session(client: httpx.AsyncClient, user: str) -> str:
+    opened = await client.post("/chat/sessions", headers={"x-user": user})
+    assert opened.status_code == 201, opened.text
+    return str(opened.json()["id"])
+
+
+@pytest.mark.long
+async def test_a_decision_posted_to_another_process_reaches_the_run(two_processes: tuple[str, str, str]) -> None:
+    one, two, _ = two_processes
+    alice = {"x-user": "alice"}
+    async with httpx.AsyncClient(base_url=one, timeout=30) as streaming, httpx.AsyncClient(base_url=two) as other:
+        session = await _session(streaming, "alice")
+        seen: list[dict[str, Any]] = []
+        message = {"text": "move 10 from A to B"}
+        async with streaming.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            assert sse.status_code == 200
+            assert sse.headers["x-vercel-ai-ui-message-stream"] == "v1"
+            async for chunk in chunks(sse):
+                seen.append(chunk)
+                if chunk["type"] != "tool-approval-request":
+                    continue
+                approval = chunk["approvalId"]
+                # Bob may not answer Alice's approval, in any process
+                bob = await other.post(
+                    f"/chat/sessions/{session}/decisions",
+                    json={"approval_id": approval, "choice": "approve"},
+                    headers={"x-user": "bob"},
+                )
+                assert bob.status_code == 403, bob.text
+                # an approval that is not pending in Alice's session is refused by the process holding her run
+                unknown = await other.post(
+                    f"/chat/sessions/{session}/decisions",
+                    json={"approval_id": "apr_0000000000000000", "choice": "approve"},
+                    headers=alice,
+                )
+                assert unknown.status_code == 409, unknown.text
+                assert "'apr_0000000000000000' is not pending in this run" in unknown.json()["error"]
+                assert approval in unknown.json()["error"]  # it says what is pending
+                # Alice's answer, to the other process, in the AI SDK's shape
+                answered = await other.post(
+                    f"/chat/sessions/{session}/decisions", json={"id": approval, "approved": True}, headers=alice
+                )
+                assert answered.status_code == 204, answered.text
+        kinds = [chunk["type"] for chunk in seen]
+        assert kinds[0] == "start" and kinds[-1] == "finish"
+        text = "".join(chunk["delta"] for chunk in seen if chunk["type"] == "text-delta")
+        assert text.startswith("Done: moved 10 from A to B: txn_") and text.endswith(" committed")
+        calls = {chunk["id"]: chunk["data"] for chunk in seen if chunk["type"] == "data-llm-do-call"}
+        assert {call["entry"]: call["state"] for call in calls.values()} == {"banker": "ok", "cashier": "ok"}
+        assert calls["call_2"]["parent"] == "call_1"
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}
+
+        # the conversation goes on, served by the other process, from what the first message left
+        async with other.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "what did I do?"}, headers=alice
+        ) as sse:
+            again = [chunk async for chunk in chunks(sse)]
+        text = "".join(chunk["delta"] for chunk in again if chunk["type"] == "text-delta")
+        assert text.startswith("In this conversation you made 1 transfer(s): moved 10 from A to B")
+
+
+@pytest.mark.long
+async def test_a_decision_nobody_holds_is_refused_readably(two_processes: tuple[str, str, str]) -> None:
+    one, _, _ = two_processes
+    async with httpx.AsyncClient(base_url=one, timeout=30) as client:
+        session = await _session(client, "alice")
+        decided = await client.post(
+            f"/chat/sessions/{session}/decisions",
+            json={"approval_id": "apr_1", "choice": "deny", "note": "no"},
+            headers={"x-user": "alice"},
+        )
+        assert decided.status_code == 404, decided.text
+        assert f"no process holds a live run of session {session!r}" in decided.json()["error"]
+        malformed = await client.post(
+            f"/chat/sessions/{session}/decisions", json={"approval_id": "apr_1"}, headers={"x-user": "alice"}
+        )
+        assert malformed.status_code == 400 and "choose one of" in malformed.json()["error"]
+        nobody = await client.post("/chat/sessions", headers={})
+        assert nobody.status_code == 401
+
+
+@pytest.mark.long
+async def test_a_person_who_leaves_while_asked_cancels_the_run_and_its_transaction(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, _, dsn = two_processes
+    alice = {"x-user": "alice"}
+    async with httpx.AsyncClient(base_url=one, timeout=30) as client:
+        session = await _session(client, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with client.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            approval = None
+            async for chunk in chunks(sse):
+                if chunk["type"] == "tool-approval-request":
+                    approval = chunk["approvalId"]
+                    break  # the person closes the tab: the response is closed unread
+        assert approval is not None
+        # the run was cancelled and torn down: its question gone, its transaction rolled back, nothing moved
+        await asyncio.sleep(2)
+        decided = await client.post(
+            f"/chat/sessions/{session}/decisions", json={"approval_id": approval, "choice": "approve"}, headers=alice
+        )
+        assert decided.status_code == 404, decided.text
+        idle = await _query(
+            dsn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in%'"
+        )
+        assert idle[0][0] == 0
+        assert (await client.get("/accounts")).json() == {"A": 100, "B": 0}
+        async with client.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "hello"}, headers=alice
+        ) as sse:
+            text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
+        assert text.startswith("Hello!")  # the session takes the next message

@@ -1,0 +1,141 @@
+"""llm_do.web: a live run as the Vercel AI data stream (pydantic-ai's encoder, plus llm-do's calls and
+approvals), and the decisions a page sends back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+
+from llm_do import AgentEntry, ApprovalRequested, LiveRun, LlmDoError, Runtime, StreamEvent, ToolPolicy, Toolset, tool
+from llm_do.testing import ScriptedModel, Turn, tool_call
+from llm_do.web import SSE_HEADERS, decision_of, vercel_chunks, vercel_sse
+
+
+class Vault(Toolset):
+    @tool
+    def open_vault(self, door: str) -> str:
+        """Open a door of the vault."""
+        if door == "jammed":
+            raise RuntimeError("the door is jammed")
+        return f"{door} is open"
+
+
+def runtime(*boss_steps: Any, child: bool = False) -> Runtime:
+    """`boss` opens doors itself (top-level call) or through `porter` (a child call); opening asks."""
+    porter = AgentEntry(
+        Agent(ScriptedModel(tool_call("open_vault", door="north"), lambda turn: "porter done")),
+        name="porter",
+        toolsets=["vault"],
+    )
+    boss = AgentEntry(Agent(ScriptedModel(*boss_steps)), name="boss", toolsets=["porter" if child else "vault"])
+    return Runtime(
+        None,
+        entries=[boss, porter],
+        toolsets={"vault": Vault},
+        policies={"vault": ToolPolicy(tools={"open_vault": "ask"})},
+    )
+
+
+async def answering(run: LiveRun, *choices: str) -> AsyncIterator[StreamEvent]:
+    """The run's events, deciding each approval as it is asked (as a page's click would)."""
+    answers = iter(choices)
+    async for event in run:
+        yield event
+        if isinstance(event, ApprovalRequested):
+            run.decide(event.request.approval_id, next(answers), "no entry")  # type: ignore[arg-type]
+
+
+async def chunks_of(rt: Runtime, *choices: str, **on: Any) -> list[dict[str, Any]]:
+    async with rt, rt.stream("boss", "go") as run:
+        return [
+            chunk.model_dump(mode="json", by_alias=True, exclude_none=True)
+            async for chunk in vercel_chunks(answering(run, *choices), **on)
+        ]
+
+
+async def test_a_top_level_approval_is_the_protocols_tool_approval_request() -> None:
+    chunks = await chunks_of(runtime(tool_call("open_vault", door="east"), lambda turn: "all open"), "approve")
+    kinds = [chunk["type"] for chunk in chunks]
+    announced = [chunk for chunk in chunks if chunk["type"] == "tool-input-available"]
+    assert len(announced) == 1 and announced[0]["toolName"] == "open_vault"  # by pydantic-ai's encoder, once
+    asked = chunks[kinds.index("tool-approval-request")]
+    assert asked["toolCallId"] == announced[0]["toolCallId"] and asked["approvalId"].startswith("apr_")
+    assert kinds.index("tool-input-available") < kinds.index("tool-approval-request")
+    assert kinds.index("tool-approval-request") < kinds.index("tool-output-available")
+    approvals = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-approval"]
+    assert [approval["state"] for approval in approvals] == ["pending", "approved"]
+    assert "open_vault" in approvals[0]["description"]
+    assert "".join(chunk["delta"] for chunk in chunks if chunk["type"] == "text-delta") == "all open"
+    assert kinds[0] == "start" and kinds[-2:] == ["finish", "done"]
+
+
+async def test_a_child_calls_approval_announces_its_tool_call_and_the_tree_goes_out_as_data_parts() -> None:
+    steps = (tool_call("porter", input="open up"), lambda turn: "porter says so")
+    chunks = await chunks_of(runtime(*steps, child=True), "deny")
+    calls = [chunk for chunk in chunks if chunk["type"] == "data-llm-do-call"]
+    tree = {chunk["id"]: (chunk["data"]["entry"], chunk["data"]["parent"]) for chunk in calls}
+    assert tree == {"call_1": ("boss", None), "call_2": ("porter", "call_1")}
+    assert [chunk["data"]["state"] for chunk in calls if chunk["id"] == "call_2"] == ["running", "ok"]
+    porter_call = next(
+        chunk for chunk in chunks if chunk["type"] == "tool-input-available" and not chunk.get("dynamic")
+    )
+    assert calls[1]["data"]["tool_call_id"] == porter_call["toolCallId"]  # the parent's tool call that started it
+    child_tool = next(chunk for chunk in chunks if chunk["type"] == "tool-input-available" and chunk.get("dynamic"))
+    assert (child_tool["toolName"], child_tool["input"]) == ("open_vault", {"door": "north"})
+    asked = next(chunk for chunk in chunks if chunk["type"] == "tool-approval-request")
+    assert asked["toolCallId"] == child_tool["toolCallId"]
+    assert {"type": "tool-output-denied", "toolCallId": child_tool["toolCallId"]} in chunks
+    tools = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-tool"]
+    assert [(data["tool"], data["state"]) for data in tools] == [("open_vault", "running"), ("open_vault", "denied")]
+    assert "no entry" in tools[-1]["result"]
+    # nothing of the child's own text reaches the page's text: only the top-level call's
+    assert "".join(chunk["delta"] for chunk in chunks if chunk["type"] == "text-delta") == "porter says so"
+
+
+async def test_the_result_is_handed_over_before_the_stream_closes() -> None:
+    seen: list[str] = []
+
+    async def on_result(result: Any) -> None:
+        seen.append(str(result.output))
+
+    rt = runtime(lambda turn: "nothing to open")
+    async with rt, rt.stream("boss", "go") as run:
+        lines = [line async for line in vercel_sse(run, on_result=on_result)]
+        assert seen == ["nothing to open"]
+    assert lines[-1] == "data: [DONE]\n\n"
+    assert json.loads(lines[-2].removeprefix("data: "))["type"] == "finish"
+    assert SSE_HEADERS["x-vercel-ai-ui-message-stream"] == "v1"
+
+
+async def test_a_failed_run_ends_with_the_protocols_error_chunk() -> None:
+    def unreachable(turn: Turn) -> str:
+        raise AssertionError("the run should have failed first")
+
+    rt = Runtime(
+        None,
+        entries=[AgentEntry(Agent(ScriptedModel(tool_call("open_vault", door="east"), unreachable)), name="boss")],
+    )
+    async with rt, rt.stream("boss", "go") as run:
+        chunks = [chunk.model_dump(by_alias=True, exclude_none=True) async for chunk in vercel_chunks(run)]
+    errors = [chunk for chunk in chunks if chunk["type"] == "error"]
+    assert len(errors) == 1 and "open_vault" in errors[0]["errorText"]
+
+
+def test_decisions_in_llm_dos_shape_and_the_ai_sdks() -> None:
+    assert decision_of({"approval_id": "apr_1", "choice": "approve_for_session"}) == (
+        "apr_1",
+        "approve_for_session",
+        None,
+    )
+    assert decision_of({"id": "apr_2", "approved": False, "reason": "no"}) == ("apr_2", "deny", "no")
+    assert decision_of({"id": "apr_3", "approved": True}) == ("apr_3", "approve", None)
+    with pytest.raises(LlmDoError, match="choose one of approve, approve_for_session, deny"):
+        decision_of({"approval_id": "apr_1", "choice": "maybe"})
+    with pytest.raises(LlmDoError, match="a decision is"):
+        decision_of({"approved": True})
+    with pytest.raises(LlmDoError, match="needs the approval's id as a string"):
+        decision_of({"approval_id": 7, "choice": "deny"})

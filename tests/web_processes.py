@@ -1,0 +1,89 @@
+"""The example's chat service as real uvicorn processes on loopback, and a reader of its data stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+SERVICE = Path(__file__).resolve().parents[1] / "examples" / "service"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@asynccontextmanager
+async def chat_process(dsn: str, **env: str) -> AsyncIterator[str]:
+    """`uvicorn bank.app:create_chat_app` in a process of its own; yields its base URL; SIGTERM at the end."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "bank.app:create_chat_app",
+        "--factory",
+        "--app-dir",
+        str(SERVICE),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        env={**os.environ, "LLM_DO_DATABASE_URL": dsn, **env},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=url) as client:
+            for _ in range(600):
+                if process.returncode is not None:
+                    raise AssertionError(f"uvicorn on port {port} exited with {process.returncode} during start-up")
+                try:
+                    if (await client.get("/accounts")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"uvicorn on port {port} did not answer within 30s")
+        yield url
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 20)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def fresh_database(admin_dsn: str, name: str) -> None:
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+async def chunks(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    """The data-stream chunks of a streamed response, until `[DONE]`."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data: "):
+            continue
+        data = line.removeprefix("data: ")
+        if data == "[DONE]":
+            return
+        yield json.loads(data)
