@@ -20,10 +20,20 @@ from .cli_projects import command, environment, notes_project, slow_project
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT's default disposition, as a shell gives a command it runs in the foreground.
+
+    A test runner started in the background by a script (`pytest ... &`) ignores SIGINT, and a program
+    inherits an ignored signal: Python then leaves it ignored, and Ctrl-C would never reach the command.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _controlling_terminal() -> None:
     """In the child: a session of its own with the pty as its terminal, so Ctrl-C sends SIGINT."""
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    _interruptible()
 
 
 class Terminal:
@@ -127,7 +137,12 @@ def test_ctrl_c_cancels_the_run_and_the_teardown_runs(tmp_path: Path, with_termi
         process = terminal.process
     else:
         process = subprocess.Popen(
-            command(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment()
+            command(*args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=environment(),
+            preexec_fn=_interruptible,
         )
     deadline = time.monotonic() + 60
     while not (log.exists() and "waiting" in log.read_text()):
