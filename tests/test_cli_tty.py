@@ -127,6 +127,14 @@ def test_chat_carries_the_conversation_and_exits_on_ctrl_d(tmp_path: Path) -> No
     assert terminal.finish() == 0, terminal.seen
 
 
+def wait_for_the_tool(process: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the slow project's tool is waiting (it wrote `waiting` to its log)."""
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "waiting" in log.read_text()):
+        assert process.poll() is None and time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("with_terminal", [False, True])
 def test_ctrl_c_cancels_the_run_and_the_teardown_runs(tmp_path: Path, with_terminal: bool) -> None:
     project = slow_project(tmp_path / "slow")
@@ -144,10 +152,7 @@ def test_ctrl_c_cancels_the_run_and_the_teardown_runs(tmp_path: Path, with_termi
             env=environment(),
             preexec_fn=_interruptible,
         )
-    deadline = time.monotonic() + 60
-    while not (log.exists() and "waiting" in log.read_text()):
-        assert process.poll() is None and time.monotonic() < deadline, "the tool never started"
-        time.sleep(0.05)
+    wait_for_the_tool(process, log)
     if with_terminal:
         terminal.type("\x03")  # Ctrl-C, as typed
         code = terminal.finish()
@@ -159,3 +164,38 @@ def test_ctrl_c_cancels_the_run_and_the_teardown_runs(tmp_path: Path, with_termi
         assert b"interrupted" in err
     assert code == 130
     assert log.read_text().splitlines() == ["waiting", "rollback", "cleanup"]
+
+
+def test_a_signal_the_command_inherits_as_ignored_stays_ignored(tmp_path: Path) -> None:
+    """`nohup llm-do run ...`: SIGHUP, ignored when the command started, does not end it; SIGTERM still does.
+
+    The tool sends itself SIGHUP, then SIGTERM (`raise_signal` delivers each before it returns): a
+    handled SIGHUP would come first and end the command with 129."""
+    project = slow_project(tmp_path / "slow")
+    flows = project / "flows.py"
+    flows.write_text(
+        flows.read_text()
+        .replace("import asyncio\n", "import asyncio\nimport signal\n")
+        .replace(
+            'note("waiting")\n',
+            'note("waiting")\n'
+            "        signal.raise_signal(signal.SIGHUP)\n"
+            "        signal.raise_signal(signal.SIGTERM)\n",
+        )
+    )
+
+    def nohup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    process = subprocess.Popen(
+        command("run", project, "go", "--approve-all"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(),
+        preexec_fn=nohup,
+    )
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert b"interrupted by SIGTERM" in err
+    assert (project / "log.txt").read_text().splitlines() == ["waiting", "rollback", "cleanup"]

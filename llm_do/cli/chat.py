@@ -9,7 +9,6 @@ and the project's runtime is closed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import sys
 import threading
@@ -23,6 +22,7 @@ from rich.markup import escape
 from ..models import RecordingModel
 from ..project import Project
 from ..run import RunResult
+from ..signals import handling
 from .render import output_text, usage_table
 
 __all__ = ["chat"]
@@ -35,7 +35,7 @@ async def chat(
     loop = asyncio.get_running_loop()
     turn: asyncio.Task[RunResult] | None = None
 
-    def interrupt() -> None:
+    def interrupt(_signum: int) -> None:
         if turn is not None and not turn.done():
             turn.cancel()
         else:
@@ -44,8 +44,7 @@ async def chat(
     history: list[ModelMessage] | None = None
     name = entry or project.default_entry
     err.print(f"[bold]chat with {escape(str(name))}[/]: Ctrl-C ends a turn, Ctrl-D exits")
-    installed = _install(loop, interrupt)
-    try:
+    with handling((signal.SIGINT,), interrupt):
         async with recorder if recorder is not None else nullcontext(), project:
             reader = _Lines()
             while True:
@@ -74,16 +73,6 @@ async def chat(
                 history = result.messages
                 print(output_text(result.output), flush=True)
             err.print(usage_table((), project.runtime.usage))
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
-
-
-def _install(loop: asyncio.AbstractEventLoop, handler: object) -> bool:
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, handler)  # type: ignore[arg-type]
-        return True
-    return False
 
 
 class _Lines:

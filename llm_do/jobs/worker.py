@@ -13,6 +13,7 @@ from typing import Any
 
 from procrastinate import sql as procrastinate_sql
 
+from ..signals import handling
 from .queue import JobQueue, RuntimeFactory, worker_name
 from .settings import JobSettings
 
@@ -206,18 +207,5 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
     return ids
 
 
-@contextlib.contextmanager
-def _signals(stop: asyncio.Event) -> Any:
-    loop = asyncio.get_running_loop()
-    installed = []
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        try:
-            loop.add_signal_handler(signum, stop.set)
-            installed.append(signum)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
-            pass
-    try:
-        yield
-    finally:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
+def _signals(stop: asyncio.Event) -> contextlib.AbstractContextManager[list[int]]:
+    return handling((signal.SIGTERM, signal.SIGINT, signal.SIGHUP), lambda _signum: stop.set())
