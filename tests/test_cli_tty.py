@@ -135,6 +135,16 @@ def wait_for_the_tool(process: subprocess.Popen[bytes], log: Path) -> None:
         time.sleep(0.05)
 
 
+def stderr_at_exit(process: subprocess.Popen[bytes], timeout: float = 60) -> bytes:
+    """The command's stderr once it has exited; if it still runs after `timeout` s, it is killed (not left behind)."""
+    try:
+        return process.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+
+
 @pytest.mark.parametrize("with_terminal", [False, True])
 def test_ctrl_c_cancels_the_run_and_the_teardown_runs(tmp_path: Path, with_terminal: bool) -> None:
     project = slow_project(tmp_path / "slow")
@@ -159,7 +169,7 @@ def test_ctrl_c_cancels_the_run_and_the_teardown_runs(tmp_path: Path, with_termi
         assert "interrupted" in terminal.seen
     else:
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
+        err = stderr_at_exit(process)
         code = process.returncode
         assert b"interrupted" in err
     assert code == 130
@@ -195,7 +205,7 @@ def test_a_signal_the_command_inherits_as_ignored_stays_ignored(tmp_path: Path) 
         env=environment(),
         preexec_fn=nohup,
     )
-    _, err = process.communicate(timeout=60)
+    err = stderr_at_exit(process)
     assert process.returncode == 128 + signal.SIGTERM, err
     assert b"interrupted by SIGTERM" in err
     assert (project / "log.txt").read_text().splitlines() == ["waiting", "rollback", "cleanup"]
