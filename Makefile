@@ -6,11 +6,10 @@ NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 
 .PHONY: setup preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-mcp clean
 
-# The venv's own pip (22.3 or newer with Python 3.11) installs the editable package: upgrading it first
-# cost a fresh clone 10 to 15 s.
 $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
 	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
