@@ -23,10 +23,20 @@ from .cli_projects import command, environment, notes_project, slow_project
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT's default disposition, as a shell gives a command it runs in the foreground.
+
+    A test runner started in the background by a script (`pytest ... &`) ignores SIGINT, and a program
+    inherits an ignored signal: Python then leaves it ignored, and Ctrl-C would never reach the command.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _controlling_terminal() -> None:
     """In the child: a session of its own with the pty as its terminal, so Ctrl-C sends SIGINT."""
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    _interruptible()
 
 
 class Terminal:
@@ -137,6 +147,24 @@ def test_chat_remembers_approve_for_session_across_its_turns(tmp_path: Path) -> 
     assert terminal.seen.count("approve? [a/s/d]") == 1
 
 
+def wait_for_the_tool(process: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the slow project's tool is waiting (it wrote `waiting` to its log)."""
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "waiting" in log.read_text()):
+        assert process.poll() is None and time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.05)
+
+
+def stderr_at_exit(process: subprocess.Popen[bytes], timeout: float = 60) -> bytes:
+    """The command's stderr once it has exited; if it still runs after `timeout` s, it is killed (not left behind)."""
+    try:
+        return process.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+
+
 @pytest.mark.parametrize("with_terminal", [False, True])
 def test_ctrl_c_cancels_the_run_and_the_teardown_runs(tmp_path: Path, with_terminal: bool) -> None:
     project = slow_project(tmp_path / "slow")
@@ -147,20 +175,57 @@ def test_ctrl_c_cancels_the_run_and_the_teardown_runs(tmp_path: Path, with_termi
         process = terminal.process
     else:
         process = subprocess.Popen(
-            command(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment()
+            command(*args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=environment(),
+            preexec_fn=_interruptible,
         )
-    deadline = time.monotonic() + 60
-    while not (log.exists() and "waiting" in log.read_text()):
-        assert process.poll() is None and time.monotonic() < deadline, "the tool never started"
-        time.sleep(0.05)
+    wait_for_the_tool(process, log)
     if with_terminal:
         terminal.type("\x03")  # Ctrl-C, as typed
         code = terminal.finish()
         assert "interrupted" in terminal.seen
     else:
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
+        err = stderr_at_exit(process)
         code = process.returncode
         assert b"interrupted" in err
     assert code == 130
     assert log.read_text().splitlines() == ["waiting", "rollback", "cleanup"]
+
+
+def test_a_signal_the_command_inherits_as_ignored_stays_ignored(tmp_path: Path) -> None:
+    """`nohup llm-do run ...`: SIGHUP, ignored when the command started, does not end it; SIGTERM still does.
+
+    The tool sends itself SIGHUP, then SIGTERM (`raise_signal` delivers each before it returns): a
+    handled SIGHUP would come first and end the command with 129."""
+    project = slow_project(tmp_path / "slow")
+    flows = project / "flows.py"
+    flows.write_text(
+        flows.read_text()
+        .replace("import asyncio\n", "import asyncio\nimport signal\n")
+        .replace(
+            'note("waiting")\n',
+            'note("waiting")\n'
+            "        signal.raise_signal(signal.SIGHUP)\n"
+            "        signal.raise_signal(signal.SIGTERM)\n",
+        )
+    )
+
+    def nohup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    process = subprocess.Popen(
+        command("run", project, "go", "--approve-all"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(),
+        preexec_fn=nohup,
+    )
+    err = stderr_at_exit(process)
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert b"interrupted by SIGTERM" in err
+    assert (project / "log.txt").read_text().splitlines() == ["waiting", "rollback", "cleanup"]

@@ -397,6 +397,43 @@ async def test_a_closed_queue_can_be_opened_again(dsn: str) -> None:
         assert {job.id for job in await queue.list("succeeded")} == {first, second}
 
 
+async def test_an_in_process_worker_stops_on_sigterm_leaves_an_ignored_signal_and_gives_handlers_back(
+    queue: JobQueue,
+) -> None:
+    """`run_worker` handles SIGTERM, SIGINT and SIGHUP while it runs, except one the process ignores (as
+    under `nohup`), and afterwards each signal has the application's own disposition again."""
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    former = {signum: signal.getsignal(signum) for signum in signals}
+    received: list[int] = []
+
+    def application_handler(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    signal.signal(signal.SIGTERM, application_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    options = WorkerOptions(concurrency=1, poll_interval=0.2, name="in-process")
+    task = asyncio.create_task(run_worker(queue, options, runtime=make_runtime))
+
+    async def handling_sigterm() -> bool:
+        return task.done() or signal.getsignal(signal.SIGTERM) is not application_handler
+
+    try:
+        await eventually(handling_sigterm, "the worker handles SIGTERM")
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        signal.raise_signal(signal.SIGTERM)
+        async with asyncio.timeout(60):
+            await task
+        assert received == []  # the worker's, not the application's
+        assert signal.getsignal(signal.SIGTERM) is application_handler
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) == former[signal.SIGINT]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        for signum, disposition in former.items():
+            signal.signal(signum, disposition)
+
+
 def test_worker_durations_take_fractions_of_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
     durations = {"HEARTBEAT": "0.25", "STALLED_TIMEOUT": "1.5", "SHUTDOWN_TIMEOUT": "0.5", "DATABASE_TIMEOUT": "0.75"}
     for name, value in durations.items():

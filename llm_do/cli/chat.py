@@ -10,7 +10,6 @@ exits, and the project's runtime is closed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import sys
 import threading
@@ -26,6 +25,7 @@ from ..models import RecordingModel
 from ..project import Project
 from ..run import RunResult
 from ..session import Session
+from ..signals import handling
 from .render import output_text, usage_table
 
 
@@ -47,7 +47,7 @@ async def chat(
     loop = asyncio.get_running_loop()
     turn: asyncio.Task[RunResult] | None = None
 
-    def interrupt() -> None:
+    def interrupt(_signum: int) -> None:
         if turn is not None and not turn.done():
             turn.cancel()
         else:
@@ -55,8 +55,7 @@ async def chat(
 
     name = entry or project.default_entry
     err.print(f"[bold]chat with {escape(str(name))}[/]: Ctrl-C ends a turn, Ctrl-D exits")
-    installed = _install(loop, interrupt)
-    try:
+    with handling((signal.SIGINT,), interrupt):
         async with recorder if recorder is not None else nullcontext(), project:
             session = await project.runtime.session("chat")
             reader = _Lines()
@@ -85,20 +84,10 @@ async def chat(
                     turn = None
                 print(output_text(result.output), flush=True)
             err.print(usage_table((), project.runtime.usage))
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
 
 
 async def _turn(run: Turn, entry: str | None, text: str, session: Session) -> RunResult:
     return await run(entry, text, session=session)
-
-
-def _install(loop: asyncio.AbstractEventLoop, handler: object) -> bool:
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, handler)  # type: ignore[arg-type]
-        return True
-    return False
 
 
 class _Lines:

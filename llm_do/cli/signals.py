@@ -5,17 +5,18 @@ the command started would be left running. `run` here cancels the command's main
 lets it tear down (MCP servers stopped, handles rolled back, cleanups run), then raises
 `Terminated`, which the command reports with exit code 128 + the signal's number (143 for SIGTERM,
 129 for SIGHUP), as Ctrl-C gives 130. A second signal cancels the teardown's wait again, which
-the teardown survives (it is shielded).
+the teardown survives (it is shielded). A signal the command inherited as ignored stays ignored
+(`nohup llm-do run ...` goes on when the terminal hangs up).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from ..signals import handling
 from .failures import Terminated
 
 __all__ = ["TERMINATING", "run"]
@@ -41,7 +42,6 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 async def _cancelled_by_signals(main: Coroutine[Any, Any, T], received: list[int]) -> T | None:
-    loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
 
@@ -49,17 +49,10 @@ async def _cancelled_by_signals(main: Coroutine[Any, Any, T], received: list[int
         received.append(signum)
         task.cancel()
 
-    installed = []
-    for signum in TERMINATING:
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, say
-            loop.add_signal_handler(signum, cancel, int(signum))
-            installed.append(signum)
-    try:
-        return await main
-    except asyncio.CancelledError:
-        if not received:
-            raise  # Ctrl-C: asyncio turns it into KeyboardInterrupt
-        return None
-    finally:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
+    with handling(TERMINATING, cancel):
+        try:
+            return await main
+        except asyncio.CancelledError:
+            if not received:
+                raise  # Ctrl-C: asyncio turns it into KeyboardInterrupt
+            return None

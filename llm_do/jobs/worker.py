@@ -13,6 +13,7 @@ from typing import Any
 
 from procrastinate import sql as procrastinate_sql
 
+from ..signals import handling
 from .journal import delete_old_journals
 from .queue import JobQueue, RuntimeFactory, worker_name
 from .settings import JobSettings
@@ -231,18 +232,5 @@ async def remove_old_journals(queue: JobQueue, retention: float) -> int:
     return await delete_old_journals(queue.pool, queue.queue_name, retention)
 
 
-@contextlib.contextmanager
-def _signals(stop: asyncio.Event) -> Any:
-    loop = asyncio.get_running_loop()
-    installed = []
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        try:
-            loop.add_signal_handler(signum, stop.set)
-            installed.append(signum)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
-            pass
-    try:
-        yield
-    finally:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
+def _signals(stop: asyncio.Event) -> contextlib.AbstractContextManager[list[int]]:
+    return handling((signal.SIGTERM, signal.SIGINT, signal.SIGHUP), lambda _signum: stop.set())
