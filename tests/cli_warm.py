@@ -82,6 +82,10 @@ def _handle(connection: socket.socket) -> None:
 def _command(request: dict[str, object], fds: list[int]) -> None:
     code = 1
     try:
+        # As a shell starts a command in the foreground: no signal ignored, however the suite was started
+        # (`nohup` ignores SIGHUP, `&` in a script SIGINT, and llm-do leaves an ignored signal ignored).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)

@@ -53,6 +53,12 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: fl
         await asyncio.sleep(0.05)
 
 
+def _no_signal_ignored() -> None:
+    """In the child: SIGINT and SIGHUP not ignored, however the suite was started (`nohup`, `&` in a script)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 class Worker:
     """`llm-do worker TARGET` in a subprocess, its output in a log file."""
 
@@ -71,7 +77,9 @@ class Worker:
         environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), environment.get("PYTHONPATH", "")])
         command = [sys.executable, "-m", "llm_do.cli", "worker", target, "--concurrency", str(concurrency), "-v", *args]
         with log.open("wb") as out:
-            self.process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_no_signal_ignored
+            )
 
     @property
     def pid(self) -> int:
