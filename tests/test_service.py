@@ -377,7 +377,11 @@ async def test_200_concurrent_transfers_conserve_money_and_each_gets_its_own_aud
 @asynccontextmanager
 async def served(app: FastAPI) -> AsyncIterator[str]:
     """Serve `app` with uvicorn on a free loopback port, in this event loop; yield its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=10)
+    # The server keeps an idle connection longer than httpx's client (5 s): with both at 5 s, a client reusing a
+    # connection just as the server closes it fails with ReadError (seen under load, after a pause of 5 s).
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=10, timeout_keep_alive=30
+    )
     server = uvicorn.Server(config)  # a request still running 10 s after should_exit is cancelled
     task = asyncio.create_task(server.serve())
     try:
