@@ -42,6 +42,8 @@ async def chat_process(dsn: str, **env: str) -> AsyncIterator[str]:
         str(port),
         "--log-level",
         "warning",
+        "--timeout-keep-alive",
+        "30",  # longer than httpx's 5 s: a reused idle connection is never closed under the client
         env={**os.environ, "LLM_DO_DATABASE_URL": dsn, **env},
     )
     url = f"http://127.0.0.1:{port}"
