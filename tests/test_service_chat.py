@@ -204,4 +204,11 @@ async def test_a_second_message_to_a_busy_conversation_is_refused_by_every_proce
             text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
         assert text.startswith("In this conversation you made 2 transfer(s): moved 10 from A to B")
         assert "moved 5 from A to B" in text
+        # sent as soon as the answer ended, to the process that gave it: taken too
+        async with first.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "and?"}, headers=alice
+        ) as sse:
+            assert sse.status_code == 200, await sse.aread()
+            text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
+        assert text.startswith("In this conversation you made 2 transfer(s)")
         assert (await first.get("/accounts")).json() == {"A": 85, "B": 15}

@@ -15,6 +15,7 @@ belongs to the user who opened it; only that user may stream it or answer its ap
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -80,14 +81,16 @@ def add_chat_endpoints(app: FastAPI) -> None:
             raise
         relay: DecisionRelay = request.state.relay
 
-        async def ended(result: RunResult) -> None:  # before the stream's last chunk: the next message may start
-            await turns.release(session_id)
-
         async def stream() -> AsyncGenerator[str]:
-            async with runtime.stream("banker", body.text, session=session) as run:
-                with relay.hold(session_id, run):
-                    async for line in vercel_sse(run, on_result=ended):
-                        yield line
+            async with runtime.stream("banker", body.text, session=session) as run, AsyncExitStack() as holding:
+                holding.enter_context(relay.hold(session_id, run))
+
+                async def ended(result: RunResult) -> None:  # before the stream's last chunk: the next message
+                    await holding.aclose()  # may come at once, to this process or another
+                    await turns.release(session_id)
+
+                async for line in vercel_sse(run, on_result=ended):
+                    yield line
 
         return _Turn(stream(), lambda: turns.release(session_id))
 
