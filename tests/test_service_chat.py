@@ -212,3 +212,45 @@ async def test_a_second_message_to_a_busy_conversation_is_refused_by_every_proce
             text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
         assert text.startswith("In this conversation you made 2 transfer(s)")
         assert (await first.get("/accounts")).json() == {"A": 85, "B": 15}
+
+
+@pytest.mark.long
+async def test_the_conversation_locks_are_taken_back_when_their_connection_comes_back(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, two, dsn = two_processes
+    alice, bob = {"x-user": "alice"}, {"x-user": "bob"}
+    first, other = httpx.AsyncClient(base_url=one, timeout=30), httpx.AsyncClient(base_url=two, timeout=30)
+    async with first, other:
+        session = await _session(first, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with first.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                if chunk["type"] != "tool-approval-request":
+                    continue
+                # the connection holding the first process's locks is ended under it
+                ended = await _query(
+                    dsn,
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'llm-do-bank turns' AND pid IN "
+                    "(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
+                )
+                assert [row[0] for row in ended] == [True]
+                # the next claim in that process connects again (Bob's conversation) and takes Alice's lock back
+                for _ in range(20):
+                    hello = await first.post(
+                        f"/chat/sessions/{await _session(first, 'bob')}/messages", json={"text": "hello"}, headers=bob
+                    )
+                    if hello.status_code != 503:
+                        break
+                    await asyncio.sleep(0.1)
+                assert hello.status_code == 200, hello.text
+                again = await other.post(f"/chat/sessions/{session}/messages", json={"text": "hi"}, headers=alice)
+                assert again.status_code == 409, again.text
+                decision = {"approval_id": chunk["approvalId"], "choice": "approve"}
+                answered = await other.post(f"/chat/sessions/{session}/decisions", json=decision, headers=alice)
+                assert answered.status_code == 204, answered.text
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}
+        # and let go when the run ended
+        text = await _approve_and_read(other, first, session, "move 5 from A to B", alice)
+        assert text.startswith("Done: moved 5 from A to B")

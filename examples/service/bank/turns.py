@@ -5,7 +5,9 @@ Behind a load balancer the second message may reach another process, whose sessi
 makes the refusal hold there too. A run claims its conversation with `pg_try_advisory_lock` before
 its response starts, and lets go when it ends. The locks are taken on one connection each process
 keeps for them, so a thousand waiting conversations cost one connection, and a process that dies
-(or loses that connection) releases its locks with it.
+releases its locks with it. If that connection drops while runs are in progress, their locks are
+gone until the process's next claim connects again and takes them back: meanwhile another process
+may take a message of those conversations.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from .ledger import BankError
+from .wiring import APPLICATION
 
 __all__ = ["ConversationBusy", "Turns", "TurnsUnavailable"]
 
@@ -112,7 +115,7 @@ class Turns:
     async def _connected(self, claiming: str) -> Any:
         if self._conn is not None and not self._conn.is_closed():
             return self._conn
-        self._conn = await asyncpg.connect(self.dsn)
+        self._conn = await asyncpg.connect(self.dsn, server_settings={"application_name": f"{APPLICATION} turns"})
         # The runs in progress lost their locks with the old connection: take them again.
         for held in self._held - {claiming}:
             if not await self._conn.fetchval(f"SELECT pg_try_advisory_lock(({_KEY}))", held):
