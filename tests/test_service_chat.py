@@ -148,3 +148,109 @@ async def test_a_person_who_leaves_while_asked_cancels_the_run_and_its_transacti
         ) as sse:
             text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
         assert text.startswith("Hello!")  # the session takes the next message
+
+
+async def _approve_and_read(
+    streaming: httpx.AsyncClient, deciding: httpx.AsyncClient, session: str, text: str, user: dict[str, str]
+) -> str:
+    """Send `text`, approve its commit through `deciding`, and return the answer's text."""
+    seen: list[dict[str, Any]] = []
+    async with streaming.stream("POST", f"/chat/sessions/{session}/messages", json={"text": text}, headers=user) as sse:
+        assert sse.status_code == 200
+        async for chunk in chunks(sse):
+            seen.append(chunk)
+            if chunk["type"] == "tool-approval-request":
+                decision = {"approval_id": chunk["approvalId"], "choice": "approve"}
+                answered = await deciding.post(f"/chat/sessions/{session}/decisions", json=decision, headers=user)
+                assert answered.status_code == 204, answered.text
+    return "".join(chunk["delta"] for chunk in seen if chunk["type"] == "text-delta")
+
+
+@pytest.mark.long
+async def test_a_second_message_to_a_busy_conversation_is_refused_by_every_process(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, two, _ = two_processes
+    alice = {"x-user": "alice"}
+    async with (
+        httpx.AsyncClient(base_url=one, timeout=30) as first,
+        httpx.AsyncClient(base_url=two, timeout=30) as other,
+    ):
+        session = await _session(first, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with first.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                if chunk["type"] != "tool-approval-request":
+                    continue
+                # the run waits for Alice: a second message is refused, by the other process as by this one
+                for client in (other, first):
+                    again = await client.post(
+                        f"/chat/sessions/{session}/messages", json={"text": "move 5 from A to B"}, headers=alice
+                    )
+                    assert again.status_code == 409, again.text
+                    assert f"conversation {session!r} is still answering" in again.json()["error"]
+                decision = {"approval_id": chunk["approvalId"], "choice": "approve"}
+                answered = await other.post(f"/chat/sessions/{session}/decisions", json=decision, headers=alice)
+                assert answered.status_code == 204, answered.text
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}
+
+        # once answered, the conversation takes the next message, in either process, and each continues from
+        # the other's last turn (the first process's open session reads what the second one added)
+        text = await _approve_and_read(other, first, session, "move 5 from A to B", alice)
+        assert text.startswith("Done: moved 5 from A to B")
+        async with first.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "what did I do?"}, headers=alice
+        ) as sse:
+            text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
+        assert text.startswith("In this conversation you made 2 transfer(s): moved 10 from A to B")
+        assert "moved 5 from A to B" in text
+        # sent as soon as the answer ended, to the process that gave it: taken too
+        async with first.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "and?"}, headers=alice
+        ) as sse:
+            assert sse.status_code == 200, await sse.aread()
+            text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
+        assert text.startswith("In this conversation you made 2 transfer(s)")
+        assert (await first.get("/accounts")).json() == {"A": 85, "B": 15}
+
+
+@pytest.mark.long
+async def test_the_conversation_locks_are_taken_back_when_their_connection_comes_back(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, two, dsn = two_processes
+    alice, bob = {"x-user": "alice"}, {"x-user": "bob"}
+    first, other = httpx.AsyncClient(base_url=one, timeout=30), httpx.AsyncClient(base_url=two, timeout=30)
+    async with first, other:
+        session = await _session(first, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with first.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                if chunk["type"] != "tool-approval-request":
+                    continue
+                # the connection holding the first process's locks is ended under it
+                ended = await _query(
+                    dsn,
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'llm-do-bank turns' AND pid IN "
+                    "(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
+                )
+                assert [row[0] for row in ended] == [True]
+                # the next claim in that process connects again (Bob's conversation) and takes Alice's lock back
+                for _ in range(20):
+                    hello = await first.post(
+                        f"/chat/sessions/{await _session(first, 'bob')}/messages", json={"text": "hello"}, headers=bob
+                    )
+                    if hello.status_code != 503:
+                        break
+                    await asyncio.sleep(0.1)
+                assert hello.status_code == 200, hello.text
+                again = await other.post(f"/chat/sessions/{session}/messages", json={"text": "hi"}, headers=alice)
+                assert again.status_code == 409, again.text
+                decision = {"approval_id": chunk["approvalId"], "choice": "approve"}
+                answered = await other.post(f"/chat/sessions/{session}/decisions", json=decision, headers=alice)
+                assert answered.status_code == 204, answered.text
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}
+        # and let go when the run ended
+        text = await _approve_and_read(other, first, session, "move 5 from A to B", alice)
+        assert text.startswith("Done: moved 5 from A to B")

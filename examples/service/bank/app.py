@@ -16,7 +16,7 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from llm_do import Runtime, run_report
+from llm_do import PostgresHistoryStore, Runtime, run_report
 from llm_do.relay import DecisionRelay
 
 from . import ledger
@@ -24,6 +24,7 @@ from .chat import ChatStore, banker, cashier
 from .chat_web import add_chat_endpoints
 from .model import TransferRequest
 from .toolsets import Audit
+from .turns import Turns
 from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
 from .wiring import Bank, teller
 
@@ -99,12 +100,17 @@ def create_app(
             started = bank.init_resources()  # open the pool now, outside any run
             if started is not None:
                 await started
-            runtime = await stack.enter_async_context(Runtime(bank, entries=[teller, banker, cashier]))
+            # the chat's conversations are sessions, their histories in PostgreSQL (closed after the runtime)
+            history = await stack.enter_async_context(PostgresHistoryStore(_dsn(bank))) if with_chat else None
+            runtime = await stack.enter_async_context(
+                Runtime(bank, entries=[teller, banker, cashier], history_store=history)
+            )
             state: dict[str, Any] = {"runtime": runtime}
-            if with_chat:
+            if history is not None:
                 chats = state["chats"] = ChatStore(await bank.pool())
-                await chats.create_schema()
+                await chats.create_schema(history)
                 state["relay"] = await stack.enter_async_context(DecisionRelay(_dsn(bank)))
+                state["turns"] = await stack.enter_async_context(Turns(_dsn(bank)))
             if queue is not None:
                 await stack.enter_async_context(queue)
                 await queue.apply_schema()

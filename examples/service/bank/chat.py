@@ -4,8 +4,9 @@ Offline, as the rest of the example: the banker and its cashier are scripted mod
 their answers word by word. The banker reads the latest message; "move 10 from A to B" becomes a
 call of the `cashier` agent (a child call: begin, transfer, commit), whose `commit` needs the
 customer's approval (the `counter` toolset's policy). Anything else is answered from the
-conversation so far, which the chat keeps in PostgreSQL (`ChatStore`), so that the next message,
-served by any web process, continues it.
+conversation so far: each conversation is an llm-do session, whose history the runtime keeps in
+PostgreSQL (`PostgresHistoryStore`), so that the next message, served by any web process, continues
+it. `ChatStore` keeps who owns each conversation.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     TextPart,
@@ -29,7 +29,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from llm_do import AgentEntry
+from llm_do import AgentEntry, HistoryStore
 
 from . import ledger
 from .model import teller
@@ -129,22 +129,23 @@ cashier = AgentEntry(
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chat_sessions (
     id text PRIMARY KEY,
-    owner text NOT NULL,
-    messages jsonb NOT NULL DEFAULT '[]'
+    owner text NOT NULL
 )
 """
 
 
 class ChatStore:
-    """The chat sessions in PostgreSQL: who owns each one, and its conversation so far."""
+    """Who owns each chat session, in PostgreSQL (its conversation is in the runtime's history store)."""
 
     def __init__(self, pool: ledger.Pool) -> None:
         self.pool = pool
 
-    async def create_schema(self) -> None:
+    async def create_schema(self, history: HistoryStore) -> None:
+        """Create the owners' table, and the history store's (its first use creates it), once for all processes."""
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(7261630312)")  # servers starting together
             await conn.execute(_SCHEMA)
+            await history.load("")  # a store's CREATE TABLE IF NOT EXISTS is not safe from two processes at once
 
     async def open(self, owner: str) -> str:
         session_id = f"chat_{uuid.uuid4().hex}"
@@ -154,14 +155,3 @@ class ChatStore:
     async def owner(self, session_id: str) -> str | None:
         found = await self.pool.fetchval("SELECT owner FROM chat_sessions WHERE id = $1", session_id)
         return None if found is None else str(found)
-
-    async def history(self, session_id: str) -> list[ModelMessage]:
-        stored = await self.pool.fetchval("SELECT messages::text FROM chat_sessions WHERE id = $1", session_id)
-        return ModelMessagesTypeAdapter.validate_json(stored or "[]")
-
-    async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
-        await self.pool.execute(
-            "UPDATE chat_sessions SET messages = $2::jsonb WHERE id = $1",
-            session_id,
-            ModelMessagesTypeAdapter.dump_json(messages).decode(),
-        )

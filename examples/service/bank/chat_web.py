@@ -14,19 +14,23 @@ belongs to the user who opened it; only that user may stream it or answer its ap
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
+from starlette.types import Receive, Scope, Send
 
-from llm_do import LlmDoError, RunResult, Runtime
+from llm_do import LlmDoError, RunResult, Runtime, Session
 from llm_do.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
 from llm_do.web import decision_of, sse_response, vercel_sse
 
 from .chat import ChatStore
+from .ledger import BankError
+from .turns import Turns
 from .web import error_response
 
 __all__ = ["add_chat_endpoints"]
@@ -64,22 +68,31 @@ def add_chat_endpoints(app: FastAPI) -> None:
         refused = await _refuse_unless_owner(chats, session_id, user)
         if refused is not None:
             return refused
-        relay: DecisionRelay = request.state.relay
-        if relay.holds(session_id):
-            return error_response(409, f"session {session_id!r} is still answering the previous message", None)
+        turns: Turns = request.state.turns
+        try:
+            await turns.claim(session_id)  # one run at a time per conversation, in every process
+        except BankError as error:
+            return error_response(error.status, str(error), None)
         runtime: Runtime = request.state.runtime
-        history = await chats.history(session_id)
+        try:
+            session = await _session(runtime, session_id)
+        except BaseException:
+            await turns.release(session_id)
+            raise
+        relay: DecisionRelay = request.state.relay
 
-        async def save(result: RunResult) -> None:
-            await chats.save(session_id, result.messages)
+        async def stream() -> AsyncGenerator[str]:
+            async with runtime.stream("banker", body.text, session=session) as run, AsyncExitStack() as holding:
+                holding.enter_context(relay.hold(session_id, run))
 
-        async def stream() -> AsyncIterator[str]:
-            async with runtime.stream("banker", body.text, message_history=history) as run:
-                with relay.hold(session_id, run):
-                    async for line in vercel_sse(run, on_result=save):
-                        yield line
+                async def ended(result: RunResult) -> None:  # before the stream's last chunk: the next message
+                    await holding.aclose()  # may come at once, to this process or another
+                    await turns.release(session_id)
 
-        return sse_response(stream())
+                async for line in vercel_sse(run, on_result=ended):
+                    yield line
+
+        return _Turn(stream(), lambda: turns.release(session_id))
 
     @app.post("/chat/sessions/{session_id}/decisions", status_code=204)
     async def decide(session_id: str, request: Request, user: User = None) -> Response:
@@ -102,6 +115,35 @@ def add_chat_endpoints(app: FastAPI) -> None:
         except (DecisionRefused, LlmDoError) as error:  # LlmDoError: refused by a run held in this process
             return error_response(409, str(error), None)
         return Response(status_code=204)
+
+
+class _Turn(Response):
+    """The run's data stream; however the response ends (a client gone before or while it streams), the
+    stream is closed, which cancels a run still going and waits for its teardown, then the conversation
+    is let go."""
+
+    def __init__(self, body: AsyncGenerator[str], release: Callable[[], Awaitable[None]]) -> None:
+        super().__init__()
+        self._body = body
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await sse_response(self._body)(scope, receive, send)
+        finally:
+            try:
+                await self._body.aclose()
+            finally:
+                await self._release()
+
+
+async def _session(runtime: Runtime, session_id: str) -> Session:
+    """The conversation's session, its history as the store has it: another process may have continued it."""
+    was_open = session_id in runtime.sessions
+    session = await runtime.session(session_id)
+    if was_open:  # this process's copy may be behind; no other run of it is in progress (the claim)
+        session.history = await runtime.history_store.load(session_id)
+    return session
 
 
 def _no_user() -> Response:
