@@ -17,10 +17,13 @@ from pydantic_ai.messages import (
     PartStartEvent,
     TextPart,
     TextPartDelta,
+    ToolCallPart,
+    ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RequestUsage
 
 from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, ToolsetError, entry, tool
 from llm_do.call import CallScope
@@ -188,3 +191,33 @@ async def test_an_event_stream_handler_sees_every_agent_runs_events_with_its_cal
         result = await runtime.run("parent", "go")
     assert result.output == "from the parent"
     assert streamed == {("parent",): "from the parent", ("parent", "child"): "from the child"}
+
+
+async def test_arguments_that_cannot_be_encoded_are_a_retry_the_model_reads() -> None:
+    # A provider's SDK that decodes the arguments itself (json.loads) turns "\\ud800" into a lone surrogate:
+    # pydantic-ai's retry prompt for the validation error dumps it as JSON, which failed the whole run.
+    usage = RequestUsage(input_tokens=1, output_tokens=1)  # (FunctionModel's estimate would dump the history)
+    shown: list[str] = []
+
+    def boss(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        answered = [part for message in messages for part in message.parts if isinstance(part, ToolReturnPart)]
+        if not answered:
+            return ModelResponse(parts=[ToolCallPart("reader", {"input": {"\ud800": None}})], usage=usage)
+        if len(answered) == 1:
+            shown.append(answered[0].model_response_str())
+            return ModelResponse(parts=[ToolCallPart("reader", {"input": "the memo"})], usage=usage)
+        return ModelResponse(parts=[TextPart(f"reader said: {answered[-1].content}")], usage=usage)
+
+    def reader(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("read it")], usage=usage)
+
+    entries = [
+        AgentEntry(Agent(FunctionModel(boss)), name="boss", toolsets=["reader"]),
+        AgentEntry(Agent(FunctionModel(reader)), name="reader"),
+    ]
+    async with Runtime(None, entries=entries) as runtime:
+        result = await runtime.run("boss", "go")
+    assert result.output == "reader said: read it"
+    [retry] = shown
+    assert "\\ud800" in retry and "input" in retry, retry
+    retry.encode()  # nothing left that cannot be sent to a model
