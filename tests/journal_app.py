@@ -1,4 +1,5 @@
-"""Entries and a JobQueue for tests/test_jobs_journal.py; worker processes import it (`tests.journal_app:queue`).
+"""Entries and JobQueues for tests/test_jobs_journal.py and tests/test_jobs_parking.py; worker processes import
+it (`tests.journal_app:queue`, `tests.journal_app:parking`).
 
 Every model here counts: each request it receives appends `sent <who> <index> <attempt>` to the notes
 file named in the run's prompt (a JSON object), so the test, in another process, sees which requests
@@ -27,7 +28,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
-from llm_do import AgentEntry, Runtime, Toolset, tool
+from llm_do import AgentEntry, Runtime, ToolPolicy, Toolset, tool
 from llm_do.jobs import JobEntry, JobQueue, current_job
 
 Script = Callable[[dict[str, Any], int, list[Any]], ModelResponse]
@@ -103,6 +104,38 @@ class Steps(Toolset):
         return "held this time"
 
 
+class Till(Toolset):
+    """A payment: every call needs approval; each one that runs notes `paid <amount>`."""
+
+    @tool
+    def pay(self, notes: str, amount: int) -> str:
+        """Pay `amount`."""
+        note(notes, f"paid {amount}")
+        return f"paid {amount}"
+
+
+def _paying(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Two steps, a payment (needs approval), then a text naming every result."""
+    if index < 2:
+        return ModelResponse(parts=[ToolCallPart("step", {"n": str(index)})])
+    if index == 2:
+        return ModelResponse(
+            parts=[ToolCallPart("pay", {"notes": fields["notes"], "amount": fields.get("amount", 10)})]
+        )
+    return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
+
+
+def _relay(child: str) -> Script:
+    """Hands its prompt to `child` (an entry), then reports what it said."""
+
+    def script(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+        if index == 0:
+            return ModelResponse(parts=[ToolCallPart(child, {"input": json.dumps(fields)})])
+        return ModelResponse(parts=[TextPart(f"{child} said: {returns[-1]}")])
+
+    return script
+
+
 def _steps(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
     """Four steps, then a text naming every result."""
     if index < 4:
@@ -172,11 +205,17 @@ helper = _agent("helper", _helper, ["steps"], who=lambda fields: f"helper/{field
 helper.agent.instructions(_late_on_the_first_attempt)
 
 
+payer = _agent("payer", _paying, ["steps", "till"])
+middle = _agent("middle", _relay("payer"), ["payer"])
+chief = _agent("chief", _relay("middle"), ["middle"])
+
+
 def make_runtime(**options: Any) -> Runtime:
     return Runtime(
         None,
-        entries=[counter, plain, drifter, fragile, tuned, boss, helper],
-        toolsets={"steps": Steps},
+        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief],
+        toolsets={"steps": Steps, "till": Till},
+        policies={"till": ToolPolicy(default="ask")},
         **options,
     )
 
@@ -192,3 +231,6 @@ queue = JobQueue(
     ],
     runtime=make_runtime,
 )
+
+parking = JobQueue(entries=["payer", "chief", "counter"], runtime=make_runtime, queue="parking", approvals="park")
+"""Jobs that need a person's decision park until `parking.decide(...)`."""

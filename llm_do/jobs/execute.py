@@ -13,12 +13,14 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from ..approval import Approver
 from ..attachments import Attachment, AttachmentError
 from ..models.journal import Journal
 from ..run import RunReport, RunResult, run_report
 from ..runtime import Runtime
 from .context import JobInfo, reset_current, set_current
 from .journal import JobJournals
+from .parking import RunParked
 from .records import calls_json, output_json, usage_json
 from .retry import WorkerShutdown
 from .store import write_result
@@ -39,6 +41,7 @@ async def perform(
     cancel_reason: Callable[[], str | None],
     attachments: Any = None,
     journals: JobJournals | None = None,
+    approver: Approver | None = None,
 ) -> None:
     """Run `job` as one run of `runtime`; store its output, or its error, before returning or raising.
 
@@ -47,7 +50,8 @@ async def perform(
     run's model responses are journaled, and answered from what earlier attempts journaled.
 
     The run's exception (or the cancellation that ended it) is re-raised unchanged, so procrastinate
-    marks the job failed (retried if its task retries) or aborted.
+    marks the job failed (retried if its task retries) or aborted. A run that parked (`approver` stored a
+    question and raised `RunParked`) raises `RunParked`, and stores no result.
     """
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
@@ -55,18 +59,26 @@ async def perform(
     try:
         handed = _attachments_of(job, attachments, runtime) if attachments else ()
         if journals is None:
-            result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+            result = await runtime.run(
+                job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
+            )
         else:
             journal = await journals.open(job.id, job.attempt)
             try:
                 with journals.installed(runtime, job.entry, journal):
-                    result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+                    result = await runtime.run(
+                        job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
+                    )
             finally:
                 await _shielded(journal.settled())  # the last responses are written before the job ends
     except BaseException as error:
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):
             raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
+        parked = None if cancelled else _parked(error)
+        if parked is not None:
+            logger.info("%s", parked)
+            raise parked from None
         reason = cancel_reason() if cancelled else None
         text = f"cancelled ({reason})" if cancelled else f"{type(error).__name__}: {error}"
         outcome = "cancelled" if cancelled else "error"
@@ -83,6 +95,23 @@ async def perform(
         if cancel_reason() == SHUTDOWN:
             raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
         raise
+
+
+def _parked(error: BaseException) -> RunParked | None:
+    """The `RunParked` that ended the run, if one did: raised as it is, or as the cause of what the run raised."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, RunParked):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(found for found in (current.__cause__, current.__context__) if found is not None)
+    return None
 
 
 def stored_attachments(attachments: Sequence[Attachment]) -> list[dict[str, Any]]:

@@ -14,10 +14,11 @@ from typing import Any
 from procrastinate import sql as procrastinate_sql
 
 from .journal import delete_old_journals
+from .parking import expire_pending
 from .queue import JobQueue, RuntimeFactory, worker_name
 from .settings import JobSettings
 
-__all__ = ["WorkerOptions", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
+__all__ = ["WorkerOptions", "expire_approvals", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
 
 logger = logging.getLogger("llm_do.jobs")
 
@@ -46,6 +47,8 @@ class WorkerOptions:
     """The worker's name in logs and results (default: host:pid)."""
     journal_retention: float = 7 * 24 * 3600.0
     """Seconds a finished job's journal is kept; the worker removes older ones as it goes (`remove_old_journals`)."""
+    approval_expiry: float = 7 * 24 * 3600.0
+    """Seconds a parked job's question waits before the worker denies it (`expire_approvals`, every heartbeat)."""
 
     @classmethod
     def from_settings(cls, settings: JobSettings | None = None, **overrides: Any) -> WorkerOptions:
@@ -57,6 +60,7 @@ class WorkerOptions:
             shutdown_timeout=values.worker_shutdown_timeout,
             database_timeout=values.worker_database_timeout,
             journal_retention=values.jobs_journal_retention,
+            approval_expiry=values.jobs_approval_expiry,
         )
         return replace(options, **{key: value for key, value in overrides.items() if value is not None})
 
@@ -156,7 +160,8 @@ async def _reconnected(queue: JobQueue, options: WorkerOptions, stop: asyncio.Ev
 
 
 async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
-    """The worker's housekeeping: stalled jobs every heartbeat, old journals every `_journal_interval`."""
+    """The worker's housekeeping: stalled jobs and expired approvals every heartbeat, old journals every
+    `_journal_interval`."""
     loop = asyncio.get_running_loop()
     every = _journal_interval(options)
     cleaned = loop.time()
@@ -164,6 +169,11 @@ async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
         await asyncio.sleep(options.heartbeat)
         try:
             found = await recover_stalled_jobs(queue, options.stalled_timeout)
+            if queue.approvals == "park":
+                for job_id, approval_id in await expire_approvals(queue, options.approval_expiry):
+                    logger.warning(
+                        "job %d: approval %s expired undecided; denied, the job goes on", job_id, approval_id
+                    )
             if loop.time() - cleaned >= every:
                 cleaned = loop.time()
                 removed = await remove_old_journals(queue, options.journal_retention)
@@ -229,6 +239,13 @@ async def remove_old_journals(queue: JobQueue, retention: float) -> int:
     (and of jobs deleted since); the number of journaled responses removed. Workers do it as they go, every
     tenth of `WorkerOptions.journal_retention` (at least every heartbeat, at most every minute)."""
     return await delete_old_journals(queue.pool, queue.queue_name, retention)
+
+
+async def expire_approvals(queue: JobQueue, expiry: float) -> list[tuple[int, str]]:
+    """Deny the questions `queue`'s parked jobs have waited on for more than `expiry` seconds, and queue those
+    jobs again (their runs read the denial); the (job id, approval id) of each. Workers of a parking queue do
+    it every heartbeat."""
+    return await expire_pending(queue.pool, queue.queue_name, expiry)
 
 
 @contextlib.contextmanager
