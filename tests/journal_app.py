@@ -105,7 +105,17 @@ class Steps(Toolset):
 
 
 class Till(Toolset):
-    """A payment: every call needs approval; each one that runs notes `paid <amount>`."""
+    """Payments: `quote` runs freely, every `pay` needs approval and notes `paid <amount>`. At the end of its call
+    the till notes `till exit <how the call ended>` (a parked run tears it down too)."""
+
+    def __init__(self) -> None:
+        self.notes: str | None = None
+
+    @tool
+    def quote(self, notes: str) -> str:
+        """Open the till."""
+        self.notes = notes
+        return "quote ok"
 
     @tool
     def pay(self, notes: str, amount: int) -> str:
@@ -113,11 +123,17 @@ class Till(Toolset):
         note(notes, f"paid {amount}")
         return f"paid {amount}"
 
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
+        if self.notes is not None:
+            note(self.notes, f"till exit {exc_type.__name__ if exc_type else 'ok'}")
+
 
 def _paying(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
-    """Two steps, a payment (needs approval), then a text naming every result."""
-    if index < 2:
-        return ModelResponse(parts=[ToolCallPart("step", {"n": str(index)})])
+    """Opens the till, a step, a payment (needs approval), then a text naming every result."""
+    if index == 0:
+        return ModelResponse(parts=[ToolCallPart("quote", {"notes": fields["notes"]})])
+    if index == 1:
+        return ModelResponse(parts=[ToolCallPart("step", {"n": "1"})])
     if index == 2:
         return ModelResponse(
             parts=[ToolCallPart("pay", {"notes": fields["notes"], "amount": fields.get("amount", 10)})]
@@ -215,7 +231,7 @@ def make_runtime(**options: Any) -> Runtime:
         None,
         entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief],
         toolsets={"steps": Steps, "till": Till},
-        policies={"till": ToolPolicy(default="ask")},
+        policies={"till": ToolPolicy(tools={"pay": "ask"})},
         **options,
     )
 

@@ -48,8 +48,12 @@ def sent(notes: Path) -> Counter[tuple[str, int]]:
     )
 
 
+def noted(notes: Path, kind: str) -> list[str]:
+    return [line for line in (notes.read_text().splitlines() if notes.exists() else []) if line.startswith(kind)]
+
+
 def paid(notes: Path) -> list[str]:
-    return [line for line in (notes.read_text().splitlines() if notes.exists() else []) if line.startswith("paid ")]
+    return noted(notes, "paid ")
 
 
 async def parked(queue: JobQueue, job_id: int, within: float = 30.0) -> PendingApproval:
@@ -95,8 +99,9 @@ async def test_a_parked_job_frees_its_worker_and_an_approval_resumes_it_paying_o
     finally:
         assert worker.stop() == 0, worker.output()
     assert record.status == "succeeded", (record, worker.output())
-    assert record.output == "done: step 0 ok, step 1 ok, paid 25"
+    assert record.output == "done: quote ok, step 1 ok, paid 25"
     assert paid(notes) == ["paid 25"]
+    assert noted(notes, "till exit") == ["till exit RunParked", "till exit ok"]  # the parked run was torn down
     assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
     assert record.journal == {
         "replayed": 3,
@@ -165,7 +170,7 @@ async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(
     finally:
         assert worker.stop() == 0, worker.output()
     assert record.status == "succeeded", (record, worker.output())
-    assert record.output == "middle said: payer said: done: step 0 ok, step 1 ok, paid 7"
+    assert record.output == "middle said: payer said: done: quote ok, step 1 ok, paid 7"
     assert paid(notes) == ["paid 7"]
     assert sent(notes) == {
         ("chief", 0): 1,

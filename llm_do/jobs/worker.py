@@ -14,13 +14,28 @@ from typing import Any
 from procrastinate import sql as procrastinate_sql
 
 from .journal import delete_old_journals
-from .parking import expire_pending
+from .parking import RunParked, expire_pending
 from .queue import JobQueue, RuntimeFactory, worker_name
 from .settings import JobSettings
 
 __all__ = ["WorkerOptions", "expire_approvals", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
 
 logger = logging.getLogger("llm_do.jobs")
+
+
+class _ParkedIsNoError(logging.Filter):
+    """procrastinate logs a job that ended by raising as an error, with its traceback: a parked job's run ended
+    as asked (`RunParked`, logged by llm-do), so its line is kept, at INFO and without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], RunParked):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = f"{record.msg} (parked, awaiting approval)"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_PARKED_IS_NO_ERROR = _ParkedIsNoError()
 
 _RECOVERY_LOCK = 7_2616_3033  # advisory lock key, with the queue's: one worker per queue re-queues stalled jobs
 
@@ -85,6 +100,7 @@ async def run_worker(
     if factory is None:
         raise RuntimeError("the worker needs a runtime: pass run_worker(runtime=...) or JobQueue(runtime=...)")
     stop = stop if stop is not None else asyncio.Event()
+    logging.getLogger("procrastinate.worker").addFilter(_PARKED_IS_NO_ERROR)  # once: the same filter
     name = options.name or worker_name()
     opened_here = not queue.is_open
     if opened_here:
