@@ -152,6 +152,14 @@ def _relay(child: str) -> Script:
     return script
 
 
+def _pair(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Asks two payers at once (their notes in `notes_a`, `notes_b`), then reports what they said."""
+    if index == 0:
+        asks = [{"notes": fields[f"notes_{tag}"], "amount": amount} for tag, amount in (("a", 1), ("b", 2))]
+        return ModelResponse(parts=[ToolCallPart("payer", {"input": json.dumps(ask)}) for ask in asks])
+    return ModelResponse(parts=[TextPart("pair: " + " | ".join(sorted(map(str, returns))))])
+
+
 def _steps(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
     """Four steps, then a text naming every result."""
     if index < 4:
@@ -224,12 +232,13 @@ helper.agent.instructions(_late_on_the_first_attempt)
 payer = _agent("payer", _paying, ["steps", "till"])
 middle = _agent("middle", _relay("payer"), ["payer"])
 chief = _agent("chief", _relay("middle"), ["middle"])
+pair = _agent("pair", _pair, ["payer"])
 
 
 def make_runtime(**options: Any) -> Runtime:
     return Runtime(
         None,
-        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief],
+        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief, pair],
         toolsets={"steps": Steps, "till": Till},
         policies={"till": ToolPolicy(tools={"pay": "ask"})},
         **options,
@@ -248,5 +257,7 @@ queue = JobQueue(
     runtime=make_runtime,
 )
 
-parking = JobQueue(entries=["payer", "chief", "counter"], runtime=make_runtime, queue="parking", approvals="park")
+parking = JobQueue(
+    entries=["payer", "chief", "pair", "counter"], runtime=make_runtime, queue="parking", approvals="park"
+)
 """Jobs that need a person's decision park until `parking.decide(...)`."""

@@ -58,13 +58,16 @@ def paid(notes: Path) -> list[str]:
 
 async def parked(queue: JobQueue, job_id: int, within: float = 30.0) -> PendingApproval:
     """Wait until the job is parked; the one question it waits on."""
+    await parked_on_any(queue, job_id, within)
+    [pending] = await queue.pending(job_id)
+    return pending
 
+
+async def parked_on_any(queue: JobQueue, job_id: int, within: float = 30.0) -> None:
     async def awaiting() -> bool:
         return (await queue.get(job_id)).status == "awaiting_approval"
 
     await eventually(awaiting, f"job {job_id} is parked", within=within)
-    [pending] = await queue.pending(job_id)
-    return pending
 
 
 async def finished(queue: JobQueue, job_id: int, within: float = 60.0) -> JobRecord:
@@ -181,6 +184,37 @@ async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(
         ("chief", 1): 1,
     }
     assert record.journal is not None and record.journal["replayed"] == 5
+
+
+async def test_parallel_calls_that_both_ask_resume_once_each_is_decided(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """pair asks two payers at once; each wants to pay. Whichever questions a run parked on, the job is queued
+    again once they are all decided, and goes on until the last one is answered."""
+    notes = {tag: tmp_path / f"{tag}.notes" for tag in ("pair", "a", "b")}
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    decided: list[str] = []
+    try:
+        job_id = await queue.defer(
+            "pair", json.dumps({"notes": str(notes["pair"]), "notes_a": str(notes["a"]), "notes_b": str(notes["b"])})
+        )
+        while len(decided) < 2:
+            await parked_on_any(queue, job_id)
+            questions = await queue.pending(job_id)
+            assert questions and all(question.call_path == "pair/payer" for question in questions)
+            for number, question in enumerate(questions, 1):
+                assert question.approval_id not in decided
+                resumed = await queue.decide(job_id, question.approval_id, "approve")
+                assert resumed is (number == len(questions))
+                decided.append(question.approval_id)
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == "pair: done: quote ok, step 1 ok, paid 1 | done: quote ok, step 1 ok, paid 2"
+    assert (paid(notes["a"]), paid(notes["b"])) == (["paid 1"], ["paid 2"])
+    assert sent(notes["pair"]) == {("pair", 0): 1, ("pair", 1): 1}
+    assert sent(notes["a"]) == sent(notes["b"]) == {**PAYER_BEFORE, ("payer", 3): 1}
 
 
 @pytest.mark.long
