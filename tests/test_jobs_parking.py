@@ -133,7 +133,9 @@ async def test_a_denied_call_never_runs_and_the_model_reads_the_denial(
     assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
 
 
-async def test_decisions_that_cannot_apply_are_refused(queue: JobQueue, dsn: str, tmp_path: Path) -> None:
+async def test_decisions_that_cannot_apply_are_refused_and_a_parked_job_can_be_cancelled(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
     notes = tmp_path / "notes"
     async with JobQueue(dsn, entries=list(app_queue.entries.values())) as others:
         foreign = await others.defer("counter", "{}")
@@ -153,9 +155,18 @@ async def test_decisions_that_cannot_apply_are_refused(queue: JobQueue, dsn: str
         ):
             await queue.decide(job_id, pending.approval_id, "approve")
         record = await finished(queue, job_id)
+
+        dropped = await queue.defer("payer", ask(tmp_path / "dropped"))
+        question = await parked(queue, dropped)
+        assert await queue.cancel(dropped) is True
+        assert (await queue.get(dropped)).status == "cancelled"
+        assert await queue.pending(dropped) == [] and await queue.cancel(dropped) is False
+        with pytest.raises(DecisionRefused, match="was already decided"):
+            await queue.decide(dropped, question.approval_id, "approve")
     finally:
         assert worker.stop() == 0, worker.output()
     assert record.status == "succeeded" and paid(notes) == []
+    assert paid(tmp_path / "dropped") == []
 
 
 async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(

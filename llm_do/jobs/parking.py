@@ -32,6 +32,7 @@ __all__ = [
     "Parking",
     "PendingApproval",
     "RunParked",
+    "cancel_parked",
     "create_approvals_table",
     "expire_pending",
     "load_decisions",
@@ -207,13 +208,7 @@ async def store_decision(
     """Store the decision and, once the job waits on no other question, queue it again (one transaction);
     whether it was queued. Raises `DecisionRefused` when the approval is not pending for a parked job."""
     async with pool.connection() as conn, conn.transaction():
-        job = await (
-            await conn.execute(
-                "SELECT status::text, queue_name FROM procrastinate_jobs WHERE id = %s FOR UPDATE", (job_id,)
-            )
-        ).fetchone()
-        if job is None or job[1] != queue:
-            raise DecisionRefused(f"job {job_id} is no job of queue {queue!r}: nothing to decide there")
+        status = await _locked_job(conn, queue, job_id)
         row = await (
             await conn.execute(
                 "SELECT choice FROM llm_do_approvals WHERE queue = %s AND job_id = %s AND approval_id = %s FOR UPDATE",
@@ -226,28 +221,67 @@ async def store_decision(
             )
         if row[0] is not None:
             raise DecisionRefused(f"approval {approval_id!r} of job {job_id} was already decided ({row[0]!r})")
-        if job[0] != "failed":
+        if status != "failed":
             raise DecisionRefused(
-                f"job {job_id} is {job[0]!r}, not parked yet: its run is still ending; decide again in a moment"
+                f"job {job_id} is {status!r}, not parked yet: its run is still ending; decide again in a moment"
             )
         await conn.execute(
             "UPDATE llm_do_approvals SET choice = %s, note = %s, decided_at = now() "
             "WHERE queue = %s AND job_id = %s AND approval_id = %s",
             (choice, note, queue, job_id, approval_id),
         )
-        waiting = await (
-            await conn.execute(
-                "SELECT 1 FROM llm_do_approvals WHERE queue = %s AND job_id = %s AND choice IS NULL LIMIT 1",
-                (queue, job_id),
-            )
-        ).fetchone()
-        if waiting is not None:
+        if await _waiting(conn, queue, job_id):
+            return False
+        await _requeue(conn, job_id)
+        return True
+
+
+async def cancel_parked(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> bool:
+    """Cancel a parked job: its questions are denied (`the job was cancelled`) and it ends `cancelled`; False
+    when the job is not parked."""
+    async with pool.connection() as conn, conn.transaction():
+        status = await _locked_job(conn, queue, job_id)
+        if status != "failed" or not await _waiting(conn, queue, job_id):
             return False
         await conn.execute(
-            procrastinate_sql.queries["retry_job"],
-            {"job_id": job_id, "retry_at": None, "new_priority": None, "new_queue_name": None, "new_lock": None},
+            "UPDATE llm_do_approvals SET choice = 'deny', note = 'the job was cancelled', decided_at = now() "
+            "WHERE queue = %s AND job_id = %s AND choice IS NULL",
+            (queue, job_id),
+        )
+        await _requeue(conn, job_id)  # procrastinate cancels only queued jobs: failed -> todo -> cancelled
+        await conn.execute(
+            procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": False, "delete_job": False}
         )
         return True
+
+
+async def _locked_job(conn: AsyncConnection[Any], queue: str, job_id: int) -> str:
+    """The status of job `job_id`, locked until the transaction ends; refused unless it is `queue`'s."""
+    job = await (
+        await conn.execute(
+            "SELECT status::text, queue_name FROM procrastinate_jobs WHERE id = %s FOR UPDATE", (job_id,)
+        )
+    ).fetchone()
+    if job is None or job[1] != queue:
+        raise DecisionRefused(f"job {job_id} is no job of queue {queue!r}: nothing to decide there")
+    return str(job[0])
+
+
+async def _waiting(conn: AsyncConnection[Any], queue: str, job_id: int) -> bool:
+    found = await (
+        await conn.execute(
+            "SELECT 1 FROM llm_do_approvals WHERE queue = %s AND job_id = %s AND choice IS NULL LIMIT 1",
+            (queue, job_id),
+        )
+    ).fetchone()
+    return found is not None
+
+
+async def _requeue(conn: AsyncConnection[Any], job_id: int) -> None:
+    await conn.execute(
+        procrastinate_sql.queries["retry_job"],
+        {"job_id": job_id, "retry_at": None, "new_priority": None, "new_queue_name": None, "new_lock": None},
+    )
 
 
 async def expire_pending(pool: AsyncConnectionPool[Any], queue: str, expiry: float) -> list[tuple[int, str]]:

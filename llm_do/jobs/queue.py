@@ -33,7 +33,16 @@ from ..tracing import current_traceparent
 from .context import JobInfo
 from .execute import SHUTDOWN, perform, stored_attachments
 from .journal import JobJournals, create_journal_table
-from .parking import Parking, PendingApproval, create_approvals_table, load_decisions, pending_approvals, store_decision
+from .parking import (
+    AWAITING,
+    Parking,
+    PendingApproval,
+    cancel_parked,
+    create_approvals_table,
+    load_decisions,
+    pending_approvals,
+    store_decision,
+)
 from .records import STATUSES, JobNotFound, JobRecord
 from .retry import JobRetry
 from .settings import JobSettings
@@ -255,8 +264,11 @@ class JobQueue:
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: a queued job never starts; a running one has its run cancelled (its teardown
-        runs) by the worker that runs it. False when the job had already finished."""
-        await self.get(job_id)  # JobNotFound for another queue's job or an unknown id
+        runs) by the worker that runs it; a parked one ends `cancelled`, its questions denied. False when the
+        job had already finished."""
+        record = await self.get(job_id)  # JobNotFound for another queue's job or an unknown id
+        if record.status == AWAITING:
+            return await cancel_parked(self.pool, self.queue_name, job_id)
         return await self.app.job_manager.cancel_job_by_id_async(job_id, abort=True)
 
     async def decide(
