@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_do.jobs import DecisionRefused, JobQueue, JobRecord, PendingApproval
+from llm_do import ConfigurationError
+from llm_do.jobs import DecisionRefused, JobEntry, JobQueue, JobRecord, PendingApproval
 
 from .jobs_support import Worker, eventually, fresh_database
 from .journal_app import parking as app_parking
@@ -296,3 +297,10 @@ async def test_a_decision_survives_the_kill_of_the_worker_before_the_resumed_run
         assert second.stop() == 0, second.output()
     assert record.status == "succeeded" and paid(notes) == ["paid 3"]
     assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
+
+
+def test_a_parking_queue_refuses_entries_without_a_journal_and_unknown_modes() -> None:
+    with pytest.raises(ConfigurationError, match=r"approvals='park'\) needs the journal, but entry 'plain' opts out"):
+        JobQueue("postgresql://nowhere", entries=["payer", JobEntry("plain", journal=False)], approvals="park")
+    with pytest.raises(ConfigurationError, match="must be 'runtime' or 'park', got 'later'"):
+        JobQueue("postgresql://nowhere", entries=["payer"], approvals="later")  # type: ignore[arg-type]

@@ -75,10 +75,9 @@ async def perform(
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):
             raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
-        parked = None if cancelled else _parked(error)
-        if parked is not None:
-            logger.info("%s", parked)
-            raise parked from None
+        if isinstance(error, RunParked):  # a run's exception propagates unchanged, from any depth
+            logger.info("%s", error)
+            raise
         reason = cancel_reason() if cancelled else None
         text = f"cancelled ({reason})" if cancelled else f"{type(error).__name__}: {error}"
         outcome = "cancelled" if cancelled else "error"
@@ -95,23 +94,6 @@ async def perform(
         if cancel_reason() == SHUTDOWN:
             raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
         raise
-
-
-def _parked(error: BaseException) -> RunParked | None:
-    """The `RunParked` that ended the run, if one did: raised as it is, or as the cause of what the run raised."""
-    seen: set[int] = set()
-    pending: list[BaseException] = [error]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, RunParked):
-            return current
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        pending.extend(found for found in (current.__cause__, current.__context__) if found is not None)
-    return None
 
 
 def stored_attachments(attachments: Sequence[Attachment]) -> list[dict[str, Any]]:

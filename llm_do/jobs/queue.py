@@ -106,6 +106,14 @@ class JobQueue:
         self.pool_size = pool_size
         self.app = App(connector=PsycopgConnector())
         self.entries: Mapping[str, JobEntry] = _entries(entries)
+        unjournaled = sorted(spec.name for spec in self.entries.values() if not spec.journal)
+        if approvals == "park" and unjournaled:
+            raise ConfigurationError(
+                f"JobQueue(approvals='park') needs the journal, but entry {', '.join(map(repr, unjournaled))} opts "
+                "out (journal=False): a parked job resumes by replaying its model responses up to the question (a "
+                "model asked again gives its tool calls new ids, so the decision would never apply); journal it, "
+                "or put it in a queue that does not park"
+            )
         self._tasks: dict[str, Task[Any, Any, Any]] = {}
         self._task_entries = {TASK_PREFIX + name: name for name in self.entries}
         self._pool: AsyncConnectionPool[Any] | None = None
