@@ -250,18 +250,18 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
     return ids
 
 
-async def remove_old_journals(queue: JobQueue, retention: float) -> int:
-    """Remove the journals of `queue`'s jobs that reached a final status more than `retention` seconds ago
-    (and of jobs deleted since); the number of journaled responses removed. Workers do it as they go, every
-    tenth of `WorkerOptions.journal_retention` (at least every heartbeat, at most every minute)."""
-    return await delete_old_journals(queue.pool, queue.queue_name, retention)
-
-
 async def expire_approvals(queue: JobQueue, expiry: float) -> list[tuple[int, str]]:
     """Deny the questions `queue`'s parked jobs have waited on for more than `expiry` seconds, and queue those
     jobs again (their runs read the denial); the (job id, approval id) of each. Workers of a parking queue do
     it every heartbeat."""
     return await expire_pending(queue.pool, queue.queue_name, expiry)
+
+
+async def remove_old_journals(queue: JobQueue, retention: float) -> int:
+    """Remove the journals of `queue`'s jobs that reached a final status more than `retention` seconds ago
+    (and of jobs deleted since); the number of journaled responses removed. Workers do it as they go, every
+    tenth of `WorkerOptions.journal_retention` (at least every heartbeat, at most every minute)."""
+    return await delete_old_journals(queue.pool, queue.queue_name, retention)
 
 
 @contextlib.contextmanager
