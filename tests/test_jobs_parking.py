@@ -242,6 +242,8 @@ async def test_ten_parked_jobs_decided_in_random_order_across_workers(
             jobs[await queue.defer("payer", ask(notes, n))] = notes
         questions = {job_id: await parked(queue, job_id) for job_id in jobs}
         assert sorted(record.id for record in await queue.list("awaiting_approval")) == sorted(jobs)
+        other = await queue.defer("counter", json.dumps({"notes": str(tmp_path / "other")}))
+        assert (await finished(queue, other)).status == "succeeded"  # ten parked jobs hold none of its 2 slots
         second = Worker(TARGET, dsn, tmp_path / "second.log", concurrency=2)
         order = list(jobs)
         random.Random(7).shuffle(order)

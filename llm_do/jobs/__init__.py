@@ -9,6 +9,9 @@ async with queue:
     record = await queue.get(job_id)     # status, output, usage, calls, error
 await run_worker(queue, WorkerOptions(concurrency=10))   # or: llm-do worker module:queue
 ```
+
+`JobQueue(..., approvals="park")` parks a job whose call needs a person's decision (`awaiting_approval`,
+holding no worker) until `queue.decide(job_id, approval_id, "approve" | "deny")`.
 """
 
 from procrastinate import RetryStrategy
