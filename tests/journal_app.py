@@ -152,6 +152,18 @@ def _relay(child: str) -> Script:
     return script
 
 
+def _drifting_payment(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Reads something that drifts (the attempt), then pays that much under a fixed tool call id: a run made
+    again asks the same question id with other arguments."""
+    if index == 0:
+        return ModelResponse(parts=[ToolCallPart("drift", {})])
+    if index == 1:
+        amount = int(str(returns[0]).split()[-1])
+        args = {"notes": fields["notes"], "amount": amount}
+        return ModelResponse(parts=[ToolCallPart("pay", args, tool_call_id="pay-once")])
+    return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
+
+
 def _pair(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
     """Asks two payers at once (their notes in `notes_a`, `notes_b`), then reports what they said."""
     if index == 0:
@@ -233,12 +245,13 @@ payer = _agent("payer", _paying, ["steps", "till"])
 middle = _agent("middle", _relay("payer"), ["payer"])
 chief = _agent("chief", _relay("middle"), ["middle"])
 pair = _agent("pair", _pair, ["payer"])
+drifty = _agent("drifty", _drifting_payment, ["steps", "till"])
 
 
 def make_runtime(**options: Any) -> Runtime:
     return Runtime(
         None,
-        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief, pair],
+        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief, pair, drifty],
         toolsets={"steps": Steps, "till": Till},
         policies={"till": ToolPolicy(tools={"pay": "ask"})},
         **options,
@@ -258,6 +271,6 @@ queue = JobQueue(
 )
 
 parking = JobQueue(
-    entries=["payer", "chief", "pair", "counter"], runtime=make_runtime, queue="parking", approvals="park"
+    entries=["payer", "chief", "pair", "drifty", "counter"], runtime=make_runtime, queue="parking", approvals="park"
 )
 """Jobs that need a person's decision park until `parking.decide(...)`."""

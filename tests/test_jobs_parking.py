@@ -229,6 +229,32 @@ async def test_parallel_calls_that_both_ask_resume_once_each_is_decided(
     assert sent(notes["a"]) == sent(notes["b"]) == {**PAYER_BEFORE, ("payer", 3): 1}
 
 
+async def test_a_decision_never_applies_to_a_question_asked_again_with_other_arguments(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """drifty pays what a drifting tool read, under a fixed tool call id: the resumed run asks the same
+    question id with another amount, so the decision does not apply and the job parks again."""
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("drifty", ask(notes))
+        first = await parked(queue, job_id)
+        assert first.args["amount"] == 1
+        await queue.decide(job_id, first.approval_id, "approve")
+
+        async def asked_again() -> bool:
+            found = await queue.pending(job_id)
+            return bool(found) and found[0].args["amount"] != 1
+
+        await eventually(asked_again, "the job asks again, with the drifted amount")
+        second = await parked(queue, job_id)
+        assert second.approval_id == first.approval_id and second.args["amount"] == 3
+        assert await queue.cancel(job_id) is True
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert paid(notes) == []
+
+
 @pytest.mark.long
 async def test_ten_parked_jobs_decided_in_random_order_across_workers(
     queue: JobQueue, dsn: str, tmp_path: Path
