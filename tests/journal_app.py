@@ -1,4 +1,5 @@
-"""Entries and a JobQueue for tests/test_jobs_journal.py; worker processes import it (`tests.journal_app:queue`).
+"""Entries and JobQueues for tests/test_jobs_journal.py and tests/test_jobs_parking.py; worker processes import
+it (`tests.journal_app:queue`, `tests.journal_app:parking`).
 
 Every model here counts: each request it receives appends `sent <who> <index> <attempt>` to the notes
 file named in the run's prompt (a JSON object), so the test, in another process, sees which requests
@@ -27,7 +28,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
-from llm_do import AgentEntry, Runtime, Toolset, tool
+from llm_do import AgentEntry, Runtime, ToolPolicy, Toolset, tool
 from llm_do.jobs import JobEntry, JobQueue, current_job
 
 Script = Callable[[dict[str, Any], int, list[Any]], ModelResponse]
@@ -103,6 +104,74 @@ class Steps(Toolset):
         return "held this time"
 
 
+class Till(Toolset):
+    """Payments: `quote` runs freely, every `pay` needs approval and notes `paid <amount>`. At the end of its call
+    the till notes `till exit <how the call ended>` (a parked run tears it down too)."""
+
+    def __init__(self) -> None:
+        self.notes: str | None = None
+
+    @tool
+    def quote(self, notes: str) -> str:
+        """Open the till."""
+        self.notes = notes
+        return "quote ok"
+
+    @tool
+    def pay(self, notes: str, amount: int) -> str:
+        """Pay `amount`."""
+        note(notes, f"paid {amount}")
+        return f"paid {amount}"
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
+        if self.notes is not None:
+            note(self.notes, f"till exit {exc_type.__name__ if exc_type else 'ok'}")
+
+
+def _paying(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Opens the till, a step, a payment (needs approval), then a text naming every result."""
+    if index == 0:
+        return ModelResponse(parts=[ToolCallPart("quote", {"notes": fields["notes"]})])
+    if index == 1:
+        return ModelResponse(parts=[ToolCallPart("step", {"n": "1"})])
+    if index == 2:
+        return ModelResponse(
+            parts=[ToolCallPart("pay", {"notes": fields["notes"], "amount": fields.get("amount", 10)})]
+        )
+    return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
+
+
+def _relay(child: str) -> Script:
+    """Hands its prompt to `child` (an entry), then reports what it said."""
+
+    def script(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+        if index == 0:
+            return ModelResponse(parts=[ToolCallPart(child, {"input": json.dumps(fields)})])
+        return ModelResponse(parts=[TextPart(f"{child} said: {returns[-1]}")])
+
+    return script
+
+
+def _drifting_payment(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Reads something that drifts (the attempt), then pays that much under a fixed tool call id: a run made
+    again asks the same question id with other arguments."""
+    if index == 0:
+        return ModelResponse(parts=[ToolCallPart("drift", {})])
+    if index == 1:
+        amount = int(str(returns[0]).split()[-1])
+        args = {"notes": fields["notes"], "amount": amount}
+        return ModelResponse(parts=[ToolCallPart("pay", args, tool_call_id="pay-once")])
+    return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
+
+
+def _pair(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Asks two payers at once (their notes in `notes_a`, `notes_b`), then reports what they said."""
+    if index == 0:
+        asks = [{"notes": fields[f"notes_{tag}"], "amount": amount} for tag, amount in (("a", 1), ("b", 2))]
+        return ModelResponse(parts=[ToolCallPart("payer", {"input": json.dumps(ask)}) for ask in asks])
+    return ModelResponse(parts=[TextPart("pair: " + " | ".join(sorted(map(str, returns))))])
+
+
 def _steps(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
     """Four steps, then a text naming every result."""
     if index < 4:
@@ -172,11 +241,19 @@ helper = _agent("helper", _helper, ["steps"], who=lambda fields: f"helper/{field
 helper.agent.instructions(_late_on_the_first_attempt)
 
 
+payer = _agent("payer", _paying, ["steps", "till"])
+middle = _agent("middle", _relay("payer"), ["payer"])
+chief = _agent("chief", _relay("middle"), ["middle"])
+pair = _agent("pair", _pair, ["payer"])
+drifty = _agent("drifty", _drifting_payment, ["steps", "till"])
+
+
 def make_runtime(**options: Any) -> Runtime:
     return Runtime(
         None,
-        entries=[counter, plain, drifter, fragile, tuned, boss, helper],
-        toolsets={"steps": Steps},
+        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief, pair, drifty],
+        toolsets={"steps": Steps, "till": Till},
+        policies={"till": ToolPolicy(tools={"pay": "ask"})},
         **options,
     )
 
@@ -192,3 +269,8 @@ queue = JobQueue(
     ],
     runtime=make_runtime,
 )
+
+parking = JobQueue(
+    entries=["payer", "chief", "pair", "drifty", "counter"], runtime=make_runtime, queue="parking", approvals="park"
+)
+"""Jobs that need a person's decision park until `parking.decide(...)`."""

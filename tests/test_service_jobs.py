@@ -5,6 +5,7 @@ transfer is made exactly once (its reference is the idempotency key)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,10 @@ import asyncpg
 import httpx
 import pytest
 
+from llm_do.jobs import JobQueue
+
 from .jobs_support import ROOT, Worker, eventually, fresh_database, wait_for_workers
+from .journal_app import parking
 from .postgres import PostgresServer
 from .test_service import served
 
@@ -170,3 +174,44 @@ async def _all_final(database: str) -> bool:
     finally:
         await conn.close()
     return int(pending) == 0
+
+
+async def test_a_parked_job_is_listed_and_decided_through_the_service(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service over a parking queue (tests/journal_app.py's): `GET /jobs/{id}/approvals` shows what the job
+    waits on, `POST /jobs/{id}/approvals/{approval_id}` decides it, once."""
+    monkeypatch.setenv("LLM_DO_DATABASE_URL", database)
+    queue = JobQueue(database, entries=list(parking.entries.values()), queue=parking.queue_name, approvals="park")
+    notes = tmp_path / "notes"
+    worker = Worker("tests.journal_app:parking", database, tmp_path / "worker.log", concurrency=1)
+    try:
+        app = create_app(Bank(), queue, with_chat=False)
+        async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
+            job_id = await queue.defer("payer", json.dumps({"notes": str(notes), "amount": 5}))
+
+            async def parked() -> bool:
+                return (await client.get(f"/jobs/{job_id}")).json()["status"] == "awaiting_approval"
+
+            await eventually(parked, "the job is parked")
+            [question] = (await client.get(f"/jobs/{job_id}/approvals")).json()
+            assert (question["call_path"], question["tool"], question["args"]["amount"]) == ("payer", "pay", 5)
+            url_of = f"/jobs/{job_id}/approvals/{question['approval_id']}"
+            unknown = await client.post(f"/jobs/{job_id}/approvals/apr_nope", json={"choice": "approve"})
+            assert unknown.status_code == 409 and "has no approval 'apr_nope'" in unknown.json()["error"]
+            assert (await client.post("/jobs/424242/approvals/apr_x", json={"choice": "deny"})).status_code == 404
+            assert (await client.post(url_of, json={"choice": "maybe"})).status_code == 422
+            decided = await client.post(url_of, json={"choice": "approve"})
+            assert decided.status_code == 200 and decided.json()["status"] == "todo", decided.text
+            again = await client.post(url_of, json={"choice": "deny"})
+            assert again.status_code == 409 and "already decided" in again.json()["error"]
+
+            async def done() -> bool:
+                return (await client.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
+
+            await eventually(done, "the decided job succeeded")
+            assert (await client.get(f"/jobs/{job_id}")).json()["output"] == "done: quote ok, step 1 ok, paid 5"
+            assert (await client.get(f"/jobs/{job_id}/approvals")).json() == []
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert notes.read_text().count("paid 5") == 1

@@ -9,19 +9,24 @@ async with queue:
     record = await queue.get(job_id)     # status, output, usage, calls, error
 await run_worker(queue, WorkerOptions(concurrency=10))   # or: llm-do worker module:queue
 ```
+
+`JobQueue(..., approvals="park")` parks a job whose call needs a person's decision (`awaiting_approval`,
+holding no worker) until `queue.decide(job_id, approval_id, "approve" | "deny")`.
 """
 
 from procrastinate import RetryStrategy
 
 from .context import JobInfo, current_job
+from .parking import DecisionRefused, PendingApproval, RunParked
 from .queue import JobEntry, JobQueue, RuntimeFactory
 from .records import FINAL_STATUSES, JobNotFound, JobRecord, JobStatus
 from .retry import WorkerShutdown
 from .settings import JobSettings
-from .worker import WorkerOptions, recover_stalled_jobs, remove_old_journals, run_worker
+from .worker import WorkerOptions, expire_approvals, recover_stalled_jobs, remove_old_journals, run_worker
 
 __all__ = [
     "FINAL_STATUSES",
+    "DecisionRefused",
     "JobEntry",
     "JobInfo",
     "JobNotFound",
@@ -29,11 +34,14 @@ __all__ = [
     "JobRecord",
     "JobSettings",
     "JobStatus",
+    "PendingApproval",
     "RetryStrategy",
+    "RunParked",
     "RuntimeFactory",
     "WorkerOptions",
     "WorkerShutdown",
     "current_job",
+    "expire_approvals",
     "recover_stalled_jobs",
     "remove_old_journals",
     "run_worker",

@@ -13,12 +13,14 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from ..approval import Approver
 from ..attachments import Attachment, AttachmentError
 from ..models.journal import Journal
 from ..run import RunReport, RunResult, run_report
 from ..runtime import Runtime
 from .context import JobInfo, reset_current, set_current
 from .journal import JobJournals
+from .parking import RunParked
 from .records import calls_json, output_json, usage_json
 from .retry import WorkerShutdown
 from .store import write_result
@@ -39,6 +41,7 @@ async def perform(
     cancel_reason: Callable[[], str | None],
     attachments: Any = None,
     journals: JobJournals | None = None,
+    approver: Approver | None = None,
 ) -> None:
     """Run `job` as one run of `runtime`; store its output, or its error, before returning or raising.
 
@@ -47,7 +50,8 @@ async def perform(
     run's model responses are journaled, and answered from what earlier attempts journaled.
 
     The run's exception (or the cancellation that ended it) is re-raised unchanged, so procrastinate
-    marks the job failed (retried if its task retries) or aborted.
+    marks the job failed (retried if its task retries) or aborted. A run that parked (`approver` stored a
+    question and raised `RunParked`) raises `RunParked`, and stores no result.
     """
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
@@ -55,18 +59,25 @@ async def perform(
     try:
         handed = _attachments_of(job, attachments, runtime) if attachments else ()
         if journals is None:
-            result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+            result = await runtime.run(
+                job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
+            )
         else:
             journal = await journals.open(job.id, job.attempt)
             try:
                 with journals.installed(runtime, job.entry, journal):
-                    result = await runtime.run(job.entry, input_data, trace_parent=job.traceparent, attachments=handed)
+                    result = await runtime.run(
+                        job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
+                    )
             finally:
                 await _shielded(journal.settled())  # the last responses are written before the job ends
     except BaseException as error:
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):
             raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
+        if isinstance(error, RunParked):  # a run's exception propagates unchanged, from any depth
+            logger.info("%s", error)
+            raise
         reason = cancel_reason() if cancelled else None
         text = f"cancelled ({reason})" if cancelled else f"{type(error).__name__}: {error}"
         outcome = "cancelled" if cancelled else "error"

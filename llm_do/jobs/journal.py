@@ -60,7 +60,9 @@ DELETE FROM llm_do_journal j
    AND (NOT EXISTS (SELECT 1 FROM procrastinate_jobs p WHERE p.id = j.job_id)
         OR EXISTS (SELECT 1 FROM procrastinate_jobs p JOIN llm_do_job_results r ON r.job_id = p.id
                     WHERE p.id = j.job_id AND p.status::text = ANY(%(final)s)
-                      AND r.finished_at < now() - make_interval(secs => %(retention)s)))
+                      AND r.finished_at < now() - make_interval(secs => %(retention)s)
+                      AND NOT EXISTS (SELECT 1 FROM llm_do_approvals a
+                                       WHERE a.queue = j.queue AND a.job_id = j.job_id AND a.choice IS NULL)))
 """
 
 

@@ -9,13 +9,14 @@ run the job again).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy
 from procrastinate.exceptions import ConnectorException
@@ -32,6 +33,16 @@ from ..tracing import current_traceparent
 from .context import JobInfo
 from .execute import SHUTDOWN, perform, stored_attachments
 from .journal import JobJournals, create_journal_table
+from .parking import (
+    AWAITING,
+    Parking,
+    PendingApproval,
+    cancel_parked,
+    create_approvals_table,
+    load_decisions,
+    pending_approvals,
+    store_decision,
+)
 from .records import STATUSES, JobNotFound, JobRecord
 from .retry import JobRetry
 from .settings import JobSettings
@@ -70,6 +81,10 @@ class JobQueue:
     `runtime` makes the runtime a worker opens once at start-up; processes that only defer, read and
     cancel jobs do not need it. `database_url` defaults to `LLM_DO_JOBS_DATABASE_URL`, then
     `LLM_DO_DATABASE_URL`. Use `async with queue:` (or `open()`/`close()`) around calls.
+
+    `approvals`: `"runtime"` (the default) answers a job's approvals as the worker's runtime does (its mode
+    and approver); `"park"` ends a run that needs a person's decision and parks the job (`awaiting_approval`)
+    until `decide()` answers it (see docs/jobs.md, "Waiting for a person").
     """
 
     def __init__(
@@ -80,13 +95,25 @@ class JobQueue:
         runtime: RuntimeFactory | None = None,
         queue: str = "llm_do",
         pool_size: int = 4,
+        approvals: Literal["runtime", "park"] = "runtime",
     ) -> None:
+        if approvals not in ("runtime", "park"):
+            raise ConfigurationError(f"JobQueue(approvals=...) must be 'runtime' or 'park', got {approvals!r}")
+        self.approvals = approvals
         self._database_url = database_url  # read from the settings at open() when None
         self.runtime_factory = runtime
         self.queue_name = queue
         self.pool_size = pool_size
         self.app = App(connector=PsycopgConnector())
         self.entries: Mapping[str, JobEntry] = _entries(entries)
+        unjournaled = sorted(spec.name for spec in self.entries.values() if not spec.journal)
+        if approvals == "park" and unjournaled:
+            raise ConfigurationError(
+                f"JobQueue(approvals='park') needs the journal, but entry {', '.join(map(repr, unjournaled))} opts "
+                "out (journal=False): a parked job resumes by replaying its model responses up to the question (a "
+                "model asked again gives its tool calls new ids, so the decision would never apply); journal it, "
+                "or put it in a queue that does not park"
+            )
         self._tasks: dict[str, Task[Any, Any, Any]] = {}
         self._task_entries = {TASK_PREFIX + name: name for name in self.entries}
         self._pool: AsyncConnectionPool[Any] | None = None
@@ -172,6 +199,7 @@ class JobQueue:
                     await self.app.schema_manager.apply_schema_async()
                 await create_results_table(conn)
                 await create_journal_table(conn)
+                await create_approvals_table(conn)
                 await conn.commit()
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
@@ -244,9 +272,32 @@ class JobQueue:
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: a queued job never starts; a running one has its run cancelled (its teardown
-        runs) by the worker that runs it. False when the job had already finished."""
-        await self.get(job_id)  # JobNotFound for another queue's job or an unknown id
+        runs) by the worker that runs it; a parked one ends `cancelled`, its questions denied. False when the
+        job had already finished."""
+        record = await self.get(job_id)  # JobNotFound for another queue's job or an unknown id
+        if record.status == AWAITING:
+            return await cancel_parked(self.pool, self.queue_name, job_id)
         return await self.app.job_manager.cancel_job_by_id_async(job_id, abort=True)
+
+    async def decide(
+        self, job_id: int, approval_id: str, choice: Literal["approve", "deny"], *, note: str | None = None
+    ) -> bool:
+        """Answer the question parked job `job_id` waits on (`pending(job_id)`); `note` is shown to the model
+        when the call is denied. The job is queued again once it waits on no other question (True then): a
+        worker replays its run from the journal up to the question and goes on with this decision.
+
+        Raises `DecisionRefused` for an approval that is not pending (unknown, or decided already) and for a
+        job that is not this queue's."""
+        if choice not in ("approve", "deny"):
+            raise ValueError(f"decide: choice must be 'approve' or 'deny', got {choice!r}")
+        with _schema_needed():
+            return await store_decision(self.pool, self.queue_name, job_id, approval_id, choice, note)
+
+    async def pending(self, job_id: int) -> builtins.list[PendingApproval]:
+        """The questions job `job_id` waits on (none unless it is parked, or parking)."""
+        await self.get(job_id)  # JobNotFound for another queue's job or an unknown id
+        with _schema_needed():
+            return await pending_approvals(self.pool, self.queue_name, job_id)
 
     async def wait(self, job_id: int, *, interval: float = 0.1) -> JobRecord:
         """Poll until the job reaches a final status (bound it with `asyncio.timeout`)."""
@@ -290,7 +341,14 @@ class JobQueue:
             why = context.abort_reason()
             return None if why is None else ("cancel requested" if why.value == "user_request" else SHUTDOWN)
 
-        await perform(runtime, self.pool, info, input_data, reason, attachments, journals if spec.journal else None)
+        approver = None
+        if self.approvals == "park":
+            approver = Parking(
+                self.pool, self.queue_name, job.id, await load_decisions(self.pool, self.queue_name, job.id)
+            )
+        await perform(
+            runtime, self.pool, info, input_data, reason, attachments, journals if spec.journal else None, approver
+        )
 
     def _task(self, entry: str) -> Task[Any, Any, Any]:
         try:

@@ -23,10 +23,11 @@ __all__ = [
     "usage_json",
 ]
 
-JobStatus = Literal["todo", "doing", "succeeded", "failed", "cancelled", "aborted"]
+JobStatus = Literal["todo", "doing", "succeeded", "failed", "cancelled", "aborted", "awaiting_approval"]
 """procrastinate's job statuses: `todo` (queued, or waiting for a retry), `doing` (a worker runs it),
 `succeeded`, `failed` (the run raised), `cancelled` (cancelled before it started), `aborted`
-(cancelled while it ran, or stopped by a worker's shutdown)."""
+(cancelled while it ran, or stopped by a worker's shutdown); and llm-do's `awaiting_approval` (parked until
+a person decides: see `JobQueue.decide`)."""
 
 STATUSES: frozenset[str] = frozenset(get_args(JobStatus))
 FINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "aborted"})

@@ -17,6 +17,9 @@ class JobSettings(LlmDoSettings):
     jobs_journal_retention: float = Field(default=7 * 24 * 3600.0, ge=0)
     """Seconds a finished job's journal of model responses is kept before the workers remove it
     (`LLM_DO_JOBS_JOURNAL_RETENTION`; default 7 days; 0: at the next housekeeping after the job ends)."""
+    jobs_approval_expiry: float = Field(default=7 * 24 * 3600.0, gt=0)
+    """Seconds a parked job's question waits for a decision before the workers deny it, and the job goes on
+    reading the denial (`LLM_DO_JOBS_APPROVAL_EXPIRY`; default 7 days)."""
     worker_concurrency: int = Field(default=10, ge=1)
     """Jobs one worker process runs at once (`LLM_DO_WORKER_CONCURRENCY`; `--concurrency` wins)."""
     worker_heartbeat: float = Field(default=5.0, gt=0)

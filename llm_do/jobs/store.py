@@ -15,6 +15,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from .parking import AWAITING_SQL
 from .records import JobRecord
 
 __all__ = ["RESULTS_TABLE", "create_results_table", "fetch_records", "write_result"]
@@ -51,7 +52,7 @@ ON CONFLICT (job_id) DO UPDATE SET
 """
 
 _SELECT = """
-SELECT j.id, j.task_name, j.status::text AS status, j.attempts, j.args - 'attachments' AS args,
+SELECT j.id, j.task_name, {status} AS status, j.attempts, j.args - 'attachments' AS args,
        (SELECT jsonb_agg(a - 'data') FROM jsonb_array_elements(j.args->'attachments') AS a) AS attachments,
        j.abort_requested,
        r.outcome, r.output, r.usage, r.calls, r.error, r.worker, r.started_at, r.finished_at, r.journal
@@ -116,13 +117,13 @@ async def fetch_records(
     Both filters are needed: procrastinate's task names are global to a database, so two queues that
     declare the same entry share its task name."""
     names = list(tasks) if entries is None else [name for name, entry in tasks.items() if entry in set(entries)]
-    query = _SELECT
+    query = _SELECT.format(status=AWAITING_SQL)
     values: dict[str, Any] = {"queue": queue, "tasks": names, "limit": limit}
     if job_id is not None:
         query += " AND j.id = %(job_id)s"
         values["job_id"] = job_id
     if statuses is not None:
-        query += " AND j.status::text = ANY(%(statuses)s)"
+        query += f" AND {AWAITING_SQL} = ANY(%(statuses)s)"
         values["statuses"] = list(statuses)
     query += " ORDER BY j.id DESC LIMIT %(limit)s"
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:

@@ -15,12 +15,28 @@ from procrastinate import sql as procrastinate_sql
 
 from ..signals import handling
 from .journal import delete_old_journals
+from .parking import RunParked, expire_pending
 from .queue import JobQueue, RuntimeFactory, worker_name
 from .settings import JobSettings
 
-__all__ = ["WorkerOptions", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
+__all__ = ["WorkerOptions", "expire_approvals", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
 
 logger = logging.getLogger("llm_do.jobs")
+
+
+class _ParkedIsNoError(logging.Filter):
+    """procrastinate logs a job that ended by raising as an error, with its traceback: a parked job's run ended
+    as asked (`RunParked`, logged by llm-do), so its line is kept, at INFO and without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], RunParked):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = f"{record.msg} (parked, awaiting approval)"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_PARKED_IS_NO_ERROR = _ParkedIsNoError()
 
 _RECOVERY_LOCK = 7_2616_3033  # advisory lock key, with the queue's: one worker per queue re-queues stalled jobs
 
@@ -47,6 +63,8 @@ class WorkerOptions:
     """The worker's name in logs and results (default: host:pid)."""
     journal_retention: float = 7 * 24 * 3600.0
     """Seconds a finished job's journal is kept; the worker removes older ones as it goes (`remove_old_journals`)."""
+    approval_expiry: float = 7 * 24 * 3600.0
+    """Seconds a parked job's question waits before the worker denies it (`expire_approvals`, every heartbeat)."""
 
     @classmethod
     def from_settings(cls, settings: JobSettings | None = None, **overrides: Any) -> WorkerOptions:
@@ -58,6 +76,7 @@ class WorkerOptions:
             shutdown_timeout=values.worker_shutdown_timeout,
             database_timeout=values.worker_database_timeout,
             journal_retention=values.jobs_journal_retention,
+            approval_expiry=values.jobs_approval_expiry,
         )
         return replace(options, **{key: value for key, value in overrides.items() if value is not None})
 
@@ -82,6 +101,7 @@ async def run_worker(
     if factory is None:
         raise RuntimeError("the worker needs a runtime: pass run_worker(runtime=...) or JobQueue(runtime=...)")
     stop = stop if stop is not None else asyncio.Event()
+    logging.getLogger("procrastinate.worker").addFilter(_PARKED_IS_NO_ERROR)  # once: the same filter
     name = options.name or worker_name()
     opened_here = not queue.is_open
     if opened_here:
@@ -157,7 +177,8 @@ async def _reconnected(queue: JobQueue, options: WorkerOptions, stop: asyncio.Ev
 
 
 async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
-    """The worker's housekeeping: stalled jobs every heartbeat, old journals every `_journal_interval`."""
+    """The worker's housekeeping: stalled jobs and expired approvals every heartbeat, old journals every
+    `_journal_interval`."""
     loop = asyncio.get_running_loop()
     every = _journal_interval(options)
     cleaned = loop.time()
@@ -165,6 +186,11 @@ async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
         await asyncio.sleep(options.heartbeat)
         try:
             found = await recover_stalled_jobs(queue, options.stalled_timeout)
+            if queue.approvals == "park":
+                for job_id, approval_id in await expire_approvals(queue, options.approval_expiry):
+                    logger.warning(
+                        "job %d: approval %s expired undecided; denied, the job goes on", job_id, approval_id
+                    )
             if loop.time() - cleaned >= every:
                 cleaned = loop.time()
                 removed = await remove_old_journals(queue, options.journal_retention)
@@ -223,6 +249,13 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
                 },
             )
     return ids
+
+
+async def expire_approvals(queue: JobQueue, expiry: float) -> list[tuple[int, str]]:
+    """Deny the questions `queue`'s parked jobs have waited on for more than `expiry` seconds, and queue those
+    jobs again (their runs read the denial); the (job id, approval id) of each. Workers of a parking queue do
+    it every heartbeat."""
+    return await expire_pending(queue.pool, queue.queue_name, expiry)
 
 
 async def remove_old_journals(queue: JobQueue, retention: float) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import asyncpg
 from fastapi import Depends, FastAPI, Request, Response
@@ -39,6 +39,11 @@ logger = logging.getLogger("bank")
 class NewAccount(BaseModel):
     name: str = Field(min_length=1, max_length=64)
     balance: int = Field(ge=0)
+
+
+class JobDecision(BaseModel):
+    choice: Literal["approve", "deny"]
+    note: str | None = Field(default=None, max_length=500)
 
 
 async def _runtime(request: Request) -> Runtime:
@@ -202,8 +207,10 @@ def _queue(bank: Bank, jobs: JobQueue | None) -> JobQueue:
 
 
 def _add_job_endpoints(app: FastAPI, queue: JobQueue) -> None:
-    """`POST /jobs/transfer`, `GET` and `DELETE /jobs/{id}`, `GET /jobs?status=`: transfers as jobs."""
-    from llm_do.jobs import JobNotFound
+    """`POST /jobs/transfer`, `GET` and `DELETE /jobs/{id}`, `GET /jobs?status=`: transfers as jobs; and, for a
+    queue that parks jobs until a person decides, `GET /jobs/{id}/approvals` (what the job waits on) and
+    `POST /jobs/{id}/approvals/{approval_id}` `{"choice": "approve" | "deny", "note"}` (the decision)."""
+    from llm_do.jobs import DecisionRefused, JobNotFound
 
     @app.post("/jobs/transfer", status_code=202)
     async def defer_transfer(body: TransferRequest) -> dict[str, Any]:
@@ -227,6 +234,39 @@ def _add_job_endpoints(app: FastAPI, queue: JobQueue) -> None:
         if not cancelled:
             return error_response(409, f"job {job_id} already ended ({record.status}); nothing to cancel", None)
         return JSONResponse(_job_json(record))
+
+    @app.get("/jobs/{job_id}/approvals")
+    async def job_approvals(job_id: int) -> Response:
+        try:
+            pending = await queue.pending(job_id)
+        except JobNotFound as error:
+            return error_response(404, str(error), None)
+        return JSONResponse(
+            [
+                {
+                    "approval_id": item.approval_id,
+                    "call_path": item.call_path,
+                    "toolset": item.toolset,
+                    "tool": item.tool,
+                    "args": dict(item.args),
+                    "reason": item.reason,
+                    "description": item.description,
+                    "asked_at": item.asked_at.isoformat(),
+                }
+                for item in pending
+            ]
+        )
+
+    @app.post("/jobs/{job_id}/approvals/{approval_id}")
+    async def decide_job_approval(job_id: int, approval_id: str, body: JobDecision) -> Response:
+        try:
+            await queue.get(job_id)
+            await queue.decide(job_id, approval_id, body.choice, note=body.note)
+            return JSONResponse(_job_json(await queue.get(job_id)))
+        except JobNotFound as error:
+            return error_response(404, str(error), None)
+        except DecisionRefused as error:
+            return error_response(409, str(error), None)
 
     @app.get("/jobs")
     async def jobs_by_status(status: str | None = None, limit: int = 100) -> Response:

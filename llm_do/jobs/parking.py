@@ -1,0 +1,300 @@
+"""Jobs parked until a person decides: pending approvals and their decisions in `llm_do_approvals`.
+
+A job of a queue made with `JobQueue(approvals="park")` that reaches a call needing approval stores the
+question here and ends its run (`RunParked`): its teardown runs, and its worker slot and connections are
+free. procrastinate sees the job `failed`; a pending row makes it `awaiting_approval` to llm-do. A
+decision (`JobQueue.decide`, or expiry by the workers' housekeeping) is stored here and queues the job
+again (procrastinate's `retry_job`): the run replays from the journal up to the question, and this module's
+approver answers it with the stored decision without asking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from procrastinate import sql as procrastinate_sql
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+from pydantic_core import to_jsonable_python
+
+from ..approval import Approval, ApprovalRequest
+from ..errors import LlmDoError
+
+__all__ = [
+    "APPROVALS_TABLE",
+    "AWAITING",
+    "DecisionRefused",
+    "Parking",
+    "PendingApproval",
+    "RunParked",
+    "cancel_parked",
+    "create_approvals_table",
+    "expire_pending",
+    "load_decisions",
+    "pending_approvals",
+    "store_decision",
+]
+
+APPROVALS_TABLE = "llm_do_approvals"
+AWAITING = "awaiting_approval"
+
+_CREATE = """
+CREATE TABLE IF NOT EXISTS llm_do_approvals (
+    queue text NOT NULL,
+    job_id bigint NOT NULL,
+    approval_id text NOT NULL,
+    call_path text NOT NULL,
+    toolset text NOT NULL,
+    tool text NOT NULL,
+    args jsonb NOT NULL,
+    reason text NOT NULL,
+    description text NOT NULL,
+    asked_at timestamptz NOT NULL DEFAULT now(),
+    choice text CHECK (choice IN ('approve', 'deny')),
+    note text,
+    decided_at timestamptz,
+    PRIMARY KEY (queue, job_id, approval_id)
+)
+"""
+
+_PARK = """
+INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, reason, description)
+VALUES (%(queue)s, %(job_id)s, %(approval_id)s, %(call_path)s, %(toolset)s, %(tool)s, %(args)s, %(reason)s,
+        %(description)s)
+ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
+    call_path = EXCLUDED.call_path, toolset = EXCLUDED.toolset, tool = EXCLUDED.tool, args = EXCLUDED.args,
+    reason = EXCLUDED.reason, description = EXCLUDED.description, asked_at = now(),
+    choice = NULL, note = NULL, decided_at = NULL
+"""
+
+_DECIDED = """
+SELECT approval_id, toolset, tool, args, choice, note FROM llm_do_approvals
+ WHERE queue = %s AND job_id = %s AND choice IS NOT NULL
+"""
+
+_PENDING = """
+SELECT approval_id, call_path, toolset, tool, args, reason, description, asked_at FROM llm_do_approvals
+ WHERE queue = %s AND job_id = %s AND choice IS NULL ORDER BY asked_at, approval_id
+"""
+
+_EXPIRED = """
+SELECT a.job_id, a.approval_id FROM llm_do_approvals a JOIN procrastinate_jobs j ON j.id = a.job_id
+ WHERE a.queue = %s AND a.choice IS NULL AND j.status = 'failed'
+   AND a.asked_at < now() - make_interval(secs => %s)
+ ORDER BY a.asked_at
+"""
+
+AWAITING_SQL = (
+    "CASE WHEN j.status = 'failed' AND EXISTS (SELECT 1 FROM llm_do_approvals a WHERE a.queue = j.queue_name "
+    "AND a.job_id = j.id AND a.choice IS NULL) THEN 'awaiting_approval' ELSE j.status::text END"
+)
+"""A job's status as llm-do reads it (procrastinate's, or `awaiting_approval`); `j` is procrastinate's row."""
+
+
+class RunParked(LlmDoError):
+    """The run reached a call that needs a person's decision, and its queue parks such jobs.
+
+    Raised by the job's approver after the question was stored; the run ends (its teardown runs) and the
+    job waits, holding no worker, until `JobQueue.decide` answers it."""
+
+    def __init__(self, job_id: int, request: ApprovalRequest) -> None:
+        self.job_id = job_id
+        self.request = request
+        super().__init__(
+            f"job {job_id} is parked: {request.description} (approval {request.approval_id}); decide it with "
+            "JobQueue.decide(job_id, approval_id, 'approve' | 'deny')"
+        )
+
+
+class DecisionRefused(LlmDoError):
+    """A decision that cannot apply: the approval is not pending, was decided already, or belongs to a job
+    of another queue (or to no job)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A question a parked job waits on."""
+
+    job_id: int
+    approval_id: str
+    call_path: str
+    """The entries from the job's top-level call down to the one that asks, joined by `/`."""
+    toolset: str
+    tool: str
+    args: Mapping[str, Any]
+    reason: str
+    description: str
+    asked_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    toolset: str
+    tool: str
+    args: Any
+    approval: Approval
+
+
+class Parking:
+    """The approver of one run of a parking queue's job: applies stored decisions, parks on the others."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], queue: str, job_id: int, decided: Mapping[str, _Decision]
+    ) -> None:
+        self.pool = pool
+        self.queue = queue
+        self.job_id = job_id
+        self.decided = decided
+
+    async def __call__(self, request: ApprovalRequest) -> Approval:
+        args = _args(request)
+        found = self.decided.get(request.approval_id)
+        if found is not None and (found.toolset, found.tool, found.args) == (request.toolset, request.tool, args):
+            return found.approval
+        values = {
+            "queue": self.queue,
+            "job_id": self.job_id,
+            "approval_id": request.approval_id,
+            "call_path": "/".join(request.chain),
+            "toolset": request.toolset,
+            "tool": request.tool,
+            "args": Jsonb(args),
+            "reason": request.reason,
+            "description": request.description,
+        }
+        async with self.pool.connection() as conn:
+            await conn.execute(_PARK, values)
+        raise RunParked(self.job_id, request)
+
+
+def _args(request: ApprovalRequest) -> Any:
+    return to_jsonable_python(dict(request.args), fallback=repr)
+
+
+async def create_approvals_table(conn: AsyncConnection[Any]) -> None:
+    await conn.execute(_CREATE)
+
+
+async def load_decisions(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> dict[str, _Decision]:
+    """The decisions stored for job `job_id`, by approval id."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(_DECIDED, (queue, job_id))).fetchall()
+    return {
+        approval_id: _Decision(toolset, tool, args, Approval(choice, note))
+        for approval_id, toolset, tool, args, choice, note in rows
+    }
+
+
+async def pending_approvals(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> list[PendingApproval]:
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_PENDING, (queue, job_id))
+        rows = await cursor.fetchall()
+    return [PendingApproval(job_id=job_id, **row) for row in rows]
+
+
+async def store_decision(
+    pool: AsyncConnectionPool[Any],
+    queue: str,
+    job_id: int,
+    approval_id: str,
+    choice: Literal["approve", "deny"],
+    note: str | None,
+) -> bool:
+    """Store the decision and, once the job waits on no other question, queue it again (one transaction);
+    whether it was queued. Raises `DecisionRefused` when the approval is not pending for a parked job."""
+    async with pool.connection() as conn, conn.transaction():
+        status = await _locked_job(conn, queue, job_id)
+        row = await (
+            await conn.execute(
+                "SELECT choice FROM llm_do_approvals WHERE queue = %s AND job_id = %s AND approval_id = %s FOR UPDATE",
+                (queue, job_id, approval_id),
+            )
+        ).fetchone()
+        if row is None:
+            raise DecisionRefused(
+                f"job {job_id} has no approval {approval_id!r}: list what it waits on with JobQueue.pending({job_id})"
+            )
+        if row[0] is not None:
+            raise DecisionRefused(f"approval {approval_id!r} of job {job_id} was already decided ({row[0]!r})")
+        if status != "failed":
+            raise DecisionRefused(
+                f"job {job_id} is {status!r}, not parked yet: its run is still ending; decide again in a moment"
+            )
+        await conn.execute(
+            "UPDATE llm_do_approvals SET choice = %s, note = %s, decided_at = now() "
+            "WHERE queue = %s AND job_id = %s AND approval_id = %s",
+            (choice, note, queue, job_id, approval_id),
+        )
+        if await _waiting(conn, queue, job_id):
+            return False
+        await _requeue(conn, job_id)
+        return True
+
+
+async def cancel_parked(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> bool:
+    """Cancel a parked job: its questions are denied (`the job was cancelled`) and it ends `cancelled`; False
+    when the job is not parked."""
+    async with pool.connection() as conn, conn.transaction():
+        status = await _locked_job(conn, queue, job_id)
+        if status != "failed" or not await _waiting(conn, queue, job_id):
+            return False
+        await conn.execute(
+            "UPDATE llm_do_approvals SET choice = 'deny', note = 'the job was cancelled', decided_at = now() "
+            "WHERE queue = %s AND job_id = %s AND choice IS NULL",
+            (queue, job_id),
+        )
+        await _requeue(conn, job_id)  # procrastinate cancels only queued jobs: failed -> todo -> cancelled
+        await conn.execute(
+            procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": False, "delete_job": False}
+        )
+        return True
+
+
+async def _locked_job(conn: AsyncConnection[Any], queue: str, job_id: int) -> str:
+    """The status of job `job_id`, locked until the transaction ends; refused unless it is `queue`'s."""
+    job = await (
+        await conn.execute(
+            "SELECT status::text, queue_name FROM procrastinate_jobs WHERE id = %s FOR UPDATE", (job_id,)
+        )
+    ).fetchone()
+    if job is None or job[1] != queue:
+        raise DecisionRefused(f"job {job_id} is no job of queue {queue!r}: nothing to decide there")
+    return str(job[0])
+
+
+async def _waiting(conn: AsyncConnection[Any], queue: str, job_id: int) -> bool:
+    found = await (
+        await conn.execute(
+            "SELECT 1 FROM llm_do_approvals WHERE queue = %s AND job_id = %s AND choice IS NULL LIMIT 1",
+            (queue, job_id),
+        )
+    ).fetchone()
+    return found is not None
+
+
+async def _requeue(conn: AsyncConnection[Any], job_id: int) -> None:
+    await conn.execute(
+        procrastinate_sql.queries["retry_job"],
+        {"job_id": job_id, "retry_at": None, "new_priority": None, "new_queue_name": None, "new_lock": None},
+    )
+
+
+async def expire_pending(pool: AsyncConnectionPool[Any], queue: str, expiry: float) -> list[tuple[int, str]]:
+    """Deny the pending approvals of `queue`'s parked jobs asked more than `expiry` seconds ago (their jobs go
+    on, reading the denial); the (job id, approval id) of each."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(_EXPIRED, (queue, expiry))).fetchall()
+    expired: list[tuple[int, str]] = []
+    note = f"no decision came within {expiry:g}s (LLM_DO_JOBS_APPROVAL_EXPIRY)"
+    for job_id, approval_id in rows:
+        try:
+            await store_decision(pool, queue, job_id, approval_id, "deny", note)
+        except DecisionRefused:
+            continue  # decided meanwhile
+        expired.append((job_id, approval_id))
+    return expired

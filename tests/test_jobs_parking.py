@@ -1,0 +1,334 @@
+"""Jobs parked until a person decides: real `llm-do worker` processes on the suite's PostgreSQL, the model
+requests counted by the models themselves and every payment noted by the tool (tests/journal_app.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from llm_do import ConfigurationError
+from llm_do.jobs import DecisionRefused, JobEntry, JobQueue, JobRecord, PendingApproval
+
+from .jobs_support import Worker, eventually, fresh_database
+from .journal_app import parking as app_parking
+from .journal_app import queue as app_queue
+from .postgres import PostgresServer
+
+TARGET = "tests.journal_app:parking"
+ENTRIES = list(app_parking.entries.values())
+
+
+@pytest.fixture
+async def dsn(postgres: PostgresServer) -> AsyncIterator[str]:
+    async with fresh_database(postgres) as url:
+        yield url
+
+
+@pytest.fixture
+async def queue(dsn: str) -> AsyncIterator[JobQueue]:
+    async with JobQueue(dsn, entries=ENTRIES, queue=app_parking.queue_name, approvals="park") as opened:
+        await opened.apply_schema()
+        yield opened
+
+
+def ask(notes: Path, amount: int = 10) -> str:
+    return json.dumps({"notes": str(notes), "amount": amount})
+
+
+def sent(notes: Path) -> Counter[tuple[str, int]]:
+    """How many times each (model, request index) was sent to a model, over every run."""
+    lines = notes.read_text().splitlines() if notes.exists() else []
+    return Counter(
+        (who, int(index)) for _, who, index, _ in (line.split() for line in lines if line.startswith("sent "))
+    )
+
+
+def noted(notes: Path, kind: str) -> list[str]:
+    return [line for line in (notes.read_text().splitlines() if notes.exists() else []) if line.startswith(kind)]
+
+
+def paid(notes: Path) -> list[str]:
+    return noted(notes, "paid ")
+
+
+async def parked(queue: JobQueue, job_id: int, within: float = 30.0) -> PendingApproval:
+    """Wait until the job is parked; the one question it waits on."""
+    await parked_on_any(queue, job_id, within)
+    [pending] = await queue.pending(job_id)
+    return pending
+
+
+async def parked_on_any(queue: JobQueue, job_id: int, within: float = 30.0) -> None:
+    async def awaiting() -> bool:
+        return (await queue.get(job_id)).status == "awaiting_approval"
+
+    await eventually(awaiting, f"job {job_id} is parked", within=within)
+
+
+async def finished(queue: JobQueue, job_id: int, within: float = 60.0) -> JobRecord:
+    async with asyncio.timeout(within):
+        return await queue.wait(job_id, interval=0.05)
+
+
+PAYER_BEFORE = {("payer", 0): 1, ("payer", 1): 1, ("payer", 2): 1}
+"""The payer's requests up to the one whose response asks to pay: each sent once, whatever the parking."""
+
+
+async def test_a_parked_job_frees_its_worker_and_an_approval_resumes_it_paying_once(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("payer", ask(notes, 25))
+        pending = await parked(queue, job_id)
+        assert (pending.call_path, pending.toolset, pending.tool) == ("payer", "till", "pay")
+        assert pending.args == {"notes": str(notes), "amount": 25}
+        assert pending.approval_id.startswith("apr_") and pending.reason
+        assert [record.id for record in await queue.list("awaiting_approval")] == [job_id]
+        assert paid(notes) == []
+
+        other = await queue.defer("counter", json.dumps({"notes": str(tmp_path / "other")}))
+        assert (await finished(queue, other)).status == "succeeded"  # the only slot was free
+        assert (await queue.get(job_id)).status == "awaiting_approval"
+
+        assert await queue.decide(job_id, pending.approval_id, "approve") is True
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == "done: quote ok, step 1 ok, paid 25"
+    assert paid(notes) == ["paid 25"]
+    assert noted(notes, "till exit") == ["till exit RunParked", "till exit ok"]  # the parked run was torn down
+    assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
+    assert record.journal == {
+        "replayed": 3,
+        "sent": 1,
+        "live_from": [{"call": "payer", "position": 3, "reason": "ends"}],
+    }
+    assert await queue.pending(job_id) == []
+    assert await queue.list("awaiting_approval") == []
+
+
+async def test_a_denied_call_never_runs_and_the_model_reads_the_denial(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("payer", ask(notes))
+        pending = await parked(queue, job_id)
+        await queue.decide(job_id, pending.approval_id, "deny", note="over budget")
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", record
+    assert paid(notes) == []
+    assert "the approver denied it: over budget" in record.output
+    assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
+
+
+async def test_decisions_that_cannot_apply_are_refused_and_a_parked_job_can_be_cancelled(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    async with JobQueue(dsn, entries=list(app_queue.entries.values())) as others:
+        foreign = await others.defer("counter", "{}")
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("payer", ask(notes))
+        pending = await parked(queue, job_id)
+        with pytest.raises(DecisionRefused, match=f"job {job_id} has no approval 'apr_nope'"):
+            await queue.decide(job_id, "apr_nope", "approve")
+        with pytest.raises(DecisionRefused, match=f"job {foreign} is no job of queue 'parking'"):
+            await queue.decide(foreign, pending.approval_id, "approve")
+        with pytest.raises(DecisionRefused, match="is no job of queue"):
+            await queue.decide(10**9, pending.approval_id, "approve")
+        await queue.decide(job_id, pending.approval_id, "deny")
+        with pytest.raises(
+            DecisionRefused, match=f"approval '{pending.approval_id}' of job {job_id} was already decided"
+        ):
+            await queue.decide(job_id, pending.approval_id, "approve")
+        record = await finished(queue, job_id)
+
+        dropped = await queue.defer("payer", ask(tmp_path / "dropped"))
+        question = await parked(queue, dropped)
+        assert await queue.cancel(dropped) is True
+        assert (await queue.get(dropped)).status == "cancelled"
+        assert await queue.pending(dropped) == [] and await queue.cancel(dropped) is False
+        with pytest.raises(DecisionRefused, match="was already decided"):
+            await queue.decide(dropped, question.approval_id, "approve")
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded" and paid(notes) == []
+    assert paid(tmp_path / "dropped") == []
+
+
+async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """chief asks middle, which asks payer, which wants to pay."""
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("chief", ask(notes, 7))
+        pending = await parked(queue, job_id)
+        assert (pending.call_path, pending.tool) == ("chief/middle/payer", "pay")
+        await queue.decide(job_id, pending.approval_id, "approve")
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == "middle said: payer said: done: quote ok, step 1 ok, paid 7"
+    assert paid(notes) == ["paid 7"]
+    assert sent(notes) == {
+        ("chief", 0): 1,
+        ("middle", 0): 1,
+        **PAYER_BEFORE,
+        ("payer", 3): 1,
+        ("middle", 1): 1,
+        ("chief", 1): 1,
+    }
+    assert record.journal is not None and record.journal["replayed"] == 5
+
+
+async def test_parallel_calls_that_both_ask_resume_once_each_is_decided(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """pair asks two payers at once; each wants to pay. Whichever questions a run parked on, the job is queued
+    again once they are all decided, and goes on until the last one is answered."""
+    notes = {tag: tmp_path / f"{tag}.notes" for tag in ("pair", "a", "b")}
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    decided: list[str] = []
+    try:
+        job_id = await queue.defer(
+            "pair", json.dumps({"notes": str(notes["pair"]), "notes_a": str(notes["a"]), "notes_b": str(notes["b"])})
+        )
+        while len(decided) < 2:
+            await parked_on_any(queue, job_id)
+            questions = await queue.pending(job_id)
+            assert questions and all(question.call_path == "pair/payer" for question in questions)
+            for number, question in enumerate(questions, 1):
+                assert question.approval_id not in decided
+                resumed = await queue.decide(job_id, question.approval_id, "approve")
+                assert resumed is (number == len(questions))
+                decided.append(question.approval_id)
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == "pair: done: quote ok, step 1 ok, paid 1 | done: quote ok, step 1 ok, paid 2"
+    assert (paid(notes["a"]), paid(notes["b"])) == (["paid 1"], ["paid 2"])
+    assert sent(notes["pair"]) == {("pair", 0): 1, ("pair", 1): 1}
+    assert sent(notes["a"]) == sent(notes["b"]) == {**PAYER_BEFORE, ("payer", 3): 1}
+
+
+async def test_a_decision_never_applies_to_a_question_asked_again_with_other_arguments(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """drifty pays what a drifting tool read, under a fixed tool call id: the resumed run asks the same
+    question id with another amount, so the decision does not apply and the job parks again."""
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("drifty", ask(notes))
+        first = await parked(queue, job_id)
+        assert first.args["amount"] == 1
+        await queue.decide(job_id, first.approval_id, "approve")
+
+        async def asked_again() -> bool:
+            found = await queue.pending(job_id)
+            return bool(found) and found[0].args["amount"] != 1
+
+        await eventually(asked_again, "the job asks again, with the drifted amount")
+        second = await parked(queue, job_id)
+        assert second.approval_id == first.approval_id and second.args["amount"] == 3
+        assert await queue.cancel(job_id) is True
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert paid(notes) == []
+
+
+@pytest.mark.long
+async def test_ten_parked_jobs_decided_in_random_order_across_workers(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    jobs = {}
+    first = Worker(TARGET, dsn, tmp_path / "first.log", concurrency=2)
+    second: Worker | None = None
+    try:
+        for n in range(10):
+            notes = tmp_path / f"job{n}.notes"
+            jobs[await queue.defer("payer", ask(notes, n))] = notes
+        questions = {job_id: await parked(queue, job_id) for job_id in jobs}
+        assert sorted(record.id for record in await queue.list("awaiting_approval")) == sorted(jobs)
+        other = await queue.defer("counter", json.dumps({"notes": str(tmp_path / "other")}))
+        assert (await finished(queue, other)).status == "succeeded"  # ten parked jobs hold none of its 2 slots
+        second = Worker(TARGET, dsn, tmp_path / "second.log", concurrency=2)
+        order = list(jobs)
+        random.Random(7).shuffle(order)
+        approved = set(order[::2])
+        for index, job_id in enumerate(order):
+            if index == 5:
+                assert first.stop() == 0, first.output()  # the rest run on a worker that did not start them
+            await queue.decide(job_id, questions[job_id].approval_id, "approve" if job_id in approved else "deny")
+        records = {job_id: await finished(queue, job_id) for job_id in jobs}
+    finally:
+        first.kill()
+        if second is not None:
+            assert second.stop() == 0, second.output()
+    for job_id, notes in jobs.items():
+        assert records[job_id].status == "succeeded", records[job_id]
+        amount = json.loads(records[job_id].input)["amount"]
+        assert paid(notes) == ([f"paid {amount}"] if job_id in approved else [])
+        assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
+
+
+async def test_an_approval_nobody_decides_expires_denied_and_the_job_goes_on(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1, env={"LLM_DO_JOBS_APPROVAL_EXPIRY": "1"})
+    try:
+        job_id = await queue.defer("payer", ask(notes))
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", record
+    assert paid(notes) == []
+    assert "no decision came within 1s (LLM_DO_JOBS_APPROVAL_EXPIRY)" in record.output
+    assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
+
+
+async def test_a_decision_survives_the_kill_of_the_worker_before_the_resumed_run(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    first = Worker(TARGET, dsn, tmp_path / "first.log", concurrency=1)
+    try:
+        job_id = await queue.defer("payer", ask(notes, 3))
+        pending = await parked(queue, job_id)
+    finally:
+        first.kill()
+    await queue.decide(job_id, pending.approval_id, "approve")
+    assert (await queue.get(job_id)).status == "todo"
+    second = Worker(TARGET, dsn, tmp_path / "second.log", concurrency=1)
+    try:
+        record = await finished(queue, job_id)
+    finally:
+        assert second.stop() == 0, second.output()
+    assert record.status == "succeeded" and paid(notes) == ["paid 3"]
+    assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
+
+
+def test_a_parking_queue_refuses_entries_without_a_journal_and_unknown_modes() -> None:
+    with pytest.raises(ConfigurationError, match=r"approvals='park'\) needs the journal, but entry 'plain' opts out"):
+        JobQueue("postgresql://nowhere", entries=["payer", JobEntry("plain", journal=False)], approvals="park")
+    with pytest.raises(ConfigurationError, match="must be 'runtime' or 'park', got 'later'"):
+        JobQueue("postgresql://nowhere", entries=["payer"], approvals="later")  # type: ignore[arg-type]
