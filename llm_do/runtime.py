@@ -339,6 +339,7 @@ class Runtime:
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not tracking.active and live is None else self._observers(tracer, live)
         if session is not None:
+            await session.refresh()  # the store's copy: another runtime on the store may have gone on since
             message_history = list(session.history) or None
             approver = approver or session.approver
         handler = loaded.event_stream_handler

@@ -146,6 +146,15 @@ class Session:
                 self.history = await _outside_any_run(self._open_host().history_store.load(self.id))
                 self._loaded = True
 
+    async def refresh(self) -> None:
+        """Read the history again from the store, as a run starts: another process sharing the store
+        (a second web process with this conversation open) may have continued the conversation. A
+        store that keeps none of it (evicted, `limit=0`) leaves the session's own copy."""
+        stored = await _outside_any_run(self._open_host().history_store.load(self.id))
+        if stored or not self.history:
+            self.history = stored
+        self._loaded = True
+
     def hold(self, holder: asyncio.Future[Any]) -> None:
         """A run starts in this session (`holder` is its task); refuses when another run holds it."""
         self._open_host()

@@ -305,6 +305,35 @@ async def test_a_conversation_continues_from_the_store_after_its_session_closed_
     assert len(store) == 1
 
 
+async def test_a_session_open_in_two_processes_continues_what_the_other_added() -> None:
+    # Two runtimes on one store stand for two web processes behind a load balancer: each message of
+    # the conversation may reach either, while both keep the session open.
+    store = InMemoryHistoryStore()
+    model = ScriptedModel("Noted: Ada.", "Noted: Paris.", "Ada, in Paris.")
+    chat = AgentEntry(Agent(model), name="chat")
+    async with (
+        Runtime(None, entries=[chat], history_store=store) as first,
+        Runtime(None, entries=[chat], history_store=store) as second,
+    ):
+        here = await first.session("conv-9")
+        await here.run("chat", "I am Ada.")
+        await second.run("chat", "I live in Paris.", session="conv-9")
+        answer = await here.run("chat", "Who and where am I?")
+        assert here.history == answer.messages == await store.load("conv-9")
+    assert prompts(model.turns[2].messages) == ["I am Ada.", "I live in Paris.", "Who and where am I?"]
+    assert answer.output == "Ada, in Paris."
+
+
+async def test_a_store_that_keeps_nothing_leaves_an_open_session_its_own_history() -> None:
+    model = ScriptedModel("Noted: Ada.", "You are Ada.")
+    chat = AgentEntry(Agent(model), name="chat")
+    async with Runtime(None, entries=[chat], history_store=InMemoryHistoryStore(limit=0)) as runtime:
+        session = await runtime.session("conv-0")
+        await session.run("chat", "I am Ada.")
+        await session.run("chat", "Who am I?")
+    assert prompts(model.turns[1].messages) == ["I am Ada.", "Who am I?"]
+
+
 @pytest.mark.long
 async def test_sessions_idled_out_leave_nothing_alive_and_memory_returns_to_its_baseline() -> None:
     log: list[str] = []

@@ -138,12 +138,9 @@ class _Turn(Response):
 
 
 async def _session(runtime: Runtime, session_id: str) -> Session:
-    """The conversation's session, its history as the store has it: another process may have continued it."""
-    was_open = session_id in runtime.sessions
-    session = await runtime.session(session_id)
-    if was_open:  # this process's copy may be behind; no other run of it is in progress (the claim)
-        session.history = await runtime.history_store.load(session_id)
-    return session
+    """The conversation's session (each run reads its history from the store, which another process may
+    have continued)."""
+    return await runtime.session(session_id)
 
 
 def _no_user() -> Response:
