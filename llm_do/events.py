@@ -288,8 +288,3 @@ class Sink:
 
 CURRENT: ContextVar[Sink | None] = ContextVar("llm_do_sink", default=None)
 """The sink of the call running in this context; None when nobody observes its run."""
-
-
-def current() -> Sink | None:
-    """The sink of the call running here, if its run is observed."""
-    return CURRENT.get()

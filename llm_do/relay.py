@@ -24,8 +24,9 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, get_args
 
+from .approval import ApprovalChoice
 from .errors import LlmDoError
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ __all__ = ["CHOICES", "Decidable", "DecisionRefused", "DecisionRelay", "Decision
 
 logger = logging.getLogger("llm_do")
 
-CHOICES = ("approve", "approve_for_session", "deny")
-"""What a decision may say."""
+CHOICES: tuple[str, ...] = get_args(ApprovalChoice)
+"""What a decision may say: an `Approval`'s choices."""
 
 _NOTE_LIMIT = 2000  # characters: a NOTIFY payload is at most 8000 bytes
 

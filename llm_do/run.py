@@ -24,6 +24,7 @@ __all__ = [
     "attach_report",
     "finished_report",
     "run_report",
+    "usage_json",
     "usage_of",
 ]
 
@@ -180,3 +181,13 @@ def _ran(part: ModelRequestPart) -> bool:
         and part.outcome == "success"
         and not (isinstance(part.content, str) and part.content in _NOT_RUN)
     )
+
+
+def usage_json(usage: RunUsage) -> dict[str, int]:
+    """Requests, tool calls and tokens, as the command's `--json` and the web stream write them."""
+    return {
+        "requests": usage.requests,
+        "tool_calls": usage.tool_calls,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+    }

@@ -47,10 +47,10 @@ from .events import (
     StreamEvent,
 )
 from .relay import CHOICES
+from .run import usage_json
 
 if TYPE_CHECKING:
     from pydantic_ai.ui import NativeEvent
-    from pydantic_ai.usage import RunUsage
     from starlette.responses import StreamingResponse
 
     from .run import RunResult
@@ -83,15 +83,6 @@ class _Encoder(VercelAIEventStream[Any, Any]):
             return
         async for chunk in super().handle_event(event):
             yield chunk
-
-
-def _usage(usage: RunUsage) -> dict[str, int]:
-    return {
-        "requests": usage.requests,
-        "tool_calls": usage.tool_calls,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-    }
 
 
 def _call(tag: CallTag, state: str, **more: Any) -> DataChunk:
@@ -147,7 +138,7 @@ class _Translator:
         if kind is CallEnded:
             ended = cast(CallEnded, event)
             error = None if ended.error is None else f"{type(ended.error).__name__}: {ended.error}"
-            return _Chunks((_call(ended.call, str(ended.outcome), usage=_usage(ended.usage), error=error),))
+            return _Chunks((_call(ended.call, str(ended.outcome), usage=usage_json(ended.usage), error=error),))
         if kind is ApprovalRequested:
             return _Chunks(tuple(self._approval(cast(ApprovalRequested, event))))
         if kind is ApprovalDecided:

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from ..run import CallRecord
+from ..run import CallRecord, usage_json
 from .watch import Board
 
 __all__ = [
@@ -130,16 +130,6 @@ def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]
         for node in nodes:
             node["calls"] = children.get(node["id"], [])
     return children.get(None, [])
-
-
-def usage_json(usage: RunUsage) -> dict[str, int]:
-    """Requests, tool calls and tokens, as `--json` writes them."""
-    return {
-        "requests": usage.requests,
-        "tool_calls": usage.tool_calls,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-    }
 
 
 def _numbers(usage: RunUsage) -> list[str]:

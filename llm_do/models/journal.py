@@ -15,22 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterable
 from contextvars import Context
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from weakref import WeakKeyDictionary
 
-from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
 from .. import tracing
 from ..call import CallScope, current_scope
 from .keys import RequestKey, request_key
+from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
 
@@ -230,7 +228,7 @@ class Journal:
             )
 
 
-class JournalModel(WrapperModel):
+class JournalModel(ObservedModel):
     """Wraps `wrapped`: each request is answered from `journal` when it can be, else sent and its response
     journaled before it is returned. Both `request` and `request_stream` are journaled."""
 
@@ -238,37 +236,18 @@ class JournalModel(WrapperModel):
         super().__init__(wrapped)
         self.journal = journal
 
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
+    def answer(
+        self, messages: list[ModelMessage], settings: ModelSettings | None, params: ModelRequestParameters
+    ) -> tuple[ModelResponse | None, tuple[_Place, RequestKey]]:
         place = self.journal.place()
-        request = request_key(messages, model_request_parameters, settings=model_settings)
-        answer = self.journal.answer(place, request)
-        if answer is not None:
-            return answer
-        response = await super().request(messages, model_settings, model_request_parameters)
-        self.journal.keep(place, request, response)
-        return response
+        request = request_key(messages, params, settings=settings)
+        return self.journal.answer(place, request), (place, request)
 
-    @asynccontextmanager
-    async def request_stream(
+    def responded(
         self,
         messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: RunContext[Any] | None = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        place = self.journal.place()
-        request = request_key(messages, model_request_parameters, settings=model_settings)
-        answer = self.journal.answer(place, request)
-        if answer is not None:
-            yield CompletedStreamedResponse(
-                answer, model_request_parameters=model_request_parameters, replay_events=True
-            )
-            return
-        async with super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
-            yield stream
-        self.journal.keep(place, request, stream.get())
+        params: ModelRequestParameters,
+        response: ModelResponse,
+        note: tuple[_Place, RequestKey],
+    ) -> None:
+        self.journal.keep(*note, response)

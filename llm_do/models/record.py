@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters
@@ -30,7 +31,9 @@ class RecordingModel(ObservedModel):
         self.recording = Recording()
         """What this model recorded so far (not yet merged with the file)."""
 
-    def responded(self, messages: list[ModelMessage], params: ModelRequestParameters, response: ModelResponse) -> None:
+    def responded(
+        self, messages: list[ModelMessage], params: ModelRequestParameters, response: ModelResponse, note: Any
+    ) -> None:
         if response.state == "complete":
             self.recording.record(request_key(messages, params), response)
 

@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
-from llm_do import LlmDoError, RunResult, Runtime, Session
+from llm_do import LlmDoError, RunResult, Runtime
 from llm_do.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
 from llm_do.web import decision_of, sse_response, vercel_sse
 
@@ -75,7 +75,7 @@ def add_chat_endpoints(app: FastAPI) -> None:
             return error_response(error.status, str(error), None)
         runtime: Runtime = request.state.runtime
         try:
-            session = await _session(runtime, session_id)
+            session = await runtime.session(session_id)  # each run reads its history from the store
         except BaseException:
             await turns.release(session_id)
             raise
@@ -135,12 +135,6 @@ class _Turn(Response):
                 await self._body.aclose()
             finally:
                 await self._release()
-
-
-async def _session(runtime: Runtime, session_id: str) -> Session:
-    """The conversation's session (each run reads its history from the store, which another process may
-    have continued)."""
-    return await runtime.session(session_id)
 
 
 def _no_user() -> Response:
