@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     )
     from .handles import Handles, open_handles
     from .history import HistoryStore, InMemoryHistoryStore
-    from .history_postgres import PostgresHistoryStore
+    from .history.postgres import PostgresHistoryStore
     from .live import ApprovalNotPending, LiveRun
     from .loading import CapturablePerRunWarning
     from .policy import Decision, PolicySettings, Rule, ToolPolicy, Verdict
@@ -173,7 +173,7 @@ _MODULES: dict[str, str] = {
     "LogEntry": "run",
     "MaxDepthExceeded": "errors",
     "PolicySettings": "policy",
-    "PostgresHistoryStore": "history_postgres",
+    "PostgresHistoryStore": "history.postgres",
     "ResponseCompleted": "events",
     "Rule": "policy",
     "RunFailed": "events",

@@ -31,7 +31,7 @@ from .run import RunReport, RunResult, attach_report, finished_report
 from .runscope import RunScope
 from .session import Session, SessionBusy, SessionError
 from .settings import RuntimeConfig
-from .traced import TracingObserver
+from .tracing.observer import TracingObserver
 
 __all__ = ["Runtime"]
 

@@ -1,4 +1,4 @@
-"""`llm_do.children`: process groups started with `spawn_options` end when the process that started them
+"""`llm_do.process.children`: process groups started with `spawn_options` end when the process that started them
 dies without ending them, even when its guardian was killed first and had to be started again."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .mcp_support import alive, gone_within
 PARENT = """
 import os, signal, subprocess, sys
 from pathlib import Path
-from llm_do import children
+from llm_do.process import children
 
 STUBBORN = ["sh", "-c", "trap '' TERM HUP; sleep 600 & echo $!; wait"]
 

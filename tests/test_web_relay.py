@@ -1,4 +1,4 @@
-"""The decision relay (llm_do.relay) between two relays, as two web processes would hold them, on a
+"""The decision relay (llm_do.web.relay) between two relays, as two web processes would hold them, on a
 real PostgreSQL: delivered, refused, undelivered, and through a dropped connection."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from llm_do import LlmDoError
-from llm_do.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
+from llm_do.web.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
 
 from .postgres import PostgresServer
 

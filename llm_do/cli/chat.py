@@ -22,10 +22,10 @@ from rich.live import Live
 from rich.markup import escape
 
 from ..models import RecordingModel
+from ..process.signals import handling
 from ..project import Project
 from ..run import RunResult
 from ..session import Session
-from ..signals import handling
 from .render import output_text, usage_table
 
 

@@ -16,7 +16,7 @@ import signal
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from ..signals import handling
+from ..process.signals import handling
 from .failures import Terminated
 
 __all__ = ["TERMINATING", "run"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from procrastinate import sql as procrastinate_sql
 
-from ..signals import handling
+from ..process.signals import handling
 from .journal import delete_old_journals
 from .parking import RunParked, expire_pending
 from .queue import JobQueue, RuntimeFactory, worker_name

@@ -2,12 +2,19 @@
 
 Needs the `mcp` extra (`pip install 'llm-do[mcp]'`). A plain pydantic-ai `MCPToolset` built by any
 provider is owned by an `McpServer` with that provider's scope; `confined_roots` gives the directories
-to offer one as MCP roots; see docs/mcp.md.
+to offer one as MCP roots; see docs/mcp.md. Each name is imported when first used, so that checking
+a project's MCP roots (`llm_do.mcp.roots`, standard library only) never imports fastmcp.
 """
 
-from ..mcp_roots import RootRefused, confined_roots
-from .server import McpOptions, McpServer, McpServerError, McpServersError, own_mcp_toolsets
-from .stdio import OwnedStdioTransport, ServerCommandNotFound
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .roots import RootRefused, confined_roots
+    from .server import McpOptions, McpServer, McpServerError, McpServersError, own_mcp_toolsets
+    from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
 __all__ = [
     "McpOptions",
@@ -20,3 +27,28 @@ __all__ = [
     "confined_roots",
     "own_mcp_toolsets",
 ]
+
+_MODULES = {
+    "McpOptions": "server",
+    "McpServer": "server",
+    "McpServerError": "server",
+    "McpServersError": "server",
+    "OwnedStdioTransport": "stdio",
+    "RootRefused": "roots",
+    "ServerCommandNotFound": "stdio",
+    "confined_roots": "roots",
+    "own_mcp_toolsets": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llm_do.mcp' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

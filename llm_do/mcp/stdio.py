@@ -3,7 +3,7 @@
 fastmcp's stdio transport keeps the process alive between sessions by default and hides it. This
 one starts the process when a session opens and ends it when the session closes: stdin is closed,
 then the process group gets SIGTERM, then SIGKILL after a grace period; if llm-do dies first,
-`llm_do.children` ends the group. It keeps what supervision needs: the pid, the exit code and the
+`llm_do.process.children` ends the group. It keeps what supervision needs: the pid, the exit code and the
 last lines of stderr.
 """
 
@@ -28,7 +28,7 @@ from mcp import ClientSession
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-from .. import children
+from ..process import children
 
 __all__ = ["OwnedStdioTransport", "ServerCommandNotFound"]
 

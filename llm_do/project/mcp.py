@@ -24,7 +24,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_ai.toolsets import WrapperToolset
 
-from ..mcp_roots import RootRefused, check_root
 from ..scopes import Scope, ToolsetSpec
 from .problems import Problem
 
@@ -227,6 +226,8 @@ def _server_spec(
     if decl.cwd is not None and not (root / decl.cwd).is_dir():
         problem(f"cwd {decl.cwd!r} is not a directory of the project", decl.cwd)
     roots: list[str] = []
+    from ..mcp.roots import RootRefused, check_root  # here: a project without MCP servers never imports llm_do.mcp
+
     for path in decl.roots:
         try:
             found = check_root(root, path, allow_outside=decl.allow_roots_outside_project, advice=_ROOTS_ADVICE)

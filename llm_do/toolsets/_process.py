@@ -4,7 +4,7 @@ The program starts a new session (`start_new_session=True`), so it and every pro
 one process group whose id is its pid. Whenever the run ends (the program exited, the timeout
 passed, or the awaiting task was cancelled) the group gets SIGTERM, then SIGKILL after a short
 grace if anything in it is still alive, so no child or grandchild outlives the run. If llm-do itself
-is killed meanwhile, `llm_do.children` ends the group. A process that leaves the group on purpose
+is killed meanwhile, `llm_do.process.children` ends the group. A process that leaves the group on purpose
 (`setsid`, `setpgid`) is out of reach.
 
 We use `loop.subprocess_exec` (what `asyncio.create_subprocess_exec` is built on) with our own
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import children
+from ..process import children
 
 __all__ = ["Completed", "run_in_process_group"]
 

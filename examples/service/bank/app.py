@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from llm_do import PostgresHistoryStore, Runtime, run_report
-from llm_do.relay import DecisionRelay
+from llm_do.web.relay import DecisionRelay
 
 from . import ledger
 from .chat import ChatStore, banker, cashier
@@ -90,7 +90,7 @@ def create_app(
     `LLM_DO_JOBS_DATABASE_URL`, else the container's `database_url`); workers run the jobs. With
     `with_jobs=False` the service has no job endpoints and never imports the job queue's libraries.
     With `with_chat` (the default) it serves the chat page and its endpoints (`bank.chat_web`), and
-    relays approval decisions between its processes through the database (`llm_do.relay`).
+    relays approval decisions between its processes through the database (`llm_do.web.relay`).
     The container is also `app.state.container`, for tests that override its providers.
     """
     if jobs is not None and not with_jobs:

@@ -6,7 +6,7 @@
   AI data-stream protocol (`llm_do.web`); the conversation continues from what earlier messages left.
 - `POST /chat/sessions/{id}/decisions` `{"approval_id", "choice", "note"}` (or the AI SDK's
   `{"id", "approved", "reason"}`): answers an approval of that conversation's live run, whichever
-  web process runs it (`llm_do.relay`, through PostgreSQL).
+  web process runs it (`llm_do.web.relay`, through PostgreSQL).
 
 Who is who: the `x-user` header, a stand-in for the application's own authentication. A session
 belongs to the user who opened it; only that user may stream it or answer its approvals.
@@ -25,8 +25,8 @@ from pydantic import BaseModel, Field
 from starlette.types import Receive, Scope, Send
 
 from llm_do import LlmDoError, RunResult, Runtime
-from llm_do.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
 from llm_do.web import decision_of, sse_response, vercel_sse
+from llm_do.web.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
 
 from .chat import ChatStore
 from .ledger import BankError

@@ -26,8 +26,8 @@ import uuid
 from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, get_args
 
-from .approval import ApprovalChoice
-from .errors import LlmDoError
+from ..approval import ApprovalChoice
+from ..errors import LlmDoError
 
 if TYPE_CHECKING:
     import asyncpg

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 __all__ = ["PostgresHistoryStore"]
 

@@ -3,7 +3,7 @@
 A session loads its history from the runtime's store when it opens, passes it to each run as
 `message_history`, and saves the top-level call's messages after each run that ends well. A
 store outlives sessions: a session that idled out, or a new runtime after a restart, continues
-the conversation from it. `llm_do.history_postgres.PostgresHistoryStore` keeps them in PostgreSQL.
+the conversation from it. `llm_do.history.postgres.PostgresHistoryStore` keeps them in PostgreSQL.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ToolOutputErrorChunk,
 )
 
-from .errors import LlmDoError
-from .events import (
+from ..errors import LlmDoError
+from ..events import (
     ApprovalDecided,
     ApprovalRequested,
     CallEnded,
@@ -46,14 +46,14 @@ from .events import (
     RunFinished,
     StreamEvent,
 )
+from ..run import usage_json
 from .relay import CHOICES
-from .run import usage_json
 
 if TYPE_CHECKING:
     from pydantic_ai.ui import NativeEvent
     from starlette.responses import StreamingResponse
 
-    from .run import RunResult
+    from ..run import RunResult
 
 __all__ = ["SSE_HEADERS", "RunStopped", "decision_of", "sse_response", "vercel_chunks", "vercel_sse"]
 

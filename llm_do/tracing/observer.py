@@ -13,8 +13,7 @@ from typing import Any
 from opentelemetry.trace import Tracer
 from pydantic_ai.models import Model
 
-from . import tracing
-from .events import (
+from ..events import (
     AgentStarted,
     ApprovalDecided,
     ApprovalRequested,
@@ -28,6 +27,7 @@ from .events import (
     RunEnded,
     RunStarted,
 )
+from . import CURRENT, SpanScope, add_event, start_call, start_run
 
 __all__ = ["TracingObserver"]
 
@@ -39,7 +39,7 @@ class TracingObserver:
 
     def __init__(self, tracer: Tracer) -> None:
         self.tracer = tracer
-        self._spans: dict[str | None, tracing.SpanScope] = {}
+        self._spans: dict[str | None, SpanScope] = {}
 
     def notify(self, event: Event) -> None:
         handler = _HANDLERS.get(type(event))
@@ -47,7 +47,7 @@ class TracingObserver:
             handler(self, event)
 
     def _run_started(self, event: RunStarted) -> None:
-        self._spans[None] = tracing.start_run(self.tracer, event.entry, None)
+        self._spans[None] = start_run(self.tracer, event.entry, None)
 
     def _run_ended(self, event: RunEnded) -> None:
         span = self._spans.pop(None, None)
@@ -56,7 +56,7 @@ class TracingObserver:
 
     def _call_started(self, event: CallStarted) -> None:
         call = event.call
-        self._spans[call.id] = tracing.start_call(
+        self._spans[call.id] = start_call(
             self.tracer, call.id, call.depth, call.entry, call.parent, event.toolsets, event.attachments
         )
 
@@ -66,7 +66,7 @@ class TracingObserver:
             span.end(event.outcome, event.error, event.usage)
 
     def _agent_started(self, event: AgentStarted) -> None:
-        span = tracing.CURRENT.get()
+        span = CURRENT.get()
         if span is not None:
             span.set_attribute("llm_do.model", _model_name(event.model))
 
@@ -117,9 +117,9 @@ _HANDLERS: dict[type, Any] = {
 
 def _add(name: str, attributes: dict[str, Any], error: BaseException | None = None) -> None:
     """An event on the llm-do span current where it happened (the call's, else the run's)."""
-    span = tracing.CURRENT.get()
+    span = CURRENT.get()
     if span is not None:
-        tracing.add_event(span, name, attributes, error)
+        add_event(span, name, attributes, error)
 
 
 def _where(event: ApprovalRequested | ApprovalDecided) -> dict[str, Any]:
