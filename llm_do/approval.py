@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .attachments import AttachmentInfo
 
 __all__ = [
+    "CHOICES",
     "Approval",
     "ApprovalDenied",
     "ApprovalUnavailable",
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 ApprovalChoice: TypeAlias = Literal["approve", "approve_for_session", "deny"]
-_CHOICES: tuple[str, ...] = get_args(ApprovalChoice)
+CHOICES: tuple[str, ...] = get_args(ApprovalChoice)
 _MODES: tuple[str, ...] = get_args(ApprovalMode)
 _ON_DENY: tuple[str, ...] = get_args(ApprovalOnDeny)
 _OPEN = ToolPolicy()
@@ -94,8 +95,8 @@ class Approval:
     """Shown to the model (or in `ApprovalDenied`) when the call is denied."""
 
     def __post_init__(self) -> None:
-        if self.choice not in _CHOICES:
-            raise ValueError(f"Approval.choice must be one of {', '.join(map(repr, _CHOICES))}, got {self.choice!r}")
+        if self.choice not in CHOICES:
+            raise ValueError(f"Approval.choice must be one of {', '.join(map(repr, CHOICES))}, got {self.choice!r}")
 
     @classmethod
     def approve(cls, note: str | None = None) -> Approval:
@@ -447,7 +448,7 @@ async def ask_approver(approver: Approver, request: ApprovalRequest) -> Approval
             result = await result
     if isinstance(result, Approval):
         return result
-    if isinstance(result, str) and result in _CHOICES:
+    if isinstance(result, str) and result in CHOICES:
         return Approval(result)  # type: ignore[arg-type]
     raise TypeError(
         f"the approver returned {result!r} for tool {request.tool!r} of toolset {request.toolset!r}; "

@@ -28,10 +28,10 @@ from .approval import Approvals, Approver, Grants
 from .attachments import Attachment, AttachmentError, check_call, check_count
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .events import CallEnded, CallStarted, CallTag, Observer, Sink
-from .lending import Lending
+from .lending import Lending, current_run_context
 from .owned import start_servers
 from .owner import ScopeOwner
-from .run import CallRecord, LogEntry, Outcome, RunState, usage_of
+from .run import CallRecord, LogEntry, RunState, outcome_of, usage_of
 from .runscope import RunScope
 from .scopes import EntryPlan, Scope, ToolsetUse
 from .settings import RuntimeConfig
@@ -67,23 +67,13 @@ class CallHost(Protocol):
     def approvals(self) -> Approvals: ...
     @property
     def entry_tools(self) -> frozenset[str]: ...
-    @property
-    def event_stream_handler(self) -> EventStreamHandler[Any] | None: ...
     def entry(self, name: str) -> Entry: ...
     def plan_of(self, entry_name: str) -> EntryPlan: ...
 
 
 def current_scope() -> CallScope | None:
-    """The call scope of the agent run now making a model request or running a tool, if any.
-
-    pydantic-ai keeps the current `RunContext` in a context variable around both; its getter is not
-    re-exported, so a pydantic-ai without it gives None.
-    """
-    try:
-        from pydantic_ai._run_context import get_current_run_context
-    except ImportError:  # pragma: no cover - depends on pydantic-ai's internals
-        return None
-    deps = getattr(get_current_run_context(), "deps", None)
+    """The call scope of the agent run now making a model request or running a tool, if any."""
+    deps = getattr(current_run_context(), "deps", None)
     return deps if isinstance(deps, CallScope) else None
 
 
@@ -136,8 +126,6 @@ class CallScope:
         """Messages this call added (recorded in the run's log)."""
         self.all_messages: list[ModelMessage] = []
         """The whole conversation after this call, including `message_history`."""
-        self.sink: Sink | None = None
-        """Where this call announces its events; None when nobody observes its run."""
         self.attachments = attachments
         """The files this call received (its entry's agent is sent them with its prompt)."""
         self._run: RunScope | None = run
@@ -160,6 +148,11 @@ class CallScope:
     def event_stream_handler(self) -> EventStreamHandler[Any] | None:
         """The handler of this call's agent run's events: its live run's, the runtime's, or None."""
         return self._open_run().handler
+
+    @property
+    def sink(self) -> Sink | None:
+        """Where this call announces its events; None when nobody observes its run."""
+        return self._owner.sink
 
     @property
     def state(self) -> RunState:
@@ -198,12 +191,7 @@ class CallScope:
 
     def chain(self) -> tuple[str, ...]:
         """Entry names from the top-level call down to this one."""
-        names: list[str] = []
-        scope: CallScope | None = self
-        while scope is not None:
-            names.append(scope.entry.name)
-            scope = scope.parent
-        return tuple(reversed(names))
+        return tuple(name for name, _ in self.path())
 
     def _open_run(self) -> RunScope:
         run = self._run
@@ -220,7 +208,7 @@ class CallScope:
 
     def _observe(self, observers: tuple[Observer, ...]) -> None:
         tag = self.tag()
-        sink = self.sink = self._owner.sink = Sink(tag, observers)
+        sink = self._owner.sink = Sink(tag, observers)
         self._sink_token = events.CURRENT.set(sink)
         infos = tuple(attachment.info for attachment in self.attachments) if self.attachments else ()
         sink.emit(CallStarted(tag, tuple(self.entry.toolsets), infos))
@@ -272,7 +260,6 @@ class CallScope:
         )
 
     async def _finish(self, exc: BaseException | None) -> None:
-        outcome: Outcome = "ok" if exc is None else "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
         state = self._open_run().state
         parent_id = None if self.parent is None else self.parent.id
         record = CallRecord(
@@ -281,7 +268,7 @@ class CallScope:
             entry=self.entry.name,
             depth=self.depth,
             toolsets=tuple(self.entry.toolsets),
-            outcome=outcome,
+            outcome=outcome_of(exc),
             usage=usage_of(self.messages),
             attachments=tuple(attachment.info for attachment in self.attachments) if self.attachments else (),
         )
@@ -302,7 +289,7 @@ class CallScope:
         assert tag is not None
         sink.emit(CallEnded(tag, record.outcome, record.usage, exc))
         sink.close()
-        self.sink = self._owner.sink = None
+        self._owner.sink = None
         token, self._sink_token = self._sink_token, None
         if token is not None:
             events.CURRENT.reset(token)

@@ -26,7 +26,7 @@ from .attachments import TAKES_ATTACHMENTS
 from .gate import CallGate, GatedCall
 from .toolset import Toolset
 
-__all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending"]
+__all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending", "current_run_context"]
 
 _REQUIRES_APPROVAL = "llm_do.requires_approval"
 _PLAIN: dict[type, bool] = {}
@@ -67,7 +67,7 @@ class Lending:
     def saw_current(self) -> None:
         """Remember the run context pydantic-ai made current around a tool call of this call's agent
         run: the one a callback the tool schedules (a pool's timer) captures with its context."""
-        ctx = _current_run_context()
+        ctx = current_run_context()
         if ctx is not None and ctx.deps is self._call and all(seen is not ctx for seen in self._seen):
             self._seen.append(ctx)
 
@@ -315,7 +315,10 @@ def _is_plain(toolset: AbstractToolset[Any]) -> bool:
     return plain
 
 
-def _current_run_context() -> RunContext[Any] | None:
+def current_run_context() -> RunContext[Any] | None:
+    """The `RunContext` pydantic-ai made current (around a model request or a tool call), if any.
+
+    Its getter is not re-exported, so a pydantic-ai without it gives None."""
     try:
         from pydantic_ai._run_context import get_current_run_context
     except ImportError:  # pragma: no cover - depends on pydantic-ai's internals

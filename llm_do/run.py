@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ __all__ = [
     "RunState",
     "attach_report",
     "finished_report",
+    "outcome_of",
     "run_report",
     "usage_json",
     "usage_of",
@@ -32,6 +34,11 @@ _NOTHING: Mapping[str, Any] = MappingProxyType({})
 _REPORT = "llm_do_run_report"
 
 Outcome = Literal["ok", "error", "cancelled"]
+
+
+def outcome_of(error: BaseException | None) -> Outcome:
+    """How a run or call ended, from the exception it ended with (None: it ended well)."""
+    return "ok" if error is None else "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
 
 
 @dataclass(frozen=True, slots=True)

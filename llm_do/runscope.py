@@ -26,7 +26,7 @@ from .errors import ScopeError
 from .events import HandedOver, Observer, RunEnded, RunStarted, Sink
 from .owned import owned
 from .owner import ScopeOwner
-from .run import Outcome, RunReport, RunResult, RunState
+from .run import RunReport, RunResult, RunState, outcome_of
 from .runlocal import Box, open_run_box
 from .scopes import Scope, built
 from .session import Session
@@ -145,10 +145,11 @@ class RunScope:
         try:
             self._state = await host.new_state()
             if host.per_session and (session is None or not session.built):
-                await self._make_per_session(sink)
-            for name, provider in host.per_run:
-                obj = owned(await built(provider()), name)
-                await self.owner.adopt(obj, f"per-run provider {name!r}", name, sink)
+                # made by a session's first run, owned by the session (a run given none is its own session)
+                await _adopt(self.owner if session is None else session.owner, host.per_session, "per-session", sink)
+                if session is not None:
+                    session.built = True
+            await _adopt(self.owner, host.per_run, "per-run", sink)
         except BaseException as error:
             await self._end(error)
             raise
@@ -158,17 +159,6 @@ class RunScope:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self._end(exc)
-
-    async def _make_per_session(self, sink: Sink | None) -> None:
-        """The per-session providers, made by a session's first run and owned by the session (or, for a
-        run given no session, by the run itself)."""
-        session = self.session
-        owner = self.owner if session is None else session.owner
-        for name, provider in self.host.per_session:
-            obj = owned(await built(provider()), name)
-            await owner.adopt(obj, f"per-session provider {name!r}", name, sink)
-        if session is not None:
-            session.built = True
 
     async def _end(self, exc: BaseException | None) -> None:
         """Tear down the per-run objects, build the result or report, tell the observers, forget it all.
@@ -197,7 +187,7 @@ class RunScope:
     def _hand_over(self, exc: BaseException | None) -> None:
         """Build the result (or report) and tell the observers that the run ended."""
         state = self._state
-        outcome: Outcome = "ok" if exc is None else "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
+        outcome = outcome_of(exc)
         per_run: Mapping[str, Any] = MappingProxyType(dict(self.owner.named))
         holder: RunResult | RunReport | None = None
         if state is not None:
@@ -212,3 +202,12 @@ class RunScope:
             if holder is not None and per_run:
                 sink.emit(HandedOver(holder, tuple(per_run.values())))
             sink.emit(RunEnded(outcome, exc, self.usage, holder))
+
+
+async def _adopt(
+    owner: ScopeOwner, provided: tuple[tuple[str, providers.Provider[Any]], ...], scope: str, sink: Sink | None
+) -> None:
+    """Resolve each (name, provider) and have `owner` adopt what it builds, under that name."""
+    for name, provider in provided:
+        obj = owned(await built(provider()), name)
+        await owner.adopt(obj, f"{scope} provider {name!r}", name, sink)

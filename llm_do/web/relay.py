@@ -24,19 +24,18 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..approval import ApprovalChoice
+from ..approval import CHOICES
 from ..errors import LlmDoError
 
 if TYPE_CHECKING:
     import asyncpg
 
-__all__ = ["CHOICES", "Decidable", "DecisionRefused", "DecisionRelay", "DecisionUndelivered"]
+__all__ = ["Decidable", "DecisionRefused", "DecisionRelay", "DecisionUndelivered"]
 
 logger = logging.getLogger("llm_do")
 
-CHOICES: tuple[str, ...] = get_args(ApprovalChoice)
 """What a decision may say: an `Approval`'s choices."""
 
 _NOTE_LIMIT = 2000  # characters: a NOTIFY payload is at most 8000 bytes

@@ -34,6 +34,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ToolOutputErrorChunk,
 )
 
+from ..approval import CHOICES
 from ..errors import LlmDoError
 from ..events import (
     ApprovalDecided,
@@ -47,7 +48,6 @@ from ..events import (
     StreamEvent,
 )
 from ..run import usage_json
-from .relay import CHOICES
 
 if TYPE_CHECKING:
     from pydantic_ai.ui import NativeEvent
