@@ -28,7 +28,7 @@ def owning(spec: ToolsetSpec, name: str) -> ToolsetSpec:
         obj = factory()
         if is_awaitable(obj):
             return _own_later(obj, name)
-        return _own(obj, name)
+        return owned(obj, name)
 
     return replace(spec, factory=create)
 
@@ -50,10 +50,6 @@ def _may_build_mcp(provides: Any) -> bool:
 
 def owned(obj: Any, name: str) -> Any:
     """`obj` with every `MCPToolset` in it (itself, or anywhere in its toolset tree) owned by an `McpServer`."""
-    return _own(obj, name)
-
-
-def _own(obj: Any, name: str) -> Any:
     module = sys.modules.get(_MCP_MODULE)
     if module is None:
         return obj
@@ -63,7 +59,7 @@ def _own(obj: Any, name: str) -> Any:
 
 
 async def _own_later(pending: Any, name: str) -> Any:
-    return _own(await pending, name)
+    return owned(await pending, name)
 
 
 async def start_servers(toolsets: Iterable[Any]) -> None:

@@ -75,7 +75,6 @@ class RunScope:
         "report",
         "result",
         "session",
-        "usage",
     )
 
     def __init__(
@@ -113,8 +112,6 @@ class RunScope:
         """What the run's caller gets, once the run has ended well."""
         self.report: RunReport | None = None
         """What a failed or cancelled run leaves (None if it failed before its state existed)."""
-        self.usage: RunUsage | None = None
-        """The run's usage, once it has ended (None if it failed before its state existed)."""
 
     @property
     def grants(self) -> Grants:
@@ -123,6 +120,12 @@ class RunScope:
         if grants is None:
             grants = self._grants = Grants()
         return grants
+
+    @property
+    def usage(self) -> RunUsage | None:
+        """The run's usage, once it has ended (None if it failed before its state existed)."""
+        holder = self.result or self.report
+        return None if holder is None else holder.usage
 
     @property
     def state(self) -> RunState:
@@ -191,7 +194,6 @@ class RunScope:
         per_run: Mapping[str, Any] = MappingProxyType(dict(self.owner.named))
         holder: RunResult | RunReport | None = None
         if state is not None:
-            self.usage = state.usage
             calls, log = state.calls_in_order(), tuple(state.log)
             if exc is None:
                 holder = self.result = RunResult(self.output, state.usage, self.messages, calls, log, per_run)

@@ -57,30 +57,21 @@ class Tracker:
 
     def notify(self, event: Event) -> None:
         if isinstance(event, Adopted):
-            self.adopted(event.owner, event.scope, event.obj, event.label)
+            try:
+                ref: weakref.ref[Any] | None = weakref.ref(event.obj)
+            except TypeError:
+                ref = None
+            adoption = Adoption(ref, type(event.obj).__qualname__, event.label, event.scope, _caller(sys._getframe(1)))
+            self.adoptions.append(adoption)
+            self._running.setdefault(id(event.owner), []).append(adoption)
         elif isinstance(event, TeardownEnded):
-            self.ended(event.owner)
+            for adoption in self._running.pop(id(event.owner), ()):
+                adoption.ended = True
         elif isinstance(event, HandedOver):
-            self.handed_over(event.holder, event.objs)
-
-    def adopted(self, owner: object, scope: Scope | None, obj: object, label: str) -> None:
-        try:
-            ref: weakref.ref[Any] | None = weakref.ref(obj)
-        except TypeError:
-            ref = None
-        adoption = Adoption(ref, type(obj).__qualname__, label, scope, _caller(sys._getframe(1)))
-        self.adoptions.append(adoption)
-        self._running.setdefault(id(owner), []).append(adoption)
-
-    def handed_over(self, holder: object, objs: tuple[object, ...]) -> None:
-        keys = {id(obj) for obj in objs}
-        for adoption in self.adoptions:
-            if adoption.ref is not None and id(adoption.ref()) in keys:
-                adoption.handed_to = weakref.ref(holder)
-
-    def ended(self, owner: object) -> None:
-        for adoption in self._running.pop(id(owner), ()):
-            adoption.ended = True
+            keys = {id(obj) for obj in event.objs}
+            for adoption in self.adoptions:
+                if adoption.ref is not None and id(adoption.ref()) in keys:
+                    adoption.handed_to = weakref.ref(event.holder)
 
 
 active: list[Tracker] = []
