@@ -165,16 +165,7 @@ class CallGate:
         if attachments and verdict.decision == "ask":
             shown = self._attached[call_id] = await self.call.attachments_named(attachments)
         request = self._request(toolset, tool, args, verdict.reason or verdict.decision, call_id, shown)
-        if not ctx.tool_call_approved and self._defers(call_id):
-            self.defer(call_id, request, verdict)
-        # Approved by something other than this gate (another capability, or results passed into
-        # the run): that approval does not count here, so decide now.
-        self._pending.pop(call_id, None)
-        why = await self._settle(request, verdict)
-        if why is None:
-            return None
-        self._attached.pop(call_id, None)
-        return ToolDenied(self._message(request, why))
+        return await self._defer_or_decide(call_id, request, verdict, ctx.tool_call_approved)
 
     def defer(self, call_id: str, request: ApprovalRequest, verdict: Verdict) -> NoReturn:
         """Remember the call and raise `ApprovalRequired` so pydantic-ai hands it to `resolve`."""
@@ -187,11 +178,21 @@ class CallGate:
         """The tool raised `ApprovalRequired` itself: an `ask` verdict. Deferred when the gate defers;
         otherwise decided here: None to run the call again as approved, or the denial to return."""
         request = self._request(toolset, tool, args, f"tool {tool!r} asked for approval", call_id)
-        verdict = Verdict("ask", request.reason)
-        if self._defers(call_id):
+        return await self._defer_or_decide(call_id, request, Verdict("ask", request.reason), False)
+
+    async def _defer_or_decide(
+        self, call_id: str, request: ApprovalRequest, verdict: Verdict, approved: bool
+    ) -> ToolDenied | None:
+        """Defer the call when the gate defers, else decide it here: None to run it, or the denial. A call
+        `approved` by something else (another capability, results passed into the run) is decided here."""
+        if not approved and self._defers(call_id):
             self.defer(call_id, request, verdict)
+        self._pending.pop(call_id, None)
         why = await self._settle(request, verdict)
-        return None if why is None else ToolDenied(self._message(request, why))
+        if why is None:
+            return None
+        self._attached.pop(call_id, None)
+        return ToolDenied(self._message(request, why))
 
     async def resolve(self, ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults | None:
         """The `HandleDeferredToolCalls` handler: decide each call this gate deferred, in order."""
