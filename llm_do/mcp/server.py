@@ -389,8 +389,11 @@ class McpServer(AbstractToolset[Any]):
         client = self.toolset.client
         while not conn.stop.is_set():
             if (isinstance(transport, OwnedStdioTransport) and transport.exited) or not client.is_connected():
-                conn.alive = False
-                self._failed(self._died())
+                if isinstance(transport, OwnedStdioTransport):
+                    await transport.wait_exit(_EXIT_WAIT)  # for its exit code, when it has died
+                if conn.alive:  # else a call that lost it has said so
+                    conn.alive = False
+                    self._failed(self._died())
                 return
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_WATCH_INTERVAL):
@@ -401,9 +404,9 @@ class McpServer(AbstractToolset[Any]):
         if isinstance(error, ModelRetry) and not _connection_closed(error):
             return False  # the tool's own error, or the server's answer to a bad request
         transport = self.transport
-        if conn.alive and isinstance(transport, OwnedStdioTransport):
+        if isinstance(transport, OwnedStdioTransport):
             await transport.wait_exit(_EXIT_WAIT)  # for its exit code, when it has died
-        if conn.alive:
+        if conn.alive:  # else the watch (or another call) has said so, after the same wait
             conn.alive = False
             self._failed(self._died(f"lost its connection ({type(error).__name__}: {error})"))
         conn.stop.set()

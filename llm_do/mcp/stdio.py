@@ -65,8 +65,6 @@ class OwnedStdioTransport(StdioTransport):
         self.grace = grace
         self.pid: int | None = None
         """The pid of the running process (also its process group), None between sessions."""
-        self.returncode: int | None = None
-        """The exit code of the last process once it has exited (negative: killed by that signal)."""
         self.stderr_tail: deque[str] = deque(maxlen=stderr_lines)
         self._process: asyncio.subprocess.Process | None = None
 
@@ -80,17 +78,23 @@ class OwnedStdioTransport(StdioTransport):
         return shlex.join([self.command, *self.args])
 
     @property
+    def returncode(self) -> int | None:
+        """The exit code of the last process once it has exited (negative: killed by that signal)."""
+        process = self._process
+        return None if process is None else _exit_code(process)
+
+    @property
     def exited(self) -> bool:
         """Whether the current (or last) process has exited."""
         process = self._process
-        return process is None or process.returncode is not None
+        return process is None or _exit_code(process) is not None
 
     @contextlib.asynccontextmanager
     async def connect_session(
         self, *, transport_options: TransportOptions | None = None, **session_kwargs: Any
     ) -> AsyncIterator[ClientSession]:
         options = transport_options or TransportOptions()
-        self.returncode = None
+        self._process = None
         self.stderr_tail.clear()
         pipe = asyncio.subprocess.PIPE
         try:
@@ -182,10 +186,8 @@ class OwnedStdioTransport(StdioTransport):
         if process is None:
             return True
         with anyio.move_on_after(seconds):
-            while process.returncode is None:  # noqa: ASYNC110
+            while _exit_code(process) is None:  # noqa: ASYNC110 - no event tells of an exit we may not reap
                 await anyio.sleep(_POLL)
-        if process.returncode is not None:
-            self.returncode = process.returncode
             return True
         return False
 
@@ -224,3 +226,18 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def _exit_code(process: asyncio.subprocess.Process) -> int | None:
+    """The exit code of `process` once it has exited (negative: the signal that ended it). Peeked at without
+    reaping it (`WNOWAIT`, left to asyncio), so it is known at once: asyncio's child watcher sets `returncode`
+    only when it gets to run, which takes seconds on a loaded machine."""
+    if process.returncode is not None or not hasattr(os, "waitid"):
+        return process.returncode
+    try:
+        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None  # reaped already: asyncio sets `returncode` next
+    if found is None:
+        return None
+    return found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
