@@ -256,26 +256,26 @@ async def test_a_decision_never_applies_to_a_question_asked_again_with_other_arg
 
 
 @pytest.mark.long
-async def test_ten_parked_jobs_decided_in_random_order_across_workers(
+async def test_fifty_parked_jobs_decided_in_random_order_across_workers(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
     jobs = {}
     first = Worker(TARGET, dsn, tmp_path / "first.log", concurrency=2)
     second: Worker | None = None
     try:
-        for n in range(10):
+        for n in range(50):
             notes = tmp_path / f"job{n}.notes"
             jobs[await queue.defer("payer", ask(notes, n))] = notes
         questions = {job_id: await parked(queue, job_id) for job_id in jobs}
         assert sorted(record.id for record in await queue.list("awaiting_approval")) == sorted(jobs)
         other = await queue.defer("counter", json.dumps({"notes": str(tmp_path / "other")}))
-        assert (await finished(queue, other)).status == "succeeded"  # ten parked jobs hold none of its 2 slots
+        assert (await finished(queue, other)).status == "succeeded"  # fifty parked jobs hold none of its 2 slots
         second = Worker(TARGET, dsn, tmp_path / "second.log", concurrency=2)
         order = list(jobs)
         random.Random(7).shuffle(order)
         approved = set(order[::2])
         for index, job_id in enumerate(order):
-            if index == 5:
+            if index == 25:
                 assert first.stop() == 0, first.output()  # the rest run on a worker that did not start them
             await queue.decide(job_id, questions[job_id].approval_id, "approve" if job_id in approved else "deny")
         records = {job_id: await finished(queue, job_id) for job_id in jobs}
