@@ -9,7 +9,7 @@ its end, by the workers' housekeeping (`llm_do.jobs.remove_old_journals`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -79,22 +79,29 @@ class PostgresJournal:
         self.job_id = job_id
         self.attempt = attempt
 
-    async def write(self, entry: JournalEntry) -> None:
-        values = (
+    async def write(self, entries: Sequence[JournalEntry], stale: Sequence[tuple[str, int]] = ()) -> None:
+        """Drop the `stale` rows, then upsert `entries`: one statement, or one pipeline (one round trip)."""
+        rows = [self._row(entry) for entry in entries]
+        async with self.pool.connection() as conn:
+            if len(rows) == 1 and not stale:
+                await conn.execute(_WRITE, rows[0])
+                return
+            async with conn.pipeline():
+                for call, position in stale:
+                    await conn.execute(_DROP, (self.queue, self.job_id, call, position))
+                await conn.cursor().executemany(_WRITE, rows)
+
+    def _row(self, entry: JournalEntry) -> tuple[Any, ...]:
+        recorded = entry.recorded
+        return (
             self.queue,
             self.job_id,
             entry.call,
             entry.position,
-            entry.recorded.key,
-            Jsonb(entry.recorded.to_json()),
+            recorded.key,
+            Jsonb(recorded.to_json()),
             self.attempt,
         )
-        async with self.pool.connection() as conn:
-            await conn.execute(_WRITE, values)
-
-    async def drop(self, call: str, position: int) -> None:
-        async with self.pool.connection() as conn:
-            await conn.execute(_DROP, (self.queue, self.job_id, call, position))
 
     async def entries(self) -> list[JournalEntry]:
         """What earlier attempts of the job journaled."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextvars import Context
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -53,12 +53,11 @@ class JournalEntry:
 class JournalStore(Protocol):
     """Where a journal's entries go (the jobs' PostgreSQL table, or anything that keeps them)."""
 
-    async def write(self, entry: JournalEntry) -> None:
-        """Keep `entry`, replacing an entry at the same call and position."""
-        ...
-
-    async def drop(self, call: str, position: int) -> None:
-        """Forget the entries of `call` from `position` on: the run went live there and they are stale."""
+    async def write(self, entries: Sequence[JournalEntry], stale: Sequence[tuple[str, int]] = ()) -> None:
+        """Forget the entries of each `(call, position)` of `stale` from that position on (the run went live
+        there: they answer another conversation), then keep `entries`, in order, each replacing an entry at
+        the same call and position. Best in one round trip: `entries` are the responses that arrived while
+        the previous write was under way."""
         ...
 
 
@@ -111,8 +110,10 @@ class Journal:
         """Where calls that had journaled responses went live, in the order it happened."""
         self.unsaved = 0
         """Responses the store failed to keep (logged): a later attempt sends them again."""
-        self._last: asyncio.Task[None] | None = None
-        """The latest write: each write waits for the one before it."""
+        self._pending: list[tuple[JournalEntry, bool]] = []
+        """Responses kept while a write was under way (each with whether its call went live there), in order."""
+        self._writer: asyncio.Task[None] | None = None
+        """Writes what is pending, a batch at a time, until nothing is."""
         self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
         self._outside = _Call(OUTSIDE)
         self._paths = frozenset(call for call, _ in self.recorded)
@@ -194,38 +195,48 @@ class Journal:
             )
 
     def keep(self, place: _Place, request: RequestKey, response: ModelResponse) -> None:
-        """Start writing a response the model sent, after the writes started before it (in order). The run goes
-        on meanwhile; the end of the job waits for them (`settled`). A failed write is logged (the response is
-        then paid again on a later attempt), never raised into the run."""
+        """Write a response the model sent, after those kept before it (in order): at once, or if a write is under
+        way, with every response kept meanwhile in the next one. The run goes on meanwhile; the end of the job
+        waits for them (`settled`). A failed write is logged (the responses are then paid again on a later
+        attempt), never raised into the run."""
         if response.state != "complete":
             return
         entry = JournalEntry(place.call.path, place.position, RecordedResponse.answering(request, response))
-        stale = place.call.stale_from == place.position
-        task = asyncio.get_running_loop().create_task(self._write(entry, stale, self._last), context=Context())
-        self._last = task
+        self._pending.append((entry, place.call.stale_from == place.position))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_pending(), context=Context())
 
     async def settled(self) -> None:
         """Wait until every response kept so far is written (or its write failed)."""
-        last = self._last
-        if last is not None:
-            await asyncio.wait((last,))
+        writer = self._writer
+        if writer is not None:
+            await asyncio.wait((writer,))
 
-    async def _write(self, entry: JournalEntry, stale: bool, after: asyncio.Task[None] | None) -> None:
-        if after is not None:
-            await asyncio.wait((after,))
+    async def _write_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            if len(batch) == 1 or not await self._write(batch, quiet=True):
+                for one in batch:  # alone, so one response the store refuses costs no other
+                    await self._write([one])
+
+    async def _write(self, batch: list[tuple[JournalEntry, bool]], quiet: bool = False) -> bool:
+        entries = [entry for entry, _ in batch]
         try:
-            if stale:  # the run went live here: what the journal held from here on is another conversation
-                await self.store.drop(entry.call, entry.position)
-            await self.store.write(entry)
+            await self.store.write(entries, [(entry.call, entry.position) for entry, went_live in batch if went_live])
+            return True
         except Exception as error:
-            self.unsaved += 1
-            logger.warning(
-                "journal: the response to request %d of call %s was not kept (%s: %s)",
-                entry.position,
-                entry.call,
-                type(error).__name__,
-                error,
-            )
+            if quiet:
+                return False
+            self.unsaved += len(entries)
+            for entry in entries:
+                logger.warning(
+                    "journal: the response to request %d of call %s was not kept (%s: %s)",
+                    entry.position,
+                    entry.call,
+                    type(error).__name__,
+                    error,
+                )
+            return False
 
 
 class JournalModel(ObservedModel):
