@@ -318,16 +318,15 @@ async def test_apply_schema_adds_the_journal_to_a_database_made_before_it(queue:
     assert await rows(queue, job_id) == []
 
 
-async def test_responses_kept_while_a_write_is_under_way_are_written_together(
-    queue: JobQueue, dsn: str, tmp_path: Path
-) -> None:
-    """Three jobs of five requests each run while another session locks the journal: the first row waits on the
-    lock, and the worker holds the rest. Once it is released, each job's four later rows go in one write, and the
-    first rows of the two other jobs in one write with each other (rows written together share a transaction,
-    PostgreSQL's `xmin`)."""
+async def run_while_the_journal_is_locked(
+    queue: JobQueue, dsn: str, inputs: list[str], notes: list[Path]
+) -> list[JobRecord]:
+    """Run a `counter` job per input in this process while another session locks the journal (its writes wait),
+    until every job sent its five requests; then release the lock and wait for the jobs."""
     stop = asyncio.Event()
-    options = WorkerOptions(concurrency=3, heartbeat=0.2, stalled_timeout=30, poll_interval=0.2, name="in-process")
-    notes = [tmp_path / f"job{number}.notes" for number in range(3)]
+    options = WorkerOptions(
+        concurrency=len(inputs), heartbeat=0.2, stalled_timeout=30, poll_interval=0.2, name="in-process"
+    )
     locker = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     try:
         await locker.execute("BEGIN")
@@ -336,19 +335,31 @@ async def test_responses_kept_while_a_write_is_under_way_are_written_together(
             run_worker(queue, options, runtime=make_runtime, stop=stop, install_signal_handlers=False)
         )
         try:
-            jobs = [await queue.defer("counter", ask(path)) for path in notes]
+            jobs = [await queue.defer("counter", text) for text in inputs]
 
             async def all_sent() -> bool:
                 return all(sum(sent(path).values()) == 5 for path in notes)
 
             await eventually(all_sent, "every job sent its five requests while the journal was locked")
             await locker.execute("COMMIT")
-            records = [await finished(queue, job_id) for job_id in jobs]
+            return [await finished(queue, job_id) for job_id in jobs]
         finally:
             stop.set()
             await worker
     finally:
         await locker.close()
+
+
+async def test_responses_kept_while_a_write_is_under_way_are_written_together(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """Three jobs of five requests each run while another session locks the journal: the first row waits on the
+    lock, and the worker holds the rest. Once it is released, each job's four later rows go in one write, and the
+    first rows of the two other jobs in one write with each other (rows written together share a transaction,
+    PostgreSQL's `xmin`)."""
+    notes = [tmp_path / f"job{number}.notes" for number in range(3)]
+    records = await run_while_the_journal_is_locked(queue, dsn, [ask(path) for path in notes], notes)
+    jobs = [record.id for record in records]
     assert [record.journal for record in records] == [{"replayed": 0, "sent": 5, "live_from": []}] * 3
     async with queue.pool.connection() as conn:
         cursor = await conn.execute(
@@ -367,31 +378,9 @@ async def test_a_response_postgresql_refuses_costs_only_itself_when_written_with
 ) -> None:
     """The journal is locked while the job runs, so responses 1 to 4 wait to be written together; response 2
     holds a NUL character, which jsonb refuses. The others are kept; the job goes on and says what was lost."""
-    stop = asyncio.Event()
-    options = WorkerOptions(concurrency=1, heartbeat=0.2, stalled_timeout=30, poll_interval=0.2, name="in-process")
     notes = tmp_path / "notes"
-    locker = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    try:
-        await locker.execute("BEGIN")
-        await locker.execute("LOCK TABLE llm_do_journal IN EXCLUSIVE MODE")
-        worker = asyncio.create_task(
-            run_worker(queue, options, runtime=make_runtime, stop=stop, install_signal_handlers=False)
-        )
-        try:
-            job_id = await queue.defer("counter", ask(notes, odd=2))
-
-            async def all_sent() -> bool:
-                return sum(sent(notes).values()) == 5
-
-            await eventually(all_sent, "the job sent its five requests while the journal was locked")
-            await locker.execute("COMMIT")
-            record = await finished(queue, job_id)
-        finally:
-            stop.set()
-            await worker
-    finally:
-        await locker.close()
+    [record] = await run_while_the_journal_is_locked(queue, dsn, [ask(notes, odd=2)], [notes])
     assert record.status == "succeeded", record
     assert record.journal == {"replayed": 0, "sent": 5, "live_from": [], "unsaved": 1}
-    assert await rows(queue, job_id) == [("counter", n) for n in (0, 1, 3, 4)]
+    assert await rows(queue, record.id) == [("counter", n) for n in (0, 1, 3, 4)]
     assert "journal: the response to request 2 of call counter was not kept" in caplog.text
