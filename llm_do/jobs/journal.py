@@ -13,14 +13,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, OperationalError
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic_ai import Agent
 from pydantic_ai.models import Model, infer_model
 
 from ..entries import AgentEntry
-from ..models.journal import Journal, JournalEntry, JournalModel
+from ..models.journal import Journal, JournalEntry, JournalModel, JournalUnreachable
 from ..models.recording import RecordedResponse
 from ..runtime import Runtime
 from .journal_writer import JournalWriter
@@ -83,7 +83,10 @@ class PostgresJournal:
     async def write(self, entries: Sequence[JournalEntry], stale: Sequence[tuple[str, int]] = ()) -> None:
         """Drop the `stale` rows, then upsert `entries`, through the writer (in one round trip)."""
         dropped = [(self.queue, self.job_id, call, position) for call, position in stale]
-        await self.writer.write([self._row(entry) for entry in entries], dropped)
+        try:
+            await self.writer.write([self._row(entry) for entry in entries], dropped)
+        except (OperationalError, PoolTimeout) as error:
+            raise JournalUnreachable(f"job {self.job_id}'s journal: PostgreSQL is unreachable ({error})") from error
 
     def _row(self, entry: JournalEntry) -> tuple[Any, ...]:
         recorded = entry.recorded

@@ -14,7 +14,8 @@ from contextvars import Context
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool
+from psycopg import OperationalError
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 __all__ = ["JournalWriter"]
 
@@ -69,19 +70,20 @@ class JournalWriter:
         try:
             await self._send(batches)
         except Exception as error:
-            if len(batches) == 1:
-                _settle(batches[0], error)
+            if len(batches) == 1 or _unreachable(error):  # alone, they would wait for the database too
+                _settle(batches, error)
                 return
-            for batch in batches:  # each alone, so rows PostgreSQL refuses cost no other job its own
+            for index, batch in enumerate(batches):  # each alone, so rows PostgreSQL refuses cost no other job
                 try:
                     await self._send([batch])
                 except Exception as alone:
-                    _settle(batch, alone)
+                    _settle(batches[index:] if _unreachable(alone) else [batch], alone)
+                    if _unreachable(alone):
+                        return
                 else:
-                    _settle(batch, None)
+                    _settle([batch], None)
         else:
-            for batch in batches:
-                _settle(batch, None)
+            _settle(batches, None)
 
     async def _send(self, batches: Sequence[_Batch]) -> None:
         rows = [row for batch in batches for row in batch.rows]
@@ -96,10 +98,15 @@ class JournalWriter:
                 await conn.cursor().executemany(WRITE, rows)
 
 
-def _settle(batch: _Batch, error: BaseException | None) -> None:
-    if batch.done.done():  # its job stopped waiting (cancelled)
-        return
-    if error is None:
-        batch.done.set_result(None)
-    else:
-        batch.done.set_exception(error)
+def _unreachable(error: Exception) -> bool:
+    return isinstance(error, OperationalError | PoolTimeout)
+
+
+def _settle(batches: Sequence[_Batch], error: Exception | None) -> None:
+    for batch in batches:
+        if batch.done.done():  # its job stopped waiting (cancelled)
+            continue
+        if error is None:
+            batch.done.set_result(None)
+        else:
+            batch.done.set_exception(error)

@@ -27,12 +27,13 @@ from pydantic_ai.settings import ModelSettings
 
 from .. import tracing
 from ..call import CallScope, current_scope
+from ..errors import LlmDoError
 from .keys import RequestKey, request_key
 from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
 
-__all__ = ["Journal", "JournalEntry", "JournalModel", "JournalStore", "WentLive"]
+__all__ = ["Journal", "JournalEntry", "JournalModel", "JournalStore", "JournalUnreachable", "WentLive"]
 
 logger = logging.getLogger("llm_do.journal")
 
@@ -59,6 +60,11 @@ class JournalStore(Protocol):
         the same call and position. Best in one round trip: `entries` are the responses that arrived while
         the previous write was under way."""
         ...
+
+
+class JournalUnreachable(LlmDoError):
+    """Raised by a `JournalStore` that cannot reach where it keeps entries (its database is away): the journal
+    counts the write's responses as unsaved at once, rather than trying them again one at a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,28 +221,37 @@ class Journal:
     async def _write_pending(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, []
-            if len(batch) == 1 or not await self._write(batch, quiet=True):
-                for one in batch:  # alone, so one response the store refuses costs no other
-                    await self._write([one])
+            try:
+                await self._write(batch)
+            except JournalUnreachable as error:
+                self._lost(batch, error)
+            except Exception as error:
+                if len(batch) == 1:
+                    self._lost(batch, error)
+                    continue
+                for index, one in enumerate(batch):  # alone, so a response the store refuses costs no other
+                    try:
+                        await self._write([one])
+                    except JournalUnreachable as away:
+                        self._lost(batch[index:], away)
+                        break
+                    except Exception as alone:
+                        self._lost([one], alone)
 
-    async def _write(self, batch: list[tuple[JournalEntry, bool]], quiet: bool = False) -> bool:
-        entries = [entry for entry, _ in batch]
-        try:
-            await self.store.write(entries, [(entry.call, entry.position) for entry, went_live in batch if went_live])
-            return True
-        except Exception as error:
-            if quiet:
-                return False
-            self.unsaved += len(entries)
-            for entry in entries:
-                logger.warning(
-                    "journal: the response to request %d of call %s was not kept (%s: %s)",
-                    entry.position,
-                    entry.call,
-                    type(error).__name__,
-                    error,
-                )
-            return False
+    async def _write(self, batch: list[tuple[JournalEntry, bool]]) -> None:
+        stale = [(entry.call, entry.position) for entry, went_live in batch if went_live]
+        await self.store.write([entry for entry, _ in batch], stale)
+
+    def _lost(self, batch: list[tuple[JournalEntry, bool]], error: Exception) -> None:
+        self.unsaved += len(batch)
+        for entry, _ in batch:
+            logger.warning(
+                "journal: the response to request %d of call %s was not kept (%s: %s)",
+                entry.position,
+                entry.call,
+                type(error).__name__,
+                error,
+            )
 
 
 class JournalModel(ObservedModel):
