@@ -175,7 +175,7 @@ async def work_per_request(pool: Any, rounds: int, big: bool) -> dict[str, list[
                 "-", index, RecordedResponse.answering(request_key(item.messages, item.params), item.response)
             )
             started = time.perf_counter()
-            await bare.write(entry)
+            await bare.write([entry])
             samples["the write alone (one INSERT through the pool)"].append(time.perf_counter() - started)
         for mode in list(samples)[:2]:
             journal = Journal(store, await store.entries() if "re-run" in mode else ())

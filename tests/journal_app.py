@@ -173,9 +173,11 @@ def _pair(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelRespon
 
 
 def _steps(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
-    """Four steps, then a text naming every result."""
+    """Four steps, then a text naming every result. The response to request `odd` (a prompt field), if given,
+    says something with a NUL character before its step: PostgreSQL's jsonb refuses it."""
     if index < 4:
-        return ModelResponse(parts=[ToolCallPart("step", {"n": str(index)})])
+        said = [TextPart("a NUL: \x00")] if index == fields.get("odd") else []
+        return ModelResponse(parts=[*said, ToolCallPart("step", {"n": str(index)})])
     return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
 
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -41,8 +42,8 @@ async def queue(dsn: str) -> AsyncIterator[JobQueue]:
         yield opened
 
 
-def ask(notes: Path, hold: int = -1) -> str:
-    return json.dumps({"notes": str(notes), "hold": hold})
+def ask(notes: Path, hold: int = -1, **fields: Any) -> str:
+    return json.dumps({"notes": str(notes), "hold": hold, **fields})
 
 
 def sent(notes: Path) -> Counter[tuple[str, int]]:
@@ -315,3 +316,71 @@ async def test_apply_schema_adds_the_journal_to_a_database_made_before_it(queue:
     await queue.apply_schema()  # idempotent
     assert (await queue.get(job_id)).journal is None
     assert await rows(queue, job_id) == []
+
+
+async def run_while_the_journal_is_locked(
+    queue: JobQueue, dsn: str, inputs: list[str], notes: list[Path]
+) -> list[JobRecord]:
+    """Run a `counter` job per input in this process while another session locks the journal (its writes wait),
+    until every job sent its five requests; then release the lock and wait for the jobs."""
+    stop = asyncio.Event()
+    options = WorkerOptions(
+        concurrency=len(inputs), heartbeat=0.2, stalled_timeout=30, poll_interval=0.2, name="in-process"
+    )
+    locker = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        await locker.execute("BEGIN")
+        await locker.execute("LOCK TABLE llm_do_journal IN EXCLUSIVE MODE")
+        worker = asyncio.create_task(
+            run_worker(queue, options, runtime=make_runtime, stop=stop, install_signal_handlers=False)
+        )
+        try:
+            jobs = [await queue.defer("counter", text) for text in inputs]
+
+            async def all_sent() -> bool:
+                return all(sum(sent(path).values()) == 5 for path in notes)
+
+            await eventually(all_sent, "every job sent its five requests while the journal was locked")
+            await locker.execute("COMMIT")
+            return [await finished(queue, job_id) for job_id in jobs]
+        finally:
+            stop.set()
+            await worker
+    finally:
+        await locker.close()
+
+
+async def test_responses_kept_while_a_write_is_under_way_are_written_together(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """Three jobs of five requests each run while another session locks the journal: the first row waits on the
+    lock, and the worker holds the rest. Once it is released, each job's four later rows go in one write, and the
+    first rows of the two other jobs in one write with each other (rows written together share a transaction,
+    PostgreSQL's `xmin`)."""
+    notes = [tmp_path / f"job{number}.notes" for number in range(3)]
+    records = await run_while_the_journal_is_locked(queue, dsn, [ask(path) for path in notes], notes)
+    jobs = [record.id for record in records]
+    assert [record.journal for record in records] == [{"replayed": 0, "sent": 5, "live_from": []}] * 3
+    async with queue.pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT job_id, position, xmin::text FROM llm_do_journal WHERE job_id = ANY(%s)", (jobs,)
+        )
+        written = {(job_id, position): xmin for job_id, position, xmin in await cursor.fetchall()}
+    assert sorted(written) == sorted((job_id, position) for job_id in jobs for position in range(5))
+    for job_id in jobs:
+        assert len({written[job_id, position] for position in range(1, 5)}) == 1, written
+    together = Counter(written[job_id, 0] for job_id in jobs)
+    assert sorted(together.values()) == [1, 2], written
+
+
+async def test_a_response_postgresql_refuses_costs_only_itself_when_written_with_others(
+    queue: JobQueue, dsn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The journal is locked while the job runs, so responses 1 to 4 wait to be written together; response 2
+    holds a NUL character, which jsonb refuses. The others are kept; the job goes on and says what was lost."""
+    notes = tmp_path / "notes"
+    [record] = await run_while_the_journal_is_locked(queue, dsn, [ask(notes, odd=2)], [notes])
+    assert record.status == "succeeded", record
+    assert record.journal == {"replayed": 0, "sent": 5, "live_from": [], "unsaved": 1}
+    assert await rows(queue, record.id) == [("counter", n) for n in (0, 1, 3, 4)]
+    assert "journal: the response to request 2 of call counter was not kept" in caplog.text

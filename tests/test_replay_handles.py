@@ -8,11 +8,19 @@ from typing import ClassVar
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, Toolset, tool
-from llm_do.models import HANDLE_PATTERN, Recording, RecordingModel, ReplayModel, UnknownRecordedHandle
+from llm_do.models import (
+    HANDLE_PATTERN,
+    Recording,
+    RecordingModel,
+    ReplayModel,
+    UnknownRecordedHandle,
+    request_key,
+)
 
 from .helpers import returns
 
@@ -143,3 +151,18 @@ async def test_a_script_names_the_conversations_handles_by_position() -> None:
         result = await runtime.run("cashier", "Ring up 5.")
     handle = opened_handle(result.messages)
     assert result.output == f"Closed {handle}; txn_12345678 is only prose."
+
+
+def test_a_handle_after_an_escaped_character_is_still_numbered() -> None:
+    """Handles are numbered by first appearance, also after characters JSON escapes (a newline, a quote, a tab):
+    two conversations that differ only in their handles have the same key."""
+
+    def key(first: str, second: str) -> tuple[str, tuple[str, ...]]:
+        prompt = f'move from\n{first} to "{second}"\tnow'
+        found = request_key([ModelRequest(parts=[UserPromptPart(prompt)])], ModelRequestParameters(), ())
+        return found.key, found.handles
+
+    (one, handles), (other, others) = key("acct_1a2b3c4d", "acct_0f0f0f0f"), key("acct_deadbeef", "acct_12345678")
+    assert handles == ("acct_1a2b3c4d", "acct_0f0f0f0f") and others == ("acct_deadbeef", "acct_12345678")
+    assert one == other
+    assert key("acct_1a2b3c4d", "acct_1a2b3c4d")[0] != one  # one handle twice is another conversation

@@ -9,20 +9,21 @@ its end, by the workers' housekeeping (`llm_do.jobs.remove_old_journals`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, OperationalError
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic_ai import Agent
 from pydantic_ai.models import Model, infer_model
 
 from ..entries import AgentEntry
-from ..models.journal import Journal, JournalEntry, JournalModel
+from ..models.journal import Journal, JournalEntry, JournalModel, JournalUnreachable
 from ..models.recording import RecordedResponse
 from ..runtime import Runtime
+from .journal_writer import JournalWriter
 from .records import FINAL_STATUSES
 
 __all__ = ["JOURNAL_TABLE", "JobJournals", "PostgresJournal", "create_journal_table", "delete_old_journals"]
@@ -42,15 +43,6 @@ CREATE TABLE IF NOT EXISTS llm_do_journal (
     PRIMARY KEY (queue, job_id, call_path, position)
 )
 """
-
-_WRITE = """
-INSERT INTO llm_do_journal (queue, job_id, call_path, position, key, response, attempt)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (queue, job_id, call_path, position) DO UPDATE SET
-    key = EXCLUDED.key, response = EXCLUDED.response, attempt = EXCLUDED.attempt, written_at = now()
-"""
-
-_DROP = "DELETE FROM llm_do_journal WHERE queue = %s AND job_id = %s AND call_path = %s AND position >= %s"
 
 _LOAD = "SELECT call_path, position, response FROM llm_do_journal WHERE queue = %s AND job_id = %s"
 
@@ -73,28 +65,40 @@ async def create_journal_table(conn: AsyncConnection[Any]) -> None:
 class PostgresJournal:
     """The rows of one job's journal: the `JournalStore` a job's `Journal` writes through."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any], queue: str, job_id: int, attempt: int) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        queue: str,
+        job_id: int,
+        attempt: int,
+        writer: JournalWriter | None = None,
+    ) -> None:
         self.pool = pool
         self.queue = queue
         self.job_id = job_id
         self.attempt = attempt
+        self.writer = writer if writer is not None else JournalWriter(pool)
+        """Shared by the jobs of a worker (`JobJournals`): their rows go to PostgreSQL together."""
 
-    async def write(self, entry: JournalEntry) -> None:
-        values = (
+    async def write(self, entries: Sequence[JournalEntry], stale: Sequence[tuple[str, int]] = ()) -> None:
+        """Drop the `stale` rows, then upsert `entries`, through the writer (in one round trip)."""
+        dropped = [(self.queue, self.job_id, call, position) for call, position in stale]
+        try:
+            await self.writer.write([self._row(entry) for entry in entries], dropped)
+        except (OperationalError, PoolTimeout) as error:
+            raise JournalUnreachable(f"job {self.job_id}'s journal: PostgreSQL is unreachable ({error})") from error
+
+    def _row(self, entry: JournalEntry) -> tuple[Any, ...]:
+        recorded = entry.recorded
+        return (
             self.queue,
             self.job_id,
             entry.call,
             entry.position,
-            entry.recorded.key,
-            Jsonb(entry.recorded.to_json()),
+            recorded.key,
+            Jsonb(recorded.to_json()),
             self.attempt,
         )
-        async with self.pool.connection() as conn:
-            await conn.execute(_WRITE, values)
-
-    async def drop(self, call: str, position: int) -> None:
-        async with self.pool.connection() as conn:
-            await conn.execute(_DROP, (self.queue, self.job_id, call, position))
 
     async def entries(self) -> list[JournalEntry]:
         """What earlier attempts of the job journaled."""
@@ -118,11 +122,12 @@ class JobJournals:
         self.pool = pool
         self.queue = queue
         self._plans: dict[tuple[int, str], list[tuple[Agent[Any, Any], Model]]] = {}
+        self._writer = JournalWriter(pool)
 
     async def open(self, job_id: int, attempt: int) -> Journal:
         """The journal of job `job_id`, with what its earlier attempts recorded (a first attempt has none: it
         is not read)."""
-        store = PostgresJournal(self.pool, self.queue, job_id, attempt)
+        store = PostgresJournal(self.pool, self.queue, job_id, attempt, self._writer)
         entries = await store.entries() if attempt > 1 else ()
         return Journal(store, entries, source=f"job {job_id}'s journal")
 

@@ -6,7 +6,7 @@ model = ReplayModel.from_file("session.json")        # then answer from the file
 ```
 """
 
-from .journal import Journal, JournalEntry, JournalModel, JournalStore, WentLive
+from .journal import Journal, JournalEntry, JournalModel, JournalStore, JournalUnreachable, WentLive
 from .keys import HANDLE_PATTERN, RequestKey, current_chain, request_key
 from .observed import ObservedModel
 from .record import RecordingModel
@@ -21,6 +21,7 @@ __all__ = [
     "JournalEntry",
     "JournalModel",
     "JournalStore",
+    "JournalUnreachable",
     "MissingResponse",
     "ObservedModel",
     "RecordedResponse",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextvars import Context
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -27,12 +27,13 @@ from pydantic_ai.settings import ModelSettings
 
 from .. import tracing
 from ..call import CallScope, current_scope
+from ..errors import LlmDoError
 from .keys import RequestKey, request_key
 from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
 
-__all__ = ["Journal", "JournalEntry", "JournalModel", "JournalStore", "WentLive"]
+__all__ = ["Journal", "JournalEntry", "JournalModel", "JournalStore", "JournalUnreachable", "WentLive"]
 
 logger = logging.getLogger("llm_do.journal")
 
@@ -53,13 +54,17 @@ class JournalEntry:
 class JournalStore(Protocol):
     """Where a journal's entries go (the jobs' PostgreSQL table, or anything that keeps them)."""
 
-    async def write(self, entry: JournalEntry) -> None:
-        """Keep `entry`, replacing an entry at the same call and position."""
+    async def write(self, entries: Sequence[JournalEntry], stale: Sequence[tuple[str, int]] = ()) -> None:
+        """Forget the entries of each `(call, position)` of `stale` from that position on (the run went live
+        there: they answer another conversation), then keep `entries`, in order, each replacing an entry at
+        the same call and position. Best in one round trip: `entries` are the responses that arrived while
+        the previous write was under way."""
         ...
 
-    async def drop(self, call: str, position: int) -> None:
-        """Forget the entries of `call` from `position` on: the run went live there and they are stale."""
-        ...
+
+class JournalUnreachable(LlmDoError):
+    """Raised by a `JournalStore` that cannot reach where it keeps entries (its database is away): the journal
+    counts the write's responses as unsaved at once, rather than trying them again one at a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +116,10 @@ class Journal:
         """Where calls that had journaled responses went live, in the order it happened."""
         self.unsaved = 0
         """Responses the store failed to keep (logged): a later attempt sends them again."""
-        self._last: asyncio.Task[None] | None = None
-        """The latest write: each write waits for the one before it."""
+        self._pending: list[tuple[JournalEntry, bool]] = []
+        """Responses kept while a write was under way (each with whether its call went live there), in order."""
+        self._writer: asyncio.Task[None] | None = None
+        """Writes what is pending, a batch at a time, until nothing is."""
         self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
         self._outside = _Call(OUTSIDE)
         self._paths = frozenset(call for call, _ in self.recorded)
@@ -194,31 +201,50 @@ class Journal:
             )
 
     def keep(self, place: _Place, request: RequestKey, response: ModelResponse) -> None:
-        """Start writing a response the model sent, after the writes started before it (in order). The run goes
-        on meanwhile; the end of the job waits for them (`settled`). A failed write is logged (the response is
-        then paid again on a later attempt), never raised into the run."""
+        """Write a response the model sent, after those kept before it (in order): at once, or if a write is under
+        way, with every response kept meanwhile in the next one. The run goes on meanwhile; the end of the job
+        waits for them (`settled`). A failed write is logged (the responses are then paid again on a later
+        attempt), never raised into the run."""
         if response.state != "complete":
             return
         entry = JournalEntry(place.call.path, place.position, RecordedResponse.answering(request, response))
-        stale = place.call.stale_from == place.position
-        task = asyncio.get_running_loop().create_task(self._write(entry, stale, self._last), context=Context())
-        self._last = task
+        self._pending.append((entry, place.call.stale_from == place.position))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_pending(), context=Context())
 
     async def settled(self) -> None:
         """Wait until every response kept so far is written (or its write failed)."""
-        last = self._last
-        if last is not None:
-            await asyncio.wait((last,))
+        writer = self._writer
+        if writer is not None:
+            await asyncio.wait((writer,))
 
-    async def _write(self, entry: JournalEntry, stale: bool, after: asyncio.Task[None] | None) -> None:
-        if after is not None:
-            await asyncio.wait((after,))
-        try:
-            if stale:  # the run went live here: what the journal held from here on is another conversation
-                await self.store.drop(entry.call, entry.position)
-            await self.store.write(entry)
-        except Exception as error:
-            self.unsaved += 1
+    async def _write_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await self._write(batch)
+            except JournalUnreachable as error:
+                self._lost(batch, error)
+            except Exception as error:
+                if len(batch) == 1:
+                    self._lost(batch, error)
+                    continue
+                for index, one in enumerate(batch):  # alone, so a response the store refuses costs no other
+                    try:
+                        await self._write([one])
+                    except JournalUnreachable as away:
+                        self._lost(batch[index:], away)
+                        break
+                    except Exception as alone:
+                        self._lost([one], alone)
+
+    async def _write(self, batch: list[tuple[JournalEntry, bool]]) -> None:
+        stale = [(entry.call, entry.position) for entry, went_live in batch if went_live]
+        await self.store.write([entry for entry, _ in batch], stale)
+
+    def _lost(self, batch: list[tuple[JournalEntry, bool]], error: Exception) -> None:
+        self.unsaved += len(batch)
+        for entry, _ in batch:
             logger.warning(
                 "journal: the response to request %d of call %s was not kept (%s: %s)",
                 entry.position,

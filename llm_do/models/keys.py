@@ -104,14 +104,20 @@ def request_key(
         chain = current_chain()
     ordinals: dict[str, int] = {}
     handles: dict[str, str] = {}
-    normalised = _without_handles([_message(message, ordinals) for message in messages], handles)
+    normalised = [_message(message, ordinals) for message in messages]
     tools = sorted(tool.name for tool in (*params.function_tools, *params.output_tools))
     payload: dict[str, Any] = {"chain": list(chain), "tools": tools, "messages": normalised}
     if params.native_tools:  # absent otherwise, so the keys of requests without native tools stay as they were
         payload["native_tools"] = sorted(tool.unique_id for tool in params.native_tools)
     if settings:
         payload["settings"] = _jsonable(dict(settings))
-    digest = hashlib.sha256(_canonical(payload).encode()).hexdigest()
+    canonical = _canonical(payload)
+    # A handle in a string is a handle in its JSON too (escapes only put a letter or a backslash before it):
+    # with none in the text, there is nothing to number, and the key is that of the text as it is.
+    if HANDLE_PATTERN.search(canonical):
+        payload["messages"] = _without_handles(normalised, handles)
+        canonical = _canonical(payload)
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
     return RequestKey(
         key=digest,
         chain=chain,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 
 from ..attachments import AttachmentInfo
 from .keys import RequestKey
@@ -120,7 +120,7 @@ class RecordedResponse:
             data["handles"] = list(self.handles)
         if self.attachments:
             data["attachments"] = [info.to_json() for info in self.attachments]
-        data["response"] = ModelMessagesTypeAdapter.dump_python([self.response], mode="json")[0]
+        data["response"] = _responses().dump_python(self.response, mode="json")
         return data
 
     @classmethod
@@ -169,7 +169,8 @@ def _attachments(data: dict[str, Any], where: str) -> tuple[AttachmentInfo, ...]
 
 @functools.cache
 def _responses() -> TypeAdapter[ModelResponse]:
-    """Reads a response alone: its schema is built in a fraction of the time of all messages'."""
+    """Reads and writes a response alone: its schema is built in a fraction of the time of all messages', and it
+    dumps one in about two thirds of the time (the same JSON)."""
     return TypeAdapter(ModelResponse)
 
 
