@@ -87,6 +87,16 @@ async def boom(scope: CallScope, input_data: Any) -> str:
 
 
 @entry
+async def nul(scope: CallScope, input_data: Any) -> dict[str, Any]:
+    """Returns (or, with `raise`, raises) text with a NUL character in it: `"\\0"` in its input stands for one
+    (job inputs cannot hold NUL: procrastinate keeps them as jsonb)."""
+    said = str(input_data["text"]).replace("\\0", "\x00")
+    if input_data.get("raise"):
+        raise ValueError(said)
+    return {"said": said}
+
+
+@entry
 async def flaky(scope: CallScope, input_data: Any) -> dict[str, Any]:
     """Fails on its first attempt, succeeds on the next."""
     job = current_job()
@@ -143,7 +153,7 @@ async def inspect(scope: CallScope, input_data: Any) -> list[dict[str, Any]]:
 def make_runtime() -> Runtime:
     return Runtime(
         JobsApp(),
-        entries=[sleeper, boom, flaky, greeter, orchestrate, traced, guarded, receipt, inspect],
+        entries=[sleeper, boom, nul, flaky, greeter, orchestrate, traced, guarded, receipt, inspect],
         toolsets={"greet_note": JobsApp.notes},
     )
 
@@ -152,6 +162,7 @@ queue = JobQueue(
     entries=[
         "sleeper",
         "boom",
+        "nul",
         JobEntry("flaky", retry=1),
         "greeter",
         "orchestrate",

@@ -172,11 +172,16 @@ def _pair(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelRespon
     return ModelResponse(parts=[TextPart("pair: " + " | ".join(sorted(map(str, returns))))])
 
 
+ODD = "an odd response"
+"""What the response to request `odd` says (a test's CHECK constraint refuses it)."""
+
+
 def _steps(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
     """Four steps, then a text naming every result. The response to request `odd` (a prompt field), if given,
-    says something with a NUL character before its step: PostgreSQL's jsonb refuses it."""
+    says `ODD` before its step, and the response to request `nul` says something with a NUL character."""
     if index < 4:
-        said = [TextPart("a NUL: \x00")] if index == fields.get("odd") else []
+        said = [TextPart(ODD)] if index == fields.get("odd") else []
+        said += [TextPart("a NUL: \x00")] if index == fields.get("nul") else []
         return ModelResponse(parts=[*said, ToolCallPart("step", {"n": str(index)})])
     return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
 

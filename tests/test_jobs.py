@@ -141,6 +141,15 @@ async def test_a_jobs_output_comes_back_decoded_from_json(queue: JobQueue) -> No
     assert record.output == {"amount": 10, "to": "B", "at": "2026-01-02T03:04:05Z"}  # the model's JSON form, decoded
 
 
+async def test_output_and_errors_holding_a_nul_character_are_stored(queue: JobQueue) -> None:
+    """PostgreSQL's jsonb refuses a NUL character and its text columns refuse it too; the result is kept anyway."""
+    async with in_process_worker(queue):
+        said = await finished(queue, await queue.defer("nul", {"text": "a\\0b"}))
+        raised = await finished(queue, await queue.defer("nul", {"text": "c\\0d", "raise": True}))
+    assert said.status == "succeeded" and said.output == {"said": "a\x00b"}  # exactly
+    assert raised.status == "failed" and raised.error == "ValueError: c\\x00d"  # readable, not lost
+
+
 async def test_a_jobs_attachments_are_stored_in_it_and_handed_to_its_run(
     queue: JobQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -382,6 +391,45 @@ async def test_a_database_without_the_schema_says_to_apply_it(dsn: str) -> None:
                 await attempt
         await queue.apply_schema()
         assert (await queue.get(await queue.defer("greeter", "x"))).status == "todo"
+
+
+async def test_the_schema_of_an_earlier_version_keeps_its_rows_and_takes_nul_characters(dsn: str) -> None:
+    """Earlier versions kept JSON as jsonb, which refuses a NUL character; `apply_schema()` turns those columns
+    into json, keeping what they held."""
+    async with JobQueue(dsn, entries=ENTRIES) as queue:
+        async with queue.pool.connection() as conn:
+            await conn.execute(
+                "CREATE TABLE llm_do_job_results (job_id bigint PRIMARY KEY, entry text NOT NULL,"
+                " outcome text NOT NULL, output jsonb, usage jsonb NOT NULL, calls jsonb NOT NULL,"
+                " error text, attempt integer NOT NULL, worker text,"
+                " started_at timestamptz NOT NULL, finished_at timestamptz NOT NULL)"
+            )
+            await conn.execute(
+                "INSERT INTO llm_do_job_results VALUES (7, 'greeter', 'ok', '{\"kept\": 1}', '{}', '[]', NULL, 1,"
+                " NULL, now(), now())"
+            )
+        await queue.apply_schema()
+        await queue.apply_schema()  # idempotent
+        async with queue.pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns"
+                " WHERE table_name LIKE 'llm_do_%' AND data_type IN ('json', 'jsonb') ORDER BY 1, 2"
+            )
+            columns = await cursor.fetchall()
+            [(output,)] = await (await conn.execute("SELECT output FROM llm_do_job_results")).fetchall()
+        assert output == {"kept": 1}
+        assert {data_type for _, _, data_type in columns} == {"json"}
+        assert [(table, column) for table, column, _ in columns] == [
+            ("llm_do_approvals", "args"),
+            ("llm_do_job_results", "calls"),
+            ("llm_do_job_results", "journal"),
+            ("llm_do_job_results", "output"),
+            ("llm_do_job_results", "usage"),
+            ("llm_do_journal", "response"),
+        ]
+        async with in_process_worker(queue):
+            said = await finished(queue, await queue.defer("nul", {"text": "\\0"}))
+        assert said.output == {"said": "\x00"}
 
 
 async def test_a_closed_queue_can_be_opened_again(dsn: str) -> None:

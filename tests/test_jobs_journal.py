@@ -21,7 +21,7 @@ from llm_do import ConfigurationError, Runtime
 from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
 
 from .jobs_support import Worker, eventually, fresh_database
-from .journal_app import make_runtime
+from .journal_app import ODD, make_runtime
 from .journal_app import queue as app_queue
 from .postgres import PostgresServer
 
@@ -373,13 +373,37 @@ async def test_responses_kept_while_a_write_is_under_way_are_written_together(
     assert sorted(together.values()) == [1, 2], written
 
 
+async def test_a_response_holding_a_nul_character_is_journaled_as_it_is(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """PostgreSQL's jsonb refuses a NUL character; the journal keeps JSON as text, so nothing is lost."""
+    notes = tmp_path / "notes"
+    [record] = await run_while_the_journal_is_locked(queue, dsn, [ask(notes, nul=2)], [notes])
+    assert record.status == "succeeded", record
+    assert record.journal == {"replayed": 0, "sent": 5, "live_from": []}
+    async with queue.pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT response FROM llm_do_journal WHERE job_id = %s AND position = 2", (record.id,)
+        )
+        [(response,)] = await cursor.fetchall()
+    assert "a NUL: \x00" in [part.get("content") for part in response["response"]["parts"]]
+
+
 async def test_a_response_postgresql_refuses_costs_only_itself_when_written_with_others(
     queue: JobQueue, dsn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The journal is locked while the job runs, so responses 1 to 4 wait to be written together; response 2
-    holds a NUL character, which jsonb refuses. The others are kept; the job goes on and says what was lost."""
+    breaks a CHECK constraint an operator added. The others are kept; the job goes on and says what was lost."""
     notes = tmp_path / "notes"
-    [record] = await run_while_the_journal_is_locked(queue, dsn, [ask(notes, odd=2)], [notes])
+    async with queue.pool.connection() as conn:
+        await conn.execute(
+            f"ALTER TABLE llm_do_journal ADD CONSTRAINT refuses CHECK (response::text NOT LIKE '%{ODD}%')"
+        )
+    try:
+        [record] = await run_while_the_journal_is_locked(queue, dsn, [ask(notes, odd=2)], [notes])
+    finally:
+        async with queue.pool.connection() as conn:
+            await conn.execute("ALTER TABLE llm_do_journal DROP CONSTRAINT refuses")
     assert record.status == "succeeded", record
     assert record.journal == {"replayed": 0, "sent": 5, "live_from": [], "unsaved": 1}
     assert await rows(queue, record.id) == [("counter", n) for n in (0, 1, 3, 4)]

@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from psycopg import AsyncConnection, OperationalError
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic_ai import Agent
 from pydantic_ai.models import Model, infer_model
@@ -24,6 +24,7 @@ from ..models.journal import Journal, JournalEntry, JournalModel, JournalUnreach
 from ..models.recording import RecordedResponse
 from ..runtime import Runtime
 from .journal_writer import JournalWriter
+from .pgtext import store_json_as_text
 from .records import FINAL_STATUSES
 
 __all__ = ["JOURNAL_TABLE", "JobJournals", "PostgresJournal", "create_journal_table", "delete_old_journals"]
@@ -37,7 +38,7 @@ CREATE TABLE IF NOT EXISTS llm_do_journal (
     call_path text NOT NULL,
     position integer NOT NULL,
     key text NOT NULL,
-    response jsonb NOT NULL,
+    response json NOT NULL,
     attempt integer NOT NULL,
     written_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (queue, job_id, call_path, position)
@@ -60,6 +61,7 @@ DELETE FROM llm_do_journal j
 
 async def create_journal_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
+    await store_json_as_text(conn, JOURNAL_TABLE, "response")
 
 
 class PostgresJournal:
@@ -96,7 +98,7 @@ class PostgresJournal:
             entry.call,
             entry.position,
             recorded.key,
-            Jsonb(recorded.to_json()),
+            Json(recorded.to_json()),
             self.attempt,
         )
 

@@ -18,12 +18,13 @@ from typing import Any, Literal
 from procrastinate import sql as procrastinate_sql
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_jsonable_python
 
 from ..approval import Approval, ApprovalRequest
 from ..errors import LlmDoError
+from .pgtext import storable_text, store_json_as_text
 
 __all__ = [
     "APPROVALS_TABLE",
@@ -51,7 +52,7 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
     call_path text NOT NULL,
     toolset text NOT NULL,
     tool text NOT NULL,
-    args jsonb NOT NULL,
+    args json NOT NULL,
     reason text NOT NULL,
     description text NOT NULL,
     asked_at timestamptz NOT NULL DEFAULT now(),
@@ -163,9 +164,9 @@ class Parking:
             "call_path": "/".join(request.chain),
             "toolset": request.toolset,
             "tool": request.tool,
-            "args": Jsonb(args),
-            "reason": request.reason,
-            "description": request.description,
+            "args": Json(args),
+            "reason": storable_text(request.reason),
+            "description": storable_text(request.description),
         }
         async with self.pool.connection() as conn:
             await conn.execute(_PARK, values)
@@ -178,6 +179,7 @@ def _args(request: ApprovalRequest) -> Any:
 
 async def create_approvals_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
+    await store_json_as_text(conn, APPROVALS_TABLE, "args")
 
 
 async def load_decisions(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> dict[str, _Decision]:

@@ -12,10 +12,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 
 from .parking import AWAITING_SQL
+from .pgtext import storable_text, store_json_as_text
 from .records import JobRecord
 
 __all__ = ["RESULTS_TABLE", "create_results_table", "fetch_records", "write_result"]
@@ -27,9 +28,9 @@ CREATE TABLE IF NOT EXISTS llm_do_job_results (
     job_id bigint PRIMARY KEY,
     entry text NOT NULL,
     outcome text NOT NULL CHECK (outcome IN ('ok', 'error', 'cancelled')),
-    output jsonb,
-    usage jsonb NOT NULL,
-    calls jsonb NOT NULL,
+    output json,
+    usage json NOT NULL,
+    calls json NOT NULL,
     error text,
     attempt integer NOT NULL,
     worker text,
@@ -38,7 +39,7 @@ CREATE TABLE IF NOT EXISTS llm_do_job_results (
 )
 """
 
-_ADD_JOURNAL = "ALTER TABLE llm_do_job_results ADD COLUMN IF NOT EXISTS journal jsonb"
+_ADD_JOURNAL = "ALTER TABLE llm_do_job_results ADD COLUMN IF NOT EXISTS journal json"
 
 _WRITE = """
 INSERT INTO llm_do_job_results
@@ -65,6 +66,7 @@ SELECT j.id, j.task_name, {status} AS status, j.attempts, j.args - 'attachments'
 async def create_results_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
     await conn.execute(_ADD_JOURNAL)  # tables made before the journal existed
+    await store_json_as_text(conn, RESULTS_TABLE, "output", "usage", "calls", "journal")
 
 
 async def write_result(
@@ -88,15 +90,15 @@ async def write_result(
         "job_id": job_id,
         "entry": entry,
         "outcome": outcome,
-        "output": Jsonb(output),
-        "usage": Jsonb(usage),
-        "calls": Jsonb(calls),
-        "error": error,
+        "output": Json(output),
+        "usage": Json(usage),
+        "calls": Json(calls),
+        "error": None if error is None else storable_text(error),
         "attempt": attempt,
         "worker": worker,
         "started_at": started_at,
         "finished_at": finished_at,
-        "journal": None if journal is None else Jsonb(journal),
+        "journal": None if journal is None else Json(journal),
     }
     async with pool.connection() as conn:
         await conn.execute(_WRITE, values)
