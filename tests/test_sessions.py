@@ -403,6 +403,30 @@ async def test_a_conversation_kept_in_postgresql_continues_in_a_new_runtime(post
     assert rows == []
 
 
+async def test_a_conversation_holding_a_nul_character_is_kept_in_a_table_an_earlier_version_made(
+    postgres: PostgresServer,
+) -> None:
+    """PostgreSQL's jsonb refuses a NUL character; the store keeps the conversation as json text, and turns the
+    jsonb column of a table made by an earlier version into json, keeping its rows."""
+    model = ScriptedModel("Noted: a\x00b.")
+    chat = AgentEntry(Agent(model), name="chat")
+    async with fresh_database(postgres) as dsn:
+        connection = await asyncpg.connect(dsn)
+        try:
+            await connection.execute(
+                "CREATE TABLE llm_do_session_history (session_id text PRIMARY KEY, messages jsonb NOT NULL,"
+                " updated_at timestamptz NOT NULL DEFAULT now())"
+            )
+            await connection.execute("INSERT INTO llm_do_session_history VALUES ('old', '[]', now())")
+        finally:
+            await connection.close()
+        async with PostgresHistoryStore(dsn) as store, Runtime(None, entries=[chat], history_store=store) as runtime:
+            said = await runtime.run("chat", "Say a\x00b.", session="conv-nul")
+            assert await store.load("conv-nul") == said.messages
+            assert await store.load("old") == []
+        assert said.output == "Noted: a\x00b."
+
+
 async def test_a_run_cancelled_before_it_started_lets_go_of_its_session() -> None:
     @entry
     async def echo(scope: CallScope, input_data: str) -> str:

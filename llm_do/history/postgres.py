@@ -7,8 +7,10 @@ async with PostgresHistoryStore("postgresql://app@db/app") as store:
 ```
 
 One row per session: its id and its messages as JSON (pydantic-ai's `ModelMessagesTypeAdapter`),
-in a table the store creates on first use. The store opens a small pool of its own when first
-used and closes it with `aclose()` (or the end of `async with`).
+in a table the store creates on first use. The messages are kept as `json`, their text: `jsonb` refuses
+a NUL character, which a message may hold (a table an earlier version made with `jsonb` is converted).
+The store opens a small pool of its own when first used and closes it with `aclose()` (or the end of
+`async with`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from ..errors import ConfigurationError
 __all__ = ["PostgresHistoryStore"]
 
 _TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+_MESSAGES_TYPE = """
+SELECT data_type FROM information_schema.columns
+ WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'messages'
+"""
 
 
 class PostgresHistoryStore:
@@ -53,9 +60,13 @@ class PostgresHistoryStore:
                 try:
                     await pool.execute(
                         f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                        "session_id text PRIMARY KEY, messages jsonb NOT NULL, "
+                        "session_id text PRIMARY KEY, messages json NOT NULL, "
                         "updated_at timestamptz NOT NULL DEFAULT now())"
                     )
+                    if await pool.fetchval(_MESSAGES_TYPE, self.table) == "jsonb":
+                        await pool.execute(
+                            f"ALTER TABLE {self.table} ALTER COLUMN messages TYPE json USING messages::json"
+                        )
                 except BaseException:
                     await pool.close()
                     raise
@@ -71,7 +82,7 @@ class PostgresHistoryStore:
         pool = await self._connected()
         document = ModelMessagesTypeAdapter.dump_json(messages).decode()
         await pool.execute(
-            f"INSERT INTO {self.table} (session_id, messages) VALUES ($1, $2::jsonb) "
+            f"INSERT INTO {self.table} (session_id, messages) VALUES ($1, $2::json) "
             "ON CONFLICT (session_id) DO UPDATE SET messages = EXCLUDED.messages, updated_at = now()",
             session_id,
             document,
