@@ -373,6 +373,8 @@ async def test_bad_declarations_and_inputs_are_refused_with_what_to_do(queue: Jo
         await queue.defer("nope", "x")
     with pytest.raises(TypeError, match="input of a job of entry 'greeter' must be JSON-compatible"):
         await queue.defer("greeter", object())
+    with pytest.raises(ValueError, match=r"input of a job of entry 'greeter' holds a NUL character, .* encode it"):
+        await queue.defer("greeter", {"deep": ["fine", {"no\x00key": 1}]})
     with pytest.raises(
         ValueError, match=r"unknown job status 'done': use aborted, awaiting_approval, cancelled, doing, failed, succ"
     ):

@@ -235,6 +235,11 @@ class JobQueue:
             payload = to_jsonable_python(input_data)
         except PydanticSerializationError as error:
             raise TypeError(f"the input of a job of entry {entry!r} must be JSON-compatible: {error}") from None
+        if _holds_nul(payload):
+            raise ValueError(
+                f"the input of a job of entry {entry!r} holds a NUL character, which procrastinate's job arguments "
+                "(PostgreSQL jsonb) cannot store; encode it (base64, or an escape your entry undoes)"
+            )
         handed = tuple(attachments)
         extra: dict[str, Any] = {}
         if handed:
@@ -413,3 +418,14 @@ def _entries(entries: Iterable[str | JobEntry]) -> dict[str, JobEntry]:
     if not found:
         raise ConfigurationError("JobQueue(entries=[...]) is empty: name the entries that may run as jobs")
     return found
+
+
+def _holds_nul(value: Any) -> bool:
+    """Whether a JSON value (as `to_jsonable_python` makes it) has a NUL character in a string or a key."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
