@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from pydantic_ai import models
 
+from .jobs_support import fresh_database
 from .postgres import PostgresServer, temporary_postgres
 
 models.ALLOW_MODEL_REQUESTS = False
@@ -65,3 +66,10 @@ def postgres() -> Iterator[PostgresServer]:
     """A throwaway PostgreSQL server for the whole session (unix socket); fails, never skips, if it cannot start."""
     with temporary_postgres() as server:
         yield server
+
+
+@pytest.fixture
+async def dsn(postgres: PostgresServer) -> AsyncIterator[str]:
+    """The URL of a new empty database on the session's PostgreSQL server, dropped after the test."""
+    async with fresh_database(postgres) as url:
+        yield url

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,14 @@ Script = Callable[[dict[str, Any], int, list[Any]], ModelResponse]
 def note(path: str, line: str) -> None:
     with Path(path).open("a") as file:
         file.write(f"{line}\n")
+
+
+def sent(notes: Path) -> Counter[tuple[str, int]]:
+    """How many times each (model, request index) was sent to a model, over every attempt (`sent WHO INDEX ...`)."""
+    lines = notes.read_text().splitlines() if notes.exists() else []
+    return Counter(
+        (who, int(index)) for _, who, index, _ in (line.split() for line in lines if line.startswith("sent "))
+    )
 
 
 def _prompt(messages: list[ModelMessage]) -> dict[str, Any]:

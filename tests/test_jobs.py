@@ -35,17 +35,11 @@ from .jobs_app import make_runtime
 from .jobs_app import queue as app_queue
 from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
 from .mcp_support import alive, stubborn_pids, stubborn_project, wait_for
-from .postgres import PostgresServer, temporary_postgres
+from .postgres import temporary_postgres
 
 TARGET = "tests.jobs_app:queue"
 OTHER_TARGET = "tests.jobs_app:other_queue"
 ENTRIES = list(app_queue.entries.values())
-
-
-@pytest.fixture
-async def dsn(postgres: PostgresServer) -> AsyncIterator[str]:
-    async with fresh_database(postgres) as url:
-        yield url
 
 
 @pytest.fixture

@@ -20,19 +20,12 @@ from pydantic_ai.messages import AgentStreamEvent
 from llm_do import ConfigurationError, Runtime
 from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
 
-from .jobs_support import Worker, eventually, fresh_database
-from .journal_app import ODD, make_runtime
+from .jobs_support import Worker, eventually
+from .journal_app import ODD, make_runtime, sent
 from .journal_app import queue as app_queue
-from .postgres import PostgresServer
 
 TARGET = "tests.journal_app:queue"
 ENTRIES = list(app_queue.entries.values())
-
-
-@pytest.fixture
-async def dsn(postgres: PostgresServer) -> AsyncIterator[str]:
-    async with fresh_database(postgres) as url:
-        yield url
 
 
 @pytest.fixture
@@ -44,14 +37,6 @@ async def queue(dsn: str) -> AsyncIterator[JobQueue]:
 
 def ask(notes: Path, hold: int = -1, **fields: Any) -> str:
     return json.dumps({"notes": str(notes), "hold": hold, **fields})
-
-
-def sent(notes: Path) -> Counter[tuple[str, int]]:
-    """How many times each (model, request index) was sent to a model, over every attempt."""
-    lines = notes.read_text().splitlines() if notes.exists() else []
-    return Counter(
-        (who, int(index)) for kind, who, index, _ in (line.split() for line in lines if line.startswith("sent "))
-    )
 
 
 def held(notes: Path, who: str) -> bool:

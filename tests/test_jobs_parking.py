@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,19 +14,13 @@ import pytest
 from llm_do import ConfigurationError
 from llm_do.jobs import DecisionRefused, JobEntry, JobQueue, JobRecord, PendingApproval
 
-from .jobs_support import Worker, eventually, fresh_database
+from .jobs_support import Worker, eventually
 from .journal_app import parking as app_parking
 from .journal_app import queue as app_queue
-from .postgres import PostgresServer
+from .journal_app import sent
 
 TARGET = "tests.journal_app:parking"
 ENTRIES = list(app_parking.entries.values())
-
-
-@pytest.fixture
-async def dsn(postgres: PostgresServer) -> AsyncIterator[str]:
-    async with fresh_database(postgres) as url:
-        yield url
 
 
 @pytest.fixture
@@ -39,14 +32,6 @@ async def queue(dsn: str) -> AsyncIterator[JobQueue]:
 
 def ask(notes: Path, amount: int = 10) -> str:
     return json.dumps({"notes": str(notes), "amount": amount})
-
-
-def sent(notes: Path) -> Counter[tuple[str, int]]:
-    """How many times each (model, request index) was sent to a model, over every run."""
-    lines = notes.read_text().splitlines() if notes.exists() else []
-    return Counter(
-        (who, int(index)) for _, who, index, _ in (line.split() for line in lines if line.startswith("sent "))
-    )
 
 
 def noted(notes: Path, kind: str) -> list[str]:
