@@ -16,15 +16,14 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
-from pydantic_core import ValidationError
 
 from .approval import Approvals
 from .attachments import TAKES_ATTACHMENTS
 from .gate import CallGate, GatedCall
-from .toolset import Toolset
+from .toolset import ReadableArguments, Toolset
 
 __all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending", "current_run_context"]
 
@@ -155,42 +154,12 @@ def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -
             )
         if tool_def.toolset_id is None and (chosen := _chosen_id(item.toolset)) is not None:
             tool_def = replace(tool_def, toolset_id=chosen)  # as pydantic-ai stamps a toolset's own tools
-        readable = object.__new__(_ReadableArguments)  # (no Python-level call: a tool costs no more per step)
-        readable.inner = item.args_validator
-        tools[tool_name] = replace(item, toolset=lender, tool_def=tool_def, args_validator=readable)
+        validator = item.args_validator
+        if validator.__class__ is not ReadableArguments:  # (a Toolset's tools have theirs already)
+            validator = object.__new__(ReadableArguments)  # (no Python-level call: a tool costs no more per step)
+            validator.inner = item.args_validator
+        tools[tool_name] = replace(item, toolset=lender, tool_def=tool_def, args_validator=validator)
     return tools
-
-
-class _ReadableArguments:
-    """A tool's argument validator whose failures the model can always be shown.
-
-    pydantic-ai writes a validation error into the retry prompt as JSON; arguments a provider's SDK
-    decoded itself may hold a lone surrogate (JSON's `"\\ud800"`), which JSON cannot encode, and the
-    whole run failed with `UnicodeEncodeError`. Such an error is shown with those characters escaped."""
-
-    __slots__ = ("inner",)
-    inner: Any
-
-    def validate_json(self, input: str | bytes | bytearray, **options: Any) -> Any:
-        try:
-            return self.inner.validate_json(input, **options)
-        except ValidationError as error:
-            raise _shown(error) from None
-
-    def validate_python(self, input: Any, **options: Any) -> Any:
-        try:
-            return self.inner.validate_python(input, **options)
-        except ValidationError as error:
-            raise _shown(error) from None
-
-
-def _shown(error: ValidationError) -> ValidationError | ModelRetry:
-    try:
-        error.json()
-    except ValueError:  # (pydantic-core reports the unencodable text as a plain ValueError)
-        text = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
-        return ModelRetry(f"the arguments are not valid:\n{text}")
-    return error
 
 
 def _chosen_id(toolset: AbstractToolset[Any]) -> str | None:

@@ -12,12 +12,12 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool
-from pydantic_core import SchemaValidator, ValidationError
+from pydantic_core import ValidationError
 
 from .errors import ConfigurationError
 from .policy import ToolPolicy
 
-__all__ = ["Toolset", "check_unique_tools", "known_tool_names", "may_ask_for_approval", "tool"]
+__all__ = ["ReadableArguments", "Toolset", "check_unique_tools", "known_tool_names", "may_ask_for_approval", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__llm_do_tool__"
@@ -164,61 +164,53 @@ def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _
     return _Described(
         method=attr,
         tool_def=described.tool_def,
-        validator=_TextSafeValidator(described.function_schema.validator),
+        validator=ReadableArguments(described.function_schema.validator),
         takes_ctx=described.function_schema.takes_ctx,
     )
 
 
-class _TextSafeValidator:
-    """A tool's argument validator whose errors can always be written as JSON.
+class ReadableArguments:
+    """A tool's argument validator whose errors the model can always be shown.
 
-    A model can send text that is not valid Unicode (a lone surrogate, written `\\ud800` in JSON).
-    When such an argument fails validation, pydantic-ai could not write the error back to the model
-    and the run would fail; here the text is shown escaped instead, and the model reads the error.
+    A model can send text that is not valid Unicode (a lone surrogate: `\\ud800` in JSON, or decoded so by
+    a provider's SDK). pydantic-ai writes a validation error into the retry prompt as JSON, which such text
+    cannot be, and the run failed with `UnicodeEncodeError`; here the text is shown escaped instead.
     """
 
-    def __init__(self, inner: SchemaValidator) -> None:
-        self._inner = inner
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
 
     def validate_python(self, input: Any, **options: Any) -> Any:
         try:
-            return self._inner.validate_python(input, **options)
+            return self.inner.validate_python(input, **options)
         except ValidationError as error:
-            raise _escaped(error) from None
+            raise _readable(error) from None
 
     def validate_json(self, input: str | bytes | bytearray, **options: Any) -> Any:
         try:
-            return self._inner.validate_json(input, **options)
+            return self.inner.validate_json(input, **options)
         except ValidationError as error:
-            raise _escaped(error) from None
+            raise _readable(error) from None
 
 
-def _escaped(error: ValidationError) -> Exception:
-    details = error.errors(include_url=False)
-    if not _has_lone_surrogates([(detail["loc"], detail.get("input")) for detail in details]):
+def _readable(error: ValidationError) -> Exception:
+    try:
+        error.json()
         return error
+    except ValueError:  # (pydantic-core reports unencodable text as a plain ValueError)
+        pass
     safe: list[Any] = [
         {key: _escape(value) if key in ("loc", "input") else value for key, value in detail.items() if key != "msg"}
-        for detail in details
+        for detail in error.errors(include_url=False)
     ]
     try:
-        return ValidationError.from_exception_data(error.title, safe)
-    except (TypeError, ValueError, KeyError):  # an error type pydantic-core cannot rebuild
-        return ModelRetry(_escape(str(error)))
-
-
-def _has_lone_surrogates(value: Any) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_has_lone_surrogates(key) or _has_lone_surrogates(item) for key, item in value.items())
-    if isinstance(value, list | tuple):
-        return any(_has_lone_surrogates(item) for item in value)
-    return False
+        escaped = ValidationError.from_exception_data(error.title, safe)
+        escaped.json()
+        return escaped
+    except (TypeError, ValueError, KeyError):  # an error pydantic-core cannot rebuild, or text elsewhere
+        return ModelRetry(f"the arguments are not valid:\n{_escape(str(error))}")
 
 
 def _escape(value: Any) -> Any:
