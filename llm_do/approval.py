@@ -16,7 +16,7 @@ import hashlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
@@ -43,7 +43,6 @@ __all__ = [
     "SessionKey",
     "approval_id",
     "ask_approver",
-    "load_policies",
     "session_key",
 ]
 
@@ -153,48 +152,15 @@ def approval_id(path: Sequence[tuple[str, str | None]], tool_call_id: str) -> st
     return "apr_" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@dataclass(slots=True)
 class Grants:
     """One session's "approve for session" answers, and its questions waiting for an answer.
 
     A run given no session has grants of its own, which end with it.
     """
 
-    __slots__ = ("_granted", "_pending")
-
-    def __init__(self) -> None:
-        self._granted: set[SessionKey] = set()
-        self._pending: dict[SessionKey, asyncio.Future[Approval | None]] = {}
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._granted
-
-
-def load_policies(
-    declared: Iterable[Mapping[str, ToolPolicy]],
-    overrides: Mapping[str, PolicySettings],
-    *,
-    known: Collection[str],
-    tools_of: Callable[[str], frozenset[str] | None],
-) -> dict[str, ToolPolicy]:
-    """Merge the declared policies (later ones replace earlier ones per name), apply the settings
-    overrides on top, and check that each names a known toolset and tools it has (when known)."""
-    merged = _merge(declared, overrides)
-    for name, policy in merged.items():
-        if name not in known:
-            _refuse_native_tool(name)
-            raise ConfigurationError(
-                f"an approval policy names toolset {name!r}, which is neither a provider of the container, "
-                f"a runtime toolset, nor an entry (known: {', '.join(sorted(known)) or 'none'}); fix the name "
-                "so the policy applies (names from LLM_DO_APPROVAL_POLICIES__NAME__... are lowercased)"
-            )
-        tools = tools_of(name)
-        unknown = sorted(set(policy.tools) - tools) if tools is not None else []
-        if unknown:
-            raise ConfigurationError(
-                f"the approval policy of toolset {name!r} names tool(s) {', '.join(map(repr, unknown))}, "
-                f"which it does not have (its tools: {', '.join(sorted(tools or ())) or 'none'}); fix the tool names"
-            )
-    return merged
+    granted: set[SessionKey] = field(default_factory=set)
+    pending: dict[SessionKey, asyncio.Future[Approval | None]] = field(default_factory=dict)
 
 
 NATIVE_TOOL_NOT_GATED = "it runs at the model's provider, inside the model's request, so no approval policy can gate it"
@@ -225,26 +191,56 @@ def _merge(
                 )
             merged[name] = policy
     for name, override in overrides.items():
-        if not isinstance(override, PolicySettings):
-            override = PolicySettings.model_validate(override)
         merged[name] = merged.get(name, _OPEN).overridden(override)
     return merged
 
 
+def _check_names(
+    policies: Mapping[str, ToolPolicy], known: Collection[str], tools_of: Callable[[str], frozenset[str] | None]
+) -> None:
+    """Refuse a policy that names no known toolset, or tools its toolset does not have (when known)."""
+    for name, policy in policies.items():
+        if name not in known:
+            _refuse_native_tool(name)
+            raise ConfigurationError(
+                f"an approval policy names toolset {name!r}, which is neither a provider of the container, "
+                f"a runtime toolset, nor an entry (known: {', '.join(sorted(known)) or 'none'}); fix the name "
+                "so the policy applies (names from LLM_DO_APPROVAL_POLICIES__NAME__... are lowercased)"
+            )
+        tools = tools_of(name)
+        unknown = sorted(set(policy.tools) - tools) if tools is not None else []
+        if unknown:
+            raise ConfigurationError(
+                f"the approval policy of toolset {name!r} names tool(s) {', '.join(map(repr, unknown))}, "
+                f"which it does not have (its tools: {', '.join(sorted(tools or ())) or 'none'}); fix the tool names"
+            )
+
+
 class Approvals:
-    """A runtime's approval rules: policies by toolset name, the mode, the default approver, the time limit."""
+    """A runtime's approval rules: policies by toolset name, the mode, the default approver, the time limit.
+
+    The `declared` policies are merged (later ones replace earlier ones per name), the settings
+    `overrides` applied on top, and each checked to name a `known` toolset and tools it has (`tools_of`).
+    """
 
     def __init__(
         self,
-        policies: Mapping[str, ToolPolicy],
+        declared: Sequence[Mapping[str, ToolPolicy]],
+        overrides: Mapping[str, PolicySettings],
         *,
+        known: Collection[str],
+        tools_of: Callable[[str], frozenset[str] | None],
         mode: ApprovalMode,
         on_deny: ApprovalOnDeny,
         approver: Approver | None,
-        declared: Collection[str] | None = None,
-        overrides: Mapping[str, PolicySettings] | None = None,
-        timeout: float = 600.0,
+        timeout: float,
     ) -> None:
+        self._overrides = {
+            name: item if isinstance(item, PolicySettings) else PolicySettings.model_validate(item)
+            for name, item in overrides.items()
+        }
+        merged = _merge(declared, self._overrides)
+        _check_names(merged, known, tools_of)
         if mode not in _MODES:
             raise ConfigurationError(f"approval_mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
         if on_deny not in _ON_DENY:
@@ -252,14 +248,10 @@ class Approvals:
                 f"approval_on_deny must be one of {', '.join(map(repr, _ON_DENY))}, got {on_deny!r}"
             )
         check_approver(approver)
-        self.policies: Mapping[str, ToolPolicy] = MappingProxyType(dict(policies))
-        self._gating = frozenset(name for name, policy in self.policies.items() if policy.may_gate)
-        self._declared = frozenset(self.policies if declared is None else declared)
+        self.policies: Mapping[str, ToolPolicy] = MappingProxyType(merged)
+        self._gating = frozenset(name for name, policy in merged.items() if policy.may_gate)
+        self._declared = frozenset(name for policies in declared for name in policies)
         """Names with a declared policy (not only a settings override): their tools' MCP annotations are not read."""
-        self._overrides = {
-            name: item if isinstance(item, PolicySettings) else PolicySettings.model_validate(item)
-            for name, item in (overrides or {}).items()
-        }
         self.mode = mode
         self.on_deny = on_deny
         self.approver = approver
@@ -347,9 +339,9 @@ class Approvals:
         if approver is None:
             raise ApprovalUnavailable(request)
         key = session_key(request.toolset, request.tool, request.args, request.attachments)
-        pending = grants._pending
+        pending = grants.pending
         while True:
-            if key in grants._granted:
+            if key in grants.granted:
                 return None
             twin = pending.get(key)
             if twin is None:
@@ -360,7 +352,7 @@ class Approvals:
         try:
             answer = await _ask_within(approver, request, self.timeout)
             if answer is not None and answer.choice == "approve_for_session":
-                grants._granted.add(key)
+                grants.granted.add(key)
         finally:
             del pending[key]
             mine.set_result(answer)

@@ -16,7 +16,7 @@ from dependency_injector import containers, providers
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.toolsets import AbstractToolset
 
-from .approval import Approvals, Approver, load_policies
+from .approval import Approvals, Approver
 from .call import Entry
 from .entries import entry_toolset
 from .errors import ConfigurationError
@@ -85,14 +85,14 @@ class Loaded:
         self._uses = {name: self._load_entry(item) for name, item in self.entries.items()}
         self.entry_tools = frozenset(self._entry_tools)
         """Toolset names that call another entry (agent-as-tool)."""
-        merged, declared = self._load_policies(policies or {})
         self.approvals = Approvals(
-            merged,
+            self._declared_policies(policies or {}),
+            config.approval_policies,
+            known=self._known() - _RESERVED,
+            tools_of=self._static_tool_names,
             mode=config.approval_mode,
             on_deny=config.approval_on_deny,
             approver=approver,
-            declared=declared,
-            overrides=config.approval_policies,
             timeout=config.approval_timeout,
         )
         self._plans = {
@@ -175,8 +175,8 @@ class Loaded:
     def _known(self) -> set[str]:
         return {*self._named, *(self.container.providers if self.container is not None else ()), *self.entries}
 
-    def _load_policies(self, policies: Mapping[str, ToolPolicy]) -> tuple[dict[str, ToolPolicy], frozenset[str]]:
-        """The merged policies, and the names that have a declared one (not only a settings override)."""
+    def _declared_policies(self, policies: Mapping[str, ToolPolicy]) -> list[Mapping[str, ToolPolicy]]:
+        """The declared policies, weakest first: the toolset classes' defaults, the container's, `policies`."""
         declared: list[Mapping[str, ToolPolicy]] = [self._class_default_policies()]
         provider = None if self.container is None else self.container.providers.get("approval_policies")
         if provider is not None:
@@ -188,9 +188,7 @@ class Loaded:
                 )
             declared.append(from_container)
         declared.append(policies)
-        known = self._known() - _RESERVED
-        merged = load_policies(declared, self.config.approval_policies, known=known, tools_of=self._static_tool_names)
-        return merged, frozenset(name for mapping in declared for name in mapping)
+        return declared
 
     def _with_gating(self, use: ToolsetUse) -> ToolsetUse:
         """The use, with whether its calls can need an approval when that is known at load."""
