@@ -6,7 +6,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -44,15 +44,14 @@ def _model_name(value: str) -> str:
     return value
 
 
-def _url(value: SecretStr) -> SecretStr:
-    if not _URL.match(value.get_secret_value()):
+def _plain_url(value: str) -> str:
+    if not _URL.match(value):
         raise ValueError("not a URL with a scheme")
     return value
 
 
-def _plain_url(value: str) -> str:
-    if not _URL.match(value):
-        raise ValueError("not a URL with a scheme")
+def _url(value: SecretStr) -> SecretStr:
+    _plain_url(value.get_secret_value())
     return value
 
 
@@ -275,21 +274,6 @@ def _plain(value: SecretStr | str | None) -> str | None:
     return value.get_secret_value() if isinstance(value, SecretStr) else value
 
 
-_RUNTIME_FIELDS = (
-    "max_depth",
-    "cleanup_timeout",
-    "approval_mode",
-    "model",
-    "approval_on_deny",
-    "approval_policies",
-    "approval_timeout",
-    "project_root",
-    "attachments",
-    "session_idle_timeout",
-    "stream_buffer",
-)
-
-
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
     """What a `Runtime` needs to know.
@@ -345,6 +329,10 @@ class RuntimeConfig:
         provider = getattr(container, "config", None)
         values = provider() if isinstance(provider, providers.Configuration) else None
         return cls.from_settings(values if isinstance(values, Mapping) and values else None, **overrides)
+
+
+_RUNTIME_FIELDS = tuple(item.name for item in fields(RuntimeConfig))
+"""The settings a `RuntimeConfig` is built from: its own fields, each one of `LlmDoSettings`."""
 
 
 def _from_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
