@@ -315,7 +315,8 @@ class CallScope:
         `attachments` are `Attachment`s, or names: of an attachment this call received, else of a
         file under the project root (see `attachments_named`).
         """
-        self._check_callable(name)
+        if name not in self.entry.toolsets:
+            raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
         self.check_depth(name)  # before anyone is asked to approve a call that cannot run
         handed = await self.attachments_named(attachments) if attachments else ()
         args: dict[str, Any] = {"input": input_data}
@@ -358,10 +359,6 @@ class CallScope:
         max_depth = self.host.config.max_depth
         if self.depth + 1 > max_depth:
             raise MaxDepthExceeded((*self.chain(), name), max_depth)
-
-    def _check_callable(self, name: str) -> None:
-        if name not in self.entry.toolsets:
-            raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
 
     async def call_child(
         self,

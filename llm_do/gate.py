@@ -1,16 +1,8 @@
 """Gates: apply the runtime's approvals to the tool calls of one call scope.
 
-Built on pydantic-ai's own machinery. Every toolset a scope lends out passes its calls to the
-scope's `CallGate`, keyed by its toolset name. When the call's toolsets can ask or deny (a
-policy that is not all-allow, a tool declared `requires_approval`), the gate defers: a call its
-policy does not allow raises `ApprovalRequired`; pydantic-ai collects the run's deferred calls
-(parallel ones in one batch) and hands them to the `HandleDeferredToolCalls` capability that
-`AgentEntry` passes to `Agent.run`, which answers each with `ToolApproved` (pydantic-ai re-runs
-the call) or `ToolDenied` (the model reads the message). Otherwise no capability is passed
-(pydantic-ai charges every run for one) and the rare call that still needs a decision (a tool
-raising `ApprovalRequired` itself) is decided in place. We own the per-call decision because
-pydantic-ai's `ApprovalRequiredToolset` only answers "needs approval: yes or no"; a policy also
-denies outright, gives reasons, and lets a rule see the arguments.
+Every toolset a scope lends out passes its calls to the scope's `CallGate`, keyed by its toolset name.
+A call that needs a decision is deferred to pydantic-ai's `HandleDeferredToolCalls` capability when
+the call's toolsets can ask or deny, else decided in place (see docs/approvals.md, "How it is built on pydantic-ai").
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from pydantic_ai import RunContext
-from pydantic_ai.capabilities import HandleDeferredToolCalls
+from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
@@ -92,7 +84,7 @@ class CallGate:
         self._attached: dict[str, tuple[Attachment, ...]] = {}
         """Attachments read to show an approver, by tool call id: the call, once approved, sends these."""
 
-    def capabilities(self) -> list[HandleDeferredToolCalls[Any]]:
+    def capabilities(self) -> list[AbstractCapability[Any]]:
         """The capability an agent run needs to resolve deferred calls: none unless the gate defers."""
         if not self.deferring:
             return []
@@ -272,13 +264,19 @@ class CallGate:
         return next(self._direct_ids)
 
     async def _settle(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
+        """None when the call may run, else why not; the call's observers hear the question and the decision."""
         call = self.call
-        approvals = self.approvals
         sink = call.sink
-        if sink is None:
-            why = await approvals.decide(request, verdict, approver=call.approver, grants=call.grants)
-        else:
-            why = await _observed_decision(sink, call, approvals, request, verdict)
+        if sink is not None:
+            sink.emit(ApprovalRequested(sink.call, request, verdict.decision))
+        try:
+            why = await self.approvals.decide(request, verdict, approver=call.approver, grants=call.grants)
+        except Exception as error:
+            if sink is not None:
+                sink.emit(ApprovalDecided(sink.call, request, False, None, error))
+            raise
+        if sink is not None:
+            sink.emit(ApprovalDecided(sink.call, request, why is None, why))
         if why is not None and self.approvals.on_deny == "raise":
             raise ApprovalDenied(request, why)
         return why
@@ -286,19 +284,6 @@ class CallGate:
     @staticmethod
     def _message(request: ApprovalRequest, why: str) -> str:
         return f"The call to {request.tool!r} was not run: {why}. Do not retry the same call."
-
-
-async def _observed_decision(
-    sink: Sink, call: GatedCall, approvals: Approvals, request: ApprovalRequest, verdict: Verdict
-) -> str | None:
-    sink.emit(ApprovalRequested(sink.call, request, verdict.decision))
-    try:
-        why = await approvals.decide(request, verdict, approver=call.approver, grants=call.grants)
-    except Exception as error:
-        sink.emit(ApprovalDecided(sink.call, request, False, None, error))
-        raise
-    sink.emit(ApprovalDecided(sink.call, request, why is None, why))
-    return why
 
 
 def _short(value: Any, limit: int = 80) -> str:

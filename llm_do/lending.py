@@ -56,7 +56,7 @@ class Lending:
         return self._approvals.may_gate(toolset) or toolset in self._entry_tools
 
     def capabilities(self) -> list[AbstractCapability[Any]]:
-        return [] if self._gate is None else list(self._gate.capabilities())
+        return [] if self._gate is None else self._gate.capabilities()
 
     def saw(self, ctx: RunContext[Any]) -> None:
         """Remember an agent run's context, to let go of what it holds when the call ends."""

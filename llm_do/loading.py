@@ -82,7 +82,7 @@ class Loaded:
             self._load_per_run(container)
         for name, source in (toolsets or {}).items():
             self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
-        self._uses = {name: self._load_entry(item) for name, item in self.entries.items()}
+        uses = {name: self._load_entry(item) for name, item in self.entries.items()}
         self.entry_tools = frozenset(self._entry_tools)
         """Toolset names that call another entry (agent-as-tool)."""
         self.approvals = Approvals(
@@ -96,7 +96,7 @@ class Loaded:
             timeout=config.approval_timeout,
         )
         self._plans = {
-            name: EntryPlan.of(tuple(self._with_gating(use) for use in uses)) for name, uses in self._uses.items()
+            name: EntryPlan.of(tuple(self._with_gating(use) for use in of_entry)) for name, of_entry in uses.items()
         }
         self.globals = ScopeOwner(Scope.GLOBAL, config.cleanup_timeout)
         """The owner of the global objects: released when the runtime closes."""
