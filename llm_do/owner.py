@@ -1,15 +1,9 @@
 """`ScopeOwner`: one scope level (global, session, run or call), with one shape for every level.
 
-An owner has a teardown (what it adopted, released in reverse order when it closes), a way of
-making each spec's object once per level, and a parent. A call scope asks the owner of a spec's
-scope (`find`) for the spec's object. What "once per level" means differs by level, for reasons:
-
-- per call: every acquisition builds a fresh object (the level itself is one call);
-- per run and per session: the first acquisition builds it, and parallel first uses (tool calls
-  that pydantic-ai runs in child tasks) wait for that one (a cache of futures);
-- global: each acquisition asks the spec (a `Singleton` provider is the cache), and the owner
-  adopts what it returns once, by identity, under a lock. So a provider overridden after the
-  runtime loaded (dependency-injector overrides are process-global) is honoured at the next call.
+A call scope asks the owner of a spec's scope (`find`) for the spec's object, made once per level:
+a call builds a fresh one each time; a run or session caches futures, so parallel first uses make
+one; the runtime asks the spec each time (a `Singleton` is its own cache, so an override made after
+load is honoured) and adopts what it returns once, by identity, under a lock.
 """
 
 from __future__ import annotations

@@ -39,28 +39,16 @@ __all__ = ["Runtime"]
 class Runtime:
     """Runs entries with their resources. Use `async with Runtime(...)` or call `aclose()`.
 
-    Toolset names resolve against `toolsets` (explicit wins), then the container's providers,
-    then the other entries (an entry named as a toolset becomes a tool that calls it). Unknown
-    names and duplicate tool names are reported here, at load time.
+    Toolset names resolve against `toolsets`, then the container's providers, then the other entries
+    (an entry named as a toolset becomes a tool that calls it); unknown names and duplicate tools are
+    reported here, at load time. Approval policies come from the toolset classes' `default_policy`,
+    the container's `approval_policies`, `policies`, then `config.approval_policies`, later ones
+    winning per name; `approver` answers calls that need approval in `prompt` mode.
 
-    Approval policies per toolset name come from the toolset classes' `default_policy`, the
-    container's `approval_policies` provider, then `policies` (which win per name), then
-    `config.approval_policies` (settings overrides). `approver` answers the calls that need
-    approval when `config.approval_mode` is `prompt`.
-
-    Per-run providers declared as plain `ContextLocalSingleton` are listed in `capturable` (and
-    warned about with `CapturablePerRunWarning`): declare them with `RunLocalSingleton`.
-
-    `event_stream_handler` is given to every agent run of every call (pydantic-ai's
-    `Agent.run(event_stream_handler=...)`): the model's responses are then streamed, and the handler
-    receives the events of each agent run with its `RunContext` (`ctx.deps` is the `CallScope`). What
-    it raises is logged (once per run, on the `llm_do` logger) and does not fail the run.
-
-    Runs and calls are traced with OpenTelemetry through `tracer_provider`, else the global provider
-    (nothing is recorded while none is set); see docs/observability.md.
-
-    Sessions (`runtime.session(id)`) keep their conversations in `history_store`, by default an
-    `InMemoryHistoryStore` (for this process's life); see docs/sessions.md.
+    `event_stream_handler` is given to every agent run of every call (what it raises is logged once
+    per run and does not fail it). Runs are traced through `tracer_provider`, else the global provider
+    (docs/observability.md). Sessions keep their conversations in `history_store`, by default in
+    memory (docs/sessions.md).
     """
 
     def __init__(
