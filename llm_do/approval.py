@@ -24,6 +24,7 @@ from pydantic_core import to_jsonable_python
 
 from .errors import ConfigurationError, LlmDoError
 from .policy import PolicySettings, ToolPolicy, Verdict
+from .scopes import dropped
 from .settings import ApprovalMode, ApprovalOnDeny
 
 if TYPE_CHECKING:
@@ -416,18 +417,13 @@ async def _ask_within(approver: Approver, request: ApprovalRequest, seconds: flo
     if asking.done():
         return asking.result()
     asking.cancel()
-    asking.add_done_callback(_retrieve)
+    asking.add_done_callback(dropped)  # the call was already denied: what the approver did next is of no use
     return None
 
 
 def _expire(expired: asyncio.Future[None]) -> None:
     if not expired.done():
         expired.set_result(None)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # the call was already denied; what the approver did next is of no use
 
 
 async def ask_approver(approver: Approver, request: ApprovalRequest) -> Approval:

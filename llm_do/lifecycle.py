@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from pydantic_ai.toolsets import AbstractToolset
@@ -13,7 +13,7 @@ from .events import FinalizerFailed, Sink
 from .handles import Handles
 from .scopes import is_awaitable
 
-__all__ = ["Teardown", "logger"]
+__all__ = ["Teardown", "logger", "wait_out"]
 
 logger = logging.getLogger("llm_do")
 
@@ -153,6 +153,19 @@ def _failed(label: str, error: BaseException, sink: Sink | None) -> None:
     logger.error("cleanup of %s failed", label, exc_info=error)
     if sink is not None:
         sink.emit(FinalizerFailed(label, error))
+
+
+async def wait_out(tasks: Iterable[asyncio.Future[Any]]) -> bool:
+    """Wait until each of `tasks` is done, whatever else is cancelled meanwhile: teardown comes first.
+    True when a cancellation arrived meanwhile (the caller re-raises it, or not)."""
+    pending = set(tasks)
+    cancelled = False
+    while pending:
+        try:
+            _, pending = await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

@@ -41,6 +41,7 @@ from .events import (
     RunFinished,
     StreamEvent,
 )
+from .lifecycle import wait_out
 from .run import RunResult, run_report
 
 __all__ = ["ApprovalNotPending", "GuardedHandler", "LiveRun", "open_stream"]
@@ -299,17 +300,6 @@ async def open_stream(
         live._leave()
         if not task.done():
             task.cancel()
-            await _wait_through(task)
+            if await wait_out((task,)):  # the run's teardown is waited for even when this wait is cancelled
+                raise asyncio.CancelledError
         del task
-
-
-async def _wait_through(task: asyncio.Task[None]) -> None:
-    """Wait until the run's task has finished its teardown, even if this wait is cancelled; then cancel."""
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError

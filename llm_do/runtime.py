@@ -24,6 +24,7 @@ from .call import CallScope, Entry
 from .errors import ConfigurationError
 from .events import Observer, Sink
 from .history import HistoryStore, InMemoryHistoryStore
+from .lifecycle import wait_out
 from .live import GuardedHandler, LiveRun, open_stream
 from .loading import Loaded, ToolsetSource
 from .policy import ToolPolicy, Verdict
@@ -387,7 +388,9 @@ class Runtime:
                 await asyncio.wait(set(self._running))
         except asyncio.CancelledError:
             self._abandoned = True
-            await _cancel_and_wait(self._running)
+            for task in self._running:
+                task.cancel()
+            await wait_out(self._running)  # each torn down before the globals they use
             raise
         finally:
             try:
@@ -405,7 +408,7 @@ class Runtime:
         are torn down before the globals they use."""
         for session in list(self._sessions.values()):
             session.start_closing()
-        await _wait_out(self._closing_sessions)
+        await wait_out(self._closing_sessions)
 
     # -- what sessions ask of their runtime (the SessionHost protocol) ---------------------------
 
@@ -436,20 +439,3 @@ async def _release_abandoned(turns: int = 3) -> None:
     for _ in range(turns):
         gc.collect()
         await asyncio.sleep(0)
-
-
-async def _cancel_and_wait(tasks: set[asyncio.Task[RunResult]]) -> None:
-    """Cancel the tasks and wait until each has finished its teardown, whatever else is cancelled."""
-    for task in tasks:
-        task.cancel()
-    await _wait_out(tasks)
-
-
-async def _wait_out(tasks: set[asyncio.Task[RunResult]] | set[asyncio.Future[None]]) -> None:
-    """Wait until each of the tasks is done, whatever else is cancelled meanwhile: teardown comes first."""
-    pending: set[Any] = set(tasks)
-    while pending:
-        try:
-            _, pending = await asyncio.wait(pending)
-        except asyncio.CancelledError:
-            continue

@@ -14,7 +14,7 @@ from dependency_injector import providers
 
 from .runlocal import SessionLocalSingleton
 
-__all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "built", "is_awaitable", "scope_of_provider"]
+__all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "built", "dropped", "is_awaitable", "scope_of_provider"]
 
 
 class Scope(enum.Enum):
@@ -151,7 +151,7 @@ async def built(value: Any) -> Any:
         try:
             return await asyncio.shield(value)
         except asyncio.CancelledError:
-            value.add_done_callback(_dropped)
+            value.add_done_callback(dropped)
             raise
     return await value if is_awaitable(value) else value
 
@@ -192,9 +192,10 @@ def _settled_with_a_result(future: asyncio.Future[Any]) -> bool:
     return future.done() and not future.cancelled() and future.exception() is None
 
 
-def _dropped(future: asyncio.Future[Any]) -> None:
+def dropped(future: asyncio.Future[Any]) -> None:
+    """A done callback for a future whose outcome nobody needs: retrieved, so asyncio does not log it."""
     if not future.cancelled():
-        future.exception()  # retrieved: the cancellation is what the caller ended with
+        future.exception()
 
 
 def is_awaitable(value: object) -> bool:
