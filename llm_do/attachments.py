@@ -19,7 +19,7 @@ import stat
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import BinaryContent, TextContent, UserContent
@@ -28,13 +28,9 @@ from pydantic_ai.models import Model
 from .errors import LlmDoError
 from .settings import AttachmentSettings
 
-if TYPE_CHECKING:
-    from .toolsets.confine import ConfinedRoot
-
 __all__ = [
     "METADATA_KEY",
     "TAKES_ATTACHMENTS",
-    "SUPPORTED_TYPES",
     "Attachment",
     "AttachmentError",
     "AttachmentInfo",
@@ -43,7 +39,6 @@ __all__ = [
     "check_model",
     "detect_media_type",
     "prompt_with",
-    "read_attachment",
 ]
 
 TAKES_ATTACHMENTS = "llm_do.takes_attachments"
@@ -52,9 +47,6 @@ METADATA_KEY = "llm_do.attachment"
 """The key of an attachment's description in the metadata of the `TextContent` that introduces it."""
 
 TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "application/json")
-BINARY_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "audio/wav", "audio/mpeg")
-SUPPORTED_TYPES = (*BINARY_TYPES, *TEXT_TYPES)
-"""The media types llm-do attaches; anything else is refused as an unknown type."""
 
 _BY_SUFFIX = {".md": "text/markdown", ".markdown": "text/markdown", ".csv": "text/csv", ".json": "application/json"}
 _KNOWN = "PNG, JPEG, GIF, WebP, PDF, WAV, MP3 and UTF-8 text (plain, Markdown, CSV, JSON)"
@@ -97,10 +89,45 @@ class Attachment:
 
     @classmethod
     def read(cls, root: str | os.PathLike[str], path: str, *, settings: AttachmentSettings | None = None) -> Attachment:
-        """Read the file `path` (relative to `root`, confined to it like the `filesystem` toolset's paths)."""
+        """Read the file `path` (relative to `root`, confined to it like the `filesystem` toolset's paths): a
+        regular file with one link, within the limits (blocking: run it in a thread). The attachment is named
+        by its path in normal form (`./a//b.txt` is `a/b.txt`)."""
         from .toolsets.confine import ConfinedRoot
 
-        return read_attachment(ConfinedRoot(root), path, settings or AttachmentSettings())
+        limits = settings or AttachmentSettings()
+        confined = ConfinedRoot(root)
+        _check_name(path)
+        try:
+            canonical = "/".join(confined.parts(path, tool="attach"))
+            with confined.parent(path, tool="attach") as (dir_fd, name):
+                if name is None:
+                    raise AttachmentError(f"attach: {path!r} is the root directory, not a file")
+                fd = confined.open_entry(dir_fd, name, os.O_RDONLY | os.O_NONBLOCK, tool="attach", path=path)
+        except AttachmentError:
+            raise
+        except ToolFailed as refused:  # the confinement's refusals, as one error type
+            raise AttachmentError(refused.message) from None
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise AttachmentError(f"attach: {path!r} is a directory; attach the files in it one by one")
+            if not stat.S_ISREG(info.st_mode):
+                raise AttachmentError(f"attach: {path!r} is not a regular file (a device, pipe or socket)")
+            if info.st_nlink > 1 and not limits.allow_hard_links:
+                raise AttachmentError(
+                    f"attach: refused {path!r}: the file has {info.st_nlink} hard links (other names for the same "
+                    "file, which may be outside the root); copy it, or allow hard links "
+                    f"({_SETTINGS}ALLOW_HARD_LINKS=true)"
+                )
+            _check_size(path, info.st_size, limits.max_file_bytes, "max_file_bytes")
+            with os.fdopen(fd, "rb", closefd=False) as file:
+                data = file.read(limits.max_file_bytes + 1)  # one byte more tells a file that grew since fstat
+        except OSError as error:
+            raise AttachmentError(f"attach: cannot read {path!r}: {error.strerror or type(error).__name__}") from None
+        finally:
+            os.close(fd)
+        _check_size(path, len(data), limits.max_file_bytes, "max_file_bytes")
+        return cls._made(canonical, data, detect_media_type(canonical, data), limits)
 
     @classmethod
     def from_bytes(
@@ -156,44 +183,6 @@ class Attachment:
 
     def __repr__(self) -> str:
         return f"Attachment({self.name!r}, {self.media_type}, {self.size} bytes, sha256={self.sha256[:12]})"
-
-
-def read_attachment(root: ConfinedRoot, path: str, settings: AttachmentSettings) -> Attachment:
-    """Read `path` under `root`: a regular file with one link, within the limits (blocking: run it in a thread).
-
-    The attachment is named by its path in normal form (`./a//b.txt` is `a/b.txt`)."""
-    _check_name(path)
-    try:
-        canonical = "/".join(root.parts(path, tool="attach"))
-        with root.parent(path, tool="attach") as (dir_fd, name):
-            if name is None:
-                raise AttachmentError(f"attach: {path!r} is the root directory, not a file")
-            fd = root.open_entry(dir_fd, name, os.O_RDONLY | os.O_NONBLOCK, tool="attach", path=path)
-    except AttachmentError:
-        raise
-    except ToolFailed as refused:  # the confinement's refusals, as one error type
-        raise AttachmentError(refused.message) from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise AttachmentError(f"attach: {path!r} is a directory; attach the files in it one by one")
-        if not stat.S_ISREG(info.st_mode):
-            raise AttachmentError(f"attach: {path!r} is not a regular file (a device, pipe or socket)")
-        if info.st_nlink > 1 and not settings.allow_hard_links:
-            raise AttachmentError(
-                f"attach: refused {path!r}: the file has {info.st_nlink} hard links (other names for the same "
-                "file, which may be outside the root); copy it, or allow hard links "
-                f"({_SETTINGS}ALLOW_HARD_LINKS=true)"
-            )
-        _check_size(path, info.st_size, settings.max_file_bytes, "max_file_bytes")
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            data = file.read(settings.max_file_bytes + 1)  # one byte more tells a file that grew since fstat
-    except OSError as error:
-        raise AttachmentError(f"attach: cannot read {path!r}: {error.strerror or type(error).__name__}") from None
-    finally:
-        os.close(fd)
-    _check_size(path, len(data), settings.max_file_bytes, "max_file_bytes")
-    return Attachment._made(canonical, data, detect_media_type(canonical, data), settings)
 
 
 def detect_media_type(name: str, data: bytes) -> str:
