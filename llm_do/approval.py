@@ -3,9 +3,7 @@
 This module holds what the runtime knows (policies, mode, the default approver, the time an
 answer may take), what a session knows (`Grants`: its "approve for session" answers and the
 questions pending in it), and the request and answer types; `gate` applies them to one call
-scope's toolsets. Nothing here waits for anything but the answer to its own question: questions
-from different runs are asked at once, and an approver that can only ask one at a time (a
-terminal) serialises itself.
+scope's toolsets.
 """
 
 from __future__ import annotations

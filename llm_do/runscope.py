@@ -1,11 +1,8 @@
 """`RunScope`: one top-level run, opened and closed like every scope level.
 
-Entering it gives the run's task its box (`RunLocalSingleton`), resets plain
-`ContextLocalSingleton`s, makes the run's `RunState` and resolves every per-run provider, which
-the run's `ScopeOwner` adopts. Leaving it tears them down, builds what the caller gets (the
-`RunResult`, or the `RunReport` of a failed run), announces the end to the run's observers, then
-forgets everything, so that nothing a callback or task captured during the run reaches the run's
-objects afterwards.
+Entering it gives the run's task its box, makes its `RunState` and per-run objects; leaving it tears
+them down, hands the caller its result or report, then forgets everything, so that nothing a callback
+or task captured during the run reaches the run's objects afterwards.
 """
 
 from __future__ import annotations
