@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from pydantic_ai.toolsets import AbstractToolset
@@ -155,14 +155,17 @@ def _failed(label: str, error: BaseException, sink: Sink | None) -> None:
         sink.emit(FinalizerFailed(label, error))
 
 
-async def wait_out(tasks: Iterable[asyncio.Future[Any]]) -> bool:
+async def wait_out(tasks: Collection[asyncio.Future[Any]]) -> bool:
     """Wait until each of `tasks` is done, whatever else is cancelled meanwhile: teardown comes first.
-    True when a cancellation arrived meanwhile (the caller re-raises it, or not)."""
-    pending = set(tasks)
+    True when a cancellation arrived meanwhile (the caller re-raises it, or not). `tasks` is read again
+    before each wait, so a task added to it meanwhile is waited for too.
+
+    Done tasks are left out before each wait: `asyncio.wait` suspends once even on a done task, and a
+    task in a cancelled anyio scope (a Starlette response) is cancelled again at every suspension."""
     cancelled = False
-    while pending:
+    while pending := [task for task in tasks if not task.done()]:
         try:
-            _, pending = await asyncio.wait(pending)
+            await asyncio.wait(pending)
         except asyncio.CancelledError:
             cancelled = True
     return cancelled
