@@ -28,7 +28,7 @@ from .lifecycle import wait_out
 from .live import GuardedHandler, LiveRun, open_stream
 from .loading import Loaded, ToolsetSource
 from .policy import ToolPolicy, Verdict
-from .run import RunReport, RunResult, attach_report, finished_report
+from .run import RunResult, attach_report, finished_report
 from .runscope import RunScope
 from .session import Session, SessionBusy, SessionError
 from .settings import RuntimeConfig
@@ -259,9 +259,9 @@ class Runtime:
                 raise TypeError("Runtime.run(attachments=...) takes llm_do.Attachment objects: Attachment.read(...)")
             check_call(handed, self.config.attachments)
         held = None if session is None else await self._free_session(session, message_history)
-        reports: list[RunReport] = []
+        run = self._run_scope(target, held, approver, live)
         task = asyncio.get_running_loop().create_task(
-            self._run(target, input_data, message_history, reports, trace_parent, approver, handed, held, live),
+            self._run(run, target, input_data, message_history, trace_parent, handed),
             context=contextvars.copy_context(),
         )
         if held is not None:
@@ -275,12 +275,11 @@ class Runtime:
             result = await task
         except BaseException as error:
             self._running.discard(task)  # awaiting a task ends only once it is done
-            if reports:  # the run's own exception, or the caller's cancellation that ended it
-                attach_report(error, reports.pop())
-            elif task.done() and not task.cancelled() and task.exception() is None:
-                # The run finished, but the caller's cancellation landed before the caller resumed:
-                # the cancellation carries what the finished run did (it may have committed).
-                attach_report(error, finished_report(task.result()))
+            # What the run left: its report, or, when the run ended well (the caller's cancellation landed
+            # before the caller resumed, or keeping the session's history failed), what it did (a commit).
+            report = run.report if run.report is not None or run.result is None else finished_report(run.result)
+            if report is not None:
+                attach_report(error, report)
             if isinstance(error, asyncio.CancelledError):
                 self._abandoned = True  # pydantic-ai's abandoned generators: settled at close
             # Until the loop turns, asyncio's wakeup callback still holds the failed task, and so the
@@ -310,51 +309,50 @@ class Runtime:
             raise SessionBusy(session.id)
         return session
 
-    async def _run(
-        self,
-        target: Entry,
-        input_data: Any,
-        message_history: list[ModelMessage] | None,
-        reports: list[RunReport],
-        trace_parent: tracing.TraceParent | None,
-        approver: Approver | None,
-        attachments: tuple[Attachment, ...],
-        session: Session | None,
-        live: LiveRun | None,
-    ) -> RunResult:
+    def _run_scope(
+        self, target: Entry, session: Session | None, approver: Approver | None, live: LiveRun | None
+    ) -> RunScope:
+        """The scope of a run starting now, with its observers, approver and event stream handler."""
         loaded = self._loaded
-        if trace_parent is not None:  # this task's own context: nothing to restore
-            otel_context.attach(tracing.extract_trace_context(trace_parent))
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not tracking.active and live is None else self._observers(tracer, live)
         if session is not None:
-            await session.refresh()  # the store's copy: another runtime on the store may have gone on since
-            message_history = list(session.history) or None
             approver = approver or session.approver
-        handler = loaded.event_stream_handler
         # A live run answers the run's approvals (asking the stream's own approver too).
         run = RunScope(
             loaded, target, observers, approver=live or approver or loaded.approvals.approver, session=session
         )
+        handler = loaded.event_stream_handler
         if live is not None and live.model_events:
             run.handler = live.handler(handler)
         elif handler is not None:
             run.handler = GuardedHandler(handler)
+        return run
+
+    async def _run(
+        self,
+        run: RunScope,
+        target: Entry,
+        input_data: Any,
+        message_history: list[ModelMessage] | None,
+        trace_parent: tracing.TraceParent | None,
+        attachments: tuple[Attachment, ...],
+    ) -> RunResult:
+        if trace_parent is not None:  # this task's own context: nothing to restore
+            otel_context.attach(tracing.extract_trace_context(trace_parent))
+        session = run.session
+        if session is not None:
+            await session.refresh()  # the store's copy: another runtime on the store may have gone on since
+            message_history = list(session.history) or None
         try:
             async with (
                 run,
-                CallScope(loaded, target, run, message_history=message_history, attachments=attachments) as scope,
+                CallScope(self._loaded, target, run, message_history=message_history, attachments=attachments) as scope,
             ):
                 run.output = await target.run_turn(scope, input_data)
                 run.messages = scope.all_messages
             if session is not None and run.result is not None:
                 await session.remember(run.result.messages)  # after the run: its objects are torn down
-        except BaseException:
-            if run.report is not None:
-                reports.append(run.report)
-            elif run.result is not None:  # the run ended well, but keeping its history failed
-                reports.append(finished_report(run.result))
-            raise
         finally:
             if run.usage is not None:
                 self.usage.incr(run.usage)
