@@ -215,8 +215,9 @@ class CallScope:
 
     async def __aenter__(self) -> CallScope:
         run = self._run
-        if run is not None and run.observers is not None:
-            self._observe(run.observers)
+        observed = None if run is None else run.owner.sink
+        if observed is not None:
+            self._observe(observed.observers)
         try:
             plan = self.host.plan_of(self.entry.name)
             owner, sink = self._owner, self.sink

@@ -66,7 +66,6 @@ class RunScope:
         "handler",
         "host",
         "messages",
-        "observers",
         "output",
         "owner",
         "report",
@@ -95,9 +94,7 @@ class RunScope:
         )
         self.handler: EventStreamHandler[Any] | None = None
         """The `event_stream_handler` of the run's agent runs (a live run's, the runtime's), if any."""
-        self.observers = observers
-        """The run's observers (tracing, leak tracking, a live stream); None when nobody observes it."""
-        if observers is not None:
+        if observers is not None:  # (tracing, leak tracking, a live stream): the run's calls tell them too
             self.owner.sink = Sink(None, observers)
         self.box: Box | None = None
         self._state: RunState | None = None
