@@ -54,7 +54,7 @@ class ScopeOwner:
         if self._cache is not None:
             return await self._cached(spec, label, name, sink)
         if self._lock is not None:
-            obj = await spec.create()
+            obj = await built(spec.factory())
             async with self._lock:  # a second caller waits until the first has entered it
                 await self.adopt(obj, label, None, sink)
             return obj
@@ -88,7 +88,7 @@ class ScopeOwner:
             return pending.result() if pending.done() else await asyncio.shield(pending)
         pending = cache[spec] = asyncio.get_running_loop().create_future()
         try:
-            obj = await spec.create()
+            obj = await built(spec.factory())
             await self.adopt(obj, label, name, sink)
         except BaseException as error:
             del cache[spec]  # the next use tries again
