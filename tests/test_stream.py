@@ -7,6 +7,8 @@ import logging
 from collections.abc import AsyncIterable
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import (
@@ -323,6 +325,23 @@ async def test_a_cancelled_consumer_cancels_the_run_and_its_teardown_runs() -> N
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        assert log == ["waiting", "cleanup"]
+
+
+async def test_a_consumer_in_a_cancelled_anyio_scope_leaves_once_the_run_is_torn_down() -> None:
+    """As a Starlette response whose client left: anyio cancels the task again at every suspension."""
+    log: list[str] = []
+    waiting = asyncio.Event()
+    runtime = notes_runtime(log, tool_call("wait"), waiting=waiting)
+    async with runtime:
+        with anyio.CancelScope() as scope:
+            async with runtime.stream("clerk", "go") as run:
+                async for event in run:
+                    if isinstance(event, CallEvent) and isinstance(event.event, FunctionToolCallEvent):
+                        await waiting.wait()
+                        scope.cancel()
+                        await anyio.lowlevel.checkpoint()  # cancelled here: the block is left in the cancelled scope
+        assert scope.cancelled_caught
         assert log == ["waiting", "cleanup"]
 
 
