@@ -33,7 +33,7 @@ from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
 
-__all__ = ["Journal", "JournalEntry", "JournalModel", "JournalStore", "JournalUnreachable", "WentLive"]
+__all__ = ["WRITE_DELAY", "Journal", "JournalEntry", "JournalModel", "JournalStore", "JournalUnreachable", "WentLive"]
 
 logger = logging.getLogger("llm_do.journal")
 
