@@ -187,10 +187,12 @@ ODD = "an odd response"
 
 def _steps(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
     """Four steps, then a text naming every result. The response to request `odd` (a prompt field), if given,
-    says `ODD` before its step, and the response to request `nul` says something with a NUL character."""
+    says `ODD` before its step, the response to request `nul` says something with a NUL character, and the one to
+    request `surrogate` something with a lone surrogate (what UTF-8 cannot encode)."""
     if index < 4:
         said = [TextPart(ODD)] if index == fields.get("odd") else []
         said += [TextPart("a NUL: \x00")] if index == fields.get("nul") else []
+        said += [TextPart("a lone surrogate: \udcff")] if index == fields.get("surrogate") else []
         return ModelResponse(parts=[*said, ToolCallPart("step", {"n": str(index)})])
     return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
 

@@ -313,26 +313,26 @@ async def run_while_the_journal_is_locked(
         concurrency=len(inputs), heartbeat=0.2, stalled_timeout=30, poll_interval=0.2, name="in-process"
     )
     locker = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    worker: asyncio.Task[None] | None = None
     try:
         await locker.execute("BEGIN")
         await locker.execute("LOCK TABLE llm_do_journal IN EXCLUSIVE MODE")
         worker = asyncio.create_task(
             run_worker(queue, options, runtime=make_runtime, stop=stop, install_signal_handlers=False)
         )
-        try:
-            jobs = [await queue.defer("counter", text) for text in inputs]
+        jobs = [await queue.defer("counter", text) for text in inputs]
 
-            async def all_sent() -> bool:
-                return all(sum(sent(path).values()) == 5 for path in notes)
+        async def all_sent() -> bool:
+            return all(sum(sent(path).values()) == 5 for path in notes)
 
-            await eventually(all_sent, "every job sent its five requests while the journal was locked")
-            await locker.execute("COMMIT")
-            return [await finished(queue, job_id) for job_id in jobs]
-        finally:
-            stop.set()
-            await worker
+        await eventually(all_sent, "every job sent its five requests while the journal was locked")
+        await locker.execute("COMMIT")
+        return [await finished(queue, job_id) for job_id in jobs]
     finally:
-        await locker.close()
+        await locker.close()  # first: if a check failed, the worker's jobs still wait for the lock
+        stop.set()
+        if worker is not None:
+            await worker
 
 
 async def test_responses_kept_while_a_write_is_under_way_are_written_together(
@@ -358,20 +358,23 @@ async def test_responses_kept_while_a_write_is_under_way_are_written_together(
     assert sorted(together.values()) == [1, 2], written
 
 
-async def test_a_response_holding_a_nul_character_is_journaled_as_it_is(
+async def test_responses_holding_a_nul_character_or_a_lone_surrogate_are_journaled_as_they_are(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
-    """PostgreSQL's jsonb refuses a NUL character; the journal keeps JSON as text, so nothing is lost."""
+    """PostgreSQL's jsonb refuses a NUL character, and UTF-8 a lone surrogate; the journal keeps JSON as text with
+    both escaped, so nothing is lost."""
     notes = tmp_path / "notes"
-    [record] = await run_while_the_journal_is_locked(queue, dsn, [ask(notes, nul=2)], [notes])
+    [record] = await run_while_the_journal_is_locked(queue, dsn, [ask(notes, nul=2, surrogate=3)], [notes])
     assert record.status == "succeeded", record
     assert record.journal == {"replayed": 0, "sent": 5, "live_from": []}
     async with queue.pool.connection() as conn:
         cursor = await conn.execute(
-            "SELECT response FROM llm_do_journal WHERE job_id = %s AND position = 2", (record.id,)
+            "SELECT position, response FROM llm_do_journal WHERE job_id = %s AND position IN (2, 3) ORDER BY position",
+            (record.id,),
         )
-        [(response,)] = await cursor.fetchall()
-    assert "a NUL: \x00" in [part.get("content") for part in response["response"]["parts"]]
+        [(_, nul), (_, surrogate)] = await cursor.fetchall()
+    assert "a NUL: \x00" in [part.get("content") for part in nul["response"]["parts"]]
+    assert "a lone surrogate: \udcff" in [part.get("content") for part in surrogate["response"]["parts"]]
 
 
 async def test_a_response_postgresql_refuses_costs_only_itself_when_written_with_others(

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent, models
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
@@ -350,3 +351,22 @@ async def test_streamed_runs_record_and_replay(tmp_path: Path) -> None:
         replayed_text = [chunk async for chunk in replayed.stream_text(debounce_by=None)]
         assert replayed.usage == live_usage
     assert live_text[-1] == replayed_text[-1] == "streamed words arrive"
+
+
+async def test_a_conversation_holding_a_lone_surrogate_is_recorded_and_replayed(tmp_path: Path) -> None:
+    """A lone surrogate (text decoded with `surrogateescape`, or a provider's `\\ud800` escape) cannot be UTF-8
+    encoded: the request's key is still computed, and the file is written with JSON's escape for it."""
+    path = tmp_path / "odd.json"
+    odd = "bytes \udcff that were not UTF-8"
+
+    def echo(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(f"you said: {odd}")])
+
+    adder = AgentEntry(Agent(), name="echo")
+    recorder = RecordingModel(FunctionModel(echo), path)
+    async with recorder, Runtime(None, entries=[adder], config=RuntimeConfig(model=recorder)) as runtime:
+        recorded = await runtime.run("echo", odd)
+    assert recorded.output == f"you said: {odd}"
+    assert "\\udcff" in path.read_text(encoding="ascii")
+    async with Runtime(None, entries=[adder], config=RuntimeConfig(model=ReplayModel.from_file(path))) as runtime:
+        assert (await runtime.run("echo", odd)).output == recorded.output

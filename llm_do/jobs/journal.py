@@ -14,7 +14,6 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from psycopg import AsyncConnection, OperationalError
-from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic_ai import Agent
 from pydantic_ai.models import Model, infer_model
@@ -98,7 +97,7 @@ class PostgresJournal:
             entry.call,
             entry.position,
             recorded.key,
-            Json(recorded.to_json()),
+            recorded.to_json_text(),
             self.attempt,
         )
 

@@ -21,7 +21,7 @@ __all__ = ["JournalWriter"]
 
 WRITE = """
 INSERT INTO llm_do_journal (queue, job_id, call_path, position, key, response, attempt)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+VALUES (%s, %s, %s, %s, %s, %s::json, %s)
 ON CONFLICT (queue, job_id, call_path, position) DO UPDATE SET
     key = EXCLUDED.key, response = EXCLUDED.response, attempt = EXCLUDED.attempt, written_at = now()
 """

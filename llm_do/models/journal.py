@@ -28,14 +28,19 @@ from pydantic_ai.settings import ModelSettings
 from .. import tracing
 from ..call import CallScope, current_scope
 from ..errors import LlmDoError
-from .keys import RequestKey, request_key
+from .keys import RequestKey, current_chain, request_key
 from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
 
-__all__ = ["Journal", "JournalEntry", "JournalModel", "JournalStore", "JournalUnreachable", "WentLive"]
+__all__ = ["WRITE_DELAY", "Journal", "JournalEntry", "JournalModel", "JournalStore", "JournalUnreachable", "WentLive"]
 
 logger = logging.getLogger("llm_do.journal")
+
+WRITE_DELAY = 0.002
+"""Seconds between a response's arrival and the start of its write when no write is under way: by then the
+run has usually sent its next request, so the write's work (the request's key, the row, the statement) is
+done while it waits for the model instead of before it asks. `Journal.settled` starts a pending write at once."""
 
 OUTSIDE = "-"
 """The call path of a request made outside any llm-do call (an agent run without a `CallScope`)."""
@@ -99,6 +104,36 @@ class _Place:
     position: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A request sent to the model, as it was sent: enough to compute its key later (`request_key`)."""
+
+    messages: list[ModelMessage]
+    params: ModelRequestParameters
+    settings: ModelSettings | None
+    chain: tuple[str, ...]
+
+    def key(self) -> RequestKey:
+        return request_key(self.messages, self.params, self.chain, settings=self.settings)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A response waiting to be written, with the request it answers and where it was asked."""
+
+    place: _Place
+    request: RequestKey | _Asked
+    response: ModelResponse
+    went_live: bool
+    """Whether its call went live on this request (the journal's rows from here on answer another conversation)."""
+
+    def entry(self) -> JournalEntry:
+        request = self.request if isinstance(self.request, RequestKey) else self.request.key()
+        return JournalEntry(
+            self.place.call.path, self.place.position, RecordedResponse.answering(request, self.response)
+        )
+
+
 class Journal:
     """One run's journal: what earlier attempts recorded (`entries`), and what this attempt replays and sends.
 
@@ -116,8 +151,10 @@ class Journal:
         """Where calls that had journaled responses went live, in the order it happened."""
         self.unsaved = 0
         """Responses the store failed to keep (logged): a later attempt sends them again."""
-        self._pending: list[tuple[JournalEntry, bool]] = []
-        """Responses kept while a write was under way (each with whether its call went live there), in order."""
+        self._pending: list[_Kept] = []
+        """Responses kept and not yet handed to the store, in order."""
+        self._timer: asyncio.TimerHandle | None = None
+        """Starts the writer `WRITE_DELAY` after a response is kept while none runs."""
         self._writer: asyncio.Task[None] | None = None
         """Writes what is pending, a batch at a time, until nothing is."""
         self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
@@ -166,25 +203,37 @@ class Journal:
 
     # -- answering ---------------------------------------------------------------
 
-    def answer(self, place: _Place, request: RequestKey) -> ModelResponse | None:
-        """The journaled answer at `place` if it is for exactly `request`; None: the request goes to the model."""
+    def answer(
+        self,
+        place: _Place,
+        messages: list[ModelMessage],
+        params: ModelRequestParameters,
+        settings: ModelSettings | None,
+    ) -> tuple[ModelResponse | None, RequestKey | _Asked]:
+        """The journaled answer at `place` if it is for exactly this request (None: the request goes to the
+        model), and the request, for `keep`. Its key is computed here only to compare it with a journaled one;
+        otherwise the write computes it, while the run waits for the model."""
         call = place.call
         if not call.live:
             entry = self.recorded.get((call.path, place.position))
-            if entry is not None and entry.recorded.key == request.key:
-                self.replayed += 1
-                call.replayed += 1
-                span = tracing.current_span()
-                if span is not None:
-                    span.set_attribute("llm_do.journal.replayed", call.replayed)
-                return replayed(entry.recorded, request, self.source, keep_ids=True)
-            call.live = True
             if entry is not None:
+                request = request_key(messages, params, settings=settings)
+                if entry.recorded.key == request.key:
+                    self.replayed += 1
+                    call.replayed += 1
+                    span = tracing.current_span()
+                    if span is not None:
+                        span.set_attribute("llm_do.journal.replayed", call.replayed)
+                    return replayed(entry.recorded, request, self.source, keep_ids=True), request
                 call.stale_from = place.position
+            call.live = True
             if entry is not None or call.path in self._paths:
                 self._went_live(WentLive(call.path, place.position, "differs" if entry is not None else "ends"))
+            if entry is not None:
+                self.sent += 1
+                return None, request
         self.sent += 1
-        return None
+        return None, _Asked(list(messages), params, settings, current_chain())
 
     def _went_live(self, point: WentLive) -> None:
         self.live_from.append(point)
@@ -200,20 +249,28 @@ class Journal:
                 },
             )
 
-    def keep(self, place: _Place, request: RequestKey, response: ModelResponse) -> None:
-        """Write a response the model sent, after those kept before it (in order): at once, or if a write is under
-        way, with every response kept meanwhile in the next one. The run goes on meanwhile; the end of the job
-        waits for them (`settled`). A failed write is logged (the responses are then paid again on a later
-        attempt), never raised into the run."""
+    def keep(self, place: _Place, request: RequestKey | _Asked, response: ModelResponse) -> None:
+        """Write a response the model sent, after those kept before it (in order): a moment later
+        (`WRITE_DELAY`, so the write's work falls while the run waits for its next response), or if a write is
+        under way, with every response kept meanwhile in the next one. The run goes on meanwhile; the end of
+        the job waits for them (`settled`). A failed write is logged (the responses are then paid again on a
+        later attempt), never raised into the run."""
         if response.state != "complete":
             return
-        entry = JournalEntry(place.call.path, place.position, RecordedResponse.answering(request, response))
-        self._pending.append((entry, place.call.stale_from == place.position))
+        self._pending.append(_Kept(place, request, response, place.call.stale_from == place.position))
+        if (self._writer is None or self._writer.done()) and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start_writer)
+
+    def _start_writer(self) -> None:
+        self._timer = None
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write_pending(), context=Context())
 
     async def settled(self) -> None:
         """Wait until every response kept so far is written (or its write failed)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._start_writer()
         writer = self._writer
         if writer is not None:
             await asyncio.wait((writer,))
@@ -238,17 +295,18 @@ class Journal:
                     except Exception as alone:
                         self._lost([one], alone)
 
-    async def _write(self, batch: list[tuple[JournalEntry, bool]]) -> None:
-        stale = [(entry.call, entry.position) for entry, went_live in batch if went_live]
-        await self.store.write([entry for entry, _ in batch], stale)
+    async def _write(self, batch: list[_Kept]) -> None:
+        entries = [kept.entry() for kept in batch]
+        stale = [(entry.call, entry.position) for entry, kept in zip(entries, batch, strict=True) if kept.went_live]
+        await self.store.write(entries, stale)
 
-    def _lost(self, batch: list[tuple[JournalEntry, bool]], error: Exception) -> None:
+    def _lost(self, batch: list[_Kept], error: Exception) -> None:
         self.unsaved += len(batch)
-        for entry, _ in batch:
+        for kept in batch:
             logger.warning(
                 "journal: the response to request %d of call %s was not kept (%s: %s)",
-                entry.position,
-                entry.call,
+                kept.place.position,
+                kept.place.call.path,
                 type(error).__name__,
                 error,
             )
@@ -264,16 +322,16 @@ class JournalModel(ObservedModel):
 
     def answer(
         self, messages: list[ModelMessage], settings: ModelSettings | None, params: ModelRequestParameters
-    ) -> tuple[ModelResponse | None, tuple[_Place, RequestKey]]:
+    ) -> tuple[ModelResponse | None, tuple[_Place, RequestKey | _Asked]]:
         place = self.journal.place()
-        request = request_key(messages, params, settings=settings)
-        return self.journal.answer(place, request), (place, request)
+        given, request = self.journal.answer(place, messages, params, settings)
+        return given, (place, request)
 
     def responded(
         self,
         messages: list[ModelMessage],
         params: ModelRequestParameters,
         response: ModelResponse,
-        note: tuple[_Place, RequestKey],
+        note: tuple[_Place, RequestKey | _Asked],
     ) -> None:
         self.journal.keep(*note, response)

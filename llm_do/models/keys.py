@@ -117,7 +117,7 @@ def request_key(
     if HANDLE_PATTERN.search(canonical):
         payload["messages"] = _without_handles(normalised, handles)
         canonical = _canonical(payload)
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    digest = hashlib.sha256(canonical.encode(errors="surrogatepass")).hexdigest()  # a lone surrogate is text too
     return RequestKey(
         key=digest,
         chain=chain,
