@@ -1,7 +1,7 @@
 """A warm interpreter for the command tests: the `llm-do` command without an interpreter start-up each time.
 
 `python tests/cli_warm.py SOCKET` imports the command's modules once (pydantic-ai, the project
-loader, the command handlers), then listens on the unix socket `SOCKET`. For each command line it
+loader, the command handlers, the MCP client), then listens on the unix socket `SOCKET`. For each command line it
 is sent, with the caller's stdin, stdout and stderr pipes, it forks: the new process takes the
 pipes as its fds 0, 1 and 2, the caller's working directory and environment, and runs
 `llm_do.cli.main.main()` as `python -m llm_do.cli` would, then exits with its code. Each command is
@@ -29,7 +29,14 @@ import time
 import traceback
 from pathlib import Path
 
-WARM_MODULES = ("llm_do.cli.main", "llm_do.cli.running", "llm_do.cli.checking")  # what run, check and list import
+WARM_MODULES = (
+    "llm_do.cli.main",
+    "llm_do.cli.running",
+    "llm_do.cli.checking",  # what run, check and list import
+    "llm_do.cli.servers",
+    "llm_do.mcp.server",
+    "llm_do.mcp.stdio",  # and what a project's MCP servers add (fastmcp's client: about 1.6 s)
+)
 
 
 # -- the server (a process of its own) ------------------------------------------------------------
@@ -38,6 +45,8 @@ WARM_MODULES = ("llm_do.cli.main", "llm_do.cli.running", "llm_do.cli.checking") 
 def serve(path: str) -> None:
     import importlib
 
+    # As `main()` does before anything imports a container, so that the modules are what a command has.
+    importlib.import_module("llm_do.cli.wiring").import_wiring_without_web_frameworks()
     for module in WARM_MODULES:
         importlib.import_module(module)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
