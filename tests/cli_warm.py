@@ -18,6 +18,7 @@ import atexit
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -247,5 +248,36 @@ def _text(data: bytes) -> str:
     return data.decode().replace("\r\n", "\n").replace("\r", "\n")  # as subprocess.run(text=True) reads it
 
 
+# -- the command on PATH (for shell command lines) -------------------------------------------------
+
+SOCKET_VARIABLE = "CLI_WARM_SOCKET"
+"""Where the `llm-do` script of `command_on_path` finds the warm interpreter (not passed on to the command)."""
+
+
+def command_on_path(env: dict[str, str], directory: Path) -> dict[str, str]:
+    """`env` with an `llm-do` script in `directory` first on PATH: a shell command line (pipes, redirections
+    and exit codes included) then runs `llm-do` in a process forked from the warm interpreter."""
+    script = directory / "llm-do"
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(__file__)} --command "$@"\n')
+    script.chmod(0o755)
+    return {**env, SOCKET_VARIABLE: _socket(env), "PATH": f"{directory}{os.pathsep}{env.get('PATH', '')}"}
+
+
+def _client(args: list[str]) -> int:
+    """Run `llm-do ARGS` on this process's stdin, stdout and stderr, forked from the warm interpreter; its exit code."""
+    env = dict(os.environ)
+    path = env.pop(SOCKET_VARIABLE)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(path)
+        request = {"args": args, "cwd": os.getcwd(), "env": env}
+        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
+        with connection.makefile("rb") as replies:
+            replies.readline()  # the pid
+            code: int = json.loads(replies.readline())["code"]
+    return code if code >= 0 else 128 - code  # killed by a signal: as a shell reports it
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--command":
+        sys.exit(_client(sys.argv[2:]))
     serve(sys.argv[1])
