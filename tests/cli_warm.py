@@ -1,7 +1,7 @@
 """A warm interpreter for the command tests: the `llm-do` command without an interpreter start-up each time.
 
 `python tests/cli_warm.py SOCKET` imports the command's modules once (pydantic-ai, the project
-loader, the command handlers), then listens on the unix socket `SOCKET`. For each command line it
+loader, the command handlers, the MCP client), then listens on the unix socket `SOCKET`. For each command line it
 is sent, with the caller's stdin, stdout and stderr pipes, it forks: the new process takes the
 pipes as its fds 0, 1 and 2, the caller's working directory and environment, and runs
 `llm_do.cli.main.main()` as `python -m llm_do.cli` would, then exits with its code. Each command is
@@ -18,6 +18,7 @@ import atexit
 import json
 import os
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -29,7 +30,14 @@ import time
 import traceback
 from pathlib import Path
 
-WARM_MODULES = ("llm_do.cli.main", "llm_do.cli.running", "llm_do.cli.checking")  # what run, check and list import
+WARM_MODULES = (
+    "llm_do.cli.main",
+    "llm_do.cli.running",
+    "llm_do.cli.checking",  # what run, check and list import
+    "llm_do.cli.servers",
+    "llm_do.mcp.server",
+    "llm_do.mcp.stdio",  # and what a project's MCP servers add (fastmcp's client: about 1.6 s)
+)
 
 
 # -- the server (a process of its own) ------------------------------------------------------------
@@ -38,6 +46,8 @@ WARM_MODULES = ("llm_do.cli.main", "llm_do.cli.running", "llm_do.cli.checking") 
 def serve(path: str) -> None:
     import importlib
 
+    # As `main()` does before anything imports a container, so that the modules are what a command has.
+    importlib.import_module("llm_do.cli.wiring").import_wiring_without_web_frameworks()
     for module in WARM_MODULES:
         importlib.import_module(module)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -238,5 +248,36 @@ def _text(data: bytes) -> str:
     return data.decode().replace("\r\n", "\n").replace("\r", "\n")  # as subprocess.run(text=True) reads it
 
 
+# -- the command on PATH (for shell command lines) -------------------------------------------------
+
+SOCKET_VARIABLE = "CLI_WARM_SOCKET"
+"""Where the `llm-do` script of `command_on_path` finds the warm interpreter (not passed on to the command)."""
+
+
+def command_on_path(env: dict[str, str], directory: Path) -> dict[str, str]:
+    """`env` with an `llm-do` script in `directory` first on PATH: a shell command line (pipes, redirections
+    and exit codes included) then runs `llm-do` in a process forked from the warm interpreter."""
+    script = directory / "llm-do"
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(__file__)} --command "$@"\n')
+    script.chmod(0o755)
+    return {**env, SOCKET_VARIABLE: _socket(env), "PATH": f"{directory}{os.pathsep}{env.get('PATH', '')}"}
+
+
+def _client(args: list[str]) -> int:
+    """Run `llm-do ARGS` on this process's stdin, stdout and stderr, forked from the warm interpreter; its exit code."""
+    env = dict(os.environ)
+    path = env.pop(SOCKET_VARIABLE)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.connect(path)
+        request = {"args": args, "cwd": os.getcwd(), "env": env}
+        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
+        with connection.makefile("rb") as replies:
+            replies.readline()  # the pid
+            code: int = json.loads(replies.readline())["code"]
+    return code if code >= 0 else 128 - code  # killed by a signal: as a shell reports it
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--command":
+        sys.exit(_client(sys.argv[2:]))
     serve(sys.argv[1])

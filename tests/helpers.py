@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -94,6 +93,8 @@ def by_prompt(
 
 async def cancelled_run_report(runtime: Runtime, entry: str, input_data: Any, started: asyncio.Event) -> RunReport:
     """Run `entry`, cancel it once `started` is set, and return the report its cancellation carries."""
+    import pytest  # here: the job workers import this module, and pytest costs them about 0.25 s
+
     started.clear()
     task = asyncio.create_task(runtime.run(entry, input_data))
     await started.wait()

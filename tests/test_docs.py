@@ -1,11 +1,12 @@
 """The examples in docs/ run as written.
 
 A fenced block whose first line is `# file: NAME` is written to NAME in a fresh directory (without
-that line for a `markdown` or `json` block, where it would be part of the content); a
-`console` block runs each `$ command` there and compares its output line by line (`...` matches
-anything); any other `python` block runs in-process, in order, sharing one namespace, with
-top-level `await` allowed (a block may also call `asyncio.run` itself). Fragments that are not
-meant to run are fenced as `py`. `LLM_DO_*` variables of the outer environment are removed first.
+that line for a `markdown` or `json` block, where it would be part of the content); a `console`
+block runs each `$ command` there in a shell and compares its output line by line (`...` matches
+anything), `llm-do` being forked from a warm interpreter (`tests/cli_warm.py`); any other `python`
+block runs in-process, in order, sharing one namespace, with top-level `await` allowed (a block may
+also call `asyncio.run` itself). Fragments that are not meant to run are fenced as `py`. `LLM_DO_*`
+variables of the outer environment are removed first.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from . import cli_warm
 
 DOCS = Path(__file__).parents[1] / "docs"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -66,11 +69,15 @@ PAGES = sorted(page.name for page in DOCS.glob("*.md") if re.search(r"^```(pytho
 
 @pytest.mark.long
 @pytest.mark.parametrize("name", PAGES)
-def test_doc_examples_run(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doc_examples_run(
+    name: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for variable in [v for v in os.environ if v.upper().startswith("LLM_DO_")]:
         monkeypatch.delenv(variable)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("PYTEST_ADDOPTS", None)
+    if any(lang == "console" and "llm-do " in block for lang, block, _ in blocks(DOCS / name)):
+        env = cli_warm.command_on_path(env, tmp_path_factory.mktemp("bin"))  # the command, without its start-up
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     before = set(sys.modules)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
+
+import llm_do.testing
 
 APP = '''
 from dependency_injector import providers
@@ -95,6 +100,10 @@ async def test_7_a_leak_fails_a_passing_test(llm_do_leaks, llm_do_runtime, llm_d
         await llm_do_runtime.run("keeper", "go")
 """
 
+NO_HYPOTHESIS = ("-p", "no:hypothesispytest")
+"""Hypothesis's pytest plugin imports all of Hypothesis (about 2 s) when the run ends, used or not; these runs
+never use it."""
+
 INI = """
 [pytest]
 asyncio_mode = auto
@@ -107,7 +116,7 @@ llm_do_container = app:App
 def test_fixtures_work_from_the_entry_point_and_overrides_never_leak(pytester: pytest.Pytester) -> None:
     pytester.makefile(".ini", pytest=INI)
     pytester.makepyfile(app=APP, conftest=CONFTEST, test_kit=TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *NO_HYPOTHESIS, "-v")
     result.assert_outcomes(passed=5, failed=2, errors=2)
     result.stdout.fnmatch_lines_random(
         [
@@ -130,5 +139,22 @@ def test_fixtures_work_from_the_entry_point_and_overrides_never_leak(pytester: p
 def test_a_bad_container_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makefile(".ini", pytest="[pytest]\nllm_do_container = nowhere\n")
     pytester.makepyfile(test_it="def test_it(llm_do_container):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *NO_HYPOTHESIS)
     result.stdout.fnmatch_lines(["*llm_do_container = 'nowhere': *write it as 'package.module:ContainerClass'*"])
+
+
+def test_loading_the_plugin_imports_neither_pydantic_ai_nor_dependency_injector() -> None:
+    code = (
+        "import sys, llm_do.testing.plugin\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic_ai', 'dependency_injector'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n", done.stderr
+
+
+@pytest.mark.parametrize("name", llm_do.testing.__all__)
+def test_every_name_of_the_testing_kit_imports_from_it(name: str) -> None:
+    namespace: dict[str, object] = {}
+    exec(f"from llm_do.testing import {name}", namespace)
+    assert namespace[name] is getattr(llm_do.testing, name)
+    assert name in dir(llm_do.testing)

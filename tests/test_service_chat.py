@@ -12,14 +12,14 @@ import httpx
 import pytest
 
 from .postgres import PostgresServer
-from .web_processes import chat_process, chunks, fresh_database
+from .web_processes import chat_processes, chunks, fresh_database
 
 
 @pytest.fixture
 async def two_processes(postgres: PostgresServer) -> AsyncIterator[tuple[str, str, str]]:
     name = postgres.new_database_name()
     await fresh_database(postgres.dsn(), name)
-    async with chat_process(postgres.dsn(name)) as one, chat_process(postgres.dsn(name)) as two:
+    async with chat_processes(postgres.dsn(name), 2) as (one, two):
         async with httpx.AsyncClient(base_url=one) as client:
             for account, balance in {"A": 100, "B": 0}.items():
                 created = await client.post("/accounts", json={"name": account, "balance": balance})

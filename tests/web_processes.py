@@ -27,8 +27,35 @@ def free_port() -> int:
 @asynccontextmanager
 async def chat_process(dsn: str, **env: str) -> AsyncIterator[str]:
     """`uvicorn bank.app:create_chat_app` in a process of its own; yields its base URL; SIGTERM at the end."""
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
+    async with chat_processes(dsn, 1, **env) as (url,):
+        yield url
+
+
+@asynccontextmanager
+async def chat_processes(dsn: str, count: int, **env: str) -> AsyncIterator[list[str]]:
+    """`count` processes of `uvicorn bank.app:create_chat_app`, started together; yields their base URLs once
+    each answers; SIGTERM to each at the end."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:  # none listens yet: the same free port may come back
+            ports.append(port)
+    processes: list[asyncio.subprocess.Process] = []
+    try:
+        for port in ports:
+            processes.append(await _start(port, {**os.environ, "LLM_DO_DATABASE_URL": dsn, **env}))
+        async with asyncio.TaskGroup() as starting:
+            for process, port in zip(processes, ports, strict=True):
+                starting.create_task(_answering(process, port))
+        yield [f"http://127.0.0.1:{port}" for port in ports]
+    finally:
+        async with asyncio.TaskGroup() as stopping:
+            for process in processes:
+                stopping.create_task(_stop(process))
+
+
+async def _start(port: int, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "uvicorn",
@@ -44,31 +71,32 @@ async def chat_process(dsn: str, **env: str) -> AsyncIterator[str]:
         "warning",
         "--timeout-keep-alive",
         "30",  # longer than httpx's 5 s: a reused idle connection is never closed under the client
-        env={**os.environ, "LLM_DO_DATABASE_URL": dsn, **env},
+        env=env,
     )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(base_url=url) as client:
-            for _ in range(600):
-                if process.returncode is not None:
-                    raise AssertionError(f"uvicorn on port {port} exited with {process.returncode} during start-up")
-                try:
-                    if (await client.get("/accounts")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError(f"uvicorn on port {port} did not answer within 30s")
-        yield url
-    finally:
-        if process.returncode is None:
-            process.terminate()
+
+
+async def _answering(process: asyncio.subprocess.Process, port: int) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        for _ in range(600):
+            if process.returncode is not None:
+                raise AssertionError(f"uvicorn on port {port} exited with {process.returncode} during start-up")
             try:
-                await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+                if (await client.get("/accounts")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"uvicorn on port {port} did not answer within 30s")
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 20)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
 
 
 async def fresh_database(admin_dsn: str, name: str) -> None:

@@ -5,11 +5,17 @@ Everything here works without pytest. Installed, llm-do is also a pytest plugin 
 `llm_do_script`, `llm_do_override` and `llm_do_leaks`; see docs/testing.md.
 """
 
-from .leaks import LeakCheck, LeakError, assert_no_leaks, settle, track_leaks
-from .lifespan import LifespanError, asgi_client, serve_lifespan
-from .overrides import Overrides, override
-from .script import Returned, ScriptedModel, ScriptError, Step, ToolCall, Turn, returned, tool_call
-from .tree import call_tree
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .leaks import LeakCheck, LeakError, assert_no_leaks, settle, track_leaks
+    from .lifespan import LifespanError, asgi_client, serve_lifespan
+    from .overrides import Overrides, override
+    from .script import Returned, ScriptedModel, ScriptError, Step, ToolCall, Turn, returned, tool_call
+    from .tree import call_tree
 
 __all__ = [
     "LeakCheck",
@@ -32,3 +38,41 @@ __all__ = [
     "tool_call",
     "track_leaks",
 ]
+
+_MODULES: dict[str, str] = {
+    "LeakCheck": "leaks",
+    "LeakError": "leaks",
+    "assert_no_leaks": "leaks",
+    "settle": "leaks",
+    "track_leaks": "leaks",
+    "LifespanError": "lifespan",
+    "asgi_client": "lifespan",
+    "serve_lifespan": "lifespan",
+    "Overrides": "overrides",
+    "override": "overrides",
+    "Returned": "script",
+    "ScriptError": "script",
+    "ScriptedModel": "script",
+    "Step": "script",
+    "ToolCall": "script",
+    "Turn": "script",
+    "returned": "script",
+    "tool_call": "script",
+    "call_tree": "tree",
+}
+"""The module of each public name: imported when the name is first used, so that pytest, which loads
+the plugin (`llm_do.testing.plugin`) in every run, imports neither pydantic-ai nor dependency-injector
+until a test uses the kit."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llm_do.testing' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from llm_do import Entry, Runtime
+if TYPE_CHECKING:  # imported by the fixtures that use them: pytest loads this plugin in every run
+    from llm_do import Entry, Runtime
 
-from .leaks import LeakCheck, track_leaks
-from .overrides import Overrides
-from .script import ScriptedModel, Step
+    from .leaks import LeakCheck
+    from .overrides import Overrides
+    from .script import ScriptedModel, Step
 
 __all__ = [
     "llm_do_container",
@@ -83,6 +84,8 @@ def llm_do_entries() -> list[Entry]:
 @_async_fixture
 async def llm_do_runtime(llm_do_container: Any, llm_do_entries: list[Entry]) -> AsyncIterator[Runtime]:
     """A `Runtime` over `llm_do_container` with `llm_do_entries`, closed after the test."""
+    from llm_do import Runtime
+
     async with Runtime(llm_do_container, entries=llm_do_entries) as runtime:
         yield runtime
 
@@ -90,6 +93,8 @@ async def llm_do_runtime(llm_do_container: Any, llm_do_entries: list[Entry]) -> 
 @pytest.fixture
 def llm_do_override() -> Iterator[Overrides]:
     """`llm_do_override(provider, replacement)`: an override undone after the test, even when it fails."""
+    from .overrides import Overrides
+
     with Overrides() as overrides:
         yield overrides
 
@@ -97,6 +102,8 @@ def llm_do_override() -> Iterator[Overrides]:
 @pytest.fixture
 def llm_do_script(request: pytest.FixtureRequest) -> Iterator[Callable[..., ScriptedModel]]:
     """`llm_do_script(*steps, tools=None)` makes a `ScriptedModel`; a passing test must use every step."""
+    from .script import ScriptedModel
+
     made: list[ScriptedModel] = []
 
     def script(*steps: Step, tools: Any = None, name: str = "scripted") -> ScriptedModel:
@@ -113,6 +120,8 @@ def llm_do_script(request: pytest.FixtureRequest) -> Iterator[Callable[..., Scri
 @pytest.fixture
 def llm_do_leaks(request: pytest.FixtureRequest) -> Iterator[LeakCheck]:
     """Track what scopes adopt during the test; after a passing test, fail on any leak."""
+    from .leaks import track_leaks
+
     with track_leaks() as check:
         yield check
         if _test_passed(request):
