@@ -46,8 +46,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: the suite starts a few hundred Python processes
+# (commands, workers, servers) that would each compile llm_do again, and pytest would rewrite every test's asserts.
 pytest: $(STAMP) $(NODE_SERVERS) browser
-	$(VENV)/bin/pytest -q -n auto --dist worksteal
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -n auto --dist worksteal
 
 test: preflight lint typecheck pytest
 

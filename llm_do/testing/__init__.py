@@ -7,8 +7,9 @@ Everything here works without pytest. Installed, llm-do is also a pytest plugin 
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 if TYPE_CHECKING:
     from .leaks import LeakCheck, LeakError, assert_no_leaks, settle, track_leaks
@@ -65,14 +66,4 @@ the plugin (`llm_do.testing.plugin`) in every run, imports neither pydantic-ai n
 until a test uses the kit."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'llm_do.testing' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, globals())
