@@ -392,21 +392,23 @@ class Runtime:
             raise
         finally:
             try:
-                await self._close_sessions()
+                interrupted = await self._close_sessions()
                 globals_ = self._loaded.globals
                 globals_.sink = self.background_sink()
                 await globals_.close(None)
             finally:
                 await self._loaded.shutdown_resources()
+        if interrupted:  # the sessions were torn down first; the cancellation is the caller's, not ours to drop
+            raise asyncio.CancelledError
         # The loop still holds the last finished run's task (and so its result) until it turns.
         await (_release_abandoned() if self._abandoned else asyncio.sleep(0))
 
-    async def _close_sessions(self) -> None:
+    async def _close_sessions(self) -> bool:
         """Tear down every open session (their runs have ended), whatever else is cancelled: sessions
-        are torn down before the globals they use."""
+        are torn down before the globals they use. True when a cancellation arrived meanwhile."""
         for session in list(self._sessions.values()):
             session.start_closing()
-        await wait_out(self._closing_sessions)
+        return await wait_out(self._closing_sessions)
 
     # -- what sessions ask of their runtime (the SessionHost protocol) ---------------------------
 

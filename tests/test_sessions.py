@@ -492,3 +492,36 @@ async def test_a_run_in_progress_when_its_session_closes_ends_well_and_its_histo
         await closing
     assert result.output == "Noted."
     assert prompts(await store.load("conv")) == ["I like blue."]
+
+
+class SlowToClean:
+    """A per-session object whose cleanup takes a while (closes a remote sandbox, say)."""
+
+    async def cleanup(self) -> None:
+        await asyncio.sleep(0.2)
+        LOG.append("cleaned slowly")
+
+
+class SlowApp(AgentContainer):
+    slow = SessionLocalSingleton(SlowToClean)
+
+
+async def test_a_runtime_close_cancelled_while_sessions_tear_down_finishes_them_then_is_cancelled() -> None:
+    """Teardown comes first, and the cancellation is not lost: a shutdown deadline still ends `aclose` as a
+    timeout once the session's objects are cleaned up."""
+    LOG.clear()
+    app = SlowApp()
+
+    @entry()
+    async def use(scope: CallScope, input_data: str) -> str:
+        app.slow()
+        return "used"
+
+    runtime = Runtime(app, entries=[use])
+    session = await runtime.session("s")
+    assert (await session.run("use", "go")).output == "used"
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await runtime.aclose()
+    assert LOG == ["cleaned slowly"], "the session's object was cleaned up before aclose gave up"
+    assert session.closed and runtime.sessions == {}
