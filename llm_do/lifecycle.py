@@ -155,19 +155,20 @@ def _failed(label: str, error: BaseException, sink: Sink | None) -> None:
         sink.emit(FinalizerFailed(label, error))
 
 
-async def wait_out(tasks: Collection[asyncio.Future[Any]]) -> bool:
+async def wait_out(tasks: Collection[asyncio.Future[Any]]) -> asyncio.CancelledError | None:
     """Wait until each of `tasks` is done, whatever else is cancelled meanwhile: teardown comes first.
-    True when a cancellation arrived meanwhile (the caller re-raises it, or not). `tasks` is read again
-    before each wait, so a task added to it meanwhile is waited for too.
+    Returns the cancellation that arrived meanwhile, if any, for the caller to re-raise as it came (anyio
+    knows its own by their message). `tasks` is read again before each wait, so a task added to it
+    meanwhile is waited for too.
 
     Done tasks are left out before each wait: `asyncio.wait` suspends once even on a done task, and a
     task in a cancelled anyio scope (a Starlette response) is cancelled again at every suspension."""
-    cancelled = False
+    cancelled = None
     while pending := [task for task in tasks if not task.done()]:
         try:
             await asyncio.wait(pending)
-        except asyncio.CancelledError:
-            cancelled = True
+        except asyncio.CancelledError as error:
+            cancelled = error
     return cancelled
 
 

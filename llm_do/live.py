@@ -300,6 +300,7 @@ async def open_stream(
         live._leave()
         if not task.done():
             task.cancel()
-            if await wait_out((task,)):  # the run's teardown is waited for even when this wait is cancelled
-                raise asyncio.CancelledError
+            cancelled = await wait_out((task,))  # the run's teardown is waited for even when this wait is cancelled
+            if cancelled is not None:
+                raise cancelled
         del task

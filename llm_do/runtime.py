@@ -398,14 +398,14 @@ class Runtime:
                 await globals_.close(None)
             finally:
                 await self._loaded.shutdown_resources()
-        if interrupted:  # the sessions were torn down first; the cancellation is the caller's, not ours to drop
-            raise asyncio.CancelledError
+        if interrupted is not None:  # the sessions were torn down first; the cancellation is not ours to drop
+            raise interrupted
         # The loop still holds the last finished run's task (and so its result) until it turns.
         await (_release_abandoned() if self._abandoned else asyncio.sleep(0))
 
-    async def _close_sessions(self) -> bool:
+    async def _close_sessions(self) -> asyncio.CancelledError | None:
         """Tear down every open session (their runs have ended), whatever else is cancelled: sessions
-        are torn down before the globals they use. True when a cancellation arrived meanwhile."""
+        are torn down before the globals they use. The cancellation that arrived meanwhile, if any."""
         for session in list(self._sessions.values()):
             session.start_closing()
         return await wait_out(self._closing_sessions)

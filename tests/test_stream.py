@@ -345,6 +345,24 @@ async def test_a_consumer_in_a_cancelled_anyio_scope_leaves_once_the_run_is_torn
         assert log == ["waiting", "cleanup"]
 
 
+async def test_a_consumer_that_breaks_out_in_a_cancelled_anyio_scope_is_cancelled_by_that_scope_only() -> None:
+    """The cancellation that interrupts the wait for the run's teardown is re-raised as it came: anyio recognises
+    its own, so the scope absorbs it and the code after the scope runs."""
+    log: list[str] = []
+    waiting = asyncio.Event()
+    runtime = notes_runtime(log, tool_call("wait"), waiting=waiting)
+    async with runtime:
+        with anyio.CancelScope() as scope:
+            async with runtime.stream("clerk", "go") as run:
+                async for event in run:
+                    if isinstance(event, CallEvent) and isinstance(event.event, FunctionToolCallEvent):
+                        await waiting.wait()
+                        scope.cancel()
+                        break  # leaves the block at once: the wait for the run's teardown is what gets cancelled
+        assert scope.cancelled_caught
+        assert log == ["waiting", "cleanup"]
+
+
 async def test_an_exception_in_consumer_code_propagates_unchanged_and_the_runtime_runs_on() -> None:
     log: list[str] = []
     waiting = asyncio.Event()
