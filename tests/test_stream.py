@@ -328,8 +328,11 @@ async def test_a_cancelled_consumer_cancels_the_run_and_its_teardown_runs() -> N
         assert log == ["waiting", "cleanup"]
 
 
-async def test_a_consumer_in_a_cancelled_anyio_scope_leaves_once_the_run_is_torn_down() -> None:
-    """As a Starlette response whose client left: anyio cancels the task again at every suspension."""
+@pytest.mark.parametrize("leaving", ["at a checkpoint", "by break"])
+async def test_a_consumer_in_a_cancelled_anyio_scope_leaves_once_the_run_is_torn_down(leaving: str) -> None:
+    """As a Starlette response whose client left: anyio cancels the task again at every suspension. Left at a
+    checkpoint, the block is left in the cancelled scope; left by `break`, the wait for the run's teardown is what
+    gets cancelled, and that cancellation is re-raised as it came, so the scope recognises and absorbs it."""
     log: list[str] = []
     waiting = asyncio.Event()
     runtime = notes_runtime(log, tool_call("wait"), waiting=waiting)
@@ -340,25 +343,9 @@ async def test_a_consumer_in_a_cancelled_anyio_scope_leaves_once_the_run_is_torn
                     if isinstance(event, CallEvent) and isinstance(event.event, FunctionToolCallEvent):
                         await waiting.wait()
                         scope.cancel()
-                        await anyio.lowlevel.checkpoint()  # cancelled here: the block is left in the cancelled scope
-        assert scope.cancelled_caught
-        assert log == ["waiting", "cleanup"]
-
-
-async def test_a_consumer_that_breaks_out_in_a_cancelled_anyio_scope_is_cancelled_by_that_scope_only() -> None:
-    """The cancellation that interrupts the wait for the run's teardown is re-raised as it came: anyio recognises
-    its own, so the scope absorbs it and the code after the scope runs."""
-    log: list[str] = []
-    waiting = asyncio.Event()
-    runtime = notes_runtime(log, tool_call("wait"), waiting=waiting)
-    async with runtime:
-        with anyio.CancelScope() as scope:
-            async with runtime.stream("clerk", "go") as run:
-                async for event in run:
-                    if isinstance(event, CallEvent) and isinstance(event.event, FunctionToolCallEvent):
-                        await waiting.wait()
-                        scope.cancel()
-                        break  # leaves the block at once: the wait for the run's teardown is what gets cancelled
+                        if leaving == "by break":
+                            break
+                        await anyio.lowlevel.checkpoint()
         assert scope.cancelled_caught
         assert log == ["waiting", "cleanup"]
 
