@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
 
 from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, Toolset, tool
 from llm_do.models import (
     HANDLE_PATTERN,
+    KeyCache,
     Recording,
     RecordingModel,
     ReplayModel,
@@ -166,3 +177,56 @@ def test_a_handle_after_an_escaped_character_is_still_numbered() -> None:
     assert handles == ("acct_1a2b3c4d", "acct_0f0f0f0f") and others == ("acct_deadbeef", "acct_12345678")
     assert one == other
     assert key("acct_1a2b3c4d", "acct_1a2b3c4d")[0] != one  # one handle twice is another conversation
+
+
+def test_a_conversations_key_cache_gives_every_request_the_key_it_has_in_full() -> None:
+    """Keyed through one `KeyCache`, request after request (handles, parallel calls, a file, a lone surrogate,
+    other tools, settings and chains; a message replaced; the same cache for another conversation), every key
+    and its handles equal the key computed in full."""
+    cache = KeyCache()
+    photo = BinaryContent(b"\x89PNG...", media_type="image/png")
+    conversation: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(["open acct_1a2b3c4d", photo])])]
+    calls = [
+        ModelResponse(parts=[ToolCallPart("open", {"acct": "acct_1a2b3c4d"}, tool_call_id="a")]),
+        ModelRequest(parts=[ToolReturnPart("open", "txn_00000001 opened \udcff", tool_call_id="a")]),
+        ModelResponse(
+            parts=[
+                TextPart("two at once"),
+                ToolCallPart("look", {"n": 1}, tool_call_id="b"),
+                ToolCallPart("look", {"n": 2}, tool_call_id="c"),
+            ]
+        ),
+        ModelRequest(
+            parts=[
+                ToolReturnPart("look", "second", tool_call_id="c"),
+                ToolReturnPart("look", {"first": "txn_00000001"}, tool_call_id="b"),
+            ]
+        ),
+        ModelResponse(parts=[ToolCallPart("close", {"txn": "txn_00000001"}, tool_call_id="d")]),
+        ModelRequest(parts=[ToolReturnPart("close", "closed", tool_call_id="d")]),
+    ]
+    tools = ModelRequestParameters(function_tools=[ToolDefinition(name="look"), ToolDefinition(name="open")])
+    asked = [
+        (ModelRequestParameters(), ("clerk",), None),
+        (tools, ("clerk",), {"temperature": 0.2}),
+        (tools, ("boss", "clerk"), None),
+    ]
+    compared = 0
+
+    def same(messages: list[ModelMessage], params: ModelRequestParameters, chain: tuple[str, ...], settings: Any):
+        nonlocal compared
+        cached = request_key(messages, params, chain, settings=settings, cache=cache)
+        full = request_key(messages, params, chain, settings=settings)
+        assert (cached.key, cached.handles) == (full.key, full.handles), (len(messages), chain, settings)
+        compared += 1
+
+    for message in calls:
+        for params, chain, settings in asked:
+            same(conversation, params, chain, settings)
+        conversation.append(message)
+    same(conversation, tools, ("clerk",), None)
+    conversation[3] = ModelResponse(parts=[ToolCallPart("look", {"n": 3}, tool_call_id="b")])  # not the one seen
+    same(conversation, tools, ("clerk",), None)
+    same(conversation[:2], tools, ("clerk",), None)  # a shorter conversation: keyed from its start again
+    same([ModelRequest(parts=[UserPromptPart("another conversation")])], tools, ("clerk",), None)
+    assert compared == len(calls) * len(asked) + 4

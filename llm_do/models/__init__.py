@@ -7,7 +7,7 @@ model = ReplayModel.from_file("session.json")        # then answer from the file
 """
 
 from .journal import Journal, JournalEntry, JournalModel, JournalStore, JournalUnreachable, WentLive
-from .keys import HANDLE_PATTERN, RequestKey, current_chain, request_key
+from .keys import HANDLE_PATTERN, KeyCache, RequestKey, current_chain, request_key
 from .observed import ObservedModel
 from .record import RecordingModel
 from .recording import FORMAT_VERSION, RecordedResponse, Recording, RecordingError, ScriptStep
@@ -17,6 +17,7 @@ __all__ = [
     "FORMAT_VERSION",
     "AttachmentMismatch",
     "HANDLE_PATTERN",
+    "KeyCache",
     "Journal",
     "JournalEntry",
     "JournalModel",

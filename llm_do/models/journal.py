@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from contextvars import Context
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 from weakref import WeakKeyDictionary
 
@@ -28,7 +28,7 @@ from pydantic_ai.settings import ModelSettings
 from .. import tracing
 from ..call import CallScope, current_scope
 from ..errors import LlmDoError
-from .keys import RequestKey, current_chain, request_key
+from .keys import KeyCache, RequestKey, current_chain, request_key
 from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
@@ -96,6 +96,8 @@ class _Call:
     replayed: int = 0
     stale_from: int | None = None
     """Where this call went live on a request that differs: the journal's rows from there on are dropped."""
+    keys: KeyCache = field(default_factory=KeyCache)
+    """Its requests' keys hash only the messages the one before did not have."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +114,10 @@ class _Asked:
     params: ModelRequestParameters
     settings: ModelSettings | None
     chain: tuple[str, ...]
+    keys: KeyCache
 
     def key(self) -> RequestKey:
-        return request_key(self.messages, self.params, self.chain, settings=self.settings)
+        return request_key(self.messages, self.params, self.chain, settings=self.settings, cache=self.keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +220,7 @@ class Journal:
         if not call.live:
             entry = self.recorded.get((call.path, place.position))
             if entry is not None:
-                request = request_key(messages, params, settings=settings)
+                request = request_key(messages, params, settings=settings, cache=call.keys)
                 if entry.recorded.key == request.key:
                     self.replayed += 1
                     call.replayed += 1
@@ -233,7 +236,7 @@ class Journal:
                 self.sent += 1
                 return None, request
         self.sent += 1
-        return None, _Asked(list(messages), params, settings, current_chain())
+        return None, _Asked(list(messages), params, settings, current_chain(), call.keys)
 
     def _went_live(self, point: WentLive) -> None:
         self.live_from.append(point)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from pydantic_ai.models import ModelRequestParameters
 from ..attachments import METADATA_KEY, AttachmentInfo
 from ..call import current_scope
 
-__all__ = ["HANDLE_PATTERN", "RequestKey", "current_chain", "request_key"]
+__all__ = ["HANDLE_PATTERN", "KeyCache", "RequestKey", "current_chain", "request_key"]
 
 HANDLE_PATTERN = re.compile(r"\b[a-z][a-z0-9_]*_[0-9a-f]{8}\b")
 """What a handle looks like: the `prefix_1a2b3c4d` that `Handles.open` mints."""
@@ -91,33 +92,81 @@ def current_chain() -> tuple[str, ...]:
     return () if scope is None else scope.chain()
 
 
+class KeyCache:
+    """What the keys of one conversation's requests share, so each request hashes only its new messages.
+
+    A conversation's requests repeat its earlier messages (the same objects, request after request); the hash
+    of the key's text up to the last message seen is kept, and a request whose messages begin with those same
+    objects, under the same chain, goes on from there. Any other request is keyed in full. Keys are the same
+    with or without a cache. One cache per conversation (one agent run's call)."""
+
+    __slots__ = ("_handles", "_hash", "_head", "_messages", "_ordinals")
+
+    def __init__(self) -> None:
+        self._head: str | None = None
+        self._hash = hashlib.sha256()
+        self._messages: list[ModelMessage] = []
+        self._ordinals: dict[str, int] = {}
+        self._handles: dict[str, str] = {}
+
+    def extended(self, head: str, messages: list[ModelMessage]) -> tuple[Any, dict[str, str]]:
+        """The hash of `head` and every message (comma-separated), and the conversation's handles."""
+        seen = self._messages
+        if head != self._head or len(messages) < len(seen) or not all(map(operator.is_, seen, messages)):
+            self._head, self._hash, self._messages = head, hashlib.sha256(_utf8(head)), []
+            self._ordinals, self._handles = {}, {}
+            seen = self._messages
+        for message in messages[len(seen) :]:
+            normalised = _message(message, self._ordinals)
+            text = _canonical(normalised)
+            if HANDLE_PATTERN.search(text):  # see request_key
+                text = _canonical(_without_handles(normalised, self._handles))
+            self._hash.update(_utf8(text if not seen else "," + text))
+            seen.append(message)
+        return self._hash.copy(), self._handles
+
+
+_MESSAGES = '"messages":[]'
+"""Where the messages go in the key's text (the first such text: only the chain, a list of names, comes before)."""
+
+
 def request_key(
     messages: list[ModelMessage],
     params: ModelRequestParameters,
     chain: tuple[str, ...] | None = None,
     *,
     settings: Mapping[str, Any] | None = None,
+    cache: KeyCache | None = None,
 ) -> RequestKey:
     """The key of a request made with `messages` and `params` (chain: the current run's when `None`);
-    `settings` (the request's model settings), when not empty, are part of the key."""
+    `settings` (the request's model settings), when not empty, are part of the key. With `cache` (the
+    conversation's), only the messages it has not seen are hashed."""
     if chain is None:
         chain = current_chain()
-    ordinals: dict[str, int] = {}
-    handles: dict[str, str] = {}
-    normalised = [_message(message, ordinals) for message in messages]
     tools = sorted(tool.name for tool in (*params.function_tools, *params.output_tools))
-    payload: dict[str, Any] = {"chain": list(chain), "tools": tools, "messages": normalised}
+    payload: dict[str, Any] = {"chain": list(chain), "tools": tools, "messages": []}
     if params.native_tools:  # absent otherwise, so the keys of requests without native tools stay as they were
         payload["native_tools"] = sorted(tool.unique_id for tool in params.native_tools)
     if settings:
         payload["settings"] = _jsonable(dict(settings))
-    canonical = _canonical(payload)
-    # A handle in a string is a handle in its JSON too (escapes only put a letter or a backslash before it):
-    # with none in the text, there is nothing to number, and the key is that of the text as it is.
-    if HANDLE_PATTERN.search(canonical):
-        payload["messages"] = _without_handles(normalised, handles)
+    if cache is not None:
+        head, _, tail = _canonical(payload).partition(_MESSAGES)
+        hashed, found = cache.extended(head + _MESSAGES[:-1], messages)
+        hashed.update(_utf8("]" + tail))
+        digest = hashed.hexdigest()
+        handles = dict(found)
+    else:
+        ordinals: dict[str, int] = {}
+        handles = {}
+        normalised = [_message(message, ordinals) for message in messages]
+        payload["messages"] = normalised
         canonical = _canonical(payload)
-    digest = hashlib.sha256(canonical.encode(errors="surrogatepass")).hexdigest()  # a lone surrogate is text too
+        # A handle in a string is a handle in its JSON too (escapes only put a letter or a backslash before it):
+        # with none in the text, there is nothing to number, and the key is that of the text as it is.
+        if HANDLE_PATTERN.search(canonical):
+            payload["messages"] = _without_handles(normalised, handles)
+            canonical = _canonical(payload)
+        digest = hashlib.sha256(_utf8(canonical)).hexdigest()
     return RequestKey(
         key=digest,
         chain=chain,
@@ -142,6 +191,10 @@ def _without_handles(value: Any, handles: dict[str, str]) -> Any:
 
 def _placeholder(handles: dict[str, str], handle: str) -> str:
     return handles.setdefault(handle, f"<handle#{len(handles) + 1}>")
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode(errors="surrogatepass")  # a lone surrogate is text too
 
 
 def _canonical(value: Any) -> str:
