@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -338,10 +337,10 @@ async def run_while_the_journal_is_locked(
 async def test_responses_kept_while_a_write_is_under_way_are_written_together(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
-    """Three jobs of five requests each run while another session locks the journal: the first row waits on the
-    lock, and the worker holds the rest. Once it is released, each job's four later rows go in one write, and the
-    first rows of the two other jobs in one write with each other (rows written together share a transaction,
-    PostgreSQL's `xmin`)."""
+    """Three jobs of five requests each run while another session locks the journal: the first write waits on the
+    lock, and the worker holds what is handed over meanwhile. Once it is released, each job's rows have gone in at
+    most two writes (the one that waited, and one with the rest), and the jobs' first rows in at most two writes
+    between them, so some were written together (rows written together share a transaction, PostgreSQL's `xmin`)."""
     notes = [tmp_path / f"job{number}.notes" for number in range(3)]
     records = await run_while_the_journal_is_locked(queue, dsn, [ask(path) for path in notes], notes)
     jobs = [record.id for record in records]
@@ -353,9 +352,8 @@ async def test_responses_kept_while_a_write_is_under_way_are_written_together(
         written = {(job_id, position): xmin for job_id, position, xmin in await cursor.fetchall()}
     assert sorted(written) == sorted((job_id, position) for job_id in jobs for position in range(5))
     for job_id in jobs:
-        assert len({written[job_id, position] for position in range(1, 5)}) == 1, written
-    together = Counter(written[job_id, 0] for job_id in jobs)
-    assert sorted(together.values()) == [1, 2], written
+        assert len({written[job_id, position] for position in range(5)}) <= 2, written
+    assert len({written[job_id, 0] for job_id in jobs}) <= 2, written
 
 
 async def test_responses_holding_a_nul_character_or_a_lone_surrogate_are_journaled_as_they_are(
