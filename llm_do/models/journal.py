@@ -217,6 +217,7 @@ class Journal:
         model), and the request, for `keep`. Its key is computed here only to compare it with a journaled one;
         otherwise the write computes it, while the run waits for the model."""
         call = place.call
+        request: RequestKey | None = None
         if not call.live:
             entry = self.recorded.get((call.path, place.position))
             if entry is not None:
@@ -232,10 +233,9 @@ class Journal:
             call.live = True
             if entry is not None or call.path in self._paths:
                 self._went_live(WentLive(call.path, place.position, "differs" if entry is not None else "ends"))
-            if entry is not None:
-                self.sent += 1
-                return None, request
         self.sent += 1
+        if request is not None:
+            return None, request
         return None, _Asked(list(messages), params, settings, current_chain(), call.keys)
 
     def _went_live(self, point: WentLive) -> None:

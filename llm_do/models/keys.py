@@ -119,7 +119,9 @@ class KeyCache:
         for message in messages[len(seen) :]:
             normalised = _message(message, self._ordinals)
             text = _canonical(normalised)
-            if HANDLE_PATTERN.search(text):  # see request_key
+            # A handle in a string is a handle in its JSON too (escapes only put a letter or a backslash before
+            # it): with none in the text, there is nothing to number, and the text stays as it is.
+            if HANDLE_PATTERN.search(text):
                 text = _canonical(_without_handles(normalised, self._handles))
             self._hash.update(_utf8(text if not seen else "," + text))
             seen.append(message)
@@ -140,7 +142,7 @@ def request_key(
 ) -> RequestKey:
     """The key of a request made with `messages` and `params` (chain: the current run's when `None`);
     `settings` (the request's model settings), when not empty, are part of the key. With `cache` (the
-    conversation's), only the messages it has not seen are hashed."""
+    conversation's), only the messages it has not seen are hashed; without, all are."""
     if chain is None:
         chain = current_chain()
     tools = sorted(tool.name for tool in (*params.function_tools, *params.output_tools))
@@ -149,24 +151,11 @@ def request_key(
         payload["native_tools"] = sorted(tool.unique_id for tool in params.native_tools)
     if settings:
         payload["settings"] = _jsonable(dict(settings))
-    if cache is not None:
-        head, _, tail = _canonical(payload).partition(_MESSAGES)
-        hashed, found = cache.extended(head + _MESSAGES[:-1], messages)
-        hashed.update(_utf8("]" + tail))
-        digest = hashed.hexdigest()
-        handles = dict(found)
-    else:
-        ordinals: dict[str, int] = {}
-        handles = {}
-        normalised = [_message(message, ordinals) for message in messages]
-        payload["messages"] = normalised
-        canonical = _canonical(payload)
-        # A handle in a string is a handle in its JSON too (escapes only put a letter or a backslash before it):
-        # with none in the text, there is nothing to number, and the key is that of the text as it is.
-        if HANDLE_PATTERN.search(canonical):
-            payload["messages"] = _without_handles(normalised, handles)
-            canonical = _canonical(payload)
-        digest = hashlib.sha256(_utf8(canonical)).hexdigest()
+    head, _, tail = _canonical(payload).partition(_MESSAGES)
+    hashed, found = (cache or KeyCache()).extended(head + _MESSAGES[:-1], messages)
+    hashed.update(_utf8("]" + tail))
+    digest = hashed.hexdigest()
+    handles = dict(found)
     return RequestKey(
         key=digest,
         chain=chain,
