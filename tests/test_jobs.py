@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from llm_do import Attachment, AttachmentError, ConfigurationError, InvalidSettings, LlmDoError
 from llm_do.jobs import (
+    InvalidJobRequest,
     JobNotFound,
     JobQueue,
     JobRecord,
@@ -370,9 +371,24 @@ async def test_bad_declarations_and_inputs_are_refused_with_what_to_do(queue: Jo
     with pytest.raises(ValueError, match=r"input of a job of entry 'greeter' holds a NUL character, .* encode it"):
         await queue.defer("greeter", {"deep": ["fine", {"no\x00key": 1}]})
     with pytest.raises(
-        ValueError, match=r"unknown job status 'done': use aborted, awaiting_approval, cancelled, doing, failed, succ"
+        InvalidJobRequest, match=r"unknown job status 'done': use aborted, awaiting_approval, cancelled, doing, failed"
     ):
         await queue.list("done")
+    with pytest.raises(InvalidJobRequest, match=r"entry 'nope' is not one of this queue's \(declared: boom"):
+        await queue.list(entry="nope")
+    newest = await queue.defer("greeter", "not yours", delay=3600)
+    for wrong in (None, str(newest), float(newest), True):  # None once read the newest job of the queue
+        for call in (queue.get, queue.cancel, queue.pending, queue.wait):
+            with pytest.raises(InvalidJobRequest, match=rf"a job id is the int JobQueue.defer returned, got {wrong!r}"):
+                await call(wrong)  # type: ignore[arg-type]
+    with pytest.raises(InvalidJobRequest, match="choice must be 'approve' or 'deny', got 'yes'") as word:
+        await queue.decide(newest, "apr_1", "yes")  # type: ignore[arg-type]
+    assert isinstance(word.value, LlmDoError) and isinstance(word.value, ValueError)
+    with pytest.raises(InvalidJobRequest, match=r"an approval id is the str JobQueue\.pending gave"):
+        await queue.decide(newest, 7, "approve")  # type: ignore[arg-type]  # once "the jobs schema is missing"
+    with pytest.raises(InvalidJobRequest, match="limit must be an int of 0 or more, got -1"):
+        await queue.list(limit=-1)
+    assert (await queue.get(newest)).status == "todo"
     with pytest.raises(ConfigurationError, match="declared twice"):
         JobQueue(dsn, entries=["a", "a"])
     with pytest.raises(ConfigurationError, match="is empty"):

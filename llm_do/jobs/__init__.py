@@ -19,7 +19,7 @@ from procrastinate import RetryStrategy
 from .context import JobInfo, current_job
 from .parking import DecisionRefused, PendingApproval, RunParked
 from .queue import JobEntry, JobQueue, RuntimeFactory
-from .records import FINAL_STATUSES, JobNotFound, JobRecord, JobStatus
+from .records import FINAL_STATUSES, InvalidJobRequest, JobNotFound, JobRecord, JobStatus
 from .retry import WorkerShutdown
 from .settings import JobSettings
 from .worker import WorkerOptions, expire_approvals, recover_stalled_jobs, remove_old_journals, run_worker
@@ -27,6 +27,7 @@ from .worker import WorkerOptions, expire_approvals, recover_stalled_jobs, remov
 __all__ = [
     "FINAL_STATUSES",
     "DecisionRefused",
+    "InvalidJobRequest",
     "JobEntry",
     "JobInfo",
     "JobNotFound",

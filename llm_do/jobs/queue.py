@@ -43,7 +43,7 @@ from .parking import (
     pending_approvals,
     store_decision,
 )
-from .records import STATUSES, JobNotFound, JobRecord
+from .records import STATUSES, InvalidJobRequest, JobNotFound, JobRecord, checked_job_id
 from .retry import JobRetry
 from .settings import JobSettings
 from .store import create_results_table, fetch_records
@@ -255,6 +255,7 @@ class JobQueue:
 
     async def get(self, job_id: int) -> JobRecord:
         """The job `job_id`: its status and, once a run finished, output, usage, calls and error."""
+        job_id = checked_job_id(job_id)
         with _schema_needed():
             found = await fetch_records(self.pool, self.queue_name, self._task_entries, job_id=job_id, limit=1)
         if not found:
@@ -266,9 +267,14 @@ class JobQueue:
     ) -> list[JobRecord]:
         """Jobs newest first, filtered by status (one or several) and entry."""
         statuses = [status] if isinstance(status, str) else None if status is None else list(status)
-        unknown = sorted(set(statuses or ()) - STATUSES)
+        unknown = sorted(map(repr, set(statuses or ()) - STATUSES))
         if unknown:
-            raise ValueError(f"unknown job status {', '.join(map(repr, unknown))}: use {', '.join(sorted(STATUSES))}")
+            raise InvalidJobRequest(f"unknown job status {', '.join(unknown)}: use {', '.join(sorted(STATUSES))}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidJobRequest(f"JobQueue.list: limit must be an int of 0 or more, got {limit!r}")
+        if entry is not None and entry not in self.entries:
+            declared = ", ".join(sorted(self.entries))
+            raise InvalidJobRequest(f"JobQueue.list: entry {entry!r} is not one of this queue's (declared: {declared})")
         entries = None if entry is None else [entry]
         with _schema_needed():
             return await fetch_records(
@@ -293,8 +299,15 @@ class JobQueue:
 
         Raises `DecisionRefused` for an approval that is not pending (unknown, or decided already) and for a
         job that is not this queue's."""
+        job_id = checked_job_id(job_id)
+        if not isinstance(approval_id, str):
+            raise InvalidJobRequest(
+                f"decide: an approval id is the str JobQueue.pending gave (approval_id), got {approval_id!r}"
+            )
         if choice not in ("approve", "deny"):
-            raise ValueError(f"decide: choice must be 'approve' or 'deny', got {choice!r}")
+            raise InvalidJobRequest(f"decide: choice must be 'approve' or 'deny', got {choice!r}")
+        if note is not None and not isinstance(note, str):
+            raise InvalidJobRequest(f"decide: note must be a str or None, got {note!r}")
         with _schema_needed():
             return await store_decision(self.pool, self.queue_name, job_id, approval_id, choice, note)
 

@@ -15,10 +15,12 @@ from ..run import CallRecord
 __all__ = [
     "FINAL_STATUSES",
     "STATUSES",
+    "InvalidJobRequest",
     "JobNotFound",
     "JobRecord",
     "JobStatus",
     "calls_json",
+    "checked_job_id",
     "output_json",
     "usage_json",
 ]
@@ -39,6 +41,21 @@ class JobNotFound(LlmDoError, LookupError):
     def __init__(self, job_id: int) -> None:
         super().__init__(f"no llm-do job with id {job_id}; list them with JobQueue.list()")
         self.job_id = job_id
+
+
+class InvalidJobRequest(LlmDoError, ValueError):
+    """A `JobQueue` call given an argument that cannot be right: a job id that is not an int, an unknown status,
+    a decision other than `approve` or `deny`."""
+
+
+def checked_job_id(job_id: object) -> int:
+    """`job_id` if it is an int (the id `JobQueue.defer` returned); `InvalidJobRequest` otherwise."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise InvalidJobRequest(
+            f"a job id is the int JobQueue.defer returned, got {job_id!r} ({type(job_id).__name__}); "
+            "convert the id you read (a URL, a form) with int() first"
+        )
+    return job_id
 
 
 @dataclass(frozen=True, slots=True)
