@@ -9,6 +9,7 @@ import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from llm_do import ConfigurationError
@@ -153,6 +154,48 @@ async def test_decisions_that_cannot_apply_are_refused_and_a_parked_job_can_be_c
         assert worker.stop() == 0, worker.output()
     assert record.status == "succeeded" and paid(notes) == []
     assert paid(tmp_path / "dropped") == []
+
+
+async def lock_waiters(dsn: str, count: int) -> None:
+    """Wait until `count` sessions wait for a lock (a row another transaction holds)."""
+
+    async def waiting() -> bool:
+        conn = await asyncpg.connect(dsn)
+        try:
+            found = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+        finally:
+            await conn.close()
+        return bool(found == count)
+
+    await eventually(waiting, f"{count} session(s) wait for the job's row")
+
+
+async def test_a_cancel_that_waits_behind_a_decision_still_cancels_the_requeued_job(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """Two web processes: one decides, one cancels, at once. The decision goes first (it queues the job again);
+    the cancel, which read the job parked, must still stop it, not answer that it already ended."""
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("payer", ask(tmp_path / "notes"))
+        pending = await parked(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()  # nobody runs the job once it is queued again
+    holder = await asyncpg.connect(dsn)  # a third session holds the job's row
+    try:
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM procrastinate_jobs WHERE id = $1 FOR UPDATE", job_id)
+            deciding = asyncio.create_task(queue.decide(job_id, pending.approval_id, "approve"))
+            await lock_waiters(dsn, 1)
+            cancelling = asyncio.create_task(queue.cancel(job_id))  # reads the job parked, then waits its turn
+            await lock_waiters(dsn, 2)
+    finally:
+        await holder.close()
+    assert await deciding is True
+    assert await cancelling is True
+    assert (await queue.get(job_id)).status == "cancelled"
 
 
 async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(

@@ -33,7 +33,7 @@ __all__ = [
     "Parking",
     "PendingApproval",
     "RunParked",
-    "cancel_parked",
+    "cancel_job",
     "create_approvals_table",
     "expire_pending",
     "load_decisions",
@@ -211,6 +211,8 @@ async def store_decision(
     whether it was queued. Raises `DecisionRefused` when the approval is not pending for a parked job."""
     async with pool.connection() as conn, conn.transaction():
         status = await _locked_job(conn, queue, job_id)
+        if status is None:
+            raise DecisionRefused(f"job {job_id} is no job of queue {queue!r}: nothing to decide there")
         row = await (
             await conn.execute(
                 "SELECT choice FROM llm_do_approvals WHERE queue = %s AND job_id = %s AND approval_id = %s FOR UPDATE",
@@ -238,13 +240,19 @@ async def store_decision(
         return True
 
 
-async def cancel_parked(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> bool:
-    """Cancel a parked job: its questions are denied (`the job was cancelled`) and it ends `cancelled`; False
-    when the job is not parked."""
+async def cancel_job(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> bool:
+    """Cancel job `job_id` of `queue` in one transaction that holds its row, so that a decision or a park
+    meanwhile cannot make the cancel miss: a queued job ends `cancelled`, a running one has its cancellation
+    requested (procrastinate's), a parked one ends `cancelled` with its questions denied (`the job was
+    cancelled`). False when the job had already ended (or is no job of `queue`)."""
     async with pool.connection() as conn, conn.transaction():
-        status = await _locked_job(conn, queue, job_id)
-        if status != "failed" or not await _waiting(conn, queue, job_id):
-            return False
+        if await _locked_job(conn, queue, job_id) != "failed" or not await _waiting(conn, queue, job_id):
+            found = await (
+                await conn.execute(
+                    procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": True, "delete_job": False}
+                )
+            ).fetchone()
+            return found is not None and found[0] is not None
         await conn.execute(
             "UPDATE llm_do_approvals SET choice = 'deny', note = 'the job was cancelled', decided_at = now() "
             "WHERE queue = %s AND job_id = %s AND choice IS NULL",
@@ -257,16 +265,14 @@ async def cancel_parked(pool: AsyncConnectionPool[Any], queue: str, job_id: int)
         return True
 
 
-async def _locked_job(conn: AsyncConnection[Any], queue: str, job_id: int) -> str:
-    """The status of job `job_id`, locked until the transaction ends; refused unless it is `queue`'s."""
+async def _locked_job(conn: AsyncConnection[Any], queue: str, job_id: int) -> str | None:
+    """The status of job `job_id`, its row locked until the transaction ends; None unless it is `queue`'s."""
     job = await (
         await conn.execute(
             "SELECT status::text, queue_name FROM procrastinate_jobs WHERE id = %s FOR UPDATE", (job_id,)
         )
     ).fetchone()
-    if job is None or job[1] != queue:
-        raise DecisionRefused(f"job {job_id} is no job of queue {queue!r}: nothing to decide there")
-    return str(job[0])
+    return None if job is None or job[1] != queue else str(job[0])
 
 
 async def _waiting(conn: AsyncConnection[Any], queue: str, job_id: int) -> bool:

@@ -34,10 +34,9 @@ from .context import JobInfo
 from .execute import SHUTDOWN, perform, stored_attachments
 from .journal import JobJournals, create_journal_table
 from .parking import (
-    AWAITING,
     Parking,
     PendingApproval,
-    cancel_parked,
+    cancel_job,
     create_approvals_table,
     load_decisions,
     pending_approvals,
@@ -285,10 +284,8 @@ class JobQueue:
         """Cancel a job: a queued job never starts; a running one has its run cancelled (its teardown
         runs) by the worker that runs it; a parked one ends `cancelled`, its questions denied. False when the
         job had already finished."""
-        record = await self.get(job_id)  # JobNotFound for another queue's job or an unknown id
-        if record.status == AWAITING:
-            return await cancel_parked(self.pool, self.queue_name, job_id)
-        return await self.app.job_manager.cancel_job_by_id_async(job_id, abort=True)
+        await self.get(job_id)  # JobNotFound for another queue's job or an unknown id
+        return await cancel_job(self.pool, self.queue_name, job_id)
 
     async def decide(
         self, job_id: int, approval_id: str, choice: Literal["approve", "deny"], *, note: str | None = None
