@@ -156,20 +156,23 @@ async def test_decisions_that_cannot_apply_are_refused_and_a_parked_job_can_be_c
     assert paid(tmp_path / "dropped") == []
 
 
-async def lock_waiters(dsn: str, count: int) -> None:
-    """Wait until `count` sessions wait for a lock (a row another transaction holds)."""
+async def lock_waiters(dsn: str, count: int, on: tuple[str, ...] = ("transactionid", "tuple")) -> None:
+    """Wait until `count` sessions wait for a lock: a row another transaction holds (or, `on=("relation",)`, a
+    table)."""
 
     async def waiting() -> bool:
         conn = await asyncpg.connect(dsn)
         try:
             found = await conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = ANY($1) "
+                "AND datname = current_database()",
+                list(on),
             )
         finally:
             await conn.close()
         return bool(found == count)
 
-    await eventually(waiting, f"{count} session(s) wait for the job's row")
+    await eventually(waiting, f"{count} session(s) wait for a lock ({', '.join(on)})")
 
 
 async def test_a_cancel_that_waits_behind_a_decision_still_cancels_the_requeued_job(
@@ -196,6 +199,40 @@ async def test_a_cancel_that_waits_behind_a_decision_still_cancels_the_requeued_
     assert await deciding is True
     assert await cancelling is True
     assert (await queue.get(job_id)).status == "cancelled"
+
+
+async def test_a_cancel_that_comes_while_the_run_is_parking_ends_the_job_cancelled(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """The cancel lands after the run stored its question and before procrastinate marked its end: the job must
+    not stay parked (a decision would run it after `cancel` said True)."""
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    approvals, row = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        async with approvals.transaction():  # the run's question waits to be stored
+            await approvals.execute("LOCK TABLE llm_do_approvals IN EXCLUSIVE MODE")
+            job_id = await queue.defer("payer", ask(notes))
+            await lock_waiters(dsn, 1, on=("relation",))
+            await row.execute("BEGIN")
+            await row.execute("SELECT 1 FROM procrastinate_jobs WHERE id = $1 FOR UPDATE", job_id)
+            cancelling = asyncio.create_task(queue.cancel(job_id))
+            await lock_waiters(dsn, 1)  # the cancel waits for the job's row
+        await lock_waiters(dsn, 2)  # the question is stored; the run's end waits behind the cancel
+        await row.execute("COMMIT")
+        assert await cancelling is True
+
+        async def ended() -> bool:
+            return (await queue.get(job_id)).status != "doing"
+
+        await eventually(ended, "the parked run ended")
+        assert (await queue.get(job_id)).status == "cancelled"
+        assert await queue.pending(job_id) == []
+    finally:
+        await approvals.close()
+        await row.close()
+        assert worker.stop() == 0, worker.output()
+    assert paid(notes) == []
 
 
 async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(

@@ -10,6 +10,7 @@ approver answers it with the stored decision without asking.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +43,9 @@ __all__ = [
 ]
 
 APPROVALS_TABLE = "llm_do_approvals"
+PARKING_PATIENCE = 5.0
+"""Seconds `cancel` waits for a run that has stored its question to end, before it asks procrastinate to abort
+it instead (a worker that died just then: its job is queued again as stalled, and the abort ends it)."""
 AWAITING = "awaiting_approval"
 
 _CREATE = """
@@ -241,28 +245,39 @@ async def store_decision(
 
 
 async def cancel_job(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> bool:
-    """Cancel job `job_id` of `queue` in one transaction that holds its row, so that a decision or a park
-    meanwhile cannot make the cancel miss: a queued job ends `cancelled`, a running one has its cancellation
-    requested (procrastinate's), a parked one ends `cancelled` with its questions denied (`the job was
-    cancelled`). False when the job had already ended (or is no job of `queue`)."""
-    async with pool.connection() as conn, conn.transaction():
-        if await _locked_job(conn, queue, job_id) != "failed" or not await _waiting(conn, queue, job_id):
-            found = await (
-                await conn.execute(
-                    procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": True, "delete_job": False}
-                )
-            ).fetchone()
-            return found is not None and found[0] is not None
-        await conn.execute(
-            "UPDATE llm_do_approvals SET choice = 'deny', note = 'the job was cancelled', decided_at = now() "
-            "WHERE queue = %s AND job_id = %s AND choice IS NULL",
-            (queue, job_id),
-        )
-        await _requeue(conn, job_id)  # procrastinate cancels only queued jobs: failed -> todo -> cancelled
-        await conn.execute(
-            procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": False, "delete_job": False}
-        )
-        return True
+    """Cancel job `job_id` of `queue` in a transaction that holds its row, so that a decision meanwhile cannot
+    make the cancel miss: a queued job ends `cancelled`, a running one has its cancellation requested
+    (procrastinate's), a parked one ends `cancelled` with its questions denied (`the job was cancelled`). A job
+    whose run has parked but is still ending is cancelled once it has ended (up to `PARKING_PATIENCE` seconds):
+    procrastinate forgets a cancellation asked of a run that ends by raising. False when the job had already
+    ended (or is no job of `queue`)."""
+    deadline = asyncio.get_running_loop().time() + PARKING_PATIENCE
+    while True:
+        async with pool.connection() as conn, conn.transaction():
+            status = await _locked_job(conn, queue, job_id)
+            parking = status in ("doing", "failed") and await _waiting(conn, queue, job_id)
+            if status == "failed" and parking:
+                await _cancel_parked(conn, queue, job_id)
+                return True
+            if status != "doing" or not parking or asyncio.get_running_loop().time() > deadline:
+                found = await (
+                    await conn.execute(
+                        procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": True, "delete_job": False}
+                    )
+                ).fetchone()
+                return found is not None and found[0] is not None
+        await asyncio.sleep(0.02)  # the run stored its question and is ending: cancel the parked job
+
+
+async def _cancel_parked(conn: AsyncConnection[Any], queue: str, job_id: int) -> None:
+    """Deny the questions of parked job `job_id` and end it `cancelled` (its row locked by the caller)."""
+    await conn.execute(
+        "UPDATE llm_do_approvals SET choice = 'deny', note = 'the job was cancelled', decided_at = now() "
+        "WHERE queue = %s AND job_id = %s AND choice IS NULL",
+        (queue, job_id),
+    )
+    await _requeue(conn, job_id)  # procrastinate cancels only queued jobs: failed -> todo -> cancelled
+    await conn.execute(procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": False, "delete_job": False})
 
 
 async def _locked_job(conn: AsyncConnection[Any], queue: str, job_id: int) -> str | None:
