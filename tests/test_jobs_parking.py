@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from llm_do import ConfigurationError
-from llm_do.jobs import DecisionRefused, JobEntry, JobQueue, JobRecord, PendingApproval
+from llm_do.jobs import DecisionRefused, InvalidJobRequest, JobEntry, JobQueue, JobRecord, PendingApproval
 
 from .jobs_support import Worker, eventually
 from .journal_app import parking as app_parking
@@ -136,7 +136,11 @@ async def test_decisions_that_cannot_apply_are_refused_and_a_parked_job_can_be_c
             await queue.decide(foreign, pending.approval_id, "approve")
         with pytest.raises(DecisionRefused, match="is no job of queue"):
             await queue.decide(10**9, pending.approval_id, "approve")
-        await queue.decide(job_id, pending.approval_id, "deny")
+        with pytest.raises(
+            InvalidJobRequest, match=r"approval id .apr_.x00. holds a NUL character, which no approval id does"
+        ):
+            await queue.decide(job_id, "apr_\x00", "approve")
+        await queue.decide(job_id, pending.approval_id, "deny", note="not\x00now")  # a NUL is stored escaped
         with pytest.raises(
             DecisionRefused, match=f"approval '{pending.approval_id}' of job {job_id} was already decided"
         ):
@@ -153,6 +157,7 @@ async def test_decisions_that_cannot_apply_are_refused_and_a_parked_job_can_be_c
     finally:
         assert worker.stop() == 0, worker.output()
     assert record.status == "succeeded" and paid(notes) == []
+    assert "the approver denied it: not\\x00now" in record.output
     assert paid(tmp_path / "dropped") == []
 
 

@@ -236,7 +236,7 @@ async def store_decision(
         await conn.execute(
             "UPDATE llm_do_approvals SET choice = %s, note = %s, decided_at = now() "
             "WHERE queue = %s AND job_id = %s AND approval_id = %s",
-            (choice, note, queue, job_id, approval_id),
+            (choice, None if note is None else storable_text(note), queue, job_id, approval_id),
         )
         if await _waiting(conn, queue, job_id):
             return False

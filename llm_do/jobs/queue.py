@@ -301,6 +301,11 @@ class JobQueue:
             raise InvalidJobRequest(
                 f"decide: an approval id is the str JobQueue.pending gave (approval_id), got {approval_id!r}"
             )
+        if "\x00" in approval_id:
+            raise InvalidJobRequest(
+                f"decide: approval id {approval_id!r} holds a NUL character, which no approval id does; use one "
+                f"JobQueue.pending({job_id}) gave"
+            )
         if choice not in ("approve", "deny"):
             raise InvalidJobRequest(f"decide: choice must be 'approve' or 'deny', got {choice!r}")
         if note is not None and not isinstance(note, str):
