@@ -183,8 +183,9 @@ async def lock_waiters(dsn: str, count: int, on: tuple[str, ...] = ("transaction
 async def test_a_cancel_that_waits_behind_a_decision_still_cancels_the_requeued_job(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
-    """Two web processes: one decides, one cancels, at once. The decision goes first (it queues the job again);
-    the cancel, which read the job parked, must still stop it, not answer that it already ended."""
+    """Three web processes: two decide, one cancels, at once. The first decision applies (it queues the job
+    again), the second is refused; the cancel, which read the job parked, must still stop it, not answer that it
+    already ended."""
     worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
     try:
         job_id = await queue.defer("payer", ask(tmp_path / "notes"))
@@ -197,11 +198,15 @@ async def test_a_cancel_that_waits_behind_a_decision_still_cancels_the_requeued_
             await holder.execute("SELECT 1 FROM procrastinate_jobs WHERE id = $1 FOR UPDATE", job_id)
             deciding = asyncio.create_task(queue.decide(job_id, pending.approval_id, "approve"))
             await lock_waiters(dsn, 1)
-            cancelling = asyncio.create_task(queue.cancel(job_id))  # reads the job parked, then waits its turn
+            again = asyncio.create_task(queue.decide(job_id, pending.approval_id, "deny"))
             await lock_waiters(dsn, 2)
+            cancelling = asyncio.create_task(queue.cancel(job_id))  # reads the job parked, then waits its turn
+            await lock_waiters(dsn, 3)
     finally:
         await holder.close()
     assert await deciding is True
+    with pytest.raises(DecisionRefused, match=f"approval '{pending.approval_id}' of job {job_id} was already decided"):
+        await again
     assert await cancelling is True
     assert (await queue.get(job_id)).status == "cancelled"
 
