@@ -13,7 +13,15 @@ import asyncpg
 import pytest
 
 from llm_do import ConfigurationError
-from llm_do.jobs import DecisionRefused, InvalidJobRequest, JobEntry, JobQueue, JobRecord, PendingApproval
+from llm_do.jobs import (
+    DecisionRefused,
+    InvalidJobRequest,
+    JobEntry,
+    JobQueue,
+    JobRecord,
+    PendingApproval,
+    remove_old_journals,
+)
 
 from .jobs_support import Worker, eventually
 from .journal_app import parking as app_parking
@@ -154,11 +162,24 @@ async def test_decisions_that_cannot_apply_are_refused_and_a_parked_job_can_be_c
         assert await queue.pending(dropped) == [] and await queue.cancel(dropped) is False
         with pytest.raises(DecisionRefused, match="was already decided"):
             await queue.decide(dropped, question.approval_id, "approve")
+        assert await journaled(queue, dropped) == 3  # its runs stored no result: it ended all the same
+        assert await remove_old_journals(queue, 3600) == 0
+        await remove_old_journals(queue, 0)
+        assert await journaled(queue, dropped) == 0
     finally:
         assert worker.stop() == 0, worker.output()
     assert record.status == "succeeded" and paid(notes) == []
     assert "the approver denied it: not\\x00now" in record.output
     assert paid(tmp_path / "dropped") == []
+
+
+async def journaled(queue: JobQueue, job_id: int) -> int:
+    async with queue.pool.connection() as conn:
+        found = await (
+            await conn.execute("SELECT count(*) FROM llm_do_journal WHERE job_id = %s", (job_id,))
+        ).fetchone()
+    assert found is not None
+    return int(found[0])
 
 
 async def lock_waiters(dsn: str, count: int, on: tuple[str, ...] = ("transactionid", "tuple")) -> None:

@@ -50,12 +50,15 @@ _REMOVE = """
 DELETE FROM llm_do_journal j
  WHERE j.queue = %(queue)s
    AND (NOT EXISTS (SELECT 1 FROM procrastinate_jobs p WHERE p.id = j.job_id)
-        OR EXISTS (SELECT 1 FROM procrastinate_jobs p JOIN llm_do_job_results r ON r.job_id = p.id
+        OR EXISTS (SELECT 1 FROM procrastinate_jobs p LEFT JOIN llm_do_job_results r ON r.job_id = p.id
                     WHERE p.id = j.job_id AND p.status::text = ANY(%(final)s)
-                      AND r.finished_at < now() - make_interval(secs => %(retention)s)
+                      AND GREATEST(r.finished_at, (SELECT max(e.at) FROM procrastinate_events e WHERE e.job_id = p.id))
+                          < now() - make_interval(secs => %(retention)s)
                       AND NOT EXISTS (SELECT 1 FROM llm_do_approvals a
                                        WHERE a.queue = j.queue AND a.job_id = j.job_id AND a.choice IS NULL)))
 """
+"""A job's end is its last status change (procrastinate's events), or its result's end if later: a job that
+ended without storing a result (cancelled while parked or queued again, aborted as stalled) ends all the same."""
 
 
 async def create_journal_table(conn: AsyncConnection[Any]) -> None:
