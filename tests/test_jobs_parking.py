@@ -20,6 +20,7 @@ from llm_do.jobs import (
     JobQueue,
     JobRecord,
     PendingApproval,
+    expire_approvals,
     remove_old_journals,
 )
 
@@ -264,6 +265,35 @@ async def test_a_cancel_that_comes_while_the_run_is_parking_ends_the_job_cancell
         await row.close()
         assert worker.stop() == 0, worker.output()
     assert paid(notes) == []
+
+
+async def test_a_parked_job_whose_queueing_lock_another_queued_job_took(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """procrastinate lets one queued job hold a queueing lock. A parked job is not queued, so another job may take
+    its lock: the decision that would queue it again is refused until then (expiry too), and a cancel works."""
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("payer", ask(tmp_path / "notes"), queueing_lock="account-7")
+        pending = await parked(queue, job_id)
+        later = await queue.defer("payer", ask(tmp_path / "later"), queueing_lock="account-7", delay=3600)
+        refused = rf"job {job_id} cannot be queued again while job {later} holds its queueing lock 'account-7'"
+        with pytest.raises(DecisionRefused, match=refused):
+            await queue.decide(job_id, pending.approval_id, "approve")
+        assert await expire_approvals(queue, 0) == []  # refused likewise, and the housekeeping goes on
+        assert await queue.pending(job_id) == [pending]  # nothing was stored
+        assert await queue.cancel(later) is True
+        assert await queue.decide(job_id, pending.approval_id, "approve") is True
+        assert (await finished(queue, job_id)).status == "succeeded"
+
+        dropped = await queue.defer("payer", ask(tmp_path / "dropped"), queueing_lock="account-8")
+        await parked(queue, dropped)
+        waiting = await queue.defer("payer", ask(tmp_path / "waiting"), queueing_lock="account-8", delay=3600)
+        assert await queue.cancel(dropped) is True
+        assert [(await queue.get(each)).status for each in (dropped, waiting)] == ["cancelled", "todo"]
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert paid(tmp_path / "notes") == ["paid 10"] and paid(tmp_path / "dropped") == []
 
 
 async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from procrastinate import sql as procrastinate_sql
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, errors
 from psycopg.rows import dict_row
 from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
@@ -276,7 +276,10 @@ async def _cancel_parked(conn: AsyncConnection[Any], queue: str, job_id: int) ->
         "WHERE queue = %s AND job_id = %s AND choice IS NULL",
         (queue, job_id),
     )
-    await _requeue(conn, job_id)  # procrastinate cancels only queued jobs: failed -> todo -> cancelled
+    # procrastinate cancels only queued jobs: failed -> todo -> cancelled, without the queueing lock another
+    # queued job may hold meanwhile
+    await conn.execute("UPDATE procrastinate_jobs SET queueing_lock = NULL WHERE id = %s", (job_id,))
+    await _requeue(conn, job_id)
     await conn.execute(procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": False, "delete_job": False})
 
 
@@ -301,10 +304,27 @@ async def _waiting(conn: AsyncConnection[Any], queue: str, job_id: int) -> bool:
 
 
 async def _requeue(conn: AsyncConnection[Any], job_id: int) -> None:
-    await conn.execute(
-        procrastinate_sql.queries["retry_job"],
-        {"job_id": job_id, "retry_at": None, "new_priority": None, "new_queue_name": None, "new_lock": None},
-    )
+    """Queue parked job `job_id` again; `DecisionRefused` while another queued job holds its queueing lock
+    (procrastinate allows one: a parked job is not queued, so another may have taken it)."""
+    try:
+        async with conn.transaction():  # a savepoint: the caller's transaction goes on after a refusal
+            await conn.execute(
+                procrastinate_sql.queries["retry_job"],
+                {"job_id": job_id, "retry_at": None, "new_priority": None, "new_queue_name": None, "new_lock": None},
+            )
+    except errors.UniqueViolation:
+        holder = await (
+            await conn.execute(
+                "SELECT o.id, o.queueing_lock FROM procrastinate_jobs j JOIN procrastinate_jobs o "
+                "ON o.queueing_lock = j.queueing_lock AND o.status = 'todo' AND o.id <> j.id WHERE j.id = %s",
+                (job_id,),
+            )
+        ).fetchone()
+        other, lock = holder if holder is not None else ("another", "?")
+        raise DecisionRefused(
+            f"job {job_id} cannot be queued again while job {other} holds its queueing lock {lock!r} (procrastinate "
+            "queues one job per lock); decide again once that job has started, or cancel it"
+        ) from None
 
 
 async def expire_pending(pool: AsyncConnectionPool[Any], queue: str, expiry: float) -> list[tuple[int, str]]:
