@@ -309,6 +309,28 @@ async def test_a_sigkilled_workers_job_is_run_again_by_another_worker(
     ]
 
 
+async def test_a_dead_workers_job_whose_queueing_lock_another_job_took_waits_and_holds_up_no_other(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """procrastinate queues one job per queueing lock, and a running job does not hold it: once its worker died,
+    the job cannot be queued again while another took the lock. It waits for the lock; the others go on."""
+    notes = tmp_path / "notes.txt"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=2)
+    try:
+        locked = await queue.defer("sleeper", {"path": str(notes), "seconds": 60}, queueing_lock="account-7")
+        free = await queue.defer("sleeper", {"path": str(notes), "seconds": 60})
+        await started_by(notes, locked)
+        await started_by(notes, free)
+    finally:
+        worker.kill()
+    taker = await queue.defer("sleeper", {"path": str(notes), "seconds": 0}, queueing_lock="account-7", delay=3600)
+    assert await recover_stalled_jobs(queue, stalled_timeout=0.001) == [free]
+    assert (await queue.get(locked)).status == "doing"
+    assert await queue.cancel(taker) is True
+    assert await recover_stalled_jobs(queue, stalled_timeout=0.001) == [locked]
+    assert [(await queue.get(job_id)).status for job_id in (locked, free)] == ["todo", "todo"]
+
+
 async def test_a_job_still_running_when_its_worker_shuts_down_is_queued_again(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:

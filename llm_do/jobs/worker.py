@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from procrastinate import sql as procrastinate_sql
+from psycopg import errors
 
 from ..process.signals import handling
 from .journal import delete_old_journals
@@ -212,7 +213,8 @@ def _journal_interval(options: WorkerOptions) -> float:
 async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[int]:
     """Queue again the running jobs of `queue` whose workers were silent for `stalled_timeout` seconds;
     their ids. A job whose cancellation was asked for is `aborted` instead (procrastinate would mark it
-    `failed`). Other queues' jobs are left to their own workers.
+    `failed`). Other queues' jobs are left to their own workers. A job whose queueing lock another queued job
+    took meanwhile (procrastinate queues one job per lock) stays until a later call finds the lock free.
 
     One worker of the queue at a time does it (an advisory lock), so a job is never queued twice.
     """
@@ -231,24 +233,35 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
             "SELECT id FROM procrastinate_jobs WHERE id = ANY(%s) AND abort_requested", (ids,)
         )
         aborted = {int(row[0]) for row in await cancelled.fetchall()}
+        found: list[int] = []
         for job_id in ids:
             if job_id in aborted:
                 await conn.execute(
                     procrastinate_sql.queries["finish_job"],
                     {"job_id": job_id, "status": "aborted", "delete_job": False},
                 )
+                found.append(job_id)
                 continue
-            await conn.execute(
-                procrastinate_sql.queries["retry_job"],
-                {
-                    "job_id": job_id,
-                    "retry_at": datetime.now(UTC),
-                    "new_priority": None,
-                    "new_queue_name": None,
-                    "new_lock": None,
-                },
-            )
-    return ids
+            try:
+                async with conn.transaction():  # a savepoint: one job's refusal leaves the others' recovery
+                    await conn.execute(
+                        procrastinate_sql.queries["retry_job"],
+                        {
+                            "job_id": job_id,
+                            "retry_at": datetime.now(UTC),
+                            "new_priority": None,
+                            "new_queue_name": None,
+                            "new_lock": None,
+                        },
+                    )
+            except errors.UniqueViolation:
+                logger.warning(
+                    "job %d of a dead worker waits to be queued again: another queued job holds its queueing lock",
+                    job_id,
+                )
+                continue
+            found.append(job_id)
+    return found
 
 
 async def expire_approvals(queue: JobQueue, expiry: float) -> list[tuple[int, str]]:
