@@ -21,6 +21,7 @@ from llm_do.jobs import (
     JobRecord,
     PendingApproval,
     expire_approvals,
+    recover_stalled_jobs,
     remove_old_journals,
 )
 
@@ -265,6 +266,40 @@ async def test_a_cancel_that_comes_while_the_run_is_parking_ends_the_job_cancell
         await row.close()
         assert worker.stop() == 0, worker.output()
     assert paid(notes) == []
+
+
+async def test_a_job_whose_worker_died_while_it_parked_can_be_cancelled_and_leaves_no_question(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """The worker dies after the run stored its question and before its end was recorded: the job is queued again
+    as stalled, its question still open. Cancelling it denies that question, so nothing shows it and its journal
+    goes with the retention."""
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    approvals, row = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        async with approvals.transaction():  # the run's question waits to be stored
+            await approvals.execute("LOCK TABLE llm_do_approvals IN EXCLUSIVE MODE")
+            job_id = await queue.defer("payer", ask(tmp_path / "notes"))
+            await lock_waiters(dsn, 1, on=("relation",))
+            await row.execute("BEGIN")
+            await row.execute("SELECT 1 FROM procrastinate_jobs WHERE id = $1 FOR UPDATE", job_id)
+        await lock_waiters(dsn, 1)  # the question is stored; the run's end waits for the job's row
+        worker.kill()
+        await row.execute(  # the dead worker's session would still record the end once the row is free
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        )
+        await row.execute("COMMIT")
+    finally:
+        await approvals.close()
+        await row.close()
+        worker.kill()
+    assert await recover_stalled_jobs(queue, stalled_timeout=0.001) == [job_id]
+    assert await queue.cancel(job_id) is True
+    assert (await queue.get(job_id)).status == "cancelled"
+    assert await queue.pending(job_id) == []
+    await remove_old_journals(queue, 0)
+    assert await journaled(queue, job_id) == 0
 
 
 async def test_a_parked_job_whose_queueing_lock_another_queued_job_took(

@@ -265,22 +265,29 @@ async def cancel_job(pool: AsyncConnectionPool[Any], queue: str, job_id: int) ->
                         procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": True, "delete_job": False}
                     )
                 ).fetchone()
-                return found is not None and found[0] is not None
+                if found is None or found[0] is None:
+                    return False
+                await _deny_pending(conn, queue, job_id)  # a question a dead worker's run stored
+                return True
         await asyncio.sleep(0.02)  # the run stored its question and is ending: cancel the parked job
 
 
 async def _cancel_parked(conn: AsyncConnection[Any], queue: str, job_id: int) -> None:
     """Deny the questions of parked job `job_id` and end it `cancelled` (its row locked by the caller)."""
-    await conn.execute(
-        "UPDATE llm_do_approvals SET choice = 'deny', note = 'the job was cancelled', decided_at = now() "
-        "WHERE queue = %s AND job_id = %s AND choice IS NULL",
-        (queue, job_id),
-    )
+    await _deny_pending(conn, queue, job_id)
     # procrastinate cancels only queued jobs: failed -> todo -> cancelled, without the queueing lock another
     # queued job may hold meanwhile
     await conn.execute("UPDATE procrastinate_jobs SET queueing_lock = NULL WHERE id = %s", (job_id,))
     await _requeue(conn, job_id)
     await conn.execute(procrastinate_sql.queries["cancel_job"], {"job_id": job_id, "abort": False, "delete_job": False})
+
+
+async def _deny_pending(conn: AsyncConnection[Any], queue: str, job_id: int) -> None:
+    await conn.execute(
+        "UPDATE llm_do_approvals SET choice = 'deny', note = 'the job was cancelled', decided_at = now() "
+        "WHERE queue = %s AND job_id = %s AND choice IS NULL",
+        (queue, job_id),
+    )
 
 
 async def _locked_job(conn: AsyncConnection[Any], queue: str, job_id: int) -> str | None:
