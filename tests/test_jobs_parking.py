@@ -17,6 +17,7 @@ from llm_do.jobs import (
     DecisionRefused,
     InvalidJobRequest,
     JobEntry,
+    JobNotFound,
     JobQueue,
     JobRecord,
     PendingApproval,
@@ -140,6 +141,15 @@ async def test_decisions_that_cannot_apply_are_refused_and_a_parked_job_can_be_c
     try:
         job_id = await queue.defer("payer", ask(notes))
         pending = await parked(queue, job_id)
+        async with JobQueue(dsn, entries=ENTRIES, queue="twin", approvals="park") as twin:  # same entries
+            assert await twin.list("awaiting_approval") == []
+            for reach in (twin.get, twin.pending, twin.cancel):
+                with pytest.raises(JobNotFound):
+                    await reach(job_id)
+            with pytest.raises(DecisionRefused, match=f"job {job_id} is no job of queue 'twin'"):
+                await twin.decide(job_id, pending.approval_id, "approve")
+            assert await expire_approvals(twin, 0) == [] and await remove_old_journals(twin, 0) == 0
+        assert await queue.pending(job_id) == [pending] and await journaled(queue, job_id) == 3
         with pytest.raises(DecisionRefused, match=f"job {job_id} has no approval 'apr_nope'"):
             await queue.decide(job_id, "apr_nope", "approve")
         with pytest.raises(DecisionRefused, match=f"job {foreign} is no job of queue 'parking'"):
@@ -215,7 +225,7 @@ async def test_a_cancel_that_waits_behind_a_decision_still_cancels_the_requeued_
         pending = await parked(queue, job_id)
     finally:
         assert worker.stop() == 0, worker.output()  # nobody runs the job once it is queued again
-    holder = await asyncpg.connect(dsn)  # a third session holds the job's row
+    holder = await asyncpg.connect(dsn)  # another session holds the job's row
     try:
         async with holder.transaction():
             await holder.execute("SELECT 1 FROM procrastinate_jobs WHERE id = $1 FOR UPDATE", job_id)
