@@ -14,6 +14,7 @@ import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -410,6 +411,15 @@ async def test_bad_declarations_and_inputs_are_refused_with_what_to_do(queue: Jo
         await queue.decide(newest, 7, "approve")  # type: ignore[arg-type]  # once "the jobs schema is missing"
     with pytest.raises(InvalidJobRequest, match="limit must be an int of 0 or more, got -1"):
         await queue.list(limit=-1)
+    bad_options: list[tuple[dict[str, Any], str]] = [
+        ({"priority": "high"}, r"priority must be an int \(a 32-bit one\), got 'high'"),
+        ({"delay": float("nan")}, "delay must be a finite number of seconds, got nan"),
+        ({"queueing_lock": 5}, "queueing_lock must be a str without NUL characters, got 5"),
+        ({"traceparent": "00-\x00"}, "traceparent must be a str without NUL characters"),
+    ]
+    for options, message in bad_options:
+        with pytest.raises(InvalidJobRequest, match=rf"defer\('greeter', \.\.\.\): {message}"):
+            await queue.defer("greeter", "x", **options)
     assert (await queue.get(newest)).status == "todo"
     with pytest.raises(ConfigurationError, match="declared twice"):
         JobQueue(dsn, entries=["a", "a"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import math
 import os
 import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -228,6 +229,7 @@ class JobQueue:
         same lock (procrastinate's `AlreadyEnqueued`).
         """
         task = self._task(entry)
+        _check_options(entry, priority, delay, queueing_lock, traceparent)
         if traceparent is None:
             traceparent = current_traceparent()
         try:
@@ -433,6 +435,20 @@ def _entries(entries: Iterable[str | JobEntry]) -> dict[str, JobEntry]:
     if not found:
         raise ConfigurationError("JobQueue(entries=[...]) is empty: name the entries that may run as jobs")
     return found
+
+
+def _check_options(entry: str, priority: object, delay: object, queueing_lock: object, traceparent: object) -> None:
+    """`InvalidJobRequest` for a `defer` option PostgreSQL would refuse (or procrastinate, without saying why)."""
+    where = f"defer({entry!r}, ...)"
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
+        raise InvalidJobRequest(f"{where}: priority must be an int (a 32-bit one), got {priority!r}")
+    if delay is not None and (
+        isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay)
+    ):
+        raise InvalidJobRequest(f"{where}: delay must be a finite number of seconds, got {delay!r}")
+    for name, text in (("queueing_lock", queueing_lock), ("traceparent", traceparent)):
+        if text is not None and (not isinstance(text, str) or "\x00" in text):
+            raise InvalidJobRequest(f"{where}: {name} must be a str without NUL characters, got {text!r}")
 
 
 def _holds_nul(value: Any) -> bool:
