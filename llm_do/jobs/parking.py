@@ -255,6 +255,8 @@ async def cancel_job(pool: AsyncConnectionPool[Any], queue: str, job_id: int) ->
     while True:
         async with pool.connection() as conn, conn.transaction():
             status = await _locked_job(conn, queue, job_id)
+            if status is None:
+                return False  # never another queue's job
             parking = status in ("doing", "failed") and await _waiting(conn, queue, job_id)
             if status == "failed" and parking:
                 await _cancel_parked(conn, queue, job_id)
