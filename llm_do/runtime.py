@@ -139,7 +139,12 @@ class Runtime:
                     cleanup_timeout=self.config.cleanup_timeout,
                     idle_timeout=self.config.session_idle_timeout,
                 )
-            await session.load()
+            try:
+                await session.load()
+            except BaseException:
+                if not session.loaded:  # never used: close it, or its id stays open without an idle clock
+                    session.start_closing()
+                raise
             if not session.closed:  # (it may have idled out while its history loaded)
                 break
         if approver is not None:

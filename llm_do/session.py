@@ -112,6 +112,11 @@ class Session:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the session's history has been read from the store."""
+        return self._loaded
+
     async def wait_closed(self) -> None:
         """Wait until the session has closed and torn down its objects (closed by the application, for
         being idle, or with its runtime)."""
@@ -138,11 +143,11 @@ class Session:
         return host
 
     async def load(self) -> None:
-        """Load the history from the store, once."""
+        """Load the history from the store, once (not in a session closed meanwhile: its opener opens another)."""
         if self._loaded:
             return
         async with self._loading:
-            if not self._loaded:
+            if not self._loaded and not self._closed:
                 self.history = await _outside_any_run(self._open_host().history_store.load(self.id))
                 self._loaded = True
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import itertools
 from typing import Any
 
@@ -525,3 +526,27 @@ async def test_a_runtime_close_cancelled_while_sessions_tear_down_finishes_them_
             await runtime.aclose()
     assert LOG == ["cleaned slowly"], "the session's object was cleaned up before aclose gave up"
     assert session.closed and runtime.sessions == {}
+
+
+async def test_a_session_id_postgresql_cannot_keep_is_refused_when_the_session_opens(postgres: PostgresServer) -> None:
+    """A NUL character, a lone surrogate, or an id too long for the table's primary key: refused before any
+    run does work whose conversation could not be kept, and the refused session does not stay open."""
+    model = ScriptedModel("Noted.")
+    chat = AgentEntry(Agent(model), name="chat")
+    long_id = "".join(hashlib.sha256(bytes([number])).hexdigest() for number in range(100))  # like a random token
+    async with (
+        fresh_database(postgres) as dsn,
+        PostgresHistoryStore(dsn) as store,
+        Runtime(None, entries=[chat], history_store=store) as runtime,
+    ):
+        for session_id, why in [
+            ("conv\x00nul", "it holds a NUL character"),
+            ("conv\ud800", "it holds a lone surrogate"),
+            (long_id, "it is 6400 bytes long"),
+        ]:
+            with pytest.raises(LlmDoError, match=f"cannot keep the conversation of session .*: {why}"):
+                await runtime.run("chat", "Remember this.", session=session_id)
+            assert session_id not in runtime.sessions
+        assert model.turns == []  # no run started
+        said = await runtime.run("chat", "Remember this.", session="Zoë's \"☃\" ' OR 1=1 --")
+        assert await store.load("Zoë's \"☃\" ' OR 1=1 --") == said.messages
