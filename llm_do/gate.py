@@ -8,6 +8,7 @@ the call's toolsets can ask or deny, else decided in place (see docs/approvals.m
 from __future__ import annotations
 
 import itertools
+from asyncio import CancelledError
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -279,9 +280,12 @@ class CallGate:
             sink.emit(ApprovalRequested(sink.call, request, verdict.decision))
         try:
             why = await self.approvals.decide(request, verdict, approver=call.approver, grants=call.grants)
-        except Exception as error:
+        except BaseException as error:  # cancelled too: the question is no longer pending (a live run forgets it)
             if sink is not None:
-                sink.emit(ApprovalDecided(sink.call, request, False, None, error))
+                cancelled = (
+                    "the call was cancelled before an answer came" if isinstance(error, CancelledError) else None
+                )
+                sink.emit(ApprovalDecided(sink.call, request, False, cancelled, error))
             raise
         if sink is not None:
             sink.emit(ApprovalDecided(sink.call, request, why is None, why))
