@@ -23,7 +23,7 @@ from .errors import LlmDoError
 from .events import Sink
 from .history import HistoryStore
 from .owner import ScopeOwner
-from .runlocal import Box
+from .runlocal import Box, current_box
 from .scopes import Scope
 
 if TYPE_CHECKING:
@@ -220,10 +220,15 @@ class Session:
     async def aclose(self) -> None:
         """Close the session: wait for its run, if one is in progress, then tear down its objects.
 
-        Idempotent; a cancelled caller stops waiting, not the closing. The history stays in the
-        runtime's store; the session's approvals and objects go.
+        Idempotent; a cancelled caller stops waiting, not the closing. Called from within the session's
+        own run, it does not wait (it would wait for itself): the session closes when that run ends. The
+        history stays in the runtime's store; the session's approvals and objects go.
         """
-        await asyncio.shield(self.start_closing())  # a cancelled caller stops waiting, not the closing
+        closing = self.start_closing()
+        box = current_box()
+        if box is not None and box.session is self.box:
+            return  # from within this session's run
+        await asyncio.shield(closing)  # a cancelled caller stops waiting, not the closing
 
     async def _close(self) -> None:
         if self._timer is not None:

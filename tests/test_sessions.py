@@ -27,6 +27,7 @@ from llm_do import (
     Runtime,
     RuntimeConfig,
     Scope,
+    Session,
     SessionBusy,
     SessionError,
     SessionLocalSingleton,
@@ -550,3 +551,27 @@ async def test_a_session_id_postgresql_cannot_keep_is_refused_when_the_session_o
         assert model.turns == []  # no run started
         said = await runtime.run("chat", "Remember this.", session="Zoë's \"☃\" ' OR 1=1 --")
         assert await store.load("Zoë's \"☃\" ' OR 1=1 --") == said.messages
+
+
+async def test_a_session_closed_from_within_its_own_run_closes_when_the_run_ends() -> None:
+    """A tool that ends the conversation: waiting for the run in progress would wait for itself."""
+    log: list[str] = []
+    sessions: list[Session] = []
+
+    @entry(toolsets=["page"])
+    async def goodbye(scope: CallScope, input_data: str) -> str:
+        visited = str(await scope.call_tool("visit"))
+        await sessions[0].aclose()
+        log.append(f"still running after aclose: {visited}")
+        return "bye"
+
+    runtime = Runtime(None, entries=[goodbye], toolsets={"page": ToolsetSpec(lambda: Page(log), Scope.PER_SESSION)})
+    async with runtime:
+        session = await runtime.session("leaving")
+        sessions.append(session)
+        async with asyncio.timeout(10):  # a guard: before, the run waited for itself forever
+            result = await session.run("goodbye", "go")
+            await session.wait_closed()
+        assert "leaving" not in runtime.sessions
+    assert result.output == "bye"
+    assert [line.split()[0] for line in log] == ["still", "cleanup"]  # torn down after the run, not during it
