@@ -225,6 +225,8 @@ class CallGate:
             toolset, tool, args, requires_approval=False, attachments=bool(attachments)
         )
         asked_as = f"python:{toolset}.{tool}#{self._next_direct()}"
+        if verdict.decision == "allow":
+            return asked_as  # nothing to ask: no question is announced
         request = self._request(toolset, tool, args, verdict.reason or verdict.decision, None, attachments, asked_as)
         why = await self._settle(request, verdict)
         if why is not None:

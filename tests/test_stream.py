@@ -474,3 +474,22 @@ async def test_a_question_whose_call_was_cancelled_is_no_longer_pending() -> Non
         "scribe cancelled; pending []",
     ]
     assert (result.output, log) == ("gave up", ["cleanup"])  # never written; the scribe's notes torn down
+
+
+async def test_a_call_made_from_python_that_needs_no_approval_asks_no_question() -> None:
+    @entry(toolsets=["notes"])
+    async def scribe(scope: CallScope, text: str) -> str:
+        return str(await scope.call_tool("write", {"text": text}))
+
+    @entry(toolsets=["scribe"])
+    async def boss(scope: CallScope, text: str) -> str:
+        return str(await scope.call_agent("scribe", text))
+
+    log: list[str] = []
+    async with (
+        Runtime(None, entries=[boss, scribe], toolsets={"notes": lambda: Notes(log)}) as runtime,
+        runtime.stream("boss", "the milk") as run,
+    ):
+        kinds = [type(event).__name__ async for event in run]
+    assert "ApprovalRequested" not in kinds and "ApprovalDecided" not in kinds
+    assert log[0] == "write the milk" and kinds[-1] == "RunFinished"
