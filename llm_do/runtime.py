@@ -125,11 +125,11 @@ class Runtime:
         the history the runtime's `history_store` has for that id. `approver`, when given, answers the
         session's approvals (unless a run has its own). See docs/sessions.md.
         """
-        if self._closed:
-            raise RuntimeError("this Runtime is closed; create a new one")
         if approver is not None:
             check_approver(approver)
         while True:
+            if self._closed:  # (checked again after a load: the runtime may have closed meanwhile)
+                raise RuntimeError("this Runtime is closed; create a new one")
             session = self._sessions.get(session_id)
             if session is None or session.closed:
                 session = self._sessions[session_id] = Session(
@@ -264,6 +264,8 @@ class Runtime:
                 raise TypeError("Runtime.run(attachments=...) takes llm_do.Attachment objects: Attachment.read(...)")
             check_call(handed, self.config.attachments)
         held = None if session is None else await self._free_session(session, message_history)
+        if self._closed:  # it closed while the session's history loaded: this run never starts
+            raise RuntimeError("this Runtime is closed; create a new one")
         run = self._run_scope(target, held, approver, live)
         task = asyncio.get_running_loop().create_task(
             self._run(run, target, input_data, message_history, trace_parent, handed),

@@ -575,3 +575,42 @@ async def test_a_session_closed_from_within_its_own_run_closes_when_the_run_ends
         assert "leaving" not in runtime.sessions
     assert result.output == "bye"
     assert [line.split()[0] for line in log] == ["still", "cleanup"]  # torn down after the run, not during it
+
+
+class RemoteStore:
+    """A history store whose loads take their time, as a remote database's do (here: until `answer` is set)."""
+
+    def __init__(self) -> None:
+        self.loading, self.answer = asyncio.Event(), asyncio.Event()
+
+    async def load(self, session_id: str) -> list[ModelMessage]:
+        self.loading.set()
+        await self.answer.wait()
+        return []
+
+    async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
+        pass
+
+    async def delete(self, session_id: str) -> None:
+        pass
+
+
+async def test_a_run_whose_session_was_loading_when_the_runtime_closed_never_starts() -> None:
+    log: list[str] = []
+
+    @entry(toolsets=["page"])
+    async def visit(scope: CallScope, input_data: str) -> str:
+        log.append("the run's body ran")
+        return str(await scope.call_tool("visit"))
+
+    store = RemoteStore()
+    runtime = Runtime(
+        None, entries=[visit], toolsets={"page": ToolsetSpec(lambda: Page(log), Scope.PER_SESSION)}, history_store=store
+    )
+    late = asyncio.ensure_future(runtime.run("visit", "go", session="late"))
+    await store.loading.wait()
+    await runtime.aclose()  # nothing in flight yet: it closes at once
+    store.answer.set()
+    with pytest.raises(RuntimeError, match="this Runtime is closed"):
+        await late
+    assert log == [] and dict(runtime.sessions) == {}
