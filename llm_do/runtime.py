@@ -86,6 +86,8 @@ class Runtime:
         self._running: set[asyncio.Task[RunResult]] = set()
         self._sessions: dict[str, Session] = {}
         self._closing_sessions: set[asyncio.Future[None]] = set()
+        self._closing_ids: dict[str, asyncio.Future[None]] = {}
+        """The closing of each session id still closing: the id opens again once it is done."""
 
     @property
     def entry_tools(self) -> frozenset[str]:
@@ -130,6 +132,10 @@ class Runtime:
         while True:
             if self._closed:  # (checked again after a load: the runtime may have closed meanwhile)
                 raise RuntimeError("this Runtime is closed; create a new one")
+            closing = self._closing_ids.get(session_id)
+            if closing is not None:  # its run may still be going: one run at a time, its history saved first
+                await asyncio.wait((closing,))
+                continue
             session = self._sessions.get(session_id)
             if session is None or session.closed:
                 session = self._sessions[session_id] = Session(
@@ -429,7 +435,13 @@ class Runtime:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
         self._closing_sessions.add(task)
+        self._closing_ids[session.id] = task
         task.add_done_callback(self._closing_sessions.discard)
+        task.add_done_callback(lambda done: self._closed_id(session.id, done))
+
+    def _closed_id(self, session_id: str, task: asyncio.Future[None]) -> None:
+        if self._closing_ids.get(session_id) is task:
+            del self._closing_ids[session_id]
 
     async def __aenter__(self) -> Runtime:
         return self
