@@ -474,26 +474,36 @@ async def test_a_session_whose_closing_was_cancelled_still_tears_down() -> None:
 
 
 async def test_a_run_in_progress_when_its_session_closes_ends_well_and_its_history_is_kept() -> None:
+    """And one run at a time per conversation, across the close: the id opened meanwhile waits until the run
+    in progress has ended and its history is saved, so the next message sees its turn."""
     started, release = asyncio.Event(), asyncio.Event()
 
-    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        started.set()
-        await release.wait()
-        return text("Noted.")
+    async def slow_first(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if prompts(messages)[-1] == "I like blue.":
+            started.set()
+            await release.wait()
+        return text(f"Noted {len(messages)}.")
 
     store = InMemoryHistoryStore()
-    chat = AgentEntry(Agent(FunctionModel(slow)), name="chat")
+    chat = AgentEntry(Agent(FunctionModel(slow_first)), name="chat")
     async with Runtime(None, entries=[chat], history_store=store) as runtime:
         session = await runtime.session("conv")
-        running = asyncio.create_task(session.run("chat", "I like blue."))
+        first = asyncio.create_task(session.run("chat", "I like blue."))
         await started.wait()
         closing = asyncio.create_task(session.aclose())
-        await asyncio.sleep(0)
-        release.set()
-        result = await running
+        await asyncio.sleep(0)  # the session is closing, waiting for its run
+        second = asyncio.create_task(runtime.run("chat", "And green.", session="conv"))
+        try:
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert not second.done() and not runtime.sessions  # the id waits for its closing session
+        finally:
+            release.set()
+        result = await first
         await closing
-    assert result.output == "Noted."
-    assert prompts(await store.load("conv")) == ["I like blue."]
+        assert (await second).output == "Noted 3."  # it saw the first run's turn
+    assert result.output == "Noted 1."
+    assert prompts(await store.load("conv")) == ["I like blue.", "And green."]
 
 
 class SlowToClean:
@@ -614,34 +624,3 @@ async def test_a_run_whose_session_was_loading_when_the_runtime_closed_never_sta
     with pytest.raises(RuntimeError, match="this Runtime is closed"):
         await late
     assert log == [] and dict(runtime.sessions) == {}
-
-
-async def test_a_session_id_opened_while_its_session_closes_waits_for_the_run_in_progress() -> None:
-    """One run at a time per conversation, across a close: the next message runs once the run in progress
-    has ended and its history is saved, in a fresh session, so no turn of the conversation is lost."""
-    started, release = asyncio.Event(), asyncio.Event()
-
-    async def slow_first(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if prompts(messages)[-1] == "I like blue.":
-            started.set()
-            await release.wait()
-        return text(f"Noted {len(messages)}.")
-
-    store = InMemoryHistoryStore()
-    chat = AgentEntry(Agent(FunctionModel(slow_first)), name="chat")
-    async with Runtime(None, entries=[chat], history_store=store) as runtime:
-        session = await runtime.session("conv")
-        first = asyncio.create_task(session.run("chat", "I like blue."))
-        await started.wait()
-        closing = asyncio.create_task(session.aclose())
-        await asyncio.sleep(0)  # the session is closing, waiting for its run
-        second = asyncio.create_task(runtime.run("chat", "And green.", session="conv"))
-        try:
-            for _ in range(5):
-                await asyncio.sleep(0)
-            assert not second.done() and not runtime.sessions  # the id waits for its closing session
-        finally:
-            release.set()
-        await asyncio.gather(first, closing)
-        assert (await second).output == "Noted 3."  # it saw the first run's turn
-    assert prompts(await store.load("conv")) == ["I like blue.", "And green."]
