@@ -86,7 +86,7 @@ class Runtime:
         self._running: set[asyncio.Task[RunResult]] = set()
         self._sessions: dict[str, Session] = {}
         self._closing_sessions: set[asyncio.Future[None]] = set()
-        self._closing_ids: dict[str, asyncio.Future[None]] = {}
+        self._closing_ids: dict[str, tuple[Session, asyncio.Future[None]]] = {}
         """The closing of each session id still closing: the id opens again once it is done."""
 
     @property
@@ -134,7 +134,9 @@ class Runtime:
                 raise RuntimeError("this Runtime is closed; create a new one")
             closing = self._closing_ids.get(session_id)
             if closing is not None:  # its run may still be going: one run at a time, its history saved first
-                await asyncio.wait((closing,))
+                if closing[0].running_here():
+                    raise SessionBusy(session_id)  # (from within that run: waiting would wait for itself)
+                await asyncio.wait((closing[1],))
                 continue
             session = self._sessions.get(session_id)
             if session is None or session.closed:
@@ -435,13 +437,14 @@ class Runtime:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
         self._closing_sessions.add(task)
-        self._closing_ids[session.id] = task
+        self._closing_ids[session.id] = (session, task)
         task.add_done_callback(self._closing_sessions.discard)
-        task.add_done_callback(lambda done: self._closed_id(session.id, done))
+        task.add_done_callback(lambda _: self._closed_id(session))
 
-    def _closed_id(self, session_id: str, task: asyncio.Future[None]) -> None:
-        if self._closing_ids.get(session_id) is task:
-            del self._closing_ids[session_id]
+    def _closed_id(self, session: Session) -> None:
+        closing = self._closing_ids.get(session.id)
+        if closing is not None and closing[0] is session:
+            del self._closing_ids[session.id]
 
     async def __aenter__(self) -> Runtime:
         return self

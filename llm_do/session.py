@@ -225,10 +225,14 @@ class Session:
         history stays in the runtime's store; the session's approvals and objects go.
         """
         closing = self.start_closing()
-        box = current_box()
-        if box is not None and box.session is self.box:
-            return  # from within this session's run
+        if self.running_here():
+            return
         await asyncio.shield(closing)  # a cancelled caller stops waiting, not the closing
+
+    def running_here(self) -> bool:
+        """Whether the caller runs in this session's run (its tools, the tasks they start)."""
+        box = current_box()
+        return box is not None and box.session is self.box
 
     async def _close(self) -> None:
         if self._timer is not None:

@@ -573,6 +573,8 @@ async def test_a_session_closed_from_within_its_own_run_closes_when_the_run_ends
         visited = str(await scope.call_tool("visit"))
         await sessions[0].aclose()
         log.append(f"still running after aclose: {visited}")
+        with pytest.raises(SessionBusy):  # its id opens again once this run has ended
+            await runtime.session("leaving")
         return "bye"
 
     runtime = Runtime(None, entries=[goodbye], toolsets={"page": ToolsetSpec(lambda: Page(log), Scope.PER_SESSION)})
