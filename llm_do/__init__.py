@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         StreamEvent,
     )
     from .handles import Handles, open_handles
-    from .history import HistoryStore, InMemoryHistoryStore
+    from .history import HistoryError, HistoryStore, InMemoryHistoryStore
     from .history.postgres import PostgresHistoryStore
     from .live import ApprovalNotPending, LiveRun
     from .loading import CapturablePerRunWarning
@@ -91,6 +91,7 @@ __all__ = [
     "HandleOpened",
     "HandleRolledBack",
     "Handles",
+    "HistoryError",
     "HistoryStore",
     "InMemoryHistoryStore",
     "InvalidSettings",
@@ -174,7 +175,7 @@ _MODULES: dict[str, str] = {
             "StreamEvent",
         ),
         "handles": ("Handles", "open_handles"),
-        "history": ("HistoryStore", "InMemoryHistoryStore"),
+        "history": ("HistoryError", "HistoryStore", "InMemoryHistoryStore"),
         "history.postgres": ("PostgresHistoryStore",),
         "live": ("ApprovalNotPending", "LiveRun"),
         "loading": ("CapturablePerRunWarning",),

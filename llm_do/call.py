@@ -111,6 +111,7 @@ class CallScope:
         message_history: list[ModelMessage] | None = None,
         tool_call_id: str | None = None,
         attachments: tuple[Attachment, ...] = (),
+        asked_as: str | None = None,
     ) -> None:
         self.host = host
         self.entry = entry
@@ -120,6 +121,9 @@ class CallScope:
         self.tool_call_id = tool_call_id
         """The parent's pydantic-ai tool call that started this call (an agent used as a tool); None for the
         top-level call and for calls made from Python (`call_agent`)."""
+        self.step = tool_call_id if tool_call_id is not None else asked_as
+        """What started this call in its parent, for its place in the run (`path`): the parent's tool call, or
+        for a call made from Python (`call_agent`) what the parent's gate knows it by, in the order of its calls."""
         self.id = run.state.next_call_id()
         self.toolsets: list[AbstractToolset[Any]] = []
         self.messages: list[ModelMessage] = []
@@ -180,12 +184,12 @@ class CallScope:
         return self._open_run().grants
 
     def path(self) -> tuple[tuple[str, str | None], ...]:
-        """Where this call is in its run: each entry from the top-level call down, with the tool call
-        of its parent that started it. The same for the same call when a run is replayed."""
+        """Where this call is in its run: each entry from the top-level call down, with what started it in
+        its parent (`step`). The same for the same call when a run is replayed; two calls of a run never share it."""
         steps: list[tuple[str, str | None]] = []
         scope: CallScope | None = self
         while scope is not None:
-            steps.append((scope.entry.name, scope.tool_call_id))
+            steps.append((scope.entry.name, scope.step))
             scope = scope.parent
         return tuple(reversed(steps))
 
@@ -323,8 +327,8 @@ class CallScope:
         args: dict[str, Any] = {"input": input_data}
         if handed:
             args["attachments"] = [attachment.name for attachment in handed]
-        await self._lending.gate().authorize(name, name, args, handed)
-        return await self.call_child(name, input_data, attachments=handed)
+        asked_as = await self._lending.gate().authorize(name, name, args, handed)
+        return await self.call_child(name, input_data, attachments=handed, asked_as=asked_as)
 
     async def attachments_named(self, names: Sequence[str | Attachment]) -> tuple[Attachment, ...]:
         """The attachments `names` stand for, checked against the call limits.
@@ -368,14 +372,16 @@ class CallScope:
         *,
         tool_call_id: str | None = None,
         attachments: tuple[Attachment, ...] = (),
+        asked_as: str | None = None,
     ) -> Any:
         """Run entry `name` as a child call, ungated: for the agent-as-tool toolset, whose calls the
-        gate already saw (`tool_call_id` is that tool call's). The depth limit is enforced here, whoever calls."""
+        gate already saw (`tool_call_id` is that tool call's; `asked_as`, what the gate knows a call made from
+        Python by). The depth limit is enforced here, whoever calls."""
         target = self.host.entry(name)
         self.check_depth(name)
         run = self._open_run()
         async with CallScope(
-            self.host, target, run, parent=self, tool_call_id=tool_call_id, attachments=attachments
+            self.host, target, run, parent=self, tool_call_id=tool_call_id, attachments=attachments, asked_as=asked_as
         ) as child:
             return await target.run_turn(child, input_data)
 

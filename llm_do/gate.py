@@ -8,6 +8,7 @@ the call's toolsets can ask or deny, else decided in place (see docs/approvals.m
 from __future__ import annotations
 
 import itertools
+from asyncio import CancelledError
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -215,15 +216,22 @@ class CallGate:
 
     async def authorize(
         self, toolset: str, tool: str, args: dict[str, Any], attachments: tuple[Attachment, ...] = ()
-    ) -> None:
-        """Gate a call made directly from Python (no model to tell): raises `ApprovalDenied` when denied."""
+    ) -> str:
+        """Gate a call made directly from Python (no model to tell): raises `ApprovalDenied` when denied.
+
+        Returns what the call is known by among this call's own (`python:toolset.tool#n`, by its order):
+        a child call it starts takes it as its place in the run, so siblings' questions never share an id."""
         verdict = await self.approvals.evaluate(
             toolset, tool, args, requires_approval=False, attachments=bool(attachments)
         )
-        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, None, attachments)
+        asked_as = f"python:{toolset}.{tool}#{self._next_direct()}"
+        if verdict.decision == "allow":
+            return asked_as  # nothing to ask: no question is announced
+        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, None, attachments, asked_as)
         why = await self._settle(request, verdict)
         if why is not None:
             raise ApprovalDenied(request, why)
+        return asked_as
 
     def _request(
         self,
@@ -233,6 +241,7 @@ class CallGate:
         reason: str,
         tool_call_id: str | None,
         attachments: tuple[Attachment, ...] = (),
+        asked_as: str | None = None,
     ) -> ApprovalRequest:
         call = self.call
         chain = call.chain()
@@ -241,8 +250,10 @@ class CallGate:
         infos = tuple(attachment.info for attachment in attachments)
         if infos:
             description += "; it hands over " + ", ".join(info.describe() for info in infos)
-        # A call from Python has no tool call: it is known by its order among this call's own.
-        asked_as = tool_call_id if tool_call_id is not None else f"python:{toolset}.{tool}#{self._next_direct()}"
+        # A call from Python has no tool call: it is known by its order among this call's own (`asked_as`).
+        if tool_call_id is not None:
+            asked_as = tool_call_id
+        assert asked_as is not None
         return ApprovalRequest(
             entry=chain[-1],
             depth=call.depth,
@@ -271,9 +282,12 @@ class CallGate:
             sink.emit(ApprovalRequested(sink.call, request, verdict.decision))
         try:
             why = await self.approvals.decide(request, verdict, approver=call.approver, grants=call.grants)
-        except Exception as error:
+        except BaseException as error:  # cancelled too: the question is no longer pending (a live run forgets it)
             if sink is not None:
-                sink.emit(ApprovalDecided(sink.call, request, False, None, error))
+                cancelled = (
+                    "the call was cancelled before an answer came" if isinstance(error, CancelledError) else None
+                )
+                sink.emit(ApprovalDecided(sink.call, request, False, cancelled, error))
             raise
         if sink is not None:
             sink.emit(ApprovalDecided(sink.call, request, why is None, why))

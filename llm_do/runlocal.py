@@ -18,7 +18,7 @@ from dependency_injector import providers
 
 from .errors import ScopeError
 
-__all__ = ["Box", "RunLocalSingleton", "SessionLocalSingleton", "open_run_box"]
+__all__ = ["Box", "RunLocalSingleton", "SessionLocalSingleton", "current_box", "open_run_box"]
 
 
 class Box:
@@ -40,6 +40,11 @@ class Box:
 
 
 _CURRENT: contextvars.ContextVar[Box | None] = contextvars.ContextVar("llm_do.run_box", default=None)
+
+
+def current_box() -> Box | None:
+    """The box of the run the current context belongs to (None outside any run)."""
+    return _CURRENT.get()
 
 
 def open_run_box(session: Box | None = None) -> Box:

@@ -86,6 +86,8 @@ class Runtime:
         self._running: set[asyncio.Task[RunResult]] = set()
         self._sessions: dict[str, Session] = {}
         self._closing_sessions: set[asyncio.Future[None]] = set()
+        self._closing_ids: dict[str, tuple[Session, asyncio.Future[None]]] = {}
+        """The closing of each session id still closing: the id opens again once it is done."""
 
     @property
     def entry_tools(self) -> frozenset[str]:
@@ -125,11 +127,17 @@ class Runtime:
         the history the runtime's `history_store` has for that id. `approver`, when given, answers the
         session's approvals (unless a run has its own). See docs/sessions.md.
         """
-        if self._closed:
-            raise RuntimeError("this Runtime is closed; create a new one")
         if approver is not None:
             check_approver(approver)
         while True:
+            if self._closed:  # (checked again after a load: the runtime may have closed meanwhile)
+                raise RuntimeError("this Runtime is closed; create a new one")
+            closing = self._closing_ids.get(session_id)
+            if closing is not None:  # its run may still be going: one run at a time, its history saved first
+                if closing[0].running_here():
+                    raise SessionBusy(session_id)  # (from within that run: waiting would wait for itself)
+                await asyncio.wait((closing[1],))
+                continue
             session = self._sessions.get(session_id)
             if session is None or session.closed:
                 session = self._sessions[session_id] = Session(
@@ -139,7 +147,12 @@ class Runtime:
                     cleanup_timeout=self.config.cleanup_timeout,
                     idle_timeout=self.config.session_idle_timeout,
                 )
-            await session.load()
+            try:
+                await session.load()
+            except BaseException:
+                if not session.loaded:  # never used: close it, or its id stays open without an idle clock
+                    session.start_closing()
+                raise
             if not session.closed:  # (it may have idled out while its history loaded)
                 break
         if approver is not None:
@@ -259,6 +272,8 @@ class Runtime:
                 raise TypeError("Runtime.run(attachments=...) takes llm_do.Attachment objects: Attachment.read(...)")
             check_call(handed, self.config.attachments)
         held = None if session is None else await self._free_session(session, message_history)
+        if self._closed:  # it closed while the session's history loaded: this run never starts
+            raise RuntimeError("this Runtime is closed; create a new one")
         run = self._run_scope(target, held, approver, live)
         task = asyncio.get_running_loop().create_task(
             self._run(run, target, input_data, message_history, trace_parent, handed),
@@ -422,7 +437,14 @@ class Runtime:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
         self._closing_sessions.add(task)
+        self._closing_ids[session.id] = (session, task)
         task.add_done_callback(self._closing_sessions.discard)
+        task.add_done_callback(lambda _: self._closed_id(session))
+
+    def _closed_id(self, session: Session) -> None:
+        closing = self._closing_ids.get(session.id)
+        if closing is not None and closing[0] is session:
+            del self._closing_ids[session.id]
 
     async def __aenter__(self) -> Runtime:
         return self

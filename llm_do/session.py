@@ -23,7 +23,7 @@ from .errors import LlmDoError
 from .events import Sink
 from .history import HistoryStore
 from .owner import ScopeOwner
-from .runlocal import Box
+from .runlocal import Box, current_box
 from .scopes import Scope
 
 if TYPE_CHECKING:
@@ -112,6 +112,11 @@ class Session:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the session's history has been read from the store."""
+        return self._loaded
+
     async def wait_closed(self) -> None:
         """Wait until the session has closed and torn down its objects (closed by the application, for
         being idle, or with its runtime)."""
@@ -138,11 +143,11 @@ class Session:
         return host
 
     async def load(self) -> None:
-        """Load the history from the store, once."""
+        """Load the history from the store, once (not in a session closed meanwhile: its opener opens another)."""
         if self._loaded:
             return
         async with self._loading:
-            if not self._loaded:
+            if not self._loaded and not self._closed:
                 self.history = await _outside_any_run(self._open_host().history_store.load(self.id))
                 self._loaded = True
 
@@ -215,10 +220,19 @@ class Session:
     async def aclose(self) -> None:
         """Close the session: wait for its run, if one is in progress, then tear down its objects.
 
-        Idempotent; a cancelled caller stops waiting, not the closing. The history stays in the
-        runtime's store; the session's approvals and objects go.
+        Idempotent; a cancelled caller stops waiting, not the closing. Called from within the session's
+        own run, it does not wait (it would wait for itself): the session closes when that run ends. The
+        history stays in the runtime's store; the session's approvals and objects go.
         """
-        await asyncio.shield(self.start_closing())  # a cancelled caller stops waiting, not the closing
+        closing = self.start_closing()
+        if self.running_here():
+            return
+        await asyncio.shield(closing)  # a cancelled caller stops waiting, not the closing
+
+    def running_here(self) -> bool:
+        """Whether the caller runs in this session's run (its tools, the tasks they start)."""
+        box = current_box()
+        return box is not None and box.session is self.box
 
     async def _close(self) -> None:
         if self._timer is not None:

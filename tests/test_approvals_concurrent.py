@@ -11,7 +11,20 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 
-from llm_do import AgentEntry, Approval, ApprovalRequest, Approver, LlmDoSettings, Runtime, RuntimeConfig, ToolPolicy
+from llm_do import (
+    AgentEntry,
+    Approval,
+    ApprovalDenied,
+    ApprovalRequest,
+    ApprovalRequested,
+    Approver,
+    LlmDoSettings,
+    Runtime,
+    RuntimeConfig,
+    ToolPolicy,
+    entry,
+)
+from llm_do.call import CallScope
 
 from .helpers import by_prompt, call, returns, text
 from .test_approvals import Shell
@@ -181,3 +194,38 @@ async def test_each_question_has_a_stable_id_and_names_its_tool_call_and_call() 
     assert again.approval_id == first.approval_id
     assert (elsewhere.call_id, elsewhere.tool_call_id) == ("call_1", "t1")
     assert elsewhere.approval_id != first.approval_id
+
+
+async def test_sibling_calls_made_from_python_ask_questions_with_ids_of_their_own() -> None:
+    """Two children started by `call_agent` from Python, at once, each asking to remove a file: one
+    decision answers one question, never its sibling's (different arguments, the same place otherwise)."""
+
+    @entry(toolsets=["shell"])
+    async def remover(scope: CallScope, path: str) -> str:
+        try:
+            return str(await scope.call_tool("rm", {"path": path}))
+        except ApprovalDenied:
+            return f"kept {path}"
+
+    @entry(toolsets=["remover"])
+    async def tidy(scope: CallScope, paths: list[str]) -> list[str]:
+        return list(await asyncio.gather(*(scope.call_agent("remover", path) for path in paths)))
+
+    ran: list[str] = []
+    asked: list[ApprovalRequest] = []
+    async with (
+        Runtime(
+            None, entries=[tidy, remover], toolsets={"shell": lambda: Shell(ran)}, policies={"shell": ASK}
+        ) as runtime,
+        runtime.stream("tidy", ["notes.txt", "thesis.tex"]) as run,
+    ):
+        async for event in run:
+            if isinstance(event, ApprovalRequested) and event.request.toolset == "shell":
+                asked.append(event.request)
+                keep = event.request.args["path"] == "thesis.tex"
+                run.decide(event.request.approval_id, "deny" if keep else "approve")
+        result = await run.result()
+    assert sorted(request.args["path"] for request in asked) == ["notes.txt", "thesis.tex"]
+    assert asked[0].approval_id != asked[1].approval_id
+    assert ran == ["rm notes.txt"]
+    assert result.output == ["removed notes.txt", "kept thesis.tex"]

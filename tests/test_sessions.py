@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import itertools
 from typing import Any
 
@@ -26,6 +27,7 @@ from llm_do import (
     Runtime,
     RuntimeConfig,
     Scope,
+    Session,
     SessionBusy,
     SessionError,
     SessionLocalSingleton,
@@ -472,26 +474,36 @@ async def test_a_session_whose_closing_was_cancelled_still_tears_down() -> None:
 
 
 async def test_a_run_in_progress_when_its_session_closes_ends_well_and_its_history_is_kept() -> None:
+    """And one run at a time per conversation, across the close: the id opened meanwhile waits until the run
+    in progress has ended and its history is saved, so the next message sees its turn."""
     started, release = asyncio.Event(), asyncio.Event()
 
-    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        started.set()
-        await release.wait()
-        return text("Noted.")
+    async def slow_first(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if prompts(messages)[-1] == "I like blue.":
+            started.set()
+            await release.wait()
+        return text(f"Noted {len(messages)}.")
 
     store = InMemoryHistoryStore()
-    chat = AgentEntry(Agent(FunctionModel(slow)), name="chat")
+    chat = AgentEntry(Agent(FunctionModel(slow_first)), name="chat")
     async with Runtime(None, entries=[chat], history_store=store) as runtime:
         session = await runtime.session("conv")
-        running = asyncio.create_task(session.run("chat", "I like blue."))
+        first = asyncio.create_task(session.run("chat", "I like blue."))
         await started.wait()
         closing = asyncio.create_task(session.aclose())
-        await asyncio.sleep(0)
-        release.set()
-        result = await running
+        await asyncio.sleep(0)  # the session is closing, waiting for its run
+        second = asyncio.create_task(runtime.run("chat", "And green.", session="conv"))
+        try:
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert not second.done() and not runtime.sessions  # the id waits for its closing session
+        finally:
+            release.set()
+        result = await first
         await closing
-    assert result.output == "Noted."
-    assert prompts(await store.load("conv")) == ["I like blue."]
+        assert (await second).output == "Noted 3."  # it saw the first run's turn
+    assert result.output == "Noted 1."
+    assert prompts(await store.load("conv")) == ["I like blue.", "And green."]
 
 
 class SlowToClean:
@@ -525,3 +537,92 @@ async def test_a_runtime_close_cancelled_while_sessions_tear_down_finishes_them_
             await runtime.aclose()
     assert LOG == ["cleaned slowly"], "the session's object was cleaned up before aclose gave up"
     assert session.closed and runtime.sessions == {}
+
+
+async def test_a_session_id_postgresql_cannot_keep_is_refused_when_the_session_opens(postgres: PostgresServer) -> None:
+    """A NUL character, a lone surrogate, or an id too long for the table's primary key: refused before any
+    run does work whose conversation could not be kept, and the refused session does not stay open."""
+    model = ScriptedModel("Noted.")
+    chat = AgentEntry(Agent(model), name="chat")
+    long_id = "".join(hashlib.sha256(bytes([number])).hexdigest() for number in range(100))  # like a random token
+    async with (
+        fresh_database(postgres) as dsn,
+        PostgresHistoryStore(dsn) as store,
+        Runtime(None, entries=[chat], history_store=store) as runtime,
+    ):
+        for session_id, why in [
+            ("conv\x00nul", "it holds a NUL character"),
+            ("conv\ud800", "it holds a lone surrogate"),
+            (long_id, "it is 6400 bytes long"),
+        ]:
+            with pytest.raises(LlmDoError, match=f"cannot keep the conversation of session .*: {why}"):
+                await runtime.run("chat", "Remember this.", session=session_id)
+            assert session_id not in runtime.sessions
+        assert model.turns == []  # no run started
+        said = await runtime.run("chat", "Remember this.", session="Zoë's \"☃\" ' OR 1=1 --")
+        assert await store.load("Zoë's \"☃\" ' OR 1=1 --") == said.messages
+
+
+async def test_a_session_closed_from_within_its_own_run_closes_when_the_run_ends() -> None:
+    """A tool that ends the conversation: waiting for the run in progress would wait for itself."""
+    log: list[str] = []
+    sessions: list[Session] = []
+
+    @entry(toolsets=["page"])
+    async def goodbye(scope: CallScope, input_data: str) -> str:
+        visited = str(await scope.call_tool("visit"))
+        await sessions[0].aclose()
+        log.append(f"still running after aclose: {visited}")
+        with pytest.raises(SessionBusy):  # its id opens again once this run has ended
+            await runtime.session("leaving")
+        return "bye"
+
+    runtime = Runtime(None, entries=[goodbye], toolsets={"page": ToolsetSpec(lambda: Page(log), Scope.PER_SESSION)})
+    async with runtime:
+        session = await runtime.session("leaving")
+        sessions.append(session)
+        async with asyncio.timeout(10):  # a guard: before, the run waited for itself forever
+            result = await session.run("goodbye", "go")
+            await session.wait_closed()
+        assert "leaving" not in runtime.sessions
+    assert result.output == "bye"
+    assert [line.split()[0] for line in log] == ["still", "cleanup"]  # torn down after the run, not during it
+
+
+class RemoteStore:
+    """A history store whose loads take their time, as a remote database's do (here: until `answer` is set)."""
+
+    def __init__(self) -> None:
+        self.loading, self.answer = asyncio.Event(), asyncio.Event()
+
+    async def load(self, session_id: str) -> list[ModelMessage]:
+        self.loading.set()
+        await self.answer.wait()
+        return []
+
+    async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
+        pass
+
+    async def delete(self, session_id: str) -> None:
+        pass
+
+
+async def test_a_run_whose_session_was_loading_when_the_runtime_closed_never_starts() -> None:
+    log: list[str] = []
+
+    @entry(toolsets=["page"])
+    async def visit(scope: CallScope, input_data: str) -> str:
+        log.append("the run's body ran")
+        return str(await scope.call_tool("visit"))
+
+    store = RemoteStore()
+    runtime = Runtime(
+        None, entries=[visit], toolsets={"page": ToolsetSpec(lambda: Page(log), Scope.PER_SESSION)}, history_store=store
+    )
+    late = asyncio.ensure_future(runtime.run("visit", "go", session="late"))
+    await store.loading.wait()
+    await runtime.aclose()  # nothing in flight yet: it closes at once
+    store.answer.set()
+    with pytest.raises(RuntimeError, match="this Runtime is closed"):
+        await late
+    assert log == [] and dict(runtime.sessions) == {}

@@ -46,9 +46,11 @@ from llm_do import (
     StreamEvent,
     ToolPolicy,
     Toolset,
+    entry,
     run_report,
     tool,
 )
+from llm_do.call import CallScope
 from llm_do.testing import ScriptedModel, Turn, tool_call
 
 
@@ -424,3 +426,70 @@ async def test_without_model_events_the_requests_are_not_streamed() -> None:
     assert [type(event) for event in events] == [CallStarted, AgentStarted, CallEnded, RunFinished]
     ended = events[2]
     assert isinstance(ended, CallEnded) and ended.usage.requests == 1
+
+
+async def test_a_question_whose_call_was_cancelled_is_no_longer_pending() -> None:
+    """A child call cancelled while its question waits (its parent gave up on it) and the run goes on:
+    the stream says the question was decided (a page stops showing it), and nobody can answer it any more."""
+    asked = asyncio.Event()
+
+    @entry(toolsets=["notes"])
+    async def scribe(scope: CallScope, text: str) -> str:
+        return str(await scope.call_tool("write", {"text": text}))
+
+    @entry(toolsets=["scribe"])
+    async def boss(scope: CallScope, text: str) -> str:
+        child = asyncio.ensure_future(scope.call_agent("scribe", text))
+        waiting = asyncio.ensure_future(asked.wait())
+        await asyncio.wait((child, waiting), return_when=asyncio.FIRST_COMPLETED)  # (the child asks, then waits)
+        waiting.cancel()
+        child.cancel()
+        await asyncio.gather(child, waiting, return_exceptions=True)
+        return "gave up"
+
+    log: list[str] = []
+    seen: list[str] = []
+    async with (
+        Runtime(
+            None,
+            entries=[boss, scribe],
+            toolsets={"notes": lambda: Notes(log)},
+            policies={"notes": ToolPolicy(default="ask")},
+        ) as runtime,
+        runtime.stream("boss", "the milk") as run,
+    ):
+        async for event in run:
+            if isinstance(event, ApprovalRequested) and event.request.toolset == "notes":
+                question = event.request.approval_id
+                asked.set()
+            elif isinstance(event, ApprovalDecided) and event.request.toolset == "notes":
+                seen.append(f"decided approved={event.approved} why={event.why}")
+            elif isinstance(event, CallEnded) and event.call.entry == "scribe":
+                seen.append(f"scribe {event.outcome}; pending {[request.approval_id for request in run.pending]}")
+                with pytest.raises(ApprovalNotPending):
+                    run.decide(question, "approve")
+        result = await run.result()
+    assert seen == [
+        "decided approved=False why=the call was cancelled before an answer came",
+        "scribe cancelled; pending []",
+    ]
+    assert (result.output, log) == ("gave up", ["cleanup"])  # never written; the scribe's notes torn down
+
+
+async def test_a_call_made_from_python_that_needs_no_approval_asks_no_question() -> None:
+    @entry(toolsets=["notes"])
+    async def scribe(scope: CallScope, text: str) -> str:
+        return str(await scope.call_tool("write", {"text": text}))
+
+    @entry(toolsets=["scribe"])
+    async def boss(scope: CallScope, text: str) -> str:
+        return str(await scope.call_agent("scribe", text))
+
+    log: list[str] = []
+    async with (
+        Runtime(None, entries=[boss, scribe], toolsets={"notes": lambda: Notes(log)}) as runtime,
+        runtime.stream("boss", "the milk") as run,
+    ):
+        kinds = [type(event).__name__ async for event in run]
+    assert "ApprovalRequested" not in kinds and "ApprovalDecided" not in kinds
+    assert log[0] == "write the milk" and kinds[-1] == "RunFinished"

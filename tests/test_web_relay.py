@@ -119,3 +119,28 @@ async def test_the_relay_reconnects_after_its_connection_drops(
             await asyncio.sleep(0.05)
         await one.decide("alice", "apr_2", "deny")
     assert run.decided == [("apr_1", "approve", None), ("apr_2", "deny", None)]
+
+
+async def test_a_decision_too_long_for_a_notify_payload_is_refused_before_sending(
+    relays: tuple[DecisionRelay, DecisionRelay],
+) -> None:
+    one, two = relays
+    run = Waiting("apr_1")
+    with two.hold("x" * 9000, run), pytest.raises(LlmDoError, match=r"not sent: .* NOTIFY .*session 9002"):
+        await one.decide("x" * 9000, "apr_1", "approve")  # a session id no NOTIFY payload can carry
+    with two.hold("bob", run), pytest.raises(LlmDoError, match="longer than 2000 bytes"):
+        await one.decide("bob", "apr_1", "deny", "\N{GRINNING FACE}" * 1000)  # 1000 characters, 4000 bytes
+    assert run.decided == []
+    with two.hold("bob", run):
+        await one.decide("bob", "apr_1", "deny", "\N{GRINNING FACE}" * 400)
+    assert run.decided == [("apr_1", "deny", "\N{GRINNING FACE}" * 400)]
+
+
+async def test_a_refusal_quoting_a_long_approval_id_reaches_the_sender(
+    relays: tuple[DecisionRelay, DecisionRelay],
+) -> None:
+    one, two = relays
+    run = Waiting(*(f"apr_{number:02d}" for number in range(20)))
+    with two.hold("alice", run), pytest.raises(DecisionRefused, match=r"^'aaaa.*\.\.\.$"):
+        await one.decide("alice", "a" * 7800, "approve")  # fits in the request; quoted whole, not in the reply
+    assert run.decided == []

@@ -13,7 +13,13 @@ from typing import Protocol, runtime_checkable
 
 from pydantic_ai.messages import ModelMessage
 
-__all__ = ["HistoryStore", "InMemoryHistoryStore"]
+from ..errors import LlmDoError
+
+__all__ = ["HistoryError", "HistoryStore", "InMemoryHistoryStore"]
+
+
+class HistoryError(LlmDoError):
+    """A history store cannot keep a conversation under the session id it was given."""
 
 
 @runtime_checkable

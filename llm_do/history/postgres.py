@@ -23,8 +23,12 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from ..errors import ConfigurationError
+from . import HistoryError
 
 __all__ = ["PostgresHistoryStore"]
+
+_ID_LIMIT = 2000
+"""Bytes (UTF-8) a session id may have: a primary key's index entry must fit in a third of a page."""
 
 _TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -74,11 +78,13 @@ class PostgresHistoryStore:
         return self._pool
 
     async def load(self, session_id: str) -> list[ModelMessage]:
+        _check_id(session_id)  # when a session opens: before a run does work whose history could not be kept
         pool = await self._connected()
         row = await pool.fetchval(f"SELECT messages::text FROM {self.table} WHERE session_id = $1", session_id)
         return [] if row is None else ModelMessagesTypeAdapter.validate_json(row)
 
     async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
+        _check_id(session_id)
         pool = await self._connected()
         document = ModelMessagesTypeAdapter.dump_json(messages).decode()
         await pool.execute(
@@ -89,6 +95,7 @@ class PostgresHistoryStore:
         )
 
     async def delete(self, session_id: str) -> None:
+        _check_id(session_id)
         pool = await self._connected()
         await pool.execute(f"DELETE FROM {self.table} WHERE session_id = $1", session_id)
 
@@ -108,3 +115,24 @@ class PostgresHistoryStore:
 
     def __repr__(self) -> str:
         return f"PostgresHistoryStore(table={self.table!r})"
+
+
+def _check_id(session_id: str) -> None:
+    """Refuse a session id PostgreSQL cannot keep as a primary key: a NUL, a lone surrogate, too many bytes."""
+    shown = repr(session_id) if len(session_id) <= 60 else repr(session_id[:57]) + "..."
+    why = None
+    if "\x00" in session_id:
+        why = "it holds a NUL character, which PostgreSQL text cannot hold"
+    else:
+        try:
+            size = len(session_id.encode())
+        except UnicodeEncodeError:
+            why = "it holds a lone surrogate, which is not UTF-8 text"
+        else:
+            if size > _ID_LIMIT:
+                why = f"it is {size} bytes long (UTF-8), more than the {_ID_LIMIT} a primary key's index takes"
+    if why is not None:
+        raise HistoryError(
+            f"PostgresHistoryStore cannot keep the conversation of session {shown}: {why}; use session ids of "
+            f"printable text of at most {_ID_LIMIT} bytes (hash a longer one)"
+        )

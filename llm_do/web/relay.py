@@ -38,7 +38,9 @@ logger = logging.getLogger("llm_do")
 
 """What a decision may say: an `Approval`'s choices."""
 
-_NOTE_LIMIT = 2000  # characters: a NOTIFY payload is at most 8000 bytes
+_NOTE_LIMIT = 2000  # bytes, as JSON: a NOTIFY payload is at most 8000 bytes
+_PAYLOAD_LIMIT = 7999
+"""Bytes a NOTIFY payload may have (PostgreSQL: shorter than 8000 bytes, in the server's encoding)."""
 
 
 class Decidable(Protocol):
@@ -161,7 +163,7 @@ class DecisionRelay:
     def hold(self, session_id: str, run: Decidable) -> Iterator[None]:
         """Decisions for `session_id` reach `run` while the block runs (from this process or another)."""
         if session_id in self._held:
-            raise LlmDoError(f"DecisionRelay: session {session_id!r} already has a live run held in this process")
+            raise LlmDoError(f"DecisionRelay: session {_short(session_id)} already has a live run held in this process")
         self._held[session_id] = run
         try:
             yield
@@ -181,21 +183,22 @@ class DecisionRelay:
         if no process applied it within `reply_timeout`. The caller checks who may decide.
         """
         if choice not in CHOICES:
-            raise LlmDoError(f"decision {choice!r} for {approval_id!r}: choose one of {', '.join(CHOICES)}")
-        if note is not None and len(note) > _NOTE_LIMIT:
-            raise LlmDoError(f"the note of the decision on {approval_id!r} is longer than {_NOTE_LIMIT} characters")
+            raise LlmDoError(f"decision {choice!r} for {_short(approval_id)}: choose one of {', '.join(CHOICES)}")
+        if note is not None and _size(_encoded(note)) > _NOTE_LIMIT:
+            raise LlmDoError(
+                f"the note of the decision on {_short(approval_id)} is longer than {_NOTE_LIMIT} bytes "
+                "(as UTF-8 JSON); shorten it"
+            )
         local = self._held.get(session_id)
         if local is not None:
             await apply(local, approval_id, choice, note)
             return
         if not self.connected:
             raise DecisionUndelivered(
-                f"decision on {approval_id!r} (session {session_id!r}) not sent: the relay's connection to "
+                f"decision on {_short(approval_id)} (session {_short(session_id)}) not sent: the relay's connection to "
                 "PostgreSQL is down (reconnecting); try again"
             )
         request = uuid.uuid4().hex
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[request] = answer
         message = {
             "id": request,
             "reply_to": self._reply_channel,
@@ -204,26 +207,37 @@ class DecisionRelay:
             "choice": choice,
             "note": note,
         }
+        payload = _encoded(message)
+        size = _size(payload)
+        if size > _PAYLOAD_LIMIT:
+            sizes = ", ".join(f"{name} {_size(_encoded(message[name]))}" for name in ("session", "approval_id", "note"))
+            raise LlmDoError(
+                f"decision on {_short(approval_id)} (session {_short(session_id)}) not sent: as a PostgreSQL NOTIFY "
+                f"payload it takes {size} bytes, and NOTIFY takes at most {_PAYLOAD_LIMIT} (bytes as JSON: "
+                f"{sizes}); shorten the note, or use shorter session ids"
+            )
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[request] = answer
         try:
-            await self._notify(self.channel, message)
+            await self._notify(self.channel, payload)
             try:
                 reply = await asyncio.wait_for(answer, self.reply_timeout)
             except TimeoutError:
                 raise DecisionUndelivered(
-                    f"decision on {approval_id!r} not applied: no process holds a live run of session "
-                    f"{session_id!r} (nobody answered within {self.reply_timeout:g}s)"
+                    f"decision on {_short(approval_id)} not applied: no process holds a live run of session "
+                    f"{_short(session_id)} (nobody answered within {self.reply_timeout:g}s)"
                 ) from None
         finally:
             self._waiting.pop(request, None)
         if not reply.get("ok"):
-            raise DecisionRefused(str(reply.get("error") or f"decision on {approval_id!r} refused"))
+            raise DecisionRefused(str(reply.get("error") or f"decision on {_short(approval_id)} refused"))
 
-    async def _notify(self, channel: str, message: dict[str, Any]) -> None:
+    async def _notify(self, channel: str, payload: str) -> None:
         async with self._send_lock:
             conn = self._conn
             if conn is None or conn.is_closed():
                 raise DecisionUndelivered(f"cannot send on {channel!r}: the relay's connection to PostgreSQL is down")
-            await conn.execute("SELECT pg_notify($1, $2)", channel, json.dumps(message))
+            await conn.execute("SELECT pg_notify($1, $2)", channel, payload)
 
     def _fail_waiting(self, why: str) -> None:
         for answer in self._waiting.values():
@@ -255,7 +269,7 @@ class DecisionRelay:
             logger.exception("decision relay: applying decision %s failed", message.get("id"))
             reply = {"id": message.get("id"), "ok": False, "error": f"applying the decision failed: {error!r}"}
         try:
-            await self._notify(str(message["reply_to"]), reply)
+            await self._notify(str(message["reply_to"]), _fitted(reply))
         except Exception as error:
             logger.warning("decision relay: could not answer decision %s: %s", message.get("id"), error)
 
@@ -268,3 +282,32 @@ class DecisionRelay:
             return
         if answer is not None and not answer.done():
             answer.set_result(reply)
+
+
+def _encoded(value: object) -> str:
+    """`value` as JSON, as sent: UTF-8 text (ASCII escapes only when it holds what UTF-8 cannot encode)."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: escaped, it is sendable
+        return json.dumps(value)
+    return text
+
+
+def _size(text: str) -> int:
+    return len(text.encode())
+
+
+def _fitted(reply: dict[str, Any]) -> str:
+    """A reply as a NOTIFY payload, its error cut short to fit (it may quote a long approval id)."""
+    payload = _encoded(reply)
+    error = str(reply.get("error") or "")
+    while _size(payload) > _PAYLOAD_LIMIT and error:
+        error = error[: len(error) // 2]
+        payload = _encoded({**reply, "error": error + "..."})
+    return payload
+
+
+def _short(text: str, limit: int = 60) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
