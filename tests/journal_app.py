@@ -29,7 +29,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
-from llm_do import AgentEntry, Runtime, ToolPolicy, Toolset, tool
+from llm_do import AgentEntry, CallScope, Runtime, ToolPolicy, Toolset, tool
 from llm_do.jobs import JobEntry, JobQueue, current_job
 
 Script = Callable[[dict[str, Any], int, list[Any]], ModelResponse]
@@ -135,6 +135,27 @@ class Till(Toolset):
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
         if self.notes is not None:
             note(self.notes, f"till exit {exc_type.__name__ if exc_type else 'ok'}")
+
+
+class Careful(Toolset):
+    """One tool that has the payer pay, catching whatever goes wrong (`RunParked` too) and reporting it."""
+
+    @tool
+    async def pay_carefully(self, ctx: RunContext[CallScope], notes: str, amount: int) -> str:
+        """Have the payer pay `amount`."""
+        try:
+            return str(await ctx.deps.call_agent("payer", json.dumps({"notes": notes, "amount": amount})))
+        except Exception as error:
+            return f"the payer failed: {error}"
+
+
+def _careful(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Pays through `pay_carefully`, then reports what it returned."""
+    if index == 0:
+        return ModelResponse(
+            parts=[ToolCallPart("pay_carefully", {"notes": fields["notes"], "amount": fields.get("amount", 10)})]
+        )
+    return ModelResponse(parts=[TextPart(f"careful: {returns[-1]}")])
 
 
 def _paying(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
@@ -264,13 +285,14 @@ middle = _agent("middle", _relay("payer"), ["payer"])
 chief = _agent("chief", _relay("middle"), ["middle"])
 pair = _agent("pair", _pair, ["payer"])
 drifty = _agent("drifty", _drifting_payment, ["steps", "till"])
+careful = _agent("careful", _careful, ["careful", "payer"])
 
 
 def make_runtime(**options: Any) -> Runtime:
     return Runtime(
         None,
-        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief, pair, drifty],
-        toolsets={"steps": Steps, "till": Till},
+        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief, pair, drifty, careful],
+        toolsets={"steps": Steps, "till": Till, "careful": Careful},
         policies={"till": ToolPolicy(tools={"pay": "ask"})},
         **options,
     )
@@ -289,6 +311,9 @@ queue = JobQueue(
 )
 
 parking = JobQueue(
-    entries=["payer", "chief", "pair", "drifty", "counter"], runtime=make_runtime, queue="parking", approvals="park"
+    entries=["payer", "chief", "pair", "drifty", "counter", "careful"],
+    runtime=make_runtime,
+    queue="parking",
+    approvals="park",
 )
 """Jobs that need a person's decision park until `parking.decide(...)`."""

@@ -369,6 +369,30 @@ async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(
     assert record.journal is not None and record.journal["replayed"] == 5
 
 
+async def test_a_tool_that_catches_the_parking_does_not_keep_the_job_from_parking(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """careful's tool has the payer pay inside `except Exception`, which catches `RunParked`: the run goes on,
+    but the job parks all the same (no result stored), and the decision resumes it to succeed once."""
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("careful", ask(notes, 5))
+        pending = await parked(queue, job_id)
+        assert (pending.call_path, pending.tool) == ("careful/payer", "pay")
+        assert (await queue.get(job_id)).outcome is None  # the parked run stored no result
+        assert await queue.decide(job_id, pending.approval_id, "approve") is True
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == "careful: done: quote ok, step 1 ok, paid 5"
+    assert paid(notes) == ["paid 5"]
+    assert await queue.pending(job_id) == []
+    # The parked run read the caught failure and answered it (request 1); the resumed run asked again, live.
+    assert sent(notes) == {("careful", 0): 1, **PAYER_BEFORE, ("payer", 3): 1, ("careful", 1): 2}
+
+
 async def test_parallel_calls_that_both_ask_resume_once_each_is_decided(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:

@@ -20,7 +20,7 @@ from ..run import RunReport, RunResult, run_report
 from ..runtime import Runtime
 from .context import JobInfo, reset_current, set_current
 from .journal import JobJournals
-from .parking import RunParked
+from .parking import Parking, RunParked
 from .records import calls_json, output_json, usage_json
 from .retry import WorkerShutdown
 from .store import write_result
@@ -50,8 +50,9 @@ async def perform(
     run's model responses are journaled, and answered from what earlier attempts journaled.
 
     The run's exception (or the cancellation that ended it) is re-raised unchanged, so procrastinate
-    marks the job failed (retried if its task retries) or aborted. A run that parked (`approver` stored a
-    question and raised `RunParked`) raises `RunParked`, and stores no result.
+    marks the job failed (retried if its task retries) or aborted. A run that parked (`approver`, a `Parking`,
+    stored a question and raised `RunParked`) raises that `RunParked` and stores no result, however the run
+    ended: a tool that caught the exception does not make the job succeed with its question open.
     """
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
@@ -75,9 +76,12 @@ async def perform(
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):
             raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
-        if isinstance(error, RunParked):  # a run's exception propagates unchanged, from any depth
-            logger.info("%s", error)
-            raise
+        parked = _parked(approver)
+        if parked is not None and not cancelled:  # a tool may have caught it, and raised something else
+            logger.info("%s", parked)
+            if parked is error:
+                raise
+            raise parked from error
         reason = cancel_reason() if cancelled else None
         text = f"cancelled ({reason})" if cancelled else f"{type(error).__name__}: {error}"
         outcome = "cancelled" if cancelled else "error"
@@ -88,12 +92,21 @@ async def perform(
         raise
     finally:
         reset_current(token)
+    parked = _parked(approver)
+    if parked is not None:  # a tool caught `RunParked` and the run went on: the job waits all the same
+        logger.info("%s", parked)
+        raise parked
     try:
         await _stored(pool, job, started, "ok", output_json(result.output), result, None, journal)
     except asyncio.CancelledError as error:  # stopped while waiting for the database: run it again
         if cancel_reason() == SHUTDOWN:
             raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
         raise
+
+
+def _parked(approver: Approver | None) -> RunParked | None:
+    """The `RunParked` the job's approver raised in this run, if it parked."""
+    return approver.parked if isinstance(approver, Parking) else None
 
 
 def stored_attachments(attachments: Sequence[Attachment]) -> list[dict[str, Any]]:

@@ -146,7 +146,9 @@ class _Decision:
 
 
 class Parking:
-    """The approver of one run of a parking queue's job: applies stored decisions, parks on the others."""
+    """The approver of one run of a parking queue's job: applies stored decisions, parks on the others.
+
+    `parked` is the first `RunParked` it raised: the run ends parked even if a tool caught that exception."""
 
     def __init__(
         self, pool: AsyncConnectionPool[Any], queue: str, job_id: int, decided: Mapping[str, _Decision]
@@ -155,6 +157,7 @@ class Parking:
         self.queue = queue
         self.job_id = job_id
         self.decided = decided
+        self.parked: RunParked | None = None
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
         args = _args(request)
@@ -174,7 +177,10 @@ class Parking:
         }
         async with self.pool.connection() as conn:
             await conn.execute(_PARK, values)
-        raise RunParked(self.job_id, request)
+        parked = RunParked(self.job_id, request)
+        if self.parked is None:
+            self.parked = parked
+        raise parked
 
 
 def _args(request: ApprovalRequest) -> Any:
