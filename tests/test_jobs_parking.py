@@ -501,6 +501,30 @@ async def test_an_approval_nobody_decides_expires_denied_and_the_job_goes_on(
     assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}
 
 
+async def test_housekeeping_steps_are_independent_a_failing_expiry_leaves_journal_removal(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """The database refuses every denial (a CHECK constraint), so the workers' approval expiry fails at every
+    heartbeat: the journals of finished jobs are removed all the same."""
+    async with queue.pool.connection() as conn:
+        await conn.execute("ALTER TABLE llm_do_approvals ADD CONSTRAINT no_denial CHECK (choice <> 'deny')")
+    env = {"LLM_DO_JOBS_APPROVAL_EXPIRY": "0.01", "LLM_DO_JOBS_JOURNAL_RETENTION": "0"}
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1, env=env)
+    try:
+        stuck = await queue.defer("payer", ask(tmp_path / "notes"))
+        await parked(queue, stuck)  # its question expires at once, and its denial is refused
+        job_id = await queue.defer("counter", json.dumps({"notes": str(tmp_path / "counter")}))
+        assert (await finished(queue, job_id)).status == "succeeded"
+
+        async def removed() -> bool:
+            return await journaled(queue, job_id) == 0
+
+        await eventually(removed, "the finished job's journal is removed", within=10)
+        assert (await queue.get(stuck)).status == "awaiting_approval"  # the expiry still fails
+    finally:
+        assert worker.stop() == 0, worker.output()
+
+
 async def test_a_decision_survives_the_kill_of_the_worker_before_the_resumed_run(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:

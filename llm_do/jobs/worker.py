@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from procrastinate import sql as procrastinate_sql
 from psycopg import errors
@@ -38,6 +39,8 @@ class _ParkedIsNoError(logging.Filter):
 
 
 _PARKED_IS_NO_ERROR = _ParkedIsNoError()
+
+T = TypeVar("T")
 
 _RECOVERY_LOCK = 7_2616_3033  # advisory lock key, with the queue's: one worker per queue re-queues stalled jobs
 
@@ -179,30 +182,36 @@ async def _reconnected(queue: JobQueue, options: WorkerOptions, stop: asyncio.Ev
 
 async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
     """The worker's housekeeping: stalled jobs and expired approvals every heartbeat, old journals every
-    `_journal_interval`."""
+    `_journal_interval`. Each step is tried on its own: one that fails (the database is away, a query is
+    refused) is logged and tried again next time, and does not keep the others from running."""
     loop = asyncio.get_running_loop()
     every = _journal_interval(options)
     cleaned = loop.time()
     while True:
         await asyncio.sleep(options.heartbeat)
-        try:
-            found = await recover_stalled_jobs(queue, options.stalled_timeout)
-            if queue.approvals == "park":
-                for job_id, approval_id in await expire_approvals(queue, options.approval_expiry):
-                    logger.warning(
-                        "job %d: approval %s expired undecided; denied, the job goes on", job_id, approval_id
-                    )
-            if loop.time() - cleaned >= every:
-                cleaned = loop.time()
-                removed = await remove_old_journals(queue, options.journal_retention)
-                if removed:
-                    logger.info("removed %d journaled response(s) of jobs finished long enough ago", removed)
-        except Exception as error:  # the database is away: the supervisor reconnects; try next time
-            logger.debug("housekeeping failed: %s", error)
-            continue
+        found = await _step("recovering stalled jobs", recover_stalled_jobs(queue, options.stalled_timeout))
         if found:
             jobs = ", ".join(map(str, found))
             logger.warning("queued again %d job(s) of dead workers (cancelled ones aborted): %s", len(found), jobs)
+        if queue.approvals == "park":
+            expired = await _step("expiring approvals", expire_approvals(queue, options.approval_expiry))
+            for job_id, approval_id in expired or ():
+                logger.warning("job %d: approval %s expired undecided; denied, the job goes on", job_id, approval_id)
+        if loop.time() - cleaned >= every:
+            cleaned = loop.time()
+            removed = await _step("removing old journals", remove_old_journals(queue, options.journal_retention))
+            if removed:
+                logger.info("removed %d journaled response(s) of jobs finished long enough ago", removed)
+
+
+async def _step(what: str, work: Awaitable[T]) -> T | None:
+    """One housekeeping step's result; None (and a debug line) if it failed: the supervisor reconnects a worker
+    whose database went away, and the step is tried again at the next heartbeat."""
+    try:
+        return await work
+    except Exception as error:
+        logger.debug("housekeeping: %s failed: %s", what, error)
+        return None
 
 
 def _journal_interval(options: WorkerOptions) -> float:
