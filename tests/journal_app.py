@@ -149,6 +149,28 @@ class Careful(Toolset):
             return f"the payer failed: {error}"
 
 
+class Quitting(Toolset):
+    """One tool that cancels its own job (`parking`'s) and goes on."""
+
+    @tool
+    async def quit(self) -> str:
+        """Cancel this job."""
+        job = current_job()
+        assert job is not None
+        return f"cancel requested: {await parking.cancel(job.id)}"
+
+
+def _quitting(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Opens the till, cancels its own job, then wants to pay (which needs approval)."""
+    if index == 0:
+        return ModelResponse(parts=[ToolCallPart("quote", {"notes": fields["notes"]})])
+    if index == 1:
+        return ModelResponse(parts=[ToolCallPart("quit", {})])
+    if index == 2:
+        return ModelResponse(parts=[ToolCallPart("pay", {"notes": fields["notes"], "amount": 10})])
+    return ModelResponse(parts=[TextPart("done: " + ", ".join(map(str, returns)))])
+
+
 def _careful(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
     """Pays through `pay_carefully`, then reports what it returned."""
     if index == 0:
@@ -286,13 +308,29 @@ chief = _agent("chief", _relay("middle"), ["middle"])
 pair = _agent("pair", _pair, ["payer"])
 drifty = _agent("drifty", _drifting_payment, ["steps", "till"])
 careful = _agent("careful", _careful, ["careful", "payer"])
+quitter = _agent("quitter", _quitting, ["till", "quitting"])
 
 
 def make_runtime(**options: Any) -> Runtime:
     return Runtime(
         None,
-        entries=[counter, plain, drifter, fragile, tuned, boss, helper, payer, middle, chief, pair, drifty, careful],
-        toolsets={"steps": Steps, "till": Till, "careful": Careful},
+        entries=[
+            counter,
+            plain,
+            drifter,
+            fragile,
+            tuned,
+            boss,
+            helper,
+            payer,
+            middle,
+            chief,
+            pair,
+            drifty,
+            careful,
+            quitter,
+        ],
+        toolsets={"steps": Steps, "till": Till, "careful": Careful, "quitting": Quitting},
         policies={"till": ToolPolicy(tools={"pay": "ask"})},
         **options,
     )
@@ -311,7 +349,7 @@ queue = JobQueue(
 )
 
 parking = JobQueue(
-    entries=["payer", "chief", "pair", "drifty", "counter", "careful"],
+    entries=["payer", "chief", "pair", "drifty", "counter", "careful", "quitter"],
     runtime=make_runtime,
     queue="parking",
     approvals="park",

@@ -21,9 +21,11 @@ from llm_do.jobs import (
     JobQueue,
     JobRecord,
     PendingApproval,
+    WorkerOptions,
     expire_approvals,
     recover_stalled_jobs,
     remove_old_journals,
+    run_worker,
 )
 
 from .jobs_support import Worker, eventually
@@ -247,23 +249,19 @@ async def test_a_cancel_that_waits_behind_a_decision_still_cancels_the_requeued_
 async def test_a_cancel_that_comes_while_the_run_is_parking_ends_the_job_cancelled(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
-    """The cancel lands after the run stored its question and before procrastinate marked its end: the job must
-    not stay parked (a decision would run it after `cancel` said True)."""
+    """The cancel reads the job once the run stored its question, before procrastinate marked its end: the job
+    must not stay parked (a decision would run it after `cancel` said True)."""
     notes = tmp_path / "notes"
     worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
-    approvals, row = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    approvals = await asyncpg.connect(dsn)
     try:
-        async with approvals.transaction():  # the run's question waits to be stored
+        async with approvals.transaction():  # the run's question waits to be stored, the job's row held by the run
             await approvals.execute("LOCK TABLE llm_do_approvals IN EXCLUSIVE MODE")
             job_id = await queue.defer("payer", ask(notes))
             await lock_waiters(dsn, 1, on=("relation",))
-            await row.execute("BEGIN")
-            await row.execute("SELECT 1 FROM procrastinate_jobs WHERE id = $1 FOR UPDATE", job_id)
             cancelling = asyncio.create_task(queue.cancel(job_id))
             await lock_waiters(dsn, 1)  # the cancel waits for the job's row
-        await lock_waiters(dsn, 2)  # the question is stored; the run's end waits behind the cancel
-        await row.execute("COMMIT")
-        assert await cancelling is True
+        assert await cancelling is True  # it read the question stored and the run still ending
 
         async def ended() -> bool:
             return (await queue.get(job_id)).status != "doing"
@@ -273,9 +271,43 @@ async def test_a_cancel_that_comes_while_the_run_is_parking_ends_the_job_cancell
         assert await queue.pending(job_id) == []
     finally:
         await approvals.close()
-        await row.close()
         assert worker.stop() == 0, worker.output()
     assert paid(notes) == []
+
+
+async def test_a_cancel_that_comes_just_before_the_run_stores_its_question_ends_the_job_cancelled(
+    queue: JobQueue, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """quitter's tool cancels its own job, then the model wants to pay. The worker hears of the cancel late (its
+    notification is off, its polling hourly), as when the cancel commits just before the run stores its
+    question: the question must not be stored, and the job ends cancelled, not parked (procrastinate would
+    forget the cancel when the parked run ends)."""
+    async with queue.pool.connection() as conn:
+        await conn.execute(
+            "ALTER TABLE procrastinate_jobs DISABLE TRIGGER procrastinate_jobs_notify_queue_job_aborted_v1"
+        )
+    monkeypatch.setenv("LLM_DO_JOBS_DATABASE_URL", dsn)  # the worker opens the queue quitter cancels through
+    notes = tmp_path / "notes"
+    stop = asyncio.Event()
+    options = WorkerOptions(concurrency=1, heartbeat=0.2, poll_interval=3600, name="in-process")
+    worker = asyncio.create_task(
+        run_worker(app_parking, options, stop=stop, install_signal_handlers=False), name="in-process worker"
+    )
+    try:
+        job_id = await queue.defer("quitter", ask(notes))
+
+        async def ended() -> bool:
+            return (await queue.get(job_id)).status not in ("todo", "doing")
+
+        await eventually(ended, "the run ended")
+        record = await queue.get(job_id)
+    finally:
+        stop.set()
+        await worker
+    assert (record.status, record.outcome, record.error) == ("aborted", "cancelled", "cancelled (cancel requested)")
+    assert await queue.pending(job_id) == []
+    assert paid(notes) == []
+    assert sent(notes) == {("quitter", 0): 1, ("quitter", 1): 1, ("quitter", 2): 1}
 
 
 async def test_a_job_whose_worker_died_while_it_parked_can_be_cancelled_and_leaves_no_question(
@@ -285,24 +317,29 @@ async def test_a_job_whose_worker_died_while_it_parked_can_be_cancelled_and_leav
     as stalled, its question still open. Cancelling it denies that question, so nothing shows it and its journal
     goes with the retention."""
     worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
-    approvals, row = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    approvals, events = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
     try:
         async with approvals.transaction():  # the run's question waits to be stored
             await approvals.execute("LOCK TABLE llm_do_approvals IN EXCLUSIVE MODE")
             job_id = await queue.defer("payer", ask(tmp_path / "notes"))
             await lock_waiters(dsn, 1, on=("relation",))
-            await row.execute("BEGIN")
-            await row.execute("SELECT 1 FROM procrastinate_jobs WHERE id = $1 FOR UPDATE", job_id)
-        await lock_waiters(dsn, 1)  # the question is stored; the run's end waits for the job's row
+            await events.execute("BEGIN")  # procrastinate records a job's end in its events table too
+            await events.execute("LOCK TABLE procrastinate_events IN EXCLUSIVE MODE")
+
+        async def stored() -> bool:
+            return bool(await queue.pending(job_id))
+
+        await eventually(stored, "the question is stored")
+        await lock_waiters(dsn, 1, on=("relation",))  # the run's end waits for the events table
         worker.kill()
-        await row.execute(  # the dead worker's session would still record the end once the row is free
+        await events.execute(  # the dead worker's session would still record the end once the table is free
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
             "AND datname = current_database()"
         )
-        await row.execute("COMMIT")
+        await events.execute("COMMIT")
     finally:
         await approvals.close()
-        await row.close()
+        await events.close()
         worker.kill()
     assert await recover_stalled_jobs(queue, stalled_timeout=0.001) == [job_id]
     assert await queue.cancel(job_id) is True

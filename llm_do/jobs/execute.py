@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from procrastinate.exceptions import JobAborted
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..approval import Approver
@@ -25,10 +26,12 @@ from .records import calls_json, output_json, usage_json
 from .retry import WorkerShutdown
 from .store import write_result
 
-__all__ = ["SHUTDOWN", "STORE_PATIENCE", "perform", "stored_attachments"]
+__all__ = ["CANCEL_REQUESTED", "SHUTDOWN", "STORE_PATIENCE", "perform", "stored_attachments"]
 
 SHUTDOWN = "worker shutdown"
 """The cancel reason of a job stopped by its worker's shutdown (it is queued again)."""
+CANCEL_REQUESTED = "cancel requested"
+"""The cancel reason of a job stopped by `JobQueue.cancel`."""
 
 logger = logging.getLogger("llm_do.jobs")
 
@@ -52,7 +55,9 @@ async def perform(
     The run's exception (or the cancellation that ended it) is re-raised unchanged, so procrastinate
     marks the job failed (retried if its task retries) or aborted. A run that parked (`approver`, a `Parking`,
     stored a question and raised `RunParked`) raises that `RunParked` and stores no result, however the run
-    ended: a tool that caught the exception does not make the job succeed with its question open.
+    ended: a tool that caught the exception does not make the job succeed with its question open. A run whose
+    approver found the job cancelled (`JobAborted`, raised instead of parking) is stored as cancelled and raises
+    that `JobAborted` (procrastinate marks the job aborted).
     """
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
@@ -76,37 +81,44 @@ async def perform(
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):
             raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
-        parked = _parked(approver)
-        if parked is not None and not cancelled:  # a tool may have caught it, and raised something else
-            logger.info("%s", parked)
-            if parked is error:
+        ended = None if cancelled else _ended(approver)  # a tool may have caught it, and raised something else
+        if isinstance(ended, RunParked):
+            logger.info("%s", ended)
+            if ended is error:
                 raise
-            raise parked from error
-        reason = cancel_reason() if cancelled else None
-        text = f"cancelled ({reason})" if cancelled else f"{type(error).__name__}: {error}"
-        outcome = "cancelled" if cancelled else "error"
-        write = _stored(pool, job, started, outcome, None, run_report(error), text, journal)
+            raise ended from error
+        reason = cancel_reason() if cancelled else (CANCEL_REQUESTED if ended is not None else None)
+        stopped = cancelled or ended is not None
+        text = f"cancelled ({reason})" if stopped else f"{type(error).__name__}: {error}"
+        write = _stored(pool, job, started, "cancelled" if stopped else "error", None, run_report(error), text, journal)
         await (_shielded(write) if cancelled else write)
         if reason == SHUTDOWN:
             raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
+        if ended is not None and ended is not error:
+            raise ended from error
         raise
     finally:
         reset_current(token)
-    parked = _parked(approver)
-    if parked is not None:  # a tool caught `RunParked` and the run went on: the job waits all the same
-        logger.info("%s", parked)
-        raise parked
+    ended = _ended(approver)  # a tool caught what the approver raised, and the run went on
+    if isinstance(ended, RunParked):
+        logger.info("%s", ended)
+        raise ended
     try:
-        await _stored(pool, job, started, "ok", output_json(result.output), result, None, journal)
+        if ended is None:
+            await _stored(pool, job, started, "ok", output_json(result.output), result, None, journal)
+        else:
+            await _stored(pool, job, started, "cancelled", None, result, f"cancelled ({CANCEL_REQUESTED})", journal)
     except asyncio.CancelledError as error:  # stopped while waiting for the database: run it again
         if cancel_reason() == SHUTDOWN:
             raise WorkerShutdown(f"job {job.id} was stopped by the shutdown of worker {job.worker}") from error
         raise
+    if ended is not None:
+        raise ended
 
 
-def _parked(approver: Approver | None) -> RunParked | None:
-    """The `RunParked` the job's approver raised in this run, if it parked."""
-    return approver.parked if isinstance(approver, Parking) else None
+def _ended(approver: Approver | None) -> RunParked | JobAborted | None:
+    """What the job's approver ended this run with, if anything: it parked, or found the job cancelled."""
+    return approver.ended if isinstance(approver, Parking) else None
 
 
 def stored_attachments(attachments: Sequence[Attachment]) -> list[dict[str, Any]]:

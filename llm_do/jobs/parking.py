@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from procrastinate import sql as procrastinate_sql
+from procrastinate.exceptions import JobAborted
 from psycopg import AsyncConnection, errors
 from psycopg.rows import dict_row
 from psycopg.types.json import Json
@@ -76,6 +77,8 @@ ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
     reason = EXCLUDED.reason, description = EXCLUDED.description, asked_at = now(),
     choice = NULL, note = NULL, decided_at = NULL
 """
+
+_ABORT_REQUESTED = "SELECT abort_requested FROM procrastinate_jobs WHERE id = %s FOR UPDATE"
 
 _DECIDED = """
 SELECT approval_id, toolset, tool, args, choice, note FROM llm_do_approvals
@@ -148,7 +151,10 @@ class _Decision:
 class Parking:
     """The approver of one run of a parking queue's job: applies stored decisions, parks on the others.
 
-    `parked` is the first `RunParked` it raised: the run ends parked even if a tool caught that exception."""
+    A question is stored in a transaction that holds the job's row, as `cancel_job` does: a cancel that came
+    first (its cancellation requested, which the worker may not have acted on yet) stores no question and raises
+    procrastinate's `JobAborted`, since the end of a parked run would clear that request. `ended` is what the run
+    must end with, whatever its tools caught: the `JobAborted` if there was one, else the first `RunParked`."""
 
     def __init__(
         self, pool: AsyncConnectionPool[Any], queue: str, job_id: int, decided: Mapping[str, _Decision]
@@ -157,7 +163,12 @@ class Parking:
         self.queue = queue
         self.job_id = job_id
         self.decided = decided
-        self.parked: RunParked | None = None
+        self._parked: RunParked | None = None
+        self._aborted: JobAborted | None = None
+
+    @property
+    def ended(self) -> RunParked | JobAborted | None:
+        return self._aborted or self._parked
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
         args = _args(request)
@@ -175,11 +186,20 @@ class Parking:
             "reason": storable_text(request.reason),
             "description": storable_text(request.description),
         }
-        async with self.pool.connection() as conn:
-            await conn.execute(_PARK, values)
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await (await conn.execute(_ABORT_REQUESTED, (self.job_id,))).fetchone()
+            cancelled = job is not None and bool(job[0])
+            if not cancelled:
+                await conn.execute(_PARK, values)
+        if cancelled:
+            self._aborted = JobAborted(
+                f"job {self.job_id} was cancelled before it could park on {request.description} "
+                f"(approval {request.approval_id})"
+            )
+            raise self._aborted
         parked = RunParked(self.job_id, request)
-        if self.parked is None:
-            self.parked = parked
+        if self._parked is None:
+            self._parked = parked
         raise parked
 
 

@@ -32,7 +32,7 @@ from ..errors import ConfigurationError
 from ..runtime import Runtime
 from ..tracing import current_traceparent
 from .context import JobInfo
-from .execute import SHUTDOWN, perform, stored_attachments
+from .execute import CANCEL_REQUESTED, SHUTDOWN, perform, stored_attachments
 from .journal import JobJournals, create_journal_table
 from .parking import (
     Parking,
@@ -361,7 +361,7 @@ class JobQueue:
 
         def reason() -> str | None:
             why = context.abort_reason()
-            return None if why is None else ("cancel requested" if why.value == "user_request" else SHUTDOWN)
+            return None if why is None else (CANCEL_REQUESTED if why.value == "user_request" else SHUTDOWN)
 
         approver = None
         if self.approvals == "park":
