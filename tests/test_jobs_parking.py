@@ -560,6 +560,7 @@ async def test_housekeeping_steps_are_independent_a_failing_expiry_leaves_journa
         assert (await queue.get(stuck)).status == "awaiting_approval"  # the expiry still fails
     finally:
         assert worker.stop() == 0, worker.output()
+    assert "housekeeping: expiring approvals failed" in worker.output()  # a warning: the database is not away
 
 
 async def test_a_decision_survives_the_kill_of_the_worker_before_the_resumed_run(

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from procrastinate import sql as procrastinate_sql
-from psycopg import errors
+from psycopg import OperationalError, errors
 
 from ..process.signals import handling
 from .journal import delete_old_journals
@@ -205,13 +205,15 @@ async def _recover_forever(queue: JobQueue, options: WorkerOptions) -> None:
 
 
 async def _step(what: str, work: Awaitable[T]) -> T | None:
-    """One housekeeping step's result; None (and a debug line) if it failed: the supervisor reconnects a worker
-    whose database went away, and the step is tried again at the next heartbeat."""
+    """One housekeeping step's result; None if it failed, and it is tried again at the next heartbeat. A lost
+    database is a debug line (the supervisor reconnects the worker); any other failure a warning."""
     try:
         return await work
-    except Exception as error:
+    except (OperationalError, OSError) as error:
         logger.debug("housekeeping: %s failed: %s", what, error)
-        return None
+    except Exception as error:
+        logger.warning("housekeeping: %s failed: %s", what, error)
+    return None
 
 
 def _journal_interval(options: WorkerOptions) -> float:
