@@ -17,11 +17,13 @@ from llm_do import (
     LiveRun,
     LlmDoError,
     Runtime,
+    RuntimeConfig,
     StreamEvent,
     ToolPolicy,
     Toolset,
     tool,
 )
+from llm_do.settings import ApprovalMode
 from llm_do.testing import ScriptedModel, Turn, tool_call
 from llm_do.web import SSE_HEADERS, decision_of, vercel_chunks, vercel_sse
 
@@ -35,7 +37,7 @@ class Vault(Toolset):
         return f"{door} is open"
 
 
-def runtime(*boss_steps: Any, child: bool = False, opening: Decision = "ask") -> Runtime:
+def runtime(*boss_steps: Any, child: bool = False, opening: Decision = "ask", mode: ApprovalMode = "prompt") -> Runtime:
     """`boss` opens doors itself (top-level call) or through `porter` (a child call); opening asks (or `opening`)."""
     porter = AgentEntry(
         Agent(ScriptedModel(tool_call("open_vault", door="north"), lambda turn: "porter done")),
@@ -48,6 +50,7 @@ def runtime(*boss_steps: Any, child: bool = False, opening: Decision = "ask") ->
         entries=[boss, porter],
         toolsets={"vault": Vault},
         policies={"vault": ToolPolicy(tools={"open_vault": opening})},
+        config=RuntimeConfig(approval_mode=mode),
     )
 
 
@@ -141,6 +144,16 @@ async def test_a_call_its_policy_denies_never_reaches_the_page_as_a_question(chi
         ]
         assert "denied by policy" in tools[-1]["result"]
     assert "".join(chunk["delta"] for chunk in chunks if chunk["type"] == "text-delta") == "told no"
+
+
+@pytest.mark.parametrize("mode", ["approve_all", "reject_all"])
+async def test_a_call_the_approval_mode_decides_never_reaches_the_page_as_a_question(mode: ApprovalMode) -> None:
+    rt = runtime(tool_call("open_vault", door="east"), lambda turn: "done", mode=mode)
+    async with rt, rt.stream("boss", "go") as run:
+        chunks = [chunk.model_dump(by_alias=True, exclude_none=True) async for chunk in vercel_chunks(run)]
+    assert "tool-approval-request" not in [chunk["type"] for chunk in chunks]
+    decided = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-approval"]
+    assert [approval["state"] for approval in decided] == ["approved" if mode == "approve_all" else "denied"]
 
 
 async def test_the_result_is_handed_over_before_the_stream_closes() -> None:
