@@ -319,6 +319,11 @@ class Approvals:
             verdict = Verdict(verdict.decision, f"MCP tool {tool!r} of toolset {toolset!r}: {_hinted(annotations)}")
         return verdict
 
+    def asks(self, verdict: Verdict) -> bool:
+        """Whether `decide` puts this verdict's call to an approver (or the session's grants), rather than
+        deciding it by the verdict (`allow`, `deny`) or by the mode (`approve_all`, `reject_all`)."""
+        return verdict.decision == "ask" and self.mode == "prompt"
+
     async def decide(
         self, request: ApprovalRequest, verdict: Verdict, *, approver: Approver | None, grants: Grants
     ) -> str | None:

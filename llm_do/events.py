@@ -111,7 +111,9 @@ class CallEnded(Event):
 
 @dataclass(frozen=True, slots=True)
 class ApprovalRequested(Event):
-    """A tool call needs a decision; answer it with `LiveRun.decide(request.approval_id, ...)`."""
+    """A tool call waits for an answer; answer it with `LiveRun.decide(request.approval_id, ...)`.
+
+    A call its policy denies, or that the approval mode decides, asks nobody: only its `ApprovalDecided` comes."""
 
     call: CallTag | None
     request: ApprovalRequest

@@ -275,10 +275,11 @@ class CallGate:
         return next(self._direct_ids)
 
     async def _settle(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
-        """None when the call may run, else why not; the call's observers hear the question and the decision."""
+        """None when the call may run, else why not; the call's observers hear the decision, and the question
+        before it when there is one to answer (a call its policy denies, or that the mode decides, asks nobody)."""
         call = self.call
         sink = call.sink
-        if sink is not None:
+        if sink is not None and self.approvals.asks(verdict):
             sink.emit(ApprovalRequested(sink.call, request, verdict.decision))
         try:
             why = await self.approvals.decide(request, verdict, approver=call.approver, grants=call.grants)

@@ -9,6 +9,8 @@ load is honoured) and adopts what it returns once, by identity, under a lock.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections.abc import Callable
 from typing import Any
 
 from .events import Adopted, Sink, TeardownEnded
@@ -24,7 +26,7 @@ _LEVELS = {Scope.PER_CALL.value: 0, Scope.PER_RUN.value: 1, Scope.PER_SESSION.va
 class ScopeOwner:
     """The objects one scope level owns: made on demand, released when it closes, never masking errors."""
 
-    __slots__ = ("_cache", "_level", "_lock", "named", "parent", "scope", "sink", "teardown")
+    __slots__ = ("_cache", "_level", "_lock", "context", "named", "parent", "scope", "sink", "teardown")
 
     def __init__(self, scope: Scope, timeout: float, parent: ScopeOwner | None = None) -> None:
         self.scope = scope
@@ -33,6 +35,8 @@ class ScopeOwner:
         self.teardown = Teardown(timeout)
         self.sink: Sink | None = None
         """Where this level announces what it adopts and releases; None when nobody observes it."""
+        self.context: Callable[[], contextvars.Context] | None = None
+        """Where this level makes its objects (a session's: a context of no run); None: in the asking call's."""
         self.named: dict[str, Any] = {}
         """Objects adopted under a name (a provider's or a toolset's), first one per name: reported to callers."""
         self._cache: dict[ToolsetSpec, asyncio.Future[Any]] | None = (
@@ -86,10 +90,12 @@ class ScopeOwner:
         pending = cache.get(spec)
         if pending is not None:  # made, or being made by a parallel call
             return pending.result() if pending.done() else await asyncio.shield(pending)
-        pending = cache[spec] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        pending = cache[spec] = loop.create_future()
         try:
-            obj = await built(spec.factory())
-            await self.adopt(obj, label, name, sink)
+            making = self._make(spec, label, name, sink)
+            context = self.context
+            obj = await (making if context is None else loop.create_task(making, context=context()))
         except BaseException as error:
             del cache[spec]  # the next use tries again
             if isinstance(error, asyncio.CancelledError):
@@ -99,6 +105,11 @@ class ScopeOwner:
                 pending.exception()  # parallel waiters re-raise it; nobody else need retrieve it
             raise
         pending.set_result(obj)
+        return obj
+
+    async def _make(self, spec: ToolsetSpec, label: str, name: str, sink: Sink | None) -> Any:
+        obj = await built(spec.factory())
+        await self.adopt(obj, label, name, sink)
         return obj
 
     async def close(self, exc: BaseException | None) -> bool:

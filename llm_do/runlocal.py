@@ -18,7 +18,7 @@ from dependency_injector import providers
 
 from .errors import ScopeError
 
-__all__ = ["Box", "RunLocalSingleton", "SessionLocalSingleton", "current_box", "open_run_box"]
+__all__ = ["Box", "RunLocalSingleton", "SessionLocalSingleton", "current_box", "open_run_box", "session_context"]
 
 
 class Box:
@@ -47,6 +47,18 @@ def current_box() -> Box | None:
     return _CURRENT.get()
 
 
+def session_context(session: Box) -> contextvars.Context:
+    """A context of no run, for making a session's objects (`session`: its box): its per-session objects
+    resolve there, per-run ones do not, and nothing of the run or caller that asked is in it, so the tasks
+    and timers those objects start keep no run alive. (The box of a run given no session stands for its
+    session.)"""
+    box = Box(session)
+    box.values = None  # no run's objects: only the session's
+    context = contextvars.Context()
+    context.run(_CURRENT.set, box)
+    return context
+
+
 def open_run_box(session: Box | None = None) -> Box:
     """Give the current context (a run's own task) a fresh box; the caller closes it at run end."""
     box = Box(session)
@@ -62,7 +74,7 @@ class _BoxLocal(providers.ContextLocalSingleton[Any]):
 
     def _values(self, run: Box | None) -> dict[providers.Provider[Any], Any] | None:
         """Where this provider's instance lives in the current run: its box, or its session's."""
-        if run is None or run.values is None:
+        if run is None:
             return None
         return ((run.session or run) if self._in_session else run).values
 
@@ -70,7 +82,7 @@ class _BoxLocal(providers.ContextLocalSingleton[Any]):
         run = _CURRENT.get()
         values = self._values(run)
         if values is None:
-            raise self._outside(run is not None)
+            raise self._outside(run)
         try:
             return values[self]
         except KeyError:
@@ -89,9 +101,16 @@ class _BoxLocal(providers.ContextLocalSingleton[Any]):
             values.pop(self, None)
         return super().reset()
 
-    def _outside(self, ended: bool) -> ScopeError:
+    def _outside(self, run: Box | None) -> ScopeError:
         made = getattr(self.provides, "__qualname__", repr(self.provides))
         lifetime = self._lifetime
+        if run is not None and run.session is not None:  # (a session's context: its box has no run's objects)
+            return ScopeError(
+                f"{type(self).__name__}({made}) was resolved by a per-session object or a task it started, which "
+                f"belong to no run; per-{lifetime} objects exist only in their {lifetime}. Resolve it inside "
+                "Runtime.run, or make the object per-run too."
+            )
+        ended = run is not None
         when = f"after its {lifetime} ended (in a callback or task the run started)" if ended else "outside any run"
         return ScopeError(
             f"{type(self).__name__}({made}) was resolved {when}; per-{lifetime} objects exist only while their "

@@ -24,7 +24,7 @@ from .events import HandedOver, Observer, RunEnded, RunStarted, Sink
 from .owned import owned
 from .owner import ScopeOwner
 from .run import RunReport, RunResult, RunState, outcome_of
-from .runlocal import Box, open_run_box
+from .runlocal import Box, open_run_box, session_context
 from .scopes import Scope, built
 from .session import Session
 from .settings import RuntimeConfig
@@ -142,8 +142,12 @@ class RunScope:
         try:
             self._state = await host.new_state()
             if host.per_session and (session is None or not session.built):
-                # made by a session's first run, owned by the session (a run given none is its own session)
-                await _adopt(self.owner if session is None else session.owner, host.per_session, "per-session", sink)
+                # made by a session's first run, owned by the session (a run given none is its own session), in
+                # a context of no run: the tasks and timers they start must not keep this run (or its caller's
+                # context) for the session's life
+                owner, box = (self.owner, self.box) if session is None else (session.owner, session.box)
+                making = _adopt(owner, host.per_session, "per-session", sink)
+                await asyncio.get_running_loop().create_task(making, context=session_context(box))
                 if session is not None:
                     session.built = True
             await _adopt(self.owner, host.per_run, "per-run", sink)

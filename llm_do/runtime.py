@@ -21,7 +21,7 @@ from . import tracing, tracking
 from .approval import Approver, check_approver
 from .attachments import Attachment, check_call
 from .call import CallScope, Entry
-from .errors import ConfigurationError
+from .errors import ConfigurationError, ScopeError
 from .events import Observer, Sink
 from .history import HistoryStore, InMemoryHistoryStore
 from .lifecycle import wait_out
@@ -29,6 +29,7 @@ from .live import GuardedHandler, LiveRun, open_stream
 from .loading import Loaded, ToolsetSource
 from .policy import ToolPolicy, Verdict
 from .run import RunResult, attach_report, finished_report
+from .runlocal import current_box
 from .runscope import RunScope
 from .session import Session, SessionBusy, SessionError
 from .settings import RuntimeConfig
@@ -83,7 +84,8 @@ class Runtime:
         """Where sessions keep their conversations between runs (and restarts, with a persistent store)."""
         self._closed = False
         self._abandoned = False
-        self._running: set[asyncio.Task[RunResult]] = set()
+        self._running: dict[asyncio.Task[RunResult], RunScope] = {}
+        """The runs in flight: each one's task and scope."""
         self._sessions: dict[str, Session] = {}
         self._closing_sessions: set[asyncio.Future[None]] = set()
         self._closing_ids: dict[str, tuple[Session, asyncio.Future[None]]] = {}
@@ -285,11 +287,11 @@ class Runtime:
             except BaseException:
                 task.cancel()  # never started: nothing to tear down
                 raise
-        self._running.add(task)
+        self._running[task] = run
         try:
             result = await task
         except BaseException as error:
-            self._running.discard(task)  # awaiting a task ends only once it is done
+            self._running.pop(task, None)  # awaiting a task ends only once it is done
             # What the run left: its report, or, when the run ended well (the caller's cancellation landed
             # before the caller resumed, or keeping the session's history failed), what it did (a commit).
             report = run.report if run.report is not None or run.result is None else finished_report(run.result)
@@ -303,7 +305,7 @@ class Runtime:
             del task, error
             await asyncio.sleep(0)
             raise
-        self._running.discard(task)
+        self._running.pop(task, None)
         return result
 
     async def _free_session(self, session: Session | str, message_history: list[ModelMessage] | None) -> Session:
@@ -392,9 +394,19 @@ class Runtime:
         If `aclose` itself is cancelled (a shutdown deadline, say), the runs still in flight are
         cancelled and torn down before the globals they use. When it returns, nothing of any run
         of this runtime is still alive. Idempotent.
+
+        Called from within one of the runs it would wait for (a tool shutting its runtime down), it
+        raises `ScopeError` at once and leaves the runtime open: close it from where it was opened.
         """
         if self._closed:
             return
+        box = current_box()
+        if box is not None and any(run.box is box for run in self._running.values()):
+            raise ScopeError(
+                "Runtime.aclose() was called from within one of its runs, which it would wait for forever. "
+                "Close the runtime from the code that opened it, after its runs return (a tool can end its "
+                "own session instead: Session.aclose() closes it once the run ends)."
+            )
         self._closed = True
         try:
             if self._running:

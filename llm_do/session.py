@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -23,7 +24,7 @@ from .errors import LlmDoError
 from .events import Sink
 from .history import HistoryStore
 from .owner import ScopeOwner
-from .runlocal import Box, current_box
+from .runlocal import Box, current_box, session_context
 from .scopes import Scope
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class Session:
         """The conversation so far (the last run's top-level messages)."""
         self.owner = ScopeOwner(Scope.PER_SESSION, cleanup_timeout, globals_owner)
         self.box = Box()
+        self.owner.context = functools.partial(session_context, self.box)  # its objects' tasks keep no run
         self.grants = Grants()
         """The calls approved for the rest of this session."""
         self.built = False
@@ -232,7 +234,7 @@ class Session:
     def running_here(self) -> bool:
         """Whether the caller runs in this session's run (its tools, the tasks they start)."""
         box = current_box()
-        return box is not None and box.session is self.box
+        return box is not None and box.session is self.box and box.values is not None  # (a run's box: it has values)
 
     async def _close(self) -> None:
         if self._timer is not None:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 
-from llm_do import AgentEntry, Runtime, RuntimeConfig, Scope, Toolset, ToolsetSpec, tool
+from llm_do import AgentEntry, CallScope, Runtime, RuntimeConfig, Scope, ScopeError, Toolset, ToolsetSpec, entry, tool
+from llm_do.testing import ScriptedModel, tool_call
 
 from .helpers import by_prompt, call, calls, returns, text
 
@@ -392,3 +393,29 @@ async def test_a_toolset_that_fails_to_enter_is_not_exited_and_those_before_it_a
         "cleanup a",
         "cleaned a",
     ]
+
+
+async def test_aclose_from_within_one_of_its_runs_refuses_at_once_and_leaves_the_runtime_open() -> None:
+    """A tool that shuts its own runtime down: waiting for the runs in flight would wait for itself."""
+    runtimes: list[Runtime] = []
+
+    class Console(Toolset):
+        @tool
+        async def shut_down(self) -> str:
+            """Shut the service down."""
+            await runtimes[0].aclose()
+            return "shut down"
+
+    @entry()
+    async def ping(scope: CallScope, input_data: str) -> str:
+        return "pong"
+
+    agent = Agent(ScriptedModel(tool_call("shut_down"), lambda turn: "never"))
+    job = AgentEntry(agent, name="job", toolsets=["console"])
+    runtime = Runtime(None, entries=[job, ping], toolsets={"console": Console})
+    runtimes.append(runtime)
+    async with runtime:
+        async with asyncio.timeout(10):  # a guard: before, the run waited for itself forever
+            with pytest.raises(ScopeError, match=r"Runtime.aclose\(\) was called from within one of its runs"):
+                await runtime.run("job", "go")
+        assert (await runtime.run("ping", "")).output == "pong"  # still open

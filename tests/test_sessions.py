@@ -5,9 +5,12 @@ one run at a time; its approvals stay in it; its history continues, from the sto
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import hashlib
 import itertools
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -626,3 +629,85 @@ async def test_a_run_whose_session_was_loading_when_the_runtime_closed_never_sta
     with pytest.raises(RuntimeError, match="this Runtime is closed"):
         await late
     assert log == [] and dict(runtime.sessions) == {}
+
+
+REQUEST: contextvars.ContextVar[Any] = contextvars.ContextVar("request", default=None)
+"""What the application keeps in its context for the request that starts a run (a web request's user, say)."""
+
+
+class Request:
+    def __init__(self, user: str) -> None:
+        self.user = user
+
+
+class Poller:
+    """A per-session object with a background task of its own, which answers each `ask` when it gets to it."""
+
+    def __init__(self, sandbox: Callable[[], Sandbox]) -> None:
+        self.sandbox = sandbox
+        self.asks: asyncio.Queue[asyncio.Future[str]] = asyncio.Queue()
+        self.task = asyncio.get_running_loop().create_task(self._serve())
+
+    async def _serve(self) -> None:
+        while True:
+            answer = await self.asks.get()
+            try:
+                request = REQUEST.get()
+                answer.set_result(
+                    f"request of {request.user if request else 'nobody'}, sandbox {self.sandbox().serial}"
+                )
+            except Exception as error:  # (the run that asked fails with it)
+                answer.set_exception(error)
+
+    async def ask(self) -> str:
+        answer = asyncio.get_running_loop().create_future()
+        await self.asks.put(answer)
+        return await answer
+
+    async def cleanup(self) -> None:
+        self.task.cancel()
+        await asyncio.wait((self.task,))
+
+
+class Polling(AgentContainer):
+    sandbox = SessionLocalSingleton(Sandbox)
+    poller = SessionLocalSingleton(Poller, sandbox=sandbox.provider)
+
+
+class PollingToolset(Poller, Toolset):
+    """The same as a per-session toolset, made when a call first uses it."""
+
+    def __init__(self) -> None:
+        sandbox = Sandbox()
+        super().__init__(lambda: sandbox)
+
+    @tool
+    async def poll(self) -> str:
+        """Ask the poller."""
+        return await self.ask()
+
+
+@pytest.mark.parametrize("made_by", ["provider", "toolset"])
+async def test_a_per_session_objects_tasks_keep_nothing_of_the_run_that_made_it(made_by: str) -> None:
+    """Its background task serves the session's later runs: it must not act for the first run's request."""
+    app = Polling()
+
+    @entry(toolsets=["polling"])
+    async def poll(scope: CallScope, input_data: str) -> str:
+        if made_by == "provider":
+            return await app.poller().ask()
+        return str(await scope.call_tool("poll"))
+
+    toolsets = {"polling": ToolsetSpec(PollingToolset, Scope.PER_SESSION)}
+    async with Runtime(app, entries=[poll], toolsets=toolsets) as runtime:
+        first = Request("alice")
+        REQUEST.set(first)
+        first_request = weakref.ref(first)
+        first_output = (await runtime.run("poll", "go", session="s")).output
+        REQUEST.set(Request("bob"))
+        del first
+        await settle()
+        assert first_request() is None, "the first run's request is collectable once the run has ended"
+        second_output = (await runtime.run("poll", "go", session="s")).output
+    assert first_output.startswith("request of nobody, sandbox ")
+    assert second_output == first_output  # the session's own sandbox, reached from the task

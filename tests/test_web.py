@@ -10,7 +10,20 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 
-from llm_do import AgentEntry, ApprovalRequested, LiveRun, LlmDoError, Runtime, StreamEvent, ToolPolicy, Toolset, tool
+from llm_do import (
+    AgentEntry,
+    ApprovalRequested,
+    Decision,
+    LiveRun,
+    LlmDoError,
+    Runtime,
+    RuntimeConfig,
+    StreamEvent,
+    ToolPolicy,
+    Toolset,
+    tool,
+)
+from llm_do.settings import ApprovalMode
 from llm_do.testing import ScriptedModel, Turn, tool_call
 from llm_do.web import SSE_HEADERS, decision_of, vercel_chunks, vercel_sse
 
@@ -24,8 +37,8 @@ class Vault(Toolset):
         return f"{door} is open"
 
 
-def runtime(*boss_steps: Any, child: bool = False) -> Runtime:
-    """`boss` opens doors itself (top-level call) or through `porter` (a child call); opening asks."""
+def runtime(*boss_steps: Any, child: bool = False, opening: Decision = "ask", mode: ApprovalMode = "prompt") -> Runtime:
+    """`boss` opens doors itself (top-level call) or through `porter` (a child call); opening asks (or `opening`)."""
     porter = AgentEntry(
         Agent(ScriptedModel(tool_call("open_vault", door="north"), lambda turn: "porter done")),
         name="porter",
@@ -36,7 +49,8 @@ def runtime(*boss_steps: Any, child: bool = False) -> Runtime:
         None,
         entries=[boss, porter],
         toolsets={"vault": Vault},
-        policies={"vault": ToolPolicy(tools={"open_vault": "ask"})},
+        policies={"vault": ToolPolicy(tools={"open_vault": opening})},
+        config=RuntimeConfig(approval_mode=mode),
     )
 
 
@@ -94,6 +108,52 @@ async def test_a_child_calls_approval_announces_its_tool_call_and_the_tree_goes_
     assert "no entry" in tools[-1]["result"]
     # nothing of the child's own text reaches the page's text: only the top-level call's
     assert "".join(chunk["delta"] for chunk in chunks if chunk["type"] == "text-delta") == "porter says so"
+
+
+@pytest.mark.parametrize("child", [False, True])
+async def test_a_call_its_policy_denies_never_reaches_the_page_as_a_question(child: bool) -> None:
+    rt = runtime(
+        tool_call("porter", input="open up") if child else tool_call("open_vault", door="east"),
+        lambda turn: "told no",
+        child=child,
+        opening="deny",
+    )
+    seen: list[StreamEvent] = []
+
+    async def kept(run: LiveRun) -> AsyncIterator[StreamEvent]:
+        async for event in run:
+            seen.append(event)
+            yield event
+
+    async with rt, rt.stream("boss", "go") as run:
+        chunks = [
+            chunk.model_dump(mode="json", by_alias=True, exclude_none=True) async for chunk in vercel_chunks(kept(run))
+        ]
+        assert run.pending == ()
+    kinds = [chunk["type"] for chunk in chunks]
+    assert "tool-approval-request" not in kinds
+    assert not [
+        chunk for chunk in chunks if chunk["type"] == "data-llm-do-approval" and chunk["data"]["state"] == "pending"
+    ]
+    assert not [event for event in seen if isinstance(event, ApprovalRequested)]
+    tools = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-tool"]
+    if child:
+        assert [(data["tool"], data["state"]) for data in tools] == [
+            ("open_vault", "running"),
+            ("open_vault", "denied"),
+        ]
+        assert "denied by policy" in tools[-1]["result"]
+    assert "".join(chunk["delta"] for chunk in chunks if chunk["type"] == "text-delta") == "told no"
+
+
+@pytest.mark.parametrize("mode", ["approve_all", "reject_all"])
+async def test_a_call_the_approval_mode_decides_never_reaches_the_page_as_a_question(mode: ApprovalMode) -> None:
+    rt = runtime(tool_call("open_vault", door="east"), lambda turn: "done", mode=mode)
+    async with rt, rt.stream("boss", "go") as run:
+        chunks = [chunk.model_dump(by_alias=True, exclude_none=True) async for chunk in vercel_chunks(run)]
+    assert "tool-approval-request" not in [chunk["type"] for chunk in chunks]
+    decided = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-approval"]
+    assert [approval["state"] for approval in decided] == ["approved" if mode == "approve_all" else "denied"]
 
 
 async def test_the_result_is_handed_over_before_the_stream_closes() -> None:
