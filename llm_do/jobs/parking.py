@@ -26,6 +26,7 @@ from pydantic_core import to_jsonable_python
 
 from ..approval import Approval, ApprovalRequest
 from ..errors import LlmDoError
+from ..scopes import dropped
 from .pgtext import storable_text, store_json_as_text
 
 __all__ = [
@@ -78,7 +79,8 @@ ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
     choice = NULL, note = NULL, decided_at = NULL
 """
 
-_ABORT_REQUESTED = "SELECT abort_requested FROM procrastinate_jobs WHERE id = %s FOR UPDATE"
+_ABORT_REQUESTED = "SELECT abort_requested FROM procrastinate_jobs WHERE id = %s FOR SHARE"
+"""Shared: the questions of parallel calls are stored at once; a cancel or a decision (FOR UPDATE) waits."""
 
 _DECIDED = """
 SELECT approval_id, toolset, tool, args, choice, note FROM llm_do_approvals
@@ -186,11 +188,12 @@ class Parking:
             "reason": storable_text(request.reason),
             "description": storable_text(request.description),
         }
-        async with self.pool.connection() as conn, conn.transaction():
-            job = await (await conn.execute(_ABORT_REQUESTED, (self.job_id,))).fetchone()
-            cancelled = job is not None and bool(job[0])
-            if not cancelled:
-                await conn.execute(_PARK, values)
+        storing = asyncio.ensure_future(self._store(values))
+        try:
+            cancelled = await asyncio.shield(storing)
+        except asyncio.CancelledError:  # a parallel call parked first and ended the run: this question is stored too
+            storing.add_done_callback(dropped)
+            raise
         if cancelled:
             self._aborted = JobAborted(
                 f"job {self.job_id} was cancelled before it could park on {request.description} "
@@ -201,6 +204,15 @@ class Parking:
         if self._parked is None:
             self._parked = parked
         raise parked
+
+    async def _store(self, values: Mapping[str, Any]) -> bool:
+        """Store the question unless the job's cancellation was requested; whether it was."""
+        async with self.pool.connection() as conn, conn.transaction():
+            job = await (await conn.execute(_ABORT_REQUESTED, (self.job_id,))).fetchone()
+            cancelled = job is not None and bool(job[0])
+            if not cancelled:
+                await conn.execute(_PARK, values)
+        return cancelled
 
 
 def _args(request: ApprovalRequest) -> Any:
