@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         StreamEvent,
     )
     from .handles import Handles, open_handles
-    from .history import HistoryError, HistoryStore, InMemoryHistoryStore
+    from .history import HistoryConflict, HistoryError, HistoryStore, InMemoryHistoryStore, StoredHistory
     from .history.postgres import PostgresHistoryStore
     from .live import ApprovalNotPending, LiveRun
     from .loading import CapturablePerRunWarning
@@ -91,6 +91,7 @@ __all__ = [
     "HandleOpened",
     "HandleRolledBack",
     "Handles",
+    "HistoryConflict",
     "HistoryError",
     "HistoryStore",
     "InMemoryHistoryStore",
@@ -118,6 +119,7 @@ __all__ = [
     "SessionBusy",
     "SessionError",
     "SessionLocalSingleton",
+    "StoredHistory",
     "StreamEvent",
     "ToolPolicy",
     "Toolset",
@@ -175,7 +177,7 @@ _MODULES: dict[str, str] = {
             "StreamEvent",
         ),
         "handles": ("Handles", "open_handles"),
-        "history": ("HistoryError", "HistoryStore", "InMemoryHistoryStore"),
+        "history": ("HistoryConflict", "HistoryError", "HistoryStore", "InMemoryHistoryStore", "StoredHistory"),
         "history.postgres": ("PostgresHistoryStore",),
         "live": ("ApprovalNotPending", "LiveRun"),
         "loading": ("CapturablePerRunWarning",),

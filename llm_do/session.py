@@ -22,7 +22,7 @@ from pydantic_ai.usage import RunUsage
 from .approval import Approver, Grants
 from .errors import LlmDoError
 from .events import Sink
-from .history import HistoryStore
+from .history import HistoryConflict, HistoryStore
 from .owner import ScopeOwner
 from .runlocal import Box, current_box, session_context
 from .scopes import Scope
@@ -88,6 +88,8 @@ class Session:
         """Usage summed over the session's runs."""
         self.history: list[ModelMessage] = []
         """The conversation so far (the last run's top-level messages)."""
+        self.version = 0
+        """The store's version of the history, as last read or saved (0: the store keeps none)."""
         self.owner = ScopeOwner(Scope.PER_SESSION, cleanup_timeout, globals_owner)
         self.box = Box()
         self.owner.context = functools.partial(session_context, self.box)  # its objects' tasks keep no run
@@ -150,7 +152,8 @@ class Session:
             return
         async with self._loading:
             if not self._loaded and not self._closed:
-                self.history = await _outside_any_run(self._open_host().history_store.load(self.id))
+                stored = await _outside_any_run(self._open_host().history_store.load(self.id))
+                self.history, self.version = stored.messages, stored.version
                 self._loaded = True
 
     async def refresh(self) -> None:
@@ -158,8 +161,9 @@ class Session:
         (a second web process with this conversation open) may have continued the conversation. A
         store that keeps none of it (evicted, `limit=0`) leaves the session's own copy."""
         stored = await _outside_any_run(self._open_host().history_store.load(self.id))
-        if stored or not self.history:
-            self.history = stored
+        if stored.messages or not self.history:
+            self.history = stored.messages
+        self.version = stored.version  # what the run's turn replaces when it is saved
         self._loaded = True
 
     def hold(self, holder: asyncio.Future[Any]) -> None:
@@ -186,13 +190,18 @@ class Session:
             self.arm()
 
     async def remember(self, messages: list[ModelMessage]) -> None:
-        """Keep a run's top-level conversation as the history, and save it to the store."""
+        """Save a run's top-level conversation to the store, and keep it as the history; `HistoryConflict`
+        when the store's conversation is no longer the one the run started from (another process went on)."""
         if not messages:
             return  # a function entry's top-level call has no conversation: the history stays
-        self.history = list(messages)
+        messages = list(messages)
         host = self._host  # (still there while the session closes: it waits for this run)
         if host is not None:
-            await _outside_any_run(host.history_store.save(self.id, self.history))
+            saved = await _outside_any_run(host.history_store.save(self.id, messages, version=self.version))
+            if saved is None:
+                raise HistoryConflict(self.id, messages)
+            self.version = saved
+        self.history = messages
 
     def arm(self) -> None:
         """Start (again) the clock after which an idle session closes; not while a run holds it."""

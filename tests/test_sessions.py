@@ -5,6 +5,7 @@ one run at a time; its approvals stay in it; its history continues, from the sto
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import hashlib
@@ -24,6 +25,7 @@ from llm_do import (
     AgentEntry,
     Approval,
     ApprovalRequest,
+    HistoryConflict,
     InMemoryHistoryStore,
     LlmDoError,
     PostgresHistoryStore,
@@ -34,10 +36,12 @@ from llm_do import (
     SessionBusy,
     SessionError,
     SessionLocalSingleton,
+    StoredHistory,
     ToolPolicy,
     Toolset,
     ToolsetSpec,
     entry,
+    run_report,
     tool,
 )
 from llm_do.call import CallScope
@@ -324,9 +328,48 @@ async def test_a_session_open_in_two_processes_continues_what_the_other_added() 
         await here.run("chat", "I am Ada.")
         await second.run("chat", "I live in Paris.", session="conv-9")
         answer = await here.run("chat", "Who and where am I?")
-        assert here.history == answer.messages == await store.load("conv-9")
+        assert here.history == answer.messages == (await store.load("conv-9")).messages
     assert prompts(model.turns[2].messages) == ["I am Ada.", "I live in Paris.", "Who and where am I?"]
     assert answer.output == "Ada, in Paris."
+
+
+@pytest.mark.parametrize("kept_in", ["memory", "postgresql"])
+async def test_two_processes_running_one_conversation_at_once_lose_no_turn_silently(
+    kept_in: str, request: pytest.FixtureRequest
+) -> None:
+    """Two web processes each get a message of one conversation at once: both runs start from the same
+    history, so the turn saved second would overwrite the first. It is refused with `HistoryConflict`,
+    saving nothing, and the conversation goes on from the turn saved first, in either process."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if prompts(messages)[-1] == "I am Ada.":
+            started.set()
+            await release.wait()
+        return text(f"Noted {len(messages)}.")
+
+    slow_chat = AgentEntry(Agent(FunctionModel(slow)), name="chat")
+    fast_chat = AgentEntry(Agent(ScriptedModel("Noted: Paris.")), name="chat")
+    async with contextlib.AsyncExitStack() as stack:
+        if kept_in == "memory":
+            store: InMemoryHistoryStore | PostgresHistoryStore = InMemoryHistoryStore()
+        else:
+            dsn = await stack.enter_async_context(fresh_database(request.getfixturevalue("postgres")))
+            store = await stack.enter_async_context(PostgresHistoryStore(dsn))
+        first = await stack.enter_async_context(Runtime(None, entries=[slow_chat], history_store=store))
+        second = await stack.enter_async_context(Runtime(None, entries=[fast_chat], history_store=store))
+        late = asyncio.create_task(first.run("chat", "I am Ada.", session="conv"))
+        await started.wait()
+        await second.run("chat", "I live in Paris.", session="conv")
+        release.set()
+        with pytest.raises(HistoryConflict, match=r"session 'conv' was continued elsewhere while this run ran") as lost:
+            await late
+        assert isinstance(lost.value, LlmDoError)
+        assert prompts(lost.value.messages) == ["I am Ada."] and run_report(lost.value).usage.requests == 1
+        assert prompts((await store.load("conv")).messages) == ["I live in Paris."]
+        again = await first.run("chat", "I am Ada.", session="conv")  # sent again: it sees the other turn
+        assert again.output == "Noted 3."
+        assert prompts((await store.load("conv")).messages) == ["I live in Paris.", "I am Ada."]
 
 
 async def test_a_store_that_keeps_nothing_leaves_an_open_session_its_own_history() -> None:
@@ -394,10 +437,10 @@ async def test_a_conversation_kept_in_postgresql_continues_in_a_new_runtime(post
             said = await session.run("chat", "I like blue.")
         async with PostgresHistoryStore(dsn) as store, Runtime(None, entries=[chat], history_store=store) as restarted:
             await restarted.run("chat", "What do I like?", session="conv-7")
-            assert await store.load("conv-7") == restarted.sessions["conv-7"].history
-            assert await store.load("nobody") == []
+            assert (await store.load("conv-7")).messages == restarted.sessions["conv-7"].history
+            assert await store.load("nobody") == StoredHistory([], 0)
             await store.delete("conv-7")
-            assert await store.load("conv-7") == []
+            assert (await store.load("conv-7")).messages == []
         connection = await asyncpg.connect(dsn)
         try:
             rows = await connection.fetch("SELECT session_id FROM llm_do_session_history")
@@ -427,8 +470,8 @@ async def test_a_conversation_holding_a_nul_character_is_kept_in_a_table_an_earl
             await connection.close()
         async with PostgresHistoryStore(dsn) as store, Runtime(None, entries=[chat], history_store=store) as runtime:
             said = await runtime.run("chat", "Say a\x00b.", session="conv-nul")
-            assert await store.load("conv-nul") == said.messages
-            assert await store.load("old") == []
+            assert (await store.load("conv-nul")).messages == said.messages
+            assert (await store.load("old")).messages == []
         assert said.output == "Noted: a\x00b."
 
 
@@ -506,7 +549,7 @@ async def test_a_run_in_progress_when_its_session_closes_ends_well_and_its_histo
         await closing
         assert (await second).output == "Noted 3."  # it saw the first run's turn
     assert result.output == "Noted 1."
-    assert prompts(await store.load("conv")) == ["I like blue.", "And green."]
+    assert prompts((await store.load("conv")).messages) == ["I like blue.", "And green."]
 
 
 class SlowToClean:
@@ -563,7 +606,7 @@ async def test_a_session_id_postgresql_cannot_keep_is_refused_when_the_session_o
             assert session_id not in runtime.sessions
         assert model.turns == []  # no run started
         said = await runtime.run("chat", "Remember this.", session="Zoë's \"☃\" ' OR 1=1 --")
-        assert await store.load("Zoë's \"☃\" ' OR 1=1 --") == said.messages
+        assert (await store.load("Zoë's \"☃\" ' OR 1=1 --")).messages == said.messages
 
 
 async def test_a_session_closed_from_within_its_own_run_closes_when_the_run_ends() -> None:
@@ -598,13 +641,13 @@ class RemoteStore:
     def __init__(self) -> None:
         self.loading, self.answer = asyncio.Event(), asyncio.Event()
 
-    async def load(self, session_id: str) -> list[ModelMessage]:
+    async def load(self, session_id: str) -> StoredHistory:
         self.loading.set()
         await self.answer.wait()
-        return []
+        return StoredHistory()
 
-    async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
-        pass
+    async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
+        return 1
 
     async def delete(self, session_id: str) -> None:
         pass

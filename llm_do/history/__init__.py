@@ -1,37 +1,69 @@
 """Where sessions keep their conversations between runs: the `HistoryStore` protocol and the in-memory store.
 
-A session loads its history from the runtime's store when it opens, passes it to each run as
-`message_history`, and saves the top-level call's messages after each run that ends well. A
-store outlives sessions: a session that idled out, or a new runtime after a restart, continues
-the conversation from it. `llm_do.history.postgres.PostgresHistoryStore` keeps them in PostgreSQL.
+A session loads its history from the runtime's store when it opens and as each run starts, passes it
+to the run as `message_history`, and saves the top-level call's messages after each run that ends
+well, if the store's conversation is still the version the run started from: a store shared by
+several processes (several runtimes) may have been given another turn meanwhile, which a save must
+not overwrite (`HistoryConflict`). A store outlives sessions: a session that idled out, or a new
+runtime after a restart, continues the conversation from it.
+`llm_do.history.postgres.PostgresHistoryStore` keeps them in PostgreSQL.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from pydantic_ai.messages import ModelMessage
 
 from ..errors import LlmDoError
 
-__all__ = ["HistoryError", "HistoryStore", "InMemoryHistoryStore"]
+__all__ = ["HistoryConflict", "HistoryError", "HistoryStore", "InMemoryHistoryStore", "StoredHistory"]
 
 
 class HistoryError(LlmDoError):
     """A history store cannot keep a conversation under the session id it was given."""
 
 
+class HistoryConflict(HistoryError):
+    """A run's turn was not saved: the conversation was continued elsewhere while the run ran."""
+
+    def __init__(self, session_id: str, messages: list[ModelMessage]) -> None:
+        self.session_id = session_id
+        self.messages = messages
+        """The run's conversation that was not saved (its input and answer at the end)."""
+        super().__init__(
+            f"session {session_id!r} was continued elsewhere while this run ran: another runtime on the same "
+            "history store (another process) saved a turn of it first, so this run's turn was not saved (its "
+            "messages are on this error, .messages; what the run did, llm_do.run_report(error)). Send the "
+            "message again to go on from the conversation as it now is; to avoid this, route each conversation "
+            "to one process at a time (by session id)"
+        )
+
+
+@dataclass(frozen=True)
+class StoredHistory:
+    """A session's conversation as a store keeps it, and the version the store gave it (0: it keeps none)."""
+
+    messages: list[ModelMessage] = field(default_factory=list)
+    version: int = 0
+
+
 @runtime_checkable
 class HistoryStore(Protocol):
-    """Conversations by session id."""
+    """Conversations by session id, each with a version that changes at every save."""
 
-    async def load(self, session_id: str) -> list[ModelMessage]:
-        """The conversation of the session, oldest message first; empty when there is none."""
+    async def load(self, session_id: str) -> StoredHistory:
+        """The conversation of the session, oldest message first, and its version; empty (version 0) when
+        there is none."""
         ...
 
-    async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
-        """Replace the conversation of the session."""
+    async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
+        """Replace the conversation of the session if its version is still `version` (what `load` gave), or
+        if the store keeps none of it (evicted, deleted; `version=None`: whatever it keeps). The new version
+        (never one the session had before), or None when the stored version is another: nothing was saved."""
         ...
 
     async def delete(self, session_id: str) -> None:
@@ -50,18 +82,24 @@ class InMemoryHistoryStore:
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be None or >= 0, got {limit}")
         self.limit = limit
-        self._histories: OrderedDict[str, list[ModelMessage]] = OrderedDict()
+        self._histories: OrderedDict[str, StoredHistory] = OrderedDict()
+        self._versions = itertools.count(1)  # one count for every id: a version is never given twice
 
-    async def load(self, session_id: str) -> list[ModelMessage]:
-        return list(self._histories.get(session_id, ()))
+    async def load(self, session_id: str) -> StoredHistory:
+        stored = self._histories.get(session_id)
+        return StoredHistory() if stored is None else StoredHistory(list(stored.messages), stored.version)
 
-    async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
+    async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
         if self.limit == 0:
-            return
-        self._histories[session_id] = list(messages)
+            return 0
+        stored = self._histories.get(session_id)
+        if stored is not None and version is not None and stored.version != version:
+            return None
+        saved = self._histories[session_id] = StoredHistory(list(messages), next(self._versions))
         self._histories.move_to_end(session_id)
         while self.limit is not None and len(self._histories) > self.limit:
             self._histories.popitem(last=False)
+        return saved.version
 
     async def delete(self, session_id: str) -> None:
         self._histories.pop(session_id, None)

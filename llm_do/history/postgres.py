@@ -6,9 +6,11 @@ async with PostgresHistoryStore("postgresql://app@db/app") as store:
         session = await runtime.session("conv-42")   # continues conv-42, even after a restart
 ```
 
-One row per session: its id and its messages as JSON (pydantic-ai's `ModelMessagesTypeAdapter`),
-in a table the store creates on first use. The messages are kept as `json`, their text: `jsonb` refuses
-a NUL character, which a message may hold (a table an earlier version made with `jsonb` is converted).
+One row per session: its id, its messages as JSON (pydantic-ai's `ModelMessagesTypeAdapter`) and
+their version (the id of the transaction that saved them, so never given twice), in a table the store
+creates on first use (adding the version to a table an earlier version made). The messages are kept
+as `json`, their text: `jsonb` refuses a NUL character, which a message may hold (a table an earlier
+version made with `jsonb` is converted).
 The store opens a small pool of its own when first used and closes it with `aclose()` (or the end of
 `async with`).
 """
@@ -23,7 +25,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from ..errors import ConfigurationError
-from . import HistoryError
+from . import HistoryError, StoredHistory
 
 __all__ = ["PostgresHistoryStore"]
 
@@ -65,7 +67,10 @@ class PostgresHistoryStore:
                     await pool.execute(
                         f"CREATE TABLE IF NOT EXISTS {self.table} ("
                         "session_id text PRIMARY KEY, messages json NOT NULL, "
-                        "updated_at timestamptz NOT NULL DEFAULT now())"
+                        "updated_at timestamptz NOT NULL DEFAULT now(), version bigint NOT NULL DEFAULT 1)"
+                    )
+                    await pool.execute(  # a table an earlier version made
+                        f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 1"
                     )
                     if await pool.fetchval(_MESSAGES_TYPE, self.table) == "jsonb":
                         await pool.execute(
@@ -77,22 +82,28 @@ class PostgresHistoryStore:
                 self._pool = pool
         return self._pool
 
-    async def load(self, session_id: str) -> list[ModelMessage]:
+    async def load(self, session_id: str) -> StoredHistory:
         _check_id(session_id)  # when a session opens: before a run does work whose history could not be kept
         pool = await self._connected()
-        row = await pool.fetchval(f"SELECT messages::text FROM {self.table} WHERE session_id = $1", session_id)
-        return [] if row is None else ModelMessagesTypeAdapter.validate_json(row)
+        row = await pool.fetchrow(f"SELECT messages::text, version FROM {self.table} WHERE session_id = $1", session_id)
+        if row is None:
+            return StoredHistory()
+        return StoredHistory(ModelMessagesTypeAdapter.validate_json(row[0]), row[1])
 
-    async def save(self, session_id: str, messages: list[ModelMessage]) -> None:
+    async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
         _check_id(session_id)
         pool = await self._connected()
         document = ModelMessagesTypeAdapter.dump_json(messages).decode()
-        await pool.execute(
-            f"INSERT INTO {self.table} (session_id, messages) VALUES ($1, $2::json) "
-            "ON CONFLICT (session_id) DO UPDATE SET messages = EXCLUDED.messages, updated_at = now()",
+        # ON CONFLICT locks the row and checks its version as it is now: of two saves from one version, one wins.
+        saved = await pool.fetchval(
+            f"INSERT INTO {self.table} AS stored (session_id, messages, version) VALUES ($1, $2::json, txid_current()) "
+            "ON CONFLICT (session_id) DO UPDATE SET messages = EXCLUDED.messages, version = EXCLUDED.version, "
+            "updated_at = now() WHERE $3::bigint IS NULL OR stored.version = $3 RETURNING version",
             session_id,
             document,
+            version,
         )
+        return None if saved is None else int(saved)
 
     async def delete(self, session_id: str) -> None:
         _check_id(session_id)
