@@ -475,6 +475,20 @@ async def test_a_conversation_holding_a_nul_character_is_kept_in_a_table_an_earl
         assert said.output == "Noted: a\x00b."
 
 
+async def test_web_processes_starting_together_each_open_the_history_store(postgres: PostgresServer) -> None:
+    """Every process of a service starts its store at once on a new database: each creates the table if need
+    be, and none fails because another made it at the same moment."""
+    async with fresh_database(postgres) as dsn:
+        for table in ("history_a", "history_b", "history_c", "history_d", "history_e"):
+            stores = [PostgresHistoryStore(dsn, table=table) for _ in range(4)]
+            try:
+                loaded = await asyncio.gather(*(store.load("conv") for store in stores))
+            finally:
+                for store in stores:
+                    await store.aclose()
+            assert loaded == [StoredHistory()] * 4
+
+
 async def test_a_run_cancelled_before_it_started_lets_go_of_its_session() -> None:
     @entry
     async def echo(scope: CallScope, input_data: str) -> str:

@@ -10,9 +10,9 @@ One row per session: its id, its messages as JSON (pydantic-ai's `ModelMessagesT
 their version (the id of the transaction that saved them, so never given twice), in a table the store
 creates on first use (adding the version to a table an earlier version made). The messages are kept
 as `json`, their text: `jsonb` refuses a NUL character, which a message may hold (a table an earlier
-version made with `jsonb` is converted).
-The store opens a small pool of its own when first used and closes it with `aclose()` (or the end of
-`async with`).
+version made with `jsonb` is converted). The store opens a small pool of its own when first used (and
+creates or updates the table under an advisory lock: processes starting together do not fail on each
+other) and closes it with `aclose()` (or the end of `async with`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ _ID_LIMIT = 2000
 
 _TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
-_MESSAGES_TYPE = """
-SELECT data_type FROM information_schema.columns
- WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'messages'
+_COLUMNS = """
+SELECT column_name, data_type FROM information_schema.columns
+ WHERE table_schema = current_schema() AND table_name = $1
 """
 
 
@@ -64,23 +64,30 @@ class PostgresHistoryStore:
 
                 pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.pool_size)
                 try:
-                    await pool.execute(
-                        f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                        "session_id text PRIMARY KEY, messages json NOT NULL, "
-                        "updated_at timestamptz NOT NULL DEFAULT now(), version bigint NOT NULL DEFAULT 1)"
-                    )
-                    await pool.execute(  # a table an earlier version made
-                        f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 1"
-                    )
-                    if await pool.fetchval(_MESSAGES_TYPE, self.table) == "jsonb":
-                        await pool.execute(
-                            f"ALTER TABLE {self.table} ALTER COLUMN messages TYPE json USING messages::json"
-                        )
+                    await self._prepare(pool)
                 except BaseException:
                     await pool.close()
                     raise
                 self._pool = pool
         return self._pool
+
+    async def _prepare(self, pool: Any) -> None:
+        """Create the table, or bring one an earlier version made up to date, one process at a time: two
+        processes' `CREATE TABLE IF NOT EXISTS` at once make one of them fail (on PostgreSQL's catalog)."""
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('llm_do history ' || current_schema() || $1))", self.table
+            )
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} ("
+                "session_id text PRIMARY KEY, messages json NOT NULL, "
+                "updated_at timestamptz NOT NULL DEFAULT now(), version bigint NOT NULL DEFAULT 1)"
+            )
+            columns = dict(await conn.fetch(_COLUMNS, self.table))
+            if "version" not in columns:
+                await conn.execute(f"ALTER TABLE {self.table} ADD COLUMN version bigint NOT NULL DEFAULT 1")
+            if columns["messages"] == "jsonb":
+                await conn.execute(f"ALTER TABLE {self.table} ALTER COLUMN messages TYPE json USING messages::json")
 
     async def load(self, session_id: str) -> StoredHistory:
         _check_id(session_id)  # when a session opens: before a run does work whose history could not be kept

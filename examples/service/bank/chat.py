@@ -141,11 +141,11 @@ class ChatStore:
         self.pool = pool
 
     async def create_schema(self, history: HistoryStore) -> None:
-        """Create the owners' table, and the history store's (its first use creates it), once for all processes."""
+        """Create the owners' table, once for all processes, and the history store's (its first use creates it)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(7261630312)")  # servers starting together
+            await conn.execute("SELECT pg_advisory_xact_lock(7261630312)")  # CREATE TABLE IF NOT EXISTS races itself
             await conn.execute(_SCHEMA)
-            await history.load("")  # a store's CREATE TABLE IF NOT EXISTS is not safe from two processes at once
+        await history.load("")  # at start-up rather than at the first message (it locks against other processes)
 
     async def open(self, owner: str) -> str:
         session_id = f"chat_{uuid.uuid4().hex}"
