@@ -50,6 +50,24 @@ async def test_a_decision_reaches_the_process_that_holds_the_run(relays: tuple[D
     assert run.decided == [("apr_1", "approve_for_session", "fine")]
 
 
+async def test_a_channel_name_too_long_to_be_answered_on_is_refused_when_the_relay_is_made(
+    postgres: PostgresServer,
+) -> None:
+    """Longer, the holder applied the decision but could not answer on the sender's channel (63 bytes at
+    most in PostgreSQL), and the sender was told that nobody held the run."""
+    longest = "service_eu_west_production_decisions_channel_a"
+    with pytest.raises(LlmDoError, match=r"channel '\w+' is 47 bytes long; use at most 46"):
+        DecisionRelay(postgres.dsn(), channel=longest + "b")
+    async with (
+        DecisionRelay(postgres.dsn(), channel=longest, reply_timeout=1.0) as one,
+        DecisionRelay(postgres.dsn(), channel=longest, reply_timeout=1.0) as two,
+    ):
+        run = Waiting("apr_1")
+        with two.hold("alice", run):
+            await one.decide("alice", "apr_1", "approve")
+    assert run.decided == [("apr_1", "approve", None)]
+
+
 async def test_a_decision_in_the_holding_process_is_applied_there(relays: tuple[DecisionRelay, DecisionRelay]) -> None:
     one, _ = relays
     run = Waiting("apr_1")

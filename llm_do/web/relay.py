@@ -38,6 +38,8 @@ logger = logging.getLogger("llm_do")
 
 """What a decision may say: an `Approval`'s choices."""
 
+_CHANNEL_LIMIT = 63 - 17
+"""Bytes a channel's name may have: a relay's reply channel adds 17 characters, and PostgreSQL takes 63."""
 _NOTE_LIMIT = 2000  # bytes, as JSON: a NOTIFY payload is at most 8000 bytes
 _PAYLOAD_LIMIT = 7999
 """Bytes a NOTIFY payload may have (PostgreSQL: shorter than 8000 bytes, in the server's encoding)."""
@@ -67,8 +69,8 @@ async def apply(run: Decidable, approval_id: str, choice: str, note: str | None)
 class DecisionRelay:
     """One process's end of the decision relay; `async with DecisionRelay(dsn) as relay:` opens it.
 
-    `channel` is shared by every process of the service (one per service, if several share a
-    database). Decisions for a session this process holds never touch PostgreSQL.
+    `channel` (a plain identifier of at most 46 bytes) is shared by every process of the service (one
+    per service, if several share a database). Decisions for a session this process holds never touch PostgreSQL.
     """
 
     def __init__(
@@ -81,6 +83,12 @@ class DecisionRelay:
     ) -> None:
         if not channel.isidentifier():
             raise LlmDoError(f"DecisionRelay: channel {channel!r} must be a plain identifier (letters, digits, _)")
+        if _size(channel) > _CHANNEL_LIMIT:  # longer, the answers could not be sent: decisions applied, said not
+            raise LlmDoError(
+                f"DecisionRelay: channel {channel!r} is {_size(channel)} bytes long; use at most {_CHANNEL_LIMIT}: "
+                "PostgreSQL's channel names take at most 63 bytes, and each relay is answered on the channel's name "
+                "followed by 17 characters of its own"
+            )
         self.dsn = dsn
         self.channel = channel
         self.reply_timeout = reply_timeout
