@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -26,6 +27,7 @@ from llm_do import (
     Approval,
     ApprovalRequest,
     HistoryConflict,
+    HistoryError,
     InMemoryHistoryStore,
     LlmDoError,
     PostgresHistoryStore,
@@ -487,6 +489,21 @@ async def test_web_processes_starting_together_each_open_the_history_store(postg
                 for store in stores:
                     await store.aclose()
             assert loaded == [StoredHistory()] * 4
+
+
+async def test_a_history_store_that_cannot_reach_postgresql_says_so_and_names_the_session(tmp_path: Path) -> None:
+    model = ScriptedModel("Noted.")
+    chat = AgentEntry(Agent(model), name="chat")
+    nowhere = f"postgresql://app@/app?host={tmp_path}"  # a socket directory where no server listens
+    async with PostgresHistoryStore(nowhere) as store, Runtime(None, entries=[chat], history_store=store) as runtime:
+        with pytest.raises(
+            HistoryError,
+            match=r"PostgresHistoryStore \(table 'llm_do_session_history'\) could not load the conversation of "
+            r"session 'conv-7': PostgreSQL is unreachable or dropped the connection \(FileNotFoundError: .*\); "
+            "check that it runs",
+        ):
+            await runtime.run("chat", "Remember this.", session="conv-7")
+        assert "conv-7" not in runtime.sessions and model.turns == []
 
 
 async def test_a_run_cancelled_before_it_started_lets_go_of_its_session() -> None:

@@ -18,7 +18,9 @@ other) and closes it with `aclose()` (or the end of `async with`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
@@ -89,33 +91,55 @@ class PostgresHistoryStore:
             if columns["messages"] == "jsonb":
                 await conn.execute(f"ALTER TABLE {self.table} ALTER COLUMN messages TYPE json USING messages::json")
 
+    @contextlib.asynccontextmanager
+    async def _reaching(self, doing: str) -> AsyncIterator[Any]:
+        """The pool, for `doing`; PostgreSQL unreachable, or a connection dropped, is a `HistoryError` saying so."""
+        import asyncpg
+
+        try:
+            yield await self._connected()
+        except (
+            OSError,
+            asyncpg.PostgresConnectionError,
+            asyncpg.OperatorInterventionError,
+            asyncpg.InterfaceError,
+        ) as error:
+            raise HistoryError(
+                f"PostgresHistoryStore (table {self.table!r}) could not {doing}: PostgreSQL is unreachable or "
+                f"dropped the connection ({type(error).__name__}: {error}); check that it runs and that the dsn "
+                "reaches it, then try again"
+            ) from error
+
     async def load(self, session_id: str) -> StoredHistory:
         _check_id(session_id)  # when a session opens: before a run does work whose history could not be kept
-        pool = await self._connected()
-        row = await pool.fetchrow(f"SELECT messages::text, version FROM {self.table} WHERE session_id = $1", session_id)
+        async with self._reaching(f"load the conversation of session {_shown(session_id)}") as pool:
+            row = await pool.fetchrow(
+                f"SELECT messages::text, version FROM {self.table} WHERE session_id = $1", session_id
+            )
         if row is None:
             return StoredHistory()
         return StoredHistory(ModelMessagesTypeAdapter.validate_json(row[0]), row[1])
 
     async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
         _check_id(session_id)
-        pool = await self._connected()
         document = ModelMessagesTypeAdapter.dump_json(messages).decode()
+        doing = f"save the conversation of session {_shown(session_id)} (the run's turn may not be kept)"
         # ON CONFLICT locks the row and checks its version as it is now: of two saves from one version, one wins.
-        saved = await pool.fetchval(
-            f"INSERT INTO {self.table} AS stored (session_id, messages, version) VALUES ($1, $2::json, txid_current()) "
-            "ON CONFLICT (session_id) DO UPDATE SET messages = EXCLUDED.messages, version = EXCLUDED.version, "
-            "updated_at = now() WHERE $3::bigint IS NULL OR stored.version = $3 RETURNING version",
-            session_id,
-            document,
-            version,
-        )
+        async with self._reaching(doing) as pool:
+            saved = await pool.fetchval(
+                f"INSERT INTO {self.table} AS stored (session_id, messages, version) VALUES ($1, $2::json, txid_current()) "
+                "ON CONFLICT (session_id) DO UPDATE SET messages = EXCLUDED.messages, version = EXCLUDED.version, "
+                "updated_at = now() WHERE $3::bigint IS NULL OR stored.version = $3 RETURNING version",
+                session_id,
+                document,
+                version,
+            )
         return None if saved is None else int(saved)
 
     async def delete(self, session_id: str) -> None:
         _check_id(session_id)
-        pool = await self._connected()
-        await pool.execute(f"DELETE FROM {self.table} WHERE session_id = $1", session_id)
+        async with self._reaching(f"delete the conversation of session {_shown(session_id)}") as pool:
+            await pool.execute(f"DELETE FROM {self.table} WHERE session_id = $1", session_id)
 
     async def aclose(self) -> None:
         """Close the store's connections (it opens them again if used afterwards)."""
@@ -137,7 +161,7 @@ class PostgresHistoryStore:
 
 def _check_id(session_id: str) -> None:
     """Refuse a session id PostgreSQL cannot keep as a primary key: a NUL, a lone surrogate, too many bytes."""
-    shown = repr(session_id) if len(session_id) <= 60 else repr(session_id[:57]) + "..."
+    shown = _shown(session_id)
     why = None
     if "\x00" in session_id:
         why = "it holds a NUL character, which PostgreSQL text cannot hold"
@@ -154,3 +178,7 @@ def _check_id(session_id: str) -> None:
             f"PostgresHistoryStore cannot keep the conversation of session {shown}: {why}; use session ids of "
             f"printable text of at most {_ID_LIMIT} bytes (hash a longer one)"
         )
+
+
+def _shown(session_id: str) -> str:
+    return repr(session_id) if len(session_id) <= 60 else repr(session_id[:57]) + "..."
