@@ -127,9 +127,10 @@ class PostgresHistoryStore:
         # ON CONFLICT locks the row and checks its version as it is now: of two saves from one version, one wins.
         async with self._reaching(doing) as pool:
             saved = await pool.fetchval(
-                f"INSERT INTO {self.table} AS stored (session_id, messages, version) VALUES ($1, $2::json, txid_current()) "
-                "ON CONFLICT (session_id) DO UPDATE SET messages = EXCLUDED.messages, version = EXCLUDED.version, "
-                "updated_at = now() WHERE $3::bigint IS NULL OR stored.version = $3 RETURNING version",
+                f"INSERT INTO {self.table} AS stored (session_id, messages, version) "
+                "VALUES ($1, $2::json, txid_current()) ON CONFLICT (session_id) DO UPDATE SET "
+                "messages = EXCLUDED.messages, version = EXCLUDED.version, updated_at = now() "
+                "WHERE $3::bigint IS NULL OR stored.version = $3 RETURNING version",
                 session_id,
                 document,
                 version,
