@@ -22,7 +22,7 @@ from pydantic_ai.usage import RunUsage
 from .approval import Approver, Grants
 from .errors import LlmDoError
 from .events import Sink
-from .history import HistoryConflict, HistoryStore
+from .history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
 from .owner import ScopeOwner
 from .runlocal import Box, current_box, session_context
 from .scopes import Scope
@@ -152,7 +152,7 @@ class Session:
             return
         async with self._loading:
             if not self._loaded and not self._closed:
-                stored = await _outside_any_run(self._open_host().history_store.load(self.id))
+                stored = await self._stored()
                 self.history, self.version = stored.messages, stored.version
                 self._loaded = True
 
@@ -160,11 +160,22 @@ class Session:
         """Read the history again from the store, as a run starts: another process sharing the store
         (a second web process with this conversation open) may have continued the conversation. A
         store that keeps none of it (evicted, `limit=0`) leaves the session's own copy."""
-        stored = await _outside_any_run(self._open_host().history_store.load(self.id))
+        stored = await self._stored()
         if stored.messages or not self.history:
             self.history = stored.messages
         self.version = stored.version  # what the run's turn replaces when it is saved
         self._loaded = True
+
+    async def _stored(self) -> StoredHistory:
+        store = self._open_host().history_store
+        stored = await _outside_any_run(store.load(self.id))
+        if not isinstance(stored, StoredHistory):
+            raise HistoryError(
+                f"history store {store!r}: load({self.id!r}) returned {type(stored).__name__}, not a StoredHistory; "
+                "a store's load returns the messages with their version: StoredHistory(messages, version) "
+                "(see the HistoryStore protocol)"
+            )
+        return stored
 
     def hold(self, holder: asyncio.Future[Any]) -> None:
         """A run starts in this session (`holder` is its task); refuses when another run holds it."""

@@ -684,6 +684,27 @@ class RemoteStore:
         pass
 
 
+class ListStore:
+    """A store written to an older protocol, whose load returned the bare messages."""
+
+    async def load(self, session_id: str) -> list[ModelMessage]:
+        return []
+
+    async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
+        return 1
+
+    async def delete(self, session_id: str) -> None:
+        pass
+
+
+async def test_a_store_whose_load_returns_bare_messages_is_refused_with_what_to_return() -> None:
+    chat = AgentEntry(Agent(ScriptedModel()), name="chat")
+    async with Runtime(None, entries=[chat], history_store=ListStore()) as runtime:  # type: ignore[arg-type]
+        with pytest.raises(HistoryError, match=r"load\('conv'\) returned list, not a StoredHistory"):
+            await runtime.session("conv")
+        assert runtime.sessions == {}
+
+
 async def test_a_run_whose_session_was_loading_when_the_runtime_closed_never_starts() -> None:
     log: list[str] = []
 
