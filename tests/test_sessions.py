@@ -53,6 +53,7 @@ from .helpers import by_prompt, call, returns, text
 from .jobs_support import fresh_database
 from .postgres import PostgresServer
 from .test_approvals import Shell
+from .test_sql_faults import Proxy
 
 serials = itertools.count(1)
 LOG: list[str] = []
@@ -682,6 +683,42 @@ class RemoteStore:
 
     async def delete(self, session_id: str) -> None:
         pass
+
+
+async def test_a_history_store_on_a_silent_network_fails_the_run_and_frees_its_session(
+    postgres: PostgresServer,
+) -> None:
+    """Nothing comes back, not even a reset: the save gives up after the store's timeout with a `HistoryError`,
+    instead of holding the session busy for good, and the conversation goes on once the network flows again."""
+    proxy = Proxy(postgres)
+    await proxy.start()
+
+    def silenced(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        proxy.flowing = prompts(messages)[-1] != "I am Ada."  # silent from the answer on: the save gets no reply
+        return text(f"Noted {len(messages)}.")
+
+    chat = AgentEntry(Agent(FunctionModel(silenced)), name="chat")
+    try:
+        async with fresh_database(postgres) as dsn:
+            database = dsn.split("@/", 1)[1].split("?", 1)[0]
+            async with (
+                PostgresHistoryStore(proxy.dsn(database), timeout=0.5) as store,
+                Runtime(None, entries=[chat], history_store=store) as runtime,
+            ):
+                session = await runtime.session("conv")
+                with pytest.raises(
+                    HistoryError,
+                    match=r"could not save the conversation of session 'conv' .*: "
+                    r"PostgreSQL did not answer within 0.5 s",
+                ):
+                    await asyncio.wait_for(session.run("chat", "I am Ada."), 30)  # (before: it hung)
+                assert not session.busy
+                proxy.flowing = True
+                answer = await session.run("chat", "Who am I?")
+                assert answer.output == "Noted 1." and (await store.load("conv")).messages == answer.messages
+            proxy.cut()
+    finally:
+        await proxy.close()
 
 
 class ListStore:

@@ -43,9 +43,12 @@ SELECT column_name, data_type FROM information_schema.columns
 
 
 class PostgresHistoryStore:
-    """A `HistoryStore` over PostgreSQL: one row per session in `table` (created when first used)."""
+    """A `HistoryStore` over PostgreSQL: one row per session in `table` (created when first used); a load, save
+    or delete that gets no answer within `timeout` seconds fails with `HistoryError`."""
 
-    def __init__(self, dsn: str, *, table: str = "llm_do_session_history", pool_size: int = 4) -> None:
+    def __init__(
+        self, dsn: str, *, table: str = "llm_do_session_history", pool_size: int = 4, timeout: float = 30.0
+    ) -> None:
         if not _TABLE_NAME.match(table):
             raise ConfigurationError(
                 f"PostgresHistoryStore: table name {table!r} is not a plain lowercase SQL name; "
@@ -54,6 +57,8 @@ class PostgresHistoryStore:
         self.dsn = dsn
         self.table = table
         self.pool_size = pool_size
+        self.timeout = timeout
+        """Seconds a load, save or delete (or a connection being made) waits for PostgreSQL's answer."""
         self._pool: Any = None
         self._opening = asyncio.Lock()
 
@@ -64,32 +69,35 @@ class PostgresHistoryStore:
             if self._pool is None:
                 import asyncpg
 
-                pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.pool_size)
-                try:
-                    await self._prepare(pool)
-                except BaseException:
-                    await pool.close()
-                    raise
-                self._pool = pool
+                await self._prepare(await asyncpg.connect(self.dsn, timeout=self.timeout))
+                # A statement with no answer fails after `timeout`, and so does asking the server to cancel it,
+                # which the pool waits for before it takes the connection back.
+                self._pool = await asyncpg.create_pool(
+                    self.dsn, min_size=1, max_size=self.pool_size, timeout=self.timeout, command_timeout=self.timeout
+                )
         return self._pool
 
-    async def _prepare(self, pool: Any) -> None:
-        """Create the table, or bring one an earlier version made up to date, one process at a time: two
-        processes' `CREATE TABLE IF NOT EXISTS` at once make one of them fail (on PostgreSQL's catalog)."""
-        async with pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('llm_do history ' || current_schema() || $1))", self.table
-            )
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                "session_id text PRIMARY KEY, messages json NOT NULL, "
-                "updated_at timestamptz NOT NULL DEFAULT now(), version bigint NOT NULL DEFAULT 1)"
-            )
-            columns = dict(await conn.fetch(_COLUMNS, self.table))
-            if "version" not in columns:
-                await conn.execute(f"ALTER TABLE {self.table} ADD COLUMN version bigint NOT NULL DEFAULT 1")
-            if columns["messages"] == "jsonb":
-                await conn.execute(f"ALTER TABLE {self.table} ALTER COLUMN messages TYPE json USING messages::json")
+    async def _prepare(self, conn: Any) -> None:
+        """Create the table, or bring one an earlier version made up to date, one process at a time (two
+        processes' `CREATE TABLE IF NOT EXISTS` at once make one of them fail, on PostgreSQL's catalog), with
+        no timeout (converting a large table takes its time); then close `conn`."""
+        try:
+            async with conn.transaction():
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('llm_do history ' || current_schema() || $1))", self.table
+                )
+                await conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {self.table} ("
+                    "session_id text PRIMARY KEY, messages json NOT NULL, "
+                    "updated_at timestamptz NOT NULL DEFAULT now(), version bigint NOT NULL DEFAULT 1)"
+                )
+                columns = dict(await conn.fetch(_COLUMNS, self.table))
+                if "version" not in columns:
+                    await conn.execute(f"ALTER TABLE {self.table} ADD COLUMN version bigint NOT NULL DEFAULT 1")
+                if columns["messages"] == "jsonb":
+                    await conn.execute(f"ALTER TABLE {self.table} ALTER COLUMN messages TYPE json USING messages::json")
+        finally:
+            await conn.close()
 
     @contextlib.asynccontextmanager
     async def _reaching(self, doing: str) -> AsyncIterator[Any]:
@@ -104,17 +112,22 @@ class PostgresHistoryStore:
             asyncpg.OperatorInterventionError,
             asyncpg.InterfaceError,
         ) as error:
+            why = (
+                f"PostgreSQL did not answer within {self.timeout:g} s (the store's timeout)"
+                if isinstance(error, TimeoutError)
+                else f"PostgreSQL is unreachable or dropped the connection ({type(error).__name__}: {error})"
+            )
             raise HistoryError(
-                f"PostgresHistoryStore (table {self.table!r}) could not {doing}: PostgreSQL is unreachable or "
-                f"dropped the connection ({type(error).__name__}: {error}); check that it runs and that the dsn "
-                "reaches it, then try again"
+                f"PostgresHistoryStore (table {self.table!r}) could not {doing}: {why}; check that it runs and "
+                "that the dsn reaches it, then try again"
             ) from error
 
     async def load(self, session_id: str) -> StoredHistory:
         _check_id(session_id)  # when a session opens: before a run does work whose history could not be kept
         async with self._reaching(f"load the conversation of session {_shown(session_id)}") as pool:
             row = await pool.fetchrow(
-                f"SELECT messages::text, version FROM {self.table} WHERE session_id = $1", session_id
+                f"SELECT messages::text, version FROM {self.table} WHERE session_id = $1",
+                session_id,
             )
         if row is None:
             return StoredHistory()
