@@ -24,7 +24,8 @@ __all__ = ["HistoryConflict", "HistoryError", "HistoryStore", "InMemoryHistorySt
 
 
 class HistoryError(LlmDoError):
-    """A history store cannot keep a conversation under the session id it was given."""
+    """A history store could not load or keep a session's conversation: an id it cannot keep, its database
+    unreachable, a load that returned no `StoredHistory`, or another process's turn saved first."""
 
 
 class HistoryConflict(HistoryError):
@@ -63,7 +64,8 @@ class HistoryStore(Protocol):
     async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
         """Replace the conversation of the session if its version is still `version` (what `load` gave), or
         if the store keeps none of it (evicted, deleted; `version=None`: whatever it keeps). The new version
-        (never one the session had before), or None when the stored version is another: nothing was saved."""
+        (one never given before; 0 when the store keeps no conversation), or None when the stored version is
+        another: nothing was saved."""
         ...
 
     async def delete(self, session_id: str) -> None:
