@@ -72,6 +72,30 @@ async def test_servers_from_project_toml_worker_files_and_mcp_json_with_scopes_a
 
 
 @pytest.mark.long
+async def test_a_per_session_server_of_a_project_serves_one_session_across_its_runs(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "desk",
+        f'entry = "clerk"\n\n[mcp_servers.mine]\n{COUNTER_TOML}scope = "per_session"\n',
+        clerk__worker="---\ntoolsets: [mine]\n---\nCount.",
+    )
+    bump = [tool_call("bump", by=1), tool_call("server_pid"), lambda turn: f"{turn.returned('bump')}"]
+    model = ScriptedModel(*bump * 3)
+    config = RuntimeConfig(approval_mode="approve_all")
+    async with load_project(root, model=model, config=config) as project:
+        assert project.mcp_specs["mine"].scope.value == "per_session"
+        runtime = project.runtime
+        alice = await runtime.session("alice")
+        assert [(await alice.run("clerk", "bump")).output for _ in range(2)] == ["1", "2"]
+        bob = await runtime.session("bob")
+        assert (await bob.run("clerk", "bump")).output == "1"  # Bob's server is his own
+        assert len(server_processes()) == 2
+        await alice.aclose()
+        assert len(server_processes()) == 1  # Alice's ended with her session
+    assert server_processes() == []
+    model.assert_done()
+
+
+@pytest.mark.long
 async def test_a_declared_server_passes_env_from_the_environment_and_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,7 +148,8 @@ def test_bad_declarations_are_reported_with_file_line_and_what_to_do(tmp_path: P
     assert "MCP server 'typo': unknown key 'comand' (did you mean 'command'?); the keys are command, args" in messages
     assert "${LLM_DO_TEST_UNSET_VARIABLE} names an environment variable that is not set" in messages
     assert "MCP server 'clerk' has the name of another toolset or entry" in messages
-    assert "clerk.worker:3: MCP server 'mine': scope: Input should be 'global', 'per_run' or 'per_call'" in messages
+    scopes = "'global', 'per_session', 'per_run' or 'per_call'"
+    assert f"clerk.worker:3: MCP server 'mine': scope: Input should be {scopes}" in messages
     assert "project.toml:1: MCP server 'both'" in messages and "project.toml:5: MCP server 'typo'" in messages
 
 

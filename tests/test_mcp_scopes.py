@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dependency_injector import containers, providers
 
-from llm_do import RunLocalSingleton, Runtime, RuntimeConfig, entry
+from llm_do import RunLocalSingleton, Runtime, RuntimeConfig, SessionLocalSingleton, entry
 from llm_do.mcp import McpServer
 
 from .mcp_support import agent_entry, alive, plan, server_processes, stdio_toolset
@@ -86,6 +86,36 @@ async def test_a_per_run_server_is_shared_by_the_calls_of_one_run_only() -> None
         assert server_processes() == []
     assert one[:2] == [1, 2] and one[2] == one[3]  # parent and child: one server
     assert two[:2] == [1, 2] and two[2] != one[2]  # the next run: a fresh one
+
+
+class PerSession(containers.DeclarativeContainer):
+    mine = SessionLocalSingleton(stdio_toolset)
+
+
+@entry(name="counting", toolsets=["mine"])
+async def counting(scope, by):  # type: ignore[no-untyped-def]
+    return [await scope.call_tool("bump", {"by": by}), await scope.call_tool("server_pid")]
+
+
+@pytest.mark.long
+async def test_a_per_session_server_lasts_across_its_sessions_runs_and_ends_when_the_session_idles_out() -> None:
+    config = RuntimeConfig(approval_mode="approve_all", session_idle_timeout=0.2)
+    async with Runtime(PerSession(), entries=[counting], config=config) as rt:
+        alice = await rt.session("alice")
+        first, second = [(await alice.run("counting", 1)).output for _ in range(2)]
+        assert first[0] == 1 and second == [2, first[1]]  # one server across Alice's runs: her count goes on
+        bob = await rt.session("bob")
+        bobs, third = await asyncio.gather(bob.run("counting", 5), alice.run("counting", 1))
+        assert third.output == [3, first[1]]
+        assert bobs.output[0] == 5 and bobs.output[1] != first[1]  # Bob's server is his own
+        await alice.wait_closed()
+        await bob.wait_closed()
+        assert not alive(first[1]) and not alive(bobs.output[1])  # each one's process ended with the session
+        again = (await rt.run("counting", 1, session="alice")).output
+        assert again[0] == 1 and again[1] != first[1]  # the id opened again: a new session, a new server
+        alone = (await rt.run("counting", 7)).output  # a run given no session is a session of its own
+        assert alone[0] == 7 and not alive(alone[1])
+    assert server_processes() == []
 
 
 @pytest.mark.long

@@ -29,7 +29,12 @@ from .problems import Problem
 
 __all__ = ["McpServerDecl", "ProbedTool", "ServerProbe", "declared_servers", "mcp_toolset_specs", "probe_servers"]
 
-_SCOPES: dict[str, Scope] = {"global": Scope.GLOBAL, "per_run": Scope.PER_RUN, "per_call": Scope.PER_CALL}
+_SCOPES: dict[str, Scope] = {
+    "global": Scope.GLOBAL,
+    "per_session": Scope.PER_SESSION,
+    "per_run": Scope.PER_RUN,
+    "per_call": Scope.PER_CALL,
+}
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][\w.]*)(:-([^}]*))?\}")
 _ROOTS_ADVICE = "move it into the project, or set allow_roots_outside_project = true"
 
@@ -49,7 +54,7 @@ class McpServerDecl(BaseModel):
     url: str | None = None
     """A streamable-HTTP (or SSE, when it ends in /sse) endpoint."""
     headers: dict[str, SecretStr] = {}
-    scope: Literal["global", "per_run", "per_call"] = "global"
+    scope: Literal["global", "per_session", "per_run", "per_call"] = "global"
     startup_timeout: float = Field(default=30.0, gt=0)
     tool_prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
     """The model sees tool `T` as `PREFIX_T`, and so do policies, approvals and `llm-do list`."""
