@@ -168,6 +168,11 @@ async def test_a_jobs_attachments_are_stored_in_it_and_handed_to_its_run(
     monkeypatch.setenv("LLM_DO_ATTACHMENTS__MAX_CALL_BYTES", str(chart.size + table.size - 1))
     with pytest.raises(AttachmentError, match=r"more than the .*-byte limit .*MAX_CALL_BYTES"):
         await queue.defer("inspect", "look", attachments=[chart, table])
+    for odd in (["data/chart.png"], chart, "data/chart.png"):  # a name, not a list, a string: what to pass instead
+        with pytest.raises(
+            InvalidJobRequest, match=r"attachments must be a list of llm_do.Attachment.*Attachment.read"
+        ):
+            await queue.defer("inspect", "look", attachments=odd)  # type: ignore[arg-type]
 
 
 async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(
