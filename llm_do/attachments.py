@@ -38,11 +38,13 @@ __all__ = [
     "check_count",
     "check_model",
     "detect_media_type",
+    "names_in",
     "prompt_with",
 ]
 
 TAKES_ATTACHMENTS = "llm_do.takes_attachments"
-"""Set in a tool's metadata when its `attachments` argument names files to hand over (an entry's tool)."""
+"""Set in a tool's metadata when it takes names of files to hand over (an entry's tool): True for its `attachments`
+argument, or the name of the one argument (a model) whose `attachments` field holds them (see `names_in`)."""
 METADATA_KEY = "llm_do.attachment"
 """The key of an attachment's description in the metadata of the `TextContent` that introduces it."""
 
@@ -288,6 +290,16 @@ def check_call(attachments: Sequence[Attachment], settings: AttachmentSettings) 
             f"attach: the files of one call are {total:,} bytes together, more than the {settings.max_call_bytes:,}-"
             f"byte limit ({_SETTINGS}MAX_CALL_BYTES); attach fewer or smaller files"
         )
+
+
+def names_in(tool_args: Mapping[str, Any], takes: object) -> Any:
+    """The names of the files a tool call hands over, where its `TAKES_ATTACHMENTS` metadata (`takes`) says they
+    are: its `attachments` argument, or that field of its one model argument. None when the tool takes none."""
+    if takes is True:
+        return tool_args.get("attachments")
+    if isinstance(takes, str):
+        return getattr(tool_args.get(takes), "attachments", None)
+    return None
 
 
 def prompt_with(prompt: Any, attachments: Iterable[Attachment]) -> list[UserContent]:

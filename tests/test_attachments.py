@@ -15,6 +15,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.messages import BinaryContent, ModelRequest, TextContent, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
@@ -208,6 +209,7 @@ def parent_and_child(
     approver: Any = None,
     mode: str = "prompt",
     tracer_provider: TracerProvider | None = None,
+    schema_in: type[BaseModel] | None = None,
 ) -> tuple[Runtime, list[dict[str, tuple[str, bytes]]]]:
     got: list[dict[str, tuple[str, bytes]]] = []
 
@@ -215,7 +217,7 @@ def parent_and_child(
         got.append(files_in(received(turn)))
         return f"child saw {sorted(got[-1])}"
 
-    child = AgentEntry(Agent(child_model or ScriptedModel(look, look, look)), name="reviewer")
+    child = AgentEntry(Agent(child_model or ScriptedModel(look, look, look)), name="reviewer", schema_in=schema_in)
     parent = AgentEntry(Agent(ScriptedModel(*parent_steps)), name="coordinator", toolsets=["reviewer"])
     runtime = Runtime(
         None,
@@ -301,6 +303,45 @@ async def test_a_denied_approval_sends_nothing(root: Path) -> None:
     assert "the approver denied it" in result.output
     assert got == []
     assert [request.attachments[0].name for request in approver.asked] == ["data/report.pdf"]
+
+
+class Review(BaseModel):
+    question: str
+
+
+async def test_an_entry_with_an_input_model_is_gated_for_the_files_it_is_handed(root: Path) -> None:
+    """Its tool takes one model (the input's fields beside `attachments`): the policy and the approver still see
+    the files, and what the approver was shown is what is sent."""
+    call = tool_call("reviewer", question="Check", attachments=["data/chart.png"])
+    denying, denied_got = parent_and_child(
+        root, [call, returns_of], policies={"reviewer": ToolPolicy(attachments="deny")}, schema_in=Review
+    )
+    async with denying:
+        denied = await denying.run("coordinator", "go")
+    assert "calls that carry attachments are 'deny'" in denied.output
+    assert denied_got == []
+
+    chart = root / "data" / "chart.png"
+    shown = chart.read_bytes()
+    approver = Approver("approve")
+
+    def swap_then_approve(request: ApprovalRequest) -> Approval:
+        chart.write_bytes(png(9, 9, (0, 0, 255)))  # the file changes while the approver looks
+        return approver(request)
+
+    asking, got = parent_and_child(
+        root,
+        [call, returns_of],
+        policies={"reviewer": ToolPolicy(attachments="ask")},
+        approver=swap_then_approve,
+        schema_in=Review,
+    )
+    async with asking:
+        await asking.run("coordinator", "go")
+    assert [[(info.name, info.size) for info in request.attachments] for request in approver.asked] == [
+        [("data/chart.png", len(shown))]
+    ]
+    assert got == [{"data/chart.png": ("image/png", shown)}]
 
 
 async def test_what_the_approver_was_shown_is_what_is_sent_even_if_the_file_changes_meanwhile(root: Path) -> None:
