@@ -335,7 +335,8 @@ class CallScope:
 
         A name is first looked up among the attachments this call received (a parent passes one on by
         name), else read from the project root (`RuntimeConfig.project_root`), confined to it like the
-        `filesystem` toolset's paths. Raises `AttachmentError`, which a model reads as the tool's failure.
+        `filesystem` toolset's paths. The files are read one by one, and refused as soon as one is named twice or
+        they are over the call's limit in bytes. Raises `AttachmentError`, which a model reads as the tool's failure.
         """
         settings = self.host.config.attachments
         if isinstance(names, str):
@@ -351,7 +352,7 @@ class CallScope:
             else:  # read in a worker thread, without copying this context into it
                 read = functools.partial(Attachment.read, self.host.config.project_root, item, settings=settings)
                 found.append(await asyncio.get_running_loop().run_in_executor(None, read))
-        check_call(found, settings)
+            check_call(found, settings)  # a file named twice, or over the call's bytes: refused before reading on
         return tuple(found)
 
     async def attachments_for(self, tool_call_id: str | None, names: Sequence[str]) -> tuple[Attachment, ...]:

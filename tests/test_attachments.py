@@ -305,6 +305,32 @@ async def test_a_denied_approval_sends_nothing(root: Path) -> None:
     assert [request.attachments[0].name for request in approver.asked] == ["data/report.pdf"]
 
 
+async def test_a_call_naming_files_stops_reading_once_they_cannot_fit(root: Path) -> None:
+    """Names are read one by one: once the files read are over the call's limit, or one is named twice, the call is
+    refused before the next one is read (here a missing file, which would otherwise be the error)."""
+    for n in range(3):
+        (root / f"{n}.png").write_bytes(png(40 + n, 40))
+    sizes = [(root / f"{n}.png").stat().st_size for n in range(3)]
+    refusals: list[str] = []
+
+    @entry(toolsets=["reviewer"])
+    async def boss(scope: CallScope, names: list[str]) -> str:
+        try:
+            await scope.call_agent("reviewer", "look", attachments=names)
+        except AttachmentError as error:
+            refusals.append(str(error))
+        return "done"
+
+    reviewer = AgentEntry(Agent(ScriptedModel()), name="reviewer")
+    config = RuntimeConfig(project_root=root, attachments=AttachmentSettings(max_call_bytes=sizes[0] + sizes[1] - 1))
+    async with Runtime(None, entries=[boss, reviewer], config=config) as runtime:
+        for names in (["0.png", "1.png", "2.png", "missing.png"], ["0.png", "./0.png", "missing.png"]):
+            await runtime.run("boss", names)
+    assert len(refusals) == 2
+    assert f"{sizes[0] + sizes[1]:,} bytes together, more than the" in refusals[0]
+    assert "'0.png' is attached twice" in refusals[1]
+
+
 class Review(BaseModel):
     question: str
 
