@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 import re
 import signal
@@ -173,6 +174,22 @@ async def test_a_jobs_attachments_are_stored_in_it_and_handed_to_its_run(
             InvalidJobRequest, match=r"attachments must be a list of llm_do.Attachment.*Attachment.read"
         ):
             await queue.defer("inspect", "look", attachments=odd)  # type: ignore[arg-type]
+
+
+async def test_a_jobs_attachment_bytes_never_reach_the_workers_log(
+    queue: JobQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    """procrastinate logs each job's arguments as it starts and ends it: the files are named there, not dumped."""
+    notes = Attachment.from_bytes("notes.txt", b"the launch code is 0000\n")
+    caplog.set_level(logging.DEBUG, logger="procrastinate")
+    job_id = await queue.defer("inspect", "look", attachments=[notes])
+    async with in_process_worker(queue):
+        assert (await finished(queue, job_id)).status == "succeeded"
+    logged = [record for record in caplog.records if record.name.startswith("procrastinate")]
+    started = [record.getMessage() for record in logged if record.getMessage().startswith("Starting job")]
+    assert len(started) == 1 and "'notes.txt'" in started[0] and notes.sha256 in started[0]
+    encoded = base64.b64encode(notes.data).decode()
+    assert [record.getMessage() for record in logged if encoded in record.getMessage() + repr(vars(record))] == []
 
 
 async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(

@@ -44,6 +44,7 @@ from .parking import (
     store_decision,
 )
 from .records import STATUSES, InvalidJobRequest, JobNotFound, JobRecord, checked_job_id
+from .redact import hide_attachment_bytes
 from .retry import JobRetry
 from .settings import JobSettings
 from .store import create_results_table, fetch_records
@@ -105,6 +106,7 @@ class JobQueue:
         self.queue_name = queue
         self.pool_size = pool_size
         self.app = App(connector=PsycopgConnector())
+        hide_attachment_bytes("procrastinate.jobs")  # it logs the jobs deferred, arguments included
         self.entries: Mapping[str, JobEntry] = _entries(entries)
         unjournaled = sorted(spec.name for spec in self.entries.values() if not spec.journal)
         if approvals == "park" and unjournaled:
