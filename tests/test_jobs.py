@@ -474,6 +474,16 @@ async def test_the_schema_of_an_earlier_version_keeps_its_rows_and_takes_nul_cha
                 "INSERT INTO llm_do_job_results VALUES (7, 'greeter', 'ok', '{\"kept\": 1}', '{}', '[]', NULL, 1,"
                 " NULL, now(), now())"
             )
+            await conn.execute(  # before questions kept the files their calls hand over
+                "CREATE TABLE llm_do_approvals (queue text NOT NULL, job_id bigint NOT NULL, approval_id text NOT NULL,"
+                " call_path text NOT NULL, toolset text NOT NULL, tool text NOT NULL, args jsonb NOT NULL,"
+                " reason text NOT NULL, description text NOT NULL, asked_at timestamptz NOT NULL DEFAULT now(),"
+                " choice text, note text, decided_at timestamptz, PRIMARY KEY (queue, job_id, approval_id))"
+            )
+            await conn.execute(
+                "INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, reason,"
+                " description) VALUES ('q', 7, 'apr_1', 'a', 't', 'x', '{}', 'r', 'd')"
+            )
         await queue.apply_schema()
         await queue.apply_schema()  # idempotent
         async with queue.pool.connection() as conn:
@@ -483,10 +493,12 @@ async def test_the_schema_of_an_earlier_version_keeps_its_rows_and_takes_nul_cha
             )
             columns = await cursor.fetchall()
             [(output,)] = await (await conn.execute("SELECT output FROM llm_do_job_results")).fetchall()
-        assert output == {"kept": 1}
+            [(files,)] = await (await conn.execute("SELECT attachments FROM llm_do_approvals")).fetchall()
+        assert output == {"kept": 1} and files == []
         assert {data_type for _, _, data_type in columns} == {"json"}
         assert [(table, column) for table, column, _ in columns] == [
             ("llm_do_approvals", "args"),
+            ("llm_do_approvals", "attachments"),
             ("llm_do_job_results", "calls"),
             ("llm_do_job_results", "journal"),
             ("llm_do_job_results", "output"),
