@@ -71,8 +71,13 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
 )
 """
 
+_HAS_ATTACHMENTS = """
+SELECT 1 FROM information_schema.columns
+ WHERE table_schema = current_schema() AND table_name = 'llm_do_approvals' AND column_name = 'attachments'
+"""
 _ADD_ATTACHMENTS = "ALTER TABLE llm_do_approvals ADD COLUMN IF NOT EXISTS attachments json NOT NULL DEFAULT '[]'"
-"""A table made by an llm-do that stored no attachments: its questions carried none it could tell apart."""
+"""A table made by an llm-do that stored no attachments. Altered only then: ALTER TABLE waits for every run storing
+or reading a question, and every query waits behind it."""
 
 _PARK = """
 INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, attachments, reason,
@@ -237,7 +242,8 @@ def _attachments(request: ApprovalRequest) -> list[dict[str, Any]]:
 
 async def create_approvals_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
-    await conn.execute(_ADD_ATTACHMENTS)
+    if await (await conn.execute(_HAS_ATTACHMENTS)).fetchone() is None:
+        await conn.execute(_ADD_ATTACHMENTS)
     await store_json_as_text(conn, APPROVALS_TABLE, "args")
 
 
