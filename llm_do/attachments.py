@@ -39,6 +39,7 @@ __all__ = [
     "check_model",
     "detect_media_type",
     "names_in",
+    "normal_name",
     "prompt_with",
 ]
 
@@ -290,6 +291,11 @@ def check_call(attachments: Sequence[Attachment], settings: AttachmentSettings) 
             f"attach: the files of one call are {total:,} bytes together, more than the {settings.max_call_bytes:,}-"
             f"byte limit ({_SETTINGS}MAX_CALL_BYTES); attach fewer or smaller files"
         )
+
+
+def normal_name(name: str) -> str:
+    """`name` as a path in normal form, as `Attachment.read` names the file it reads (`./a//b.txt` is `a/b.txt`)."""
+    return "/".join(part for part in name.split("/") if part not in ("", "."))
 
 
 def names_in(tool_args: Mapping[str, Any], takes: object) -> Any:

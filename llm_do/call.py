@@ -25,7 +25,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from . import events
 from .approval import Approvals, Approver, Grants
-from .attachments import Attachment, AttachmentError, check_call, check_count
+from .attachments import Attachment, AttachmentError, check_call, check_count, normal_name
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .events import CallEnded, CallStarted, CallTag, Observer, Sink
 from .lending import Lending, current_run_context
@@ -347,8 +347,8 @@ class CallScope:
         for item in names:
             if isinstance(item, Attachment):
                 found.append(item)
-            elif isinstance(item, str) and item in received:
-                found.append(received[item])
+            elif isinstance(item, str) and (known := received.get(item, received.get(normal_name(item)))):
+                found.append(known)  # what this call received, however its path is spelled
             else:  # read in a worker thread, without copying this context into it
                 read = functools.partial(Attachment.read, self.host.config.project_root, item, settings=settings)
                 found.append(await asyncio.get_running_loop().run_in_executor(None, read))

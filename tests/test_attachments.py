@@ -432,6 +432,17 @@ async def test_a_parent_passes_on_by_name_an_attachment_it_received(root: Path) 
     ]
 
 
+async def test_an_attachment_received_is_passed_on_under_any_spelling_of_its_path(root: Path) -> None:
+    """The model writes `./data/notes.txt` for the `data/notes.txt` it was handed: it passes on what it received,
+    not the file of that name on disk, which differs."""
+    handed = Attachment.from_bytes("data/notes.txt", b"what the coordinator was handed\n")
+    steps = [tool_call("reviewer", input="Read", attachments=["./data//notes.txt"]), returns_of]
+    runtime, got = parent_and_child(root, steps, mode="approve_all")
+    async with runtime:
+        await runtime.run("coordinator", "go", attachments=[handed])
+    assert got == [{"data/notes.txt": ("text/plain", handed.data)}]
+
+
 async def test_a_missing_file_is_a_tool_failure_the_model_reads(root: Path) -> None:
     steps = [tool_call("reviewer", input="Check", attachments=["data/missing.png"]), returns_of]
     runtime, got = parent_and_child(root, steps, mode="approve_all")
