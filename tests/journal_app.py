@@ -4,7 +4,8 @@ it (`tests.journal_app:queue`, `tests.journal_app:parking`).
 Every model here counts: each request it receives appends `sent <who> <index> <attempt>` to the notes
 file named in the run's prompt (a JSON object), so the test, in another process, sees which requests
 were paid for on which attempt. On a job's first attempt, the request whose index is the prompt's `hold`
-notes `holding <who>` and never answers: the test kills the worker then.
+notes `holding <who>` and never answers: the test kills the worker then. The reviewer, handed files, notes the
+text of each (`reviewed <text>`) instead.
 """
 
 from __future__ import annotations
