@@ -276,7 +276,8 @@ def check_count(count: int, settings: AttachmentSettings) -> None:
 
 
 def check_call(attachments: Sequence[Attachment], settings: AttachmentSettings) -> None:
-    """Refuse a call's attachments that are too many, named twice, or too big together."""
+    """Refuse a call's attachments that are too many, named twice, too big together, or one by one (each file
+    against these limits, whatever limits it was made under)."""
     check_count(len(attachments), settings)
     seen: set[str] = set()
     total = 0
@@ -285,6 +286,8 @@ def check_call(attachments: Sequence[Attachment], settings: AttachmentSettings) 
             raise AttachmentError(f"attach: {attachment.name!r} is attached twice; attach each file once")
         seen.add(attachment.name)
         _check_size(attachment.name, attachment.size, settings.max_file_bytes, "max_file_bytes")
+        if attachment.is_text:
+            _check_size(attachment.name, attachment.size, settings.max_text_bytes, "max_text_bytes", "text file ")
         total += attachment.size
     if total > settings.max_call_bytes:
         raise AttachmentError(

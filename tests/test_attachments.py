@@ -197,6 +197,12 @@ async def test_a_run_refuses_attachments_over_the_call_limits_before_it_starts(r
             await runtime.run("take", "go", attachments=[*pictures, Attachment.from_bytes("x.txt", b"x")])
         with pytest.raises(AttachmentError, match=r"'0\.png' is attached twice"):
             await runtime.run("take", "go", attachments=[pictures[0], pictures[0]])
+    notes = Attachment.from_bytes("notes.txt", b"x" * 11)  # within the default limits it was made with
+    async with Runtime(
+        None, entries=[take], config=RuntimeConfig(attachments=AttachmentSettings(max_text_bytes=10))
+    ) as runtime:
+        with pytest.raises(AttachmentError, match=r"text file 'notes.txt' is 11 bytes, more than the 10-byte limit"):
+            await runtime.run("take", "go", attachments=[notes])  # the runtime's own limits apply
     assert ran == []
 
 
