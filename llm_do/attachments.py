@@ -242,7 +242,7 @@ def _is_json_document(text: str) -> bool:
         return False
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser goes: not a document we can read as JSON
         return False
     return True
 

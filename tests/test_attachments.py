@@ -141,6 +141,7 @@ async def test_real_files_reach_the_model_with_their_media_type_and_exact_bytes(
         ("data.json", b'{"a": 1}', "application/json"),
         ("payload", b' [1, 2, {"b": null}]', "application/json"),  # no suffix: JSON by its content
         ("almost", b"{not json", "text/plain"),
+        ("deep", b"[" * 50_000 + b"]" * 50_000, "text/plain"),  # nested deeper than a parser goes: text
     ],
 )
 def test_the_media_type_comes_from_the_content(name: str, data: bytes, media_type: str) -> None:
