@@ -38,11 +38,14 @@ __all__ = [
     "check_count",
     "check_model",
     "detect_media_type",
+    "names_in",
+    "normal_name",
     "prompt_with",
 ]
 
 TAKES_ATTACHMENTS = "llm_do.takes_attachments"
-"""Set in a tool's metadata when its `attachments` argument names files to hand over (an entry's tool)."""
+"""Set in a tool's metadata when it takes names of files to hand over (an entry's tool): True for its `attachments`
+argument, or the name of the one argument (a model) whose `attachments` field holds them (see `names_in`)."""
 METADATA_KEY = "llm_do.attachment"
 """The key of an attachment's description in the metadata of the `TextContent` that introduces it."""
 
@@ -239,7 +242,7 @@ def _is_json_document(text: str) -> bool:
         return False
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser goes: not a document we can read as JSON
         return False
     return True
 
@@ -273,7 +276,8 @@ def check_count(count: int, settings: AttachmentSettings) -> None:
 
 
 def check_call(attachments: Sequence[Attachment], settings: AttachmentSettings) -> None:
-    """Refuse a call's attachments that are too many, named twice, or too big together."""
+    """Refuse a call's attachments that are too many, named twice, too big together, or one by one (each file
+    against these limits, whatever limits it was made under)."""
     check_count(len(attachments), settings)
     seen: set[str] = set()
     total = 0
@@ -282,12 +286,29 @@ def check_call(attachments: Sequence[Attachment], settings: AttachmentSettings) 
             raise AttachmentError(f"attach: {attachment.name!r} is attached twice; attach each file once")
         seen.add(attachment.name)
         _check_size(attachment.name, attachment.size, settings.max_file_bytes, "max_file_bytes")
+        if attachment.is_text:
+            _check_size(attachment.name, attachment.size, settings.max_text_bytes, "max_text_bytes", "text file ")
         total += attachment.size
     if total > settings.max_call_bytes:
         raise AttachmentError(
             f"attach: the files of one call are {total:,} bytes together, more than the {settings.max_call_bytes:,}-"
             f"byte limit ({_SETTINGS}MAX_CALL_BYTES); attach fewer or smaller files"
         )
+
+
+def normal_name(name: str) -> str:
+    """`name` as a path in normal form, as `Attachment.read` names the file it reads (`./a//b.txt` is `a/b.txt`)."""
+    return "/".join(part for part in name.split("/") if part not in ("", "."))
+
+
+def names_in(tool_args: Mapping[str, Any], takes: object) -> Any:
+    """The names of the files a tool call hands over, where its `TAKES_ATTACHMENTS` metadata (`takes`) says they
+    are: its `attachments` argument, or that field of its one model argument. None when the tool takes none."""
+    if takes is True:
+        return tool_args.get("attachments")
+    if isinstance(takes, str):
+        return getattr(tool_args.get(takes), "attachments", None)
+    return None
 
 
 def prompt_with(prompt: Any, attachments: Iterable[Attachment]) -> list[UserContent]:

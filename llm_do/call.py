@@ -25,7 +25,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from . import events
 from .approval import Approvals, Approver, Grants
-from .attachments import Attachment, AttachmentError, check_call, check_count
+from .attachments import Attachment, AttachmentError, check_call, check_count, normal_name
 from .errors import MaxDepthExceeded, ScopeError, ToolsetError
 from .events import CallEnded, CallStarted, CallTag, Observer, Sink
 from .lending import Lending, current_run_context
@@ -335,7 +335,8 @@ class CallScope:
 
         A name is first looked up among the attachments this call received (a parent passes one on by
         name), else read from the project root (`RuntimeConfig.project_root`), confined to it like the
-        `filesystem` toolset's paths. Raises `AttachmentError`, which a model reads as the tool's failure.
+        `filesystem` toolset's paths. The files are read one by one, and refused as soon as one is named twice or
+        they are over the call's limit in bytes. Raises `AttachmentError`, which a model reads as the tool's failure.
         """
         settings = self.host.config.attachments
         if isinstance(names, str):
@@ -346,12 +347,12 @@ class CallScope:
         for item in names:
             if isinstance(item, Attachment):
                 found.append(item)
-            elif isinstance(item, str) and item in received:
-                found.append(received[item])
+            elif isinstance(item, str) and (known := received.get(item, received.get(normal_name(item)))):
+                found.append(known)  # what this call received, however its path is spelled
             else:  # read in a worker thread, without copying this context into it
                 read = functools.partial(Attachment.read, self.host.config.project_root, item, settings=settings)
                 found.append(await asyncio.get_running_loop().run_in_executor(None, read))
-        check_call(found, settings)
+            check_call(found, settings)  # a file named twice, or over the call's bytes: refused before reading on
         return tuple(found)
 
     async def attachments_for(self, tool_call_id: str | None, names: Sequence[str]) -> tuple[Attachment, ...]:

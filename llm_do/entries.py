@@ -223,7 +223,8 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
         call_typed.__annotations__ = {**call_typed.__annotations__, "input": typed}
         call = call_typed
     description = target.description or f"Ask the {target.name!r} agent to do a task and return its answer."
-    metadata = {TAKES_ATTACHMENTS: True} if takes else None
+    # The typed tool takes one model, which pydantic-ai hands over as its `input` argument.
+    metadata = {TAKES_ATTACHMENTS: True if schema_in is None else "input"} if takes else None
     return FunctionToolset([Tool(call, name=target.name, description=description, takes_ctx=True, metadata=metadata)])
 
 

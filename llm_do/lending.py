@@ -21,7 +21,7 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .approval import Approvals
-from .attachments import TAKES_ATTACHMENTS
+from .attachments import TAKES_ATTACHMENTS, names_in
 from .gate import CallGate, GatedCall
 from .toolset import ReadableArguments, Toolset
 
@@ -126,7 +126,7 @@ async def _call_gated(
             ctx,
             requires_approval=requires_approval,
             annotations=annotations,
-            attachments=tool_args.get("attachments") if metadata.get(TAKES_ATTACHMENTS) else None,
+            attachments=names_in(tool_args, metadata.get(TAKES_ATTACHMENTS)),
         )
         if denial is not None:
             return denial

@@ -4,7 +4,8 @@ it (`tests.journal_app:queue`, `tests.journal_app:parking`).
 Every model here counts: each request it receives appends `sent <who> <index> <attempt>` to the notes
 file named in the run's prompt (a JSON object), so the test, in another process, sees which requests
 were paid for on which attempt. On a job's first attempt, the request whose index is the prompt's `hold`
-notes `holding <who>` and never answers: the test kills the worker then.
+notes `holding <who>` and never answers: the test kills the worker then. The reviewer, handed files, notes the
+text of each (`reviewed <text>`) instead.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    TextContent,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -266,6 +268,25 @@ def _helper(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResp
     return ModelResponse(parts=[TextPart(f"helper {fields['tag']}: {returns[-1]}")])
 
 
+def _handing(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Hands the file `file` (under the project root) to the reviewer, then reports what it said."""
+    if index == 0:
+        ask = {"input": json.dumps({"notes": fields["notes"]}), "attachments": [fields["file"]]}
+        return ModelResponse(parts=[ToolCallPart("reviewer", ask)])
+    return ModelResponse(parts=[TextPart(f"reviewer said: {returns[-1]}")])
+
+
+def _reviewing(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Notes `reviewed <the text of each attachment it was sent>` in the notes its input names."""
+    first = messages[0]
+    assert isinstance(first, ModelRequest)
+    prompt = next(part.content for part in first.parts if isinstance(part, UserPromptPart))
+    assert not isinstance(prompt, str)
+    texts = [item.content.splitlines()[1] for item in prompt[1:] if isinstance(item, TextContent)]
+    note(json.loads(str(prompt[0]))["notes"], f"reviewed {' '.join(texts)}")
+    return ModelResponse(parts=[TextPart(f"read {', '.join(texts)}")])
+
+
 def _named(name: str) -> Callable[[dict[str, Any]], str]:
     return lambda fields: name
 
@@ -309,6 +330,8 @@ pair = _agent("pair", _pair, ["payer"])
 drifty = _agent("drifty", _drifting_payment, ["steps", "till"])
 careful = _agent("careful", _careful, ["careful", "payer"])
 quitter = _agent("quitter", _quitting, ["till", "quitting"])
+hander = _agent("hander", _handing, ["reviewer"])
+reviewer = AgentEntry(Agent(FunctionModel(_reviewing)), name="reviewer")
 
 
 def make_runtime(**options: Any) -> Runtime:
@@ -329,9 +352,11 @@ def make_runtime(**options: Any) -> Runtime:
             drifty,
             careful,
             quitter,
+            hander,
+            reviewer,
         ],
         toolsets={"steps": Steps, "till": Till, "careful": Careful, "quitting": Quitting},
-        policies={"till": ToolPolicy(tools={"pay": "ask"})},
+        policies={"till": ToolPolicy(tools={"pay": "ask"}), "reviewer": ToolPolicy(attachments="ask")},
         **options,
     )
 
@@ -349,7 +374,7 @@ queue = JobQueue(
 )
 
 parking = JobQueue(
-    entries=["payer", "chief", "pair", "drifty", "counter", "careful", "quitter"],
+    entries=["payer", "chief", "pair", "drifty", "counter", "careful", "quitter", "hander"],
     runtime=make_runtime,
     queue="parking",
     approvals="park",

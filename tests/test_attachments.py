@@ -15,6 +15,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.messages import BinaryContent, ModelRequest, TextContent, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
@@ -140,6 +141,7 @@ async def test_real_files_reach_the_model_with_their_media_type_and_exact_bytes(
         ("data.json", b'{"a": 1}', "application/json"),
         ("payload", b' [1, 2, {"b": null}]', "application/json"),  # no suffix: JSON by its content
         ("almost", b"{not json", "text/plain"),
+        ("deep", b"[" * 50_000 + b"]" * 50_000, "text/plain"),  # nested deeper than a parser goes: text
     ],
 )
 def test_the_media_type_comes_from_the_content(name: str, data: bytes, media_type: str) -> None:
@@ -196,6 +198,12 @@ async def test_a_run_refuses_attachments_over_the_call_limits_before_it_starts(r
             await runtime.run("take", "go", attachments=[*pictures, Attachment.from_bytes("x.txt", b"x")])
         with pytest.raises(AttachmentError, match=r"'0\.png' is attached twice"):
             await runtime.run("take", "go", attachments=[pictures[0], pictures[0]])
+    notes = Attachment.from_bytes("notes.txt", b"x" * 11)  # within the default limits it was made with
+    async with Runtime(
+        None, entries=[take], config=RuntimeConfig(attachments=AttachmentSettings(max_text_bytes=10))
+    ) as runtime:
+        with pytest.raises(AttachmentError, match=r"text file 'notes.txt' is 11 bytes, more than the 10-byte limit"):
+            await runtime.run("take", "go", attachments=[notes])  # the runtime's own limits apply
     assert ran == []
 
 
@@ -208,6 +216,7 @@ def parent_and_child(
     approver: Any = None,
     mode: str = "prompt",
     tracer_provider: TracerProvider | None = None,
+    schema_in: type[BaseModel] | None = None,
 ) -> tuple[Runtime, list[dict[str, tuple[str, bytes]]]]:
     got: list[dict[str, tuple[str, bytes]]] = []
 
@@ -215,7 +224,7 @@ def parent_and_child(
         got.append(files_in(received(turn)))
         return f"child saw {sorted(got[-1])}"
 
-    child = AgentEntry(Agent(child_model or ScriptedModel(look, look, look)), name="reviewer")
+    child = AgentEntry(Agent(child_model or ScriptedModel(look, look, look)), name="reviewer", schema_in=schema_in)
     parent = AgentEntry(Agent(ScriptedModel(*parent_steps)), name="coordinator", toolsets=["reviewer"])
     runtime = Runtime(
         None,
@@ -303,6 +312,71 @@ async def test_a_denied_approval_sends_nothing(root: Path) -> None:
     assert [request.attachments[0].name for request in approver.asked] == ["data/report.pdf"]
 
 
+async def test_a_call_naming_files_stops_reading_once_they_cannot_fit(root: Path) -> None:
+    """Names are read one by one: once the files read are over the call's limit, or one is named twice, the call is
+    refused before the next one is read (here a missing file, which would otherwise be the error)."""
+    for n in range(3):
+        (root / f"{n}.png").write_bytes(png(40 + n, 40))
+    sizes = [(root / f"{n}.png").stat().st_size for n in range(3)]
+    refusals: list[str] = []
+
+    @entry(toolsets=["reviewer"])
+    async def boss(scope: CallScope, names: list[str]) -> str:
+        try:
+            await scope.call_agent("reviewer", "look", attachments=names)
+        except AttachmentError as error:
+            refusals.append(str(error))
+        return "done"
+
+    reviewer = AgentEntry(Agent(ScriptedModel()), name="reviewer")
+    config = RuntimeConfig(project_root=root, attachments=AttachmentSettings(max_call_bytes=sizes[0] + sizes[1] - 1))
+    async with Runtime(None, entries=[boss, reviewer], config=config) as runtime:
+        for names in (["0.png", "1.png", "2.png", "missing.png"], ["0.png", "./0.png", "missing.png"]):
+            await runtime.run("boss", names)
+    assert len(refusals) == 2
+    assert f"{sizes[0] + sizes[1]:,} bytes together, more than the" in refusals[0]
+    assert "'0.png' is attached twice" in refusals[1]
+
+
+class Review(BaseModel):
+    question: str
+
+
+async def test_an_entry_with_an_input_model_is_gated_for_the_files_it_is_handed(root: Path) -> None:
+    """Its tool takes one model (the input's fields beside `attachments`): the policy and the approver still see
+    the files, and what the approver was shown is what is sent."""
+    call = tool_call("reviewer", question="Check", attachments=["data/chart.png"])
+    denying, denied_got = parent_and_child(
+        root, [call, returns_of], policies={"reviewer": ToolPolicy(attachments="deny")}, schema_in=Review
+    )
+    async with denying:
+        denied = await denying.run("coordinator", "go")
+    assert "calls that carry attachments are 'deny'" in denied.output
+    assert denied_got == []
+
+    chart = root / "data" / "chart.png"
+    shown = chart.read_bytes()
+    approver = Approver("approve")
+
+    def swap_then_approve(request: ApprovalRequest) -> Approval:
+        chart.write_bytes(png(9, 9, (0, 0, 255)))  # the file changes while the approver looks
+        return approver(request)
+
+    asking, got = parent_and_child(
+        root,
+        [call, returns_of],
+        policies={"reviewer": ToolPolicy(attachments="ask")},
+        approver=swap_then_approve,
+        schema_in=Review,
+    )
+    async with asking:
+        await asking.run("coordinator", "go")
+    assert [[(info.name, info.size) for info in request.attachments] for request in approver.asked] == [
+        [("data/chart.png", len(shown))]
+    ]
+    assert got == [{"data/chart.png": ("image/png", shown)}]
+
+
 async def test_what_the_approver_was_shown_is_what_is_sent_even_if_the_file_changes_meanwhile(root: Path) -> None:
     chart = root / "data" / "chart.png"
     shown = chart.read_bytes()
@@ -363,6 +437,17 @@ async def test_a_parent_passes_on_by_name_an_attachment_it_received(root: Path) 
         ("coordinator", ["memo.md"]),
         ("reviewer", ["memo.md", "data/notes.txt"]),
     ]
+
+
+async def test_an_attachment_received_is_passed_on_under_any_spelling_of_its_path(root: Path) -> None:
+    """The model writes `./data/notes.txt` for the `data/notes.txt` it was handed: it passes on what it received,
+    not the file of that name on disk, which differs."""
+    handed = Attachment.from_bytes("data/notes.txt", b"what the coordinator was handed\n")
+    steps = [tool_call("reviewer", input="Read", attachments=["./data//notes.txt"]), returns_of]
+    runtime, got = parent_and_child(root, steps, mode="approve_all")
+    async with runtime:
+        await runtime.run("coordinator", "go", attachments=[handed])
+    assert got == [{"data/notes.txt": ("text/plain", handed.data)}]
 
 
 async def test_a_missing_file_is_a_tool_failure_the_model_reads(root: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 import re
 import signal
@@ -168,6 +169,27 @@ async def test_a_jobs_attachments_are_stored_in_it_and_handed_to_its_run(
     monkeypatch.setenv("LLM_DO_ATTACHMENTS__MAX_CALL_BYTES", str(chart.size + table.size - 1))
     with pytest.raises(AttachmentError, match=r"more than the .*-byte limit .*MAX_CALL_BYTES"):
         await queue.defer("inspect", "look", attachments=[chart, table])
+    for odd in (["data/chart.png"], chart, "data/chart.png"):  # a name, not a list, a string: what to pass instead
+        with pytest.raises(
+            InvalidJobRequest, match=r"attachments must be a list of llm_do.Attachment.*Attachment.read"
+        ):
+            await queue.defer("inspect", "look", attachments=odd)  # type: ignore[arg-type]
+
+
+async def test_a_jobs_attachment_bytes_never_reach_the_workers_log(
+    queue: JobQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    """procrastinate logs each job's arguments as it starts and ends it: the files are named there, not dumped."""
+    notes = Attachment.from_bytes("notes.txt", b"the launch code is 0000\n")
+    caplog.set_level(logging.DEBUG, logger="procrastinate")
+    job_id = await queue.defer("inspect", "look", attachments=[notes])
+    async with in_process_worker(queue):
+        assert (await finished(queue, job_id)).status == "succeeded"
+    logged = [record for record in caplog.records if record.name.startswith("procrastinate")]
+    started = [record.getMessage() for record in logged if record.getMessage().startswith("Starting job")]
+    assert len(started) == 1 and "'notes.txt'" in started[0] and notes.sha256 in started[0]
+    encoded = base64.b64encode(notes.data).decode()
+    assert [record.getMessage() for record in logged if encoded in record.getMessage() + repr(vars(record))] == []
 
 
 async def test_a_call_that_needs_approval_follows_the_workers_approval_mode(
@@ -452,6 +474,16 @@ async def test_the_schema_of_an_earlier_version_keeps_its_rows_and_takes_nul_cha
                 "INSERT INTO llm_do_job_results VALUES (7, 'greeter', 'ok', '{\"kept\": 1}', '{}', '[]', NULL, 1,"
                 " NULL, now(), now())"
             )
+            await conn.execute(  # before questions kept the files their calls hand over
+                "CREATE TABLE llm_do_approvals (queue text NOT NULL, job_id bigint NOT NULL, approval_id text NOT NULL,"
+                " call_path text NOT NULL, toolset text NOT NULL, tool text NOT NULL, args jsonb NOT NULL,"
+                " reason text NOT NULL, description text NOT NULL, asked_at timestamptz NOT NULL DEFAULT now(),"
+                " choice text, note text, decided_at timestamptz, PRIMARY KEY (queue, job_id, approval_id))"
+            )
+            await conn.execute(
+                "INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, reason,"
+                " description) VALUES ('q', 7, 'apr_1', 'a', 't', 'x', '{}', 'r', 'd')"
+            )
         await queue.apply_schema()
         await queue.apply_schema()  # idempotent
         async with queue.pool.connection() as conn:
@@ -461,10 +493,12 @@ async def test_the_schema_of_an_earlier_version_keeps_its_rows_and_takes_nul_cha
             )
             columns = await cursor.fetchall()
             [(output,)] = await (await conn.execute("SELECT output FROM llm_do_job_results")).fetchall()
-        assert output == {"kept": 1}
+            [(files,)] = await (await conn.execute("SELECT attachments FROM llm_do_approvals")).fetchall()
+        assert output == {"kept": 1} and files == []
         assert {data_type for _, _, data_type in columns} == {"json"}
         assert [(table, column) for table, column, _ in columns] == [
             ("llm_do_approvals", "args"),
+            ("llm_do_approvals", "attachments"),
             ("llm_do_job_results", "calls"),
             ("llm_do_job_results", "journal"),
             ("llm_do_job_results", "output"),

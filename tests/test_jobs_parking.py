@@ -4,6 +4,7 @@ requests counted by the models themselves and every payment noted by the tool (t
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 from collections.abc import AsyncIterator
@@ -485,6 +486,41 @@ async def test_a_decision_never_applies_to_a_question_asked_again_with_other_arg
     finally:
         assert worker.stop() == 0, worker.output()
     assert paid(notes) == []
+
+
+async def test_a_decision_never_sends_a_file_that_changed_since_the_question(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """hander hands doc.txt to the reviewer, whose calls with attachments ask. The file changes (same size) while
+    the job is parked: the person approved the bytes they were shown, so the resumed run asks again."""
+    notes, doc = tmp_path / "notes", tmp_path / "doc.txt"
+    doc.write_text("shown\n")
+    env = {"LLM_DO_PROJECT_ROOT": str(tmp_path)}
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1, env=env)
+    try:
+        job_id = await queue.defer("hander", json.dumps({"notes": str(notes), "file": "doc.txt"}))
+        first = await parked(queue, job_id)
+        assert (first.call_path, first.toolset, first.args["attachments"]) == ("hander", "reviewer", ["doc.txt"])
+        doc.write_text("other\n")
+        assert await queue.decide(job_id, first.approval_id, "approve") is True
+
+        async def ran_again() -> bool:
+            return (await queue.get(job_id)).status in ("awaiting_approval", "succeeded", "failed")
+
+        await eventually(ran_again, "the resumed run ended or parked")
+        assert noted(notes, "reviewed") == []  # the approval did not send what nobody was shown
+        second = await parked(queue, job_id)
+        assert second.approval_id == first.approval_id and second.args == first.args
+        assert [(info.name, info.size) for info in first.attachments] == [("doc.txt", 6)]
+        assert [info.sha256 for info in second.attachments] == [hashlib.sha256(b"other\n").hexdigest()]
+        assert first.attachments[0].sha256 == hashlib.sha256(b"shown\n").hexdigest()
+        assert await queue.decide(job_id, second.approval_id, "approve") is True
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == "reviewer said: read other"
+    assert noted(notes, "reviewed") == ["reviewed other"]
 
 
 @pytest.mark.long

@@ -196,6 +196,7 @@ async def test_a_parked_job_is_listed_and_decided_through_the_service(
             await eventually(parked, "the job is parked")
             [question] = (await client.get(f"/jobs/{job_id}/approvals")).json()
             assert (question["call_path"], question["tool"], question["args"]["amount"]) == ("payer", "pay", 5)
+            assert question["attachments"] == []  # the payment hands over no files
             url_of = f"/jobs/{job_id}/approvals/{question['approval_id']}"
             unknown = await client.post(f"/jobs/{job_id}/approvals/apr_nope", json={"choice": "approve"})
             assert unknown.status_code == 409 and "has no approval 'apr_nope'" in unknown.json()["error"]

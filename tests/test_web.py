@@ -13,6 +13,7 @@ from pydantic_ai import Agent
 from llm_do import (
     AgentEntry,
     ApprovalRequested,
+    Attachment,
     Decision,
     LiveRun,
     LlmDoError,
@@ -199,3 +200,26 @@ def test_decisions_in_llm_dos_shape_and_the_ai_sdks() -> None:
         decision_of({"approved": True})
     with pytest.raises(LlmDoError, match="needs the approval's id as a string"):
         decision_of({"approval_id": 7, "choice": "deny"})
+
+
+async def test_the_files_a_call_receives_and_an_approval_hands_over_are_named_never_sent() -> None:
+    """The page sees each file's name, type, size and digest in the call's and the question's data parts."""
+    picture = Attachment.from_bytes("pic.png", b"\x89PNG\r\n\x1a\n" + b"SECRET" * 50)
+    child = AgentEntry(Agent(ScriptedModel(lambda turn: "child ok")), name="child")
+    steps = (tool_call("child", input="look", attachments=["pic.png"]), lambda turn: "done")
+    parent = AgentEntry(Agent(ScriptedModel(*steps)), name="boss", toolsets=["child"])
+    rt = Runtime(None, entries=[parent, child], policies={"child": ToolPolicy(attachments="ask")})
+    async with rt, rt.stream("boss", "go", attachments=[picture]) as run:
+        lines = [line async for line in vercel_sse(answering(run, "approve"))]
+    chunks = [json.loads(line[len("data: ") :]) for line in lines if line.startswith("data: {")]
+    described = [picture.info.to_json()]
+    running = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-call" and "toolsets" in chunk["data"]]
+    assert [(data["entry"], data.get("attachments")) for data in running] == [
+        ("boss", described),
+        ("child", described),
+    ]
+    [pending] = [
+        chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-approval" and "args" in chunk["data"]
+    ]
+    assert pending["attachments"] == described
+    assert "SECRET" not in "".join(lines)

@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_jsonable_python
 
 from ..approval import Approval, ApprovalRequest
+from ..attachments import AttachmentInfo
 from ..errors import LlmDoError
 from ..scopes import dropped
 from .pgtext import storable_text, store_json_as_text
@@ -59,6 +60,7 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
     toolset text NOT NULL,
     tool text NOT NULL,
     args json NOT NULL,
+    attachments json NOT NULL DEFAULT '[]',
     reason text NOT NULL,
     description text NOT NULL,
     asked_at timestamptz NOT NULL DEFAULT now(),
@@ -69,13 +71,22 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
 )
 """
 
+_HAS_ATTACHMENTS = """
+SELECT 1 FROM information_schema.columns
+ WHERE table_schema = current_schema() AND table_name = 'llm_do_approvals' AND column_name = 'attachments'
+"""
+_ADD_ATTACHMENTS = "ALTER TABLE llm_do_approvals ADD COLUMN IF NOT EXISTS attachments json NOT NULL DEFAULT '[]'"
+"""A table made by an llm-do that stored no attachments. Altered only then: ALTER TABLE waits for every run storing
+or reading a question, and every query waits behind it."""
+
 _PARK = """
-INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, reason, description)
-VALUES (%(queue)s, %(job_id)s, %(approval_id)s, %(call_path)s, %(toolset)s, %(tool)s, %(args)s, %(reason)s,
-        %(description)s)
+INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, attachments, reason,
+                              description)
+VALUES (%(queue)s, %(job_id)s, %(approval_id)s, %(call_path)s, %(toolset)s, %(tool)s, %(args)s, %(attachments)s,
+        %(reason)s, %(description)s)
 ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
     call_path = EXCLUDED.call_path, toolset = EXCLUDED.toolset, tool = EXCLUDED.tool, args = EXCLUDED.args,
-    reason = EXCLUDED.reason, description = EXCLUDED.description, asked_at = now(),
+    attachments = EXCLUDED.attachments, reason = EXCLUDED.reason, description = EXCLUDED.description, asked_at = now(),
     choice = NULL, note = NULL, decided_at = NULL
 """
 
@@ -83,12 +94,12 @@ _ABORT_REQUESTED = "SELECT abort_requested FROM procrastinate_jobs WHERE id = %s
 """Shared: the questions of parallel calls are stored at once; a cancel or a decision (FOR UPDATE) waits."""
 
 _DECIDED = """
-SELECT approval_id, toolset, tool, args, choice, note FROM llm_do_approvals
+SELECT approval_id, toolset, tool, args, attachments, choice, note FROM llm_do_approvals
  WHERE queue = %s AND job_id = %s AND choice IS NOT NULL
 """
 
 _PENDING = """
-SELECT approval_id, call_path, toolset, tool, args, reason, description, asked_at FROM llm_do_approvals
+SELECT approval_id, call_path, toolset, tool, args, attachments, reason, description, asked_at FROM llm_do_approvals
  WHERE queue = %s AND job_id = %s AND choice IS NULL ORDER BY asked_at, approval_id
 """
 
@@ -140,6 +151,9 @@ class PendingApproval:
     reason: str
     description: str
     asked_at: datetime
+    attachments: tuple[AttachmentInfo, ...] = ()
+    """The files the call hands over, as the approver is shown them: name, media type, size and digest. A
+    decision applies to these contents only: a run that reaches the question with other bytes asks again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +161,7 @@ class _Decision:
     toolset: str
     tool: str
     args: Any
+    attachments: Any
     approval: Approval
 
 
@@ -173,9 +188,10 @@ class Parking:
         return self._aborted or self._parked
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
-        args = _args(request)
+        args, attachments = _args(request), _attachments(request)
         found = self.decided.get(request.approval_id)
-        if found is not None and (found.toolset, found.tool, found.args) == (request.toolset, request.tool, args):
+        asked = (request.toolset, request.tool, args, attachments)
+        if found is not None and (found.toolset, found.tool, found.args, found.attachments) == asked:
             return found.approval
         values = {
             "queue": self.queue,
@@ -185,6 +201,7 @@ class Parking:
             "toolset": request.toolset,
             "tool": request.tool,
             "args": Json(args),
+            "attachments": Json(attachments),
             "reason": storable_text(request.reason),
             "description": storable_text(request.description),
         }
@@ -219,8 +236,14 @@ def _args(request: ApprovalRequest) -> Any:
     return to_jsonable_python(dict(request.args), fallback=repr)
 
 
+def _attachments(request: ApprovalRequest) -> list[dict[str, Any]]:
+    return [info.to_json() for info in request.attachments]
+
+
 async def create_approvals_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
+    if await (await conn.execute(_HAS_ATTACHMENTS)).fetchone() is None:
+        await conn.execute(_ADD_ATTACHMENTS)
     await store_json_as_text(conn, APPROVALS_TABLE, "args")
 
 
@@ -229,8 +252,8 @@ async def load_decisions(pool: AsyncConnectionPool[Any], queue: str, job_id: int
     async with pool.connection() as conn:
         rows = await (await conn.execute(_DECIDED, (queue, job_id))).fetchall()
     return {
-        approval_id: _Decision(toolset, tool, args, Approval(choice, note))
-        for approval_id, toolset, tool, args, choice, note in rows
+        approval_id: _Decision(toolset, tool, args, attachments, Approval(choice, note))
+        for approval_id, toolset, tool, args, attachments, choice, note in rows
     }
 
 
@@ -238,7 +261,11 @@ async def pending_approvals(pool: AsyncConnectionPool[Any], queue: str, job_id: 
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(_PENDING, (queue, job_id))
         rows = await cursor.fetchall()
-    return [PendingApproval(job_id=job_id, **row) for row in rows]
+    found: list[PendingApproval] = []
+    for row in rows:
+        attachments = tuple(AttachmentInfo(**info) for info in row.pop("attachments"))
+        found.append(PendingApproval(job_id=job_id, **row, attachments=attachments))
+    return found
 
 
 async def store_decision(

@@ -44,6 +44,7 @@ from .parking import (
     store_decision,
 )
 from .records import STATUSES, InvalidJobRequest, JobNotFound, JobRecord, checked_job_id
+from .redact import hide_attachment_bytes
 from .retry import JobRetry
 from .settings import JobSettings
 from .store import create_results_table, fetch_records
@@ -105,6 +106,7 @@ class JobQueue:
         self.queue_name = queue
         self.pool_size = pool_size
         self.app = App(connector=PsycopgConnector())
+        hide_attachment_bytes("procrastinate.jobs")  # it logs the jobs deferred, arguments included
         self.entries: Mapping[str, JobEntry] = _entries(entries)
         unjournaled = sorted(spec.name for spec in self.entries.values() if not spec.journal)
         if approvals == "park" and unjournaled:
@@ -241,7 +243,7 @@ class JobQueue:
                 f"the input of a job of entry {entry!r} holds a NUL character, which procrastinate's job arguments "
                 "(PostgreSQL jsonb) cannot store; encode it (base64, or an escape your entry undoes)"
             )
-        handed = tuple(attachments)
+        handed = _attachments(entry, attachments)
         extra: dict[str, Any] = {}
         if handed:
             check_call(handed, JobSettings().attachments)
@@ -449,6 +451,21 @@ def _check_options(entry: str, priority: object, delay: object, queueing_lock: o
     for name, text in (("queueing_lock", queueing_lock), ("traceparent", traceparent)):
         if text is not None and (not isinstance(text, str) or "\x00" in text):
             raise InvalidJobRequest(f"{where}: {name} must be a str without NUL characters, got {text!r}")
+
+
+def _attachments(entry: str, attachments: object) -> tuple[Attachment, ...]:
+    """`defer`'s attachments as a tuple; `InvalidJobRequest` for anything but a list of `Attachment`s."""
+    odd = attachments
+    if not isinstance(attachments, str | Attachment) and isinstance(attachments, Iterable):
+        handed = tuple(attachments)
+        wrong = [item for item in handed if not isinstance(item, Attachment)]
+        if not wrong:
+            return handed
+        odd = wrong[0]
+    raise InvalidJobRequest(
+        f"defer({entry!r}, ...): attachments must be a list of llm_do.Attachment objects, got {odd!r} "
+        f"({type(odd).__name__}); build them with Attachment.read(root, path) or Attachment.from_bytes(name, data)"
+    )
 
 
 def _holds_nul(value: Any) -> bool:

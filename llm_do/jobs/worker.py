@@ -19,6 +19,7 @@ from ..process.signals import handling
 from .journal import delete_old_journals
 from .parking import RunParked, expire_pending
 from .queue import JobQueue, RuntimeFactory, worker_name
+from .redact import hide_attachment_bytes
 from .settings import JobSettings
 
 __all__ = ["WorkerOptions", "expire_approvals", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
@@ -107,6 +108,7 @@ async def run_worker(
     stop = stop if stop is not None else asyncio.Event()
     logging.getLogger("procrastinate.worker").addFilter(_PARKED_IS_NO_ERROR)  # once: the same filter
     name = options.name or worker_name()
+    hide_attachment_bytes("procrastinate.worker", f"procrastinate.worker.{name}")  # it logs each job's arguments
     opened_here = not queue.is_open
     if opened_here:
         await queue.open(pool_size=options.concurrency + 4, wait_timeout=options.database_timeout)

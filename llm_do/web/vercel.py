@@ -134,7 +134,8 @@ class _Translator:
             return self._call_event(cast(CallEvent, event))
         if kind is CallStarted:
             started = cast(CallStarted, event)
-            return _Chunks((_call(started.call, "running", toolsets=list(started.toolsets)),))
+            files = {"attachments": [info.to_json() for info in started.attachments]} if started.attachments else {}
+            return _Chunks((_call(started.call, "running", toolsets=list(started.toolsets), **files),))
         if kind is CallEnded:
             ended = cast(CallEnded, event)
             error = None if ended.error is None else f"{type(ended.error).__name__}: {ended.error}"
@@ -183,7 +184,7 @@ class _Translator:
                 )
             )
         chunks.append(ToolApprovalRequestChunk(approval_id=request.approval_id, tool_call_id=tool_call_id))
-        data = {
+        data: dict[str, Any] = {
             "approval_id": request.approval_id,
             "tool_call_id": tool_call_id,
             "call": request.call_id,
@@ -194,6 +195,8 @@ class _Translator:
             "description": request.description,
             "state": "pending",
         }
+        if request.attachments:  # what the call hands over: name, media type, size and digest, never the bytes
+            data["attachments"] = [info.to_json() for info in request.attachments]
         chunks.append(DataChunk(type="data-llm-do-approval", id=request.approval_id, data=data))
         return chunks
 

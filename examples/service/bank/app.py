@@ -252,6 +252,7 @@ def _add_job_endpoints(app: FastAPI, queue: JobQueue) -> None:
                     "reason": item.reason,
                     "description": item.description,
                     "asked_at": item.asked_at.isoformat(),
+                    "attachments": [info.to_json() for info in item.attachments],
                 }
                 for item in pending
             ]
