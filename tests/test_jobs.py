@@ -459,6 +459,17 @@ async def test_a_database_without_the_schema_says_to_apply_it(dsn: str) -> None:
         assert (await queue.get(await queue.defer("greeter", "x"))).status == "todo"
 
 
+async def test_applying_the_schema_again_takes_no_lock_that_waits_for_queries_on_llm_dos_tables(dsn: str) -> None:
+    """Every worker applies the schema as it starts: on an up-to-date schema that must not wait for (nor block)
+    the queries reading llm-do's tables, as an ALTER TABLE would, even one that changes nothing."""
+    async with JobQueue(dsn, entries=ENTRIES) as queue:
+        await queue.apply_schema()
+        async with queue.pool.connection() as reader, reader.transaction():
+            for table in ("llm_do_job_results", "llm_do_approvals", "llm_do_journal"):
+                await reader.execute(f"SELECT count(*) FROM {table}")  # a transaction that goes on reading them
+            await asyncio.wait_for(queue.apply_schema(), 30)  # (it waited until the reader ended: for good here)
+
+
 async def test_the_schema_of_an_earlier_version_keeps_its_rows_and_takes_nul_characters(dsn: str) -> None:
     """Earlier versions kept JSON as jsonb, which refuses a NUL character; `apply_schema()` turns those columns
     into json, keeping what they held."""

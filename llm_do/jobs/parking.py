@@ -28,7 +28,7 @@ from ..approval import Approval, ApprovalRequest
 from ..attachments import AttachmentInfo
 from ..errors import LlmDoError
 from ..scopes import dropped
-from .pgtext import storable_text, store_json_as_text
+from .pgtext import add_missing_column, storable_text, store_json_as_text
 
 __all__ = [
     "APPROVALS_TABLE",
@@ -70,14 +70,6 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
     PRIMARY KEY (queue, job_id, approval_id)
 )
 """
-
-_HAS_ATTACHMENTS = """
-SELECT 1 FROM information_schema.columns
- WHERE table_schema = current_schema() AND table_name = 'llm_do_approvals' AND column_name = 'attachments'
-"""
-_ADD_ATTACHMENTS = "ALTER TABLE llm_do_approvals ADD COLUMN IF NOT EXISTS attachments json NOT NULL DEFAULT '[]'"
-"""A table made by an llm-do that stored no attachments. Altered only then: ALTER TABLE waits for every run storing
-or reading a question, and every query waits behind it."""
 
 _PARK = """
 INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, attachments, reason,
@@ -242,8 +234,7 @@ def _attachments(request: ApprovalRequest) -> list[dict[str, Any]]:
 
 async def create_approvals_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
-    if await (await conn.execute(_HAS_ATTACHMENTS)).fetchone() is None:
-        await conn.execute(_ADD_ATTACHMENTS)
+    await add_missing_column(conn, APPROVALS_TABLE, "attachments", "json NOT NULL DEFAULT '[]'")  # made before files
     await store_json_as_text(conn, APPROVALS_TABLE, "args")
 
 

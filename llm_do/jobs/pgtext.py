@@ -10,7 +10,7 @@ from typing import Any
 
 from psycopg import AsyncConnection, sql
 
-__all__ = ["storable_text", "store_json_as_text"]
+__all__ = ["add_missing_column", "storable_text", "store_json_as_text"]
 
 _JSONB_COLUMNS = """
 SELECT column_name FROM information_schema.columns
@@ -25,6 +25,23 @@ async def store_json_as_text(conn: AsyncConnection[Any], table: str, *columns: s
         await conn.execute(
             sql.SQL("ALTER TABLE {table} ALTER COLUMN {column} TYPE json USING {column}::json").format(
                 table=sql.Identifier(table), column=sql.Identifier(column)
+            )
+        )
+
+
+_HAS_COLUMN = """
+SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = %s AND column_name = %s
+"""
+
+
+async def add_missing_column(conn: AsyncConnection[Any], table: str, column: str, definition: str) -> None:
+    """Add `column` to `table` (made by an earlier llm-do) when it lacks it. Checked first: even with `IF NOT
+    EXISTS`, ALTER TABLE takes the table's exclusive lock, waiting for every query on it while every new one
+    waits behind it, at each start of every worker."""
+    if await (await conn.execute(_HAS_COLUMN, (table, column))).fetchone() is None:
+        await conn.execute(
+            sql.SQL("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}").format(
+                table=sql.Identifier(table), column=sql.Identifier(column), definition=sql.SQL(definition)
             )
         )
 

@@ -16,7 +16,7 @@ from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 
 from .parking import AWAITING_SQL
-from .pgtext import storable_text, store_json_as_text
+from .pgtext import add_missing_column, storable_text, store_json_as_text
 from .records import JobRecord
 
 __all__ = ["RESULTS_TABLE", "create_results_table", "fetch_records", "write_result"]
@@ -38,8 +38,6 @@ CREATE TABLE IF NOT EXISTS llm_do_job_results (
     finished_at timestamptz NOT NULL
 )
 """
-
-_ADD_JOURNAL = "ALTER TABLE llm_do_job_results ADD COLUMN IF NOT EXISTS journal json"
 
 _WRITE = """
 INSERT INTO llm_do_job_results
@@ -65,7 +63,7 @@ SELECT j.id, j.task_name, {status} AS status, j.attempts, j.args - 'attachments'
 
 async def create_results_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
-    await conn.execute(_ADD_JOURNAL)  # tables made before the journal existed
+    await add_missing_column(conn, RESULTS_TABLE, "journal", "json")  # tables made before the journal existed
     await store_json_as_text(conn, RESULTS_TABLE, "output", "usage", "calls", "journal")
 
 
