@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TextIO
@@ -16,6 +14,7 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from ..approval import Approval, ApprovalRequest
+from .lines import Lines
 
 __all__ = ["TerminalApprover"]
 
@@ -25,8 +24,10 @@ _CHOICES = escape("[a] approve once  [s] approve for this session  [d] deny (wit
 class TerminalApprover:
     """Asks on the terminal, one question at a time: questions that come together wait their turn here.
 
-    Reading happens in a daemon thread, so a Ctrl-C while the prompt waits cancels the run at once.
-    `pause()` returns a context manager during which the live display is stopped.
+    Answers are read from `lines` (default: the lines of `stdin`, default stdin), the reader the chat
+    prompt shares, in a daemon thread: a Ctrl-C while the prompt waits cancels the run at once, and the
+    line typed next goes to whoever asks next. `pause()` returns a context manager during which the live
+    display is stopped.
     """
 
     def __init__(
@@ -34,10 +35,11 @@ class TerminalApprover:
         console: Console,
         *,
         stdin: TextIO | None = None,
+        lines: Lines | None = None,
         pause: Callable[[], AbstractContextManager[object]] | None = None,
     ) -> None:
         self.console = console
-        self.stdin = stdin if stdin is not None else sys.stdin
+        self.lines = lines if lines is not None else Lines(stdin)
         self.pause = pause if pause is not None else nullcontext
         self._turn = asyncio.Lock()
 
@@ -63,28 +65,7 @@ class TerminalApprover:
 
     async def _ask(self, prompt: str) -> str:
         self.console.print(escape(prompt), end="")
-        loop = asyncio.get_running_loop()
-        line: asyncio.Future[str] = loop.create_future()
-
-        def read() -> None:
-            try:
-                text = self.stdin.readline()
-            except BaseException as error:
-                loop.call_soon_threadsafe(_settle, line, None, error)
-            else:
-                loop.call_soon_threadsafe(_settle, line, text, None)
-
-        threading.Thread(target=read, name="llm-do approval prompt", daemon=True).start()
-        return await line
-
-
-def _settle(future: asyncio.Future[str], text: str | None, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(text or "")
+        return await self.lines.next()
 
 
 def _panel(request: ApprovalRequest) -> Panel:

@@ -30,6 +30,7 @@ from ..session import Session
 from ..settings import LlmDoSettings
 from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
+from .lines import Lines
 from .logs import show_server_logs
 from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
 from .watch import Board
@@ -49,6 +50,8 @@ class _Session:
     live: Live | None
     recorder: RecordingModel | None
     approver: Approver
+    lines: Lines
+    """Stdin's lines, which the chat prompt and the approval questions share."""
     model_events: bool
     """Whether the agents' events are streamed: something shows them (the live tree, -v)."""
 
@@ -124,7 +127,9 @@ def chat(args: argparse.Namespace) -> int:
     err = console(stderr=True)
     _apply_flags(args)
     with _session(args, err, _board(args, err)) as session:
-        signals.run(converse(session.project, session.run, session.recorder, args.entry, err, session.live))
+        signals.run(
+            converse(session.project, session.run, session.recorder, args.entry, err, session.live, session.lines)
+        )
     return OK
 
 
@@ -175,18 +180,21 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
         from rich.live import Live
 
         live = Live(console=err, transient=True, refresh_per_second=8, get_renderable=lambda: live_tree(board))
+    lines = Lines()
     approver = None
     if not (args.approve_all or args.reject_all) and sys.stdin.isatty():
         from .approve import TerminalApprover
 
         shown = live
-        approver = TerminalApprover(err, pause=(lambda: _paused(shown)) if shown is not None else nullcontext)
+        approver = TerminalApprover(
+            err, lines=lines, pause=(lambda: _paused(shown)) if shown is not None else nullcontext
+        )
     name = command_line_model(args.model)
     model: Model | str | None = _recording_model(args, name) if args.record else name
     project = load_project(args.project, model=model, approver=approver)
     recorder = model if isinstance(model, RecordingModel) else None
     shows = live is not None or args.verbose >= 1
-    yield _Session(project, board, live, recorder, approver or _no_approver, shows)
+    yield _Session(project, board, live, recorder, approver or _no_approver, lines, shows)
 
 
 def _no_approver(request: ApprovalRequest) -> Any:
