@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cli_projects import NOTES
+from pydantic_ai.messages import ToolCallPart
+
+from llm_do.models import Recording
+
+from .cli_projects import NOTES, llm_do
 from .test_cli_tty import Terminal
 
 ASKING = """
@@ -40,3 +44,65 @@ def test_ctrl_c_at_a_question_in_chat_leaves_the_next_line_to_the_chat(tmp_path:
     terminal.type("\x04")
     assert terminal.finish() == 0, terminal.seen
     assert (project / "notes.txt").read_text() == "second"
+
+
+HOSTILE = "\x1b(0 \x1b[2J \u202e"
+"""What a terminal obeys rather than shows: a switch to line-drawing characters, a screen clear, a
+right-to-left override (the pty helper strips only colour-like CSI sequences, not these)."""
+VISIBLE = "\\x1b(0 \\x1b[2J \\u202e"
+
+LOOK = f'''
+from llm_do import ToolPolicy, Toolset, tool
+
+
+class Probe(Toolset):
+    default_policy = ToolPolicy(default="ask")
+
+    @tool
+    def look(self, path: str) -> str:
+        """Look at a file."""
+        return "found {HOSTILE!s}"
+
+    @tool
+    def boom(self) -> str:
+        """Fail."""
+        raise RuntimeError("broken {HOSTILE!s}")
+'''
+
+
+def hostile_project(root: Path) -> Path:
+    """A worker whose tool result, arguments, model text and error hold terminal escape sequences."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tools.py").write_text(LOOK.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e"))
+    (root / "looker.worker").write_text("---\ntoolsets: [probe]\n---\nLook.\n")
+    Recording.from_script([ToolCallPart("look", {"path": f"a {HOSTILE}"}), f"seen {HOSTILE}\nbye"]).save(
+        root / "look.json"
+    )
+    Recording.from_script([ToolCallPart("boom", {})]).save(root / "boom.json")
+    return root
+
+
+def test_escape_sequences_from_a_model_or_a_tool_never_reach_the_terminal(tmp_path: Path) -> None:
+    project = hostile_project(tmp_path / "hostile")
+    terminal = Terminal("run", project, "look", "--model", f"replay:{project / 'look.json'}", "-vv")
+    shown = terminal.expect("approve? [a/s/d]")
+    assert '"path": "a \\u001b(0 \\u001b[2J \\u202e"' in shown  # the arguments the model chose, as JSON
+    terminal.type("a\n")
+    assert terminal.finish() == 0, terminal.seen
+    seen = terminal.seen
+    assert HOSTILE.split()[0] not in seen and HOSTILE.split()[2] not in seen, seen
+    assert f"looker <- look -> found {VISIBLE}" in seen  # -v: the tool's result
+    assert f"looker .. seen {VISIBLE}" in seen  # -vv: the model's text
+    assert f"\nseen {VISIBLE}\nbye" in seen.replace("\r\n", "\n")  # the output, on a terminal
+
+
+def test_output_to_a_pipe_stays_exact_and_stderr_shows_escapes(tmp_path: Path) -> None:
+    project = hostile_project(tmp_path / "hostile")
+    done = llm_do("run", project, "look", "--model", f"replay:{project / 'look.json'}", "--approve-all", "-v")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"seen {HOSTILE}\nbye\n"  # a pipe or a file gets the output as it is
+    assert f"looker <- look -> found {VISIBLE}" in done.stderr
+    failed = llm_do("run", project, "look", "--model", f"replay:{project / 'boom.json'}", "--approve-all")
+    assert failed.returncode == 1
+    assert f"llm-do: error: RuntimeError: broken {VISIBLE}" in failed.stderr
+    assert "\x1b(0" not in failed.stderr

@@ -15,6 +15,7 @@ from rich.panel import Panel
 
 from ..approval import Approval, ApprovalRequest
 from .lines import Lines
+from .render import shown
 
 __all__ = ["TerminalApprover"]
 
@@ -69,15 +70,16 @@ class TerminalApprover:
 
 
 def _panel(request: ApprovalRequest) -> Panel:
+    """The question: every text in it escaped for rich and made `printable` (the arguments are the model's)."""
     args = json.dumps(to_jsonable_python(dict(request.args), fallback=repr), indent=2, ensure_ascii=False)
-    files = "".join(f"\n  {escape(info.describe())}" for info in request.attachments)
+    files = "".join(f"\n  {shown(info.describe())}" for info in request.attachments)
     if files:
         files = f"\nfiles it hands over (name, type, size):{files}"
     body = (
-        f"[bold]{escape(request.toolset)}[/] . [bold]{escape(request.tool)}[/]"
-        f"  (entry {escape(' > '.join(request.chain))}, depth {request.depth})\n"
-        f"{escape(request.description)}\n"
-        f"[dim]why: {escape(request.reason)}[/]\n"
-        f"arguments:\n{escape(args)}{files}\n\n{_CHOICES}"
+        f"[bold]{shown(request.toolset)}[/] . [bold]{shown(request.tool)}[/]"
+        f"  (entry {shown(' > '.join(request.chain))}, depth {request.depth})\n"
+        f"{shown(request.description)}\n"
+        f"[dim]why: {shown(request.reason)}[/]\n"
+        f"arguments:\n{shown(args)}{files}\n\n{_CHOICES}"
     )
     return Panel(body, title="approval needed", title_align="left", border_style="yellow")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from collections.abc import Awaitable
 from contextlib import nullcontext
 from typing import Any, Protocol
@@ -25,7 +26,7 @@ from ..project import Project
 from ..run import RunResult
 from ..session import Session
 from .lines import Lines
-from .render import output_text, usage_table
+from .render import output_text, shown, usage_table
 
 
 class Turn(Protocol):
@@ -82,11 +83,11 @@ async def chat(
                     err.print("[yellow]turn cancelled[/]")
                     continue
                 except Exception as error:
-                    err.print(f"[red]the turn failed[/]: {escape(type(error).__name__)}: {escape(str(error))}")
+                    err.print(f"[red]the turn failed[/]: {escape(type(error).__name__)}: {shown(str(error))}")
                     continue
                 finally:
                     turn = None
-                print(output_text(result.output), flush=True)
+                print(output_text(result.output, terminal=sys.stdout.isatty()), flush=True)
             err.print(usage_table((), project.runtime.usage))
 
 

@@ -18,7 +18,6 @@ from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 from rich.console import Console
-from rich.markup import escape
 
 from ..approval import ApprovalRequest, ApprovalUnavailable, Approver
 from ..attachments import Attachment, check_call
@@ -32,7 +31,7 @@ from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
 from .lines import Lines
 from .logs import show_server_logs
-from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
+from .render import console, final_tree, json_calls, live_tree, output_text, shown, usage_json, usage_table
 from .watch import Board
 
 if TYPE_CHECKING:
@@ -116,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         return OK
     err.print(final_tree(result.calls, board))
     err.print(usage_table(result.calls, result.usage))
-    print(output_text(result.output))
+    print(output_text(result.output, terminal=sys.stdout.isatty()))
     return OK
 
 
@@ -366,4 +365,4 @@ def _jsonable(value: Any) -> Any:
 
 def _echo(err: Console, kind: str, where: str, text: str) -> None:
     arrow = {"call": "[cyan]->[/]", "result": "[green]<-[/]", "text": "[magenta]..[/]"}[kind]
-    err.print(f"{escape(where)} {arrow} {escape(text)}")
+    err.print(f"{shown(where)} {arrow} {shown(text)}")
