@@ -106,3 +106,17 @@ def test_output_to_a_pipe_stays_exact_and_stderr_shows_escapes(tmp_path: Path) -
     assert failed.returncode == 1
     assert f"llm-do: error: RuntimeError: broken {VISIBLE}" in failed.stderr
     assert "\x1b(0" not in failed.stderr
+
+
+def test_the_prompt_may_come_after_the_flags(tmp_path: Path) -> None:
+    project = tmp_path / "echo"
+    project.mkdir()
+    (project / "flows.py").write_text(
+        "from llm_do import entry\n\n\n@entry\nasync def shout(scope, text):\n    return text.upper()\n"
+    )
+    for args in (("--entry", "shout", "quiet words"), ("-v", "quiet words"), ("quiet words", "--entry", "shout")):
+        done = llm_do("run", project, *args)
+        assert (done.returncode, done.stdout) == (0, "QUIET WORDS\n"), (args, done.stderr)
+    extra = llm_do("run", project, "one", "--entry", "shout", "two")
+    assert extra.returncode == 2
+    assert "unrecognized arguments: two" in extra.stderr
