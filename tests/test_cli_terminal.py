@@ -8,7 +8,7 @@ from pydantic_ai.messages import ToolCallPart
 
 from llm_do.models import Recording
 
-from .cli_projects import NOTES, llm_do
+from .cli_projects import NOTES, llm_do, notes_project
 from .test_cli_tty import Terminal
 
 ASKING = """
@@ -120,3 +120,11 @@ def test_the_prompt_may_come_after_the_flags(tmp_path: Path) -> None:
     extra = llm_do("run", project, "one", "--entry", "shout", "two")
     assert extra.returncode == 2
     assert "unrecognized arguments: two" in extra.stderr
+
+
+def test_the_final_tree_wraps_on_a_narrow_terminal_instead_of_losing_its_end(tmp_path: Path) -> None:
+    project = notes_project(tmp_path / ("notes-" * 15))  # a long replay path: the line is wider than 120 columns
+    terminal = Terminal("run", project, "note it", "--model", f"replay:{project / 'script.json'}", "--approve-all")
+    assert terminal.finish() == 0, terminal.seen
+    tree = terminal.seen.split("calls", 1)[1].split("usage", 1)[0]
+    assert "ok 0 in / 0 out, 1 tool call" in " ".join(tree.split()), tree  # outcome and tokens, not cut off

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         document["calls"] = json_calls(result.calls, board)
         print(json.dumps(document, ensure_ascii=False))
         return OK
-    err.print(final_tree(result.calls, board))
+    err.print(final_tree(result.calls, board), soft_wrap=False)  # wrapped, not cut, on a terminal
     err.print(usage_table(result.calls, result.usage))
     print(output_text(result.output, terminal=sys.stdout.isatty()))
     return OK
@@ -166,7 +166,7 @@ def _failed(
         }
         print(json.dumps(document, ensure_ascii=False), flush=True)
     elif calls and total.requests:
-        err.print(final_tree(calls, board))
+        err.print(final_tree(calls, board), soft_wrap=False)  # wrapped, not cut, on a terminal
         err.print(usage_table(calls, total))
 
 
