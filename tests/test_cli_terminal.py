@@ -128,3 +128,18 @@ def test_the_final_tree_wraps_on_a_narrow_terminal_instead_of_losing_its_end(tmp
     assert terminal.finish() == 0, terminal.seen
     tree = terminal.seen.split("calls", 1)[1].split("usage", 1)[0]
     assert "ok 0 in / 0 out, 1 tool call" in " ".join(tree.split()), tree  # outcome and tokens, not cut off
+
+
+def test_files_saved_with_a_byte_order_mark_are_read_as_written(tmp_path: Path) -> None:
+    """Editors on Windows start UTF-8 files with a byte order mark; the frontmatter after it still counts."""
+    project = tmp_path / "bom"
+    project.mkdir()
+    (project / "project.toml").write_text('entry = "clerk"\n', encoding="utf-8-sig")
+    (project / "clerk.worker").write_text("---\nmodel: test\ntoolsets: [nope]\n---\nHi.\n", encoding="utf-8-sig")
+    done = llm_do("check", project)
+    assert done.returncode == 1
+    assert f"{project / 'clerk.worker'}:3: unknown toolset 'nope'" in done.stderr
+    (project / "clerk.worker").write_text("---\nmodel: test\n---\nHi.\n", encoding="utf-8-sig")
+    done = llm_do("check", project)
+    assert done.returncode == 0, done.stderr
+    assert "no model" not in done.stderr
