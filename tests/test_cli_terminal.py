@@ -143,3 +143,15 @@ def test_files_saved_with_a_byte_order_mark_are_read_as_written(tmp_path: Path) 
     done = llm_do("check", project)
     assert done.returncode == 0, done.stderr
     assert "no model" not in done.stderr
+
+
+def test_ctrl_d_at_a_question_stops_the_run_and_says_which_call_was_not_approved(tmp_path: Path) -> None:
+    project = notes_project(tmp_path / "notes")
+    terminal = Terminal("run", project, "note it", "--model", f"replay:{project / 'script.json'}")
+    terminal.expect("approve? [a/s/d]")
+    terminal.type("\x04")  # Ctrl-D: end of input
+    assert terminal.finish() == 1, terminal.seen
+    message = " ".join(terminal.seen.split("approve? [a/s/d]", 1)[1].split())
+    assert "the input ended (Ctrl-D) at the question for notes.write of entry 'scribe'" in message, message
+    assert "Traceback" not in terminal.seen
+    assert not (project / "notes.txt").exists()

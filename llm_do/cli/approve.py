@@ -14,12 +14,24 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from ..approval import Approval, ApprovalRequest
+from ..errors import LlmDoError
 from .lines import Lines
 from .render import shown
 
-__all__ = ["TerminalApprover"]
+__all__ = ["NoAnswer", "TerminalApprover"]
 
 _CHOICES = escape("[a] approve once  [s] approve for this session  [d] deny (with a note)")
+
+
+class NoAnswer(LlmDoError):
+    """The input ended (Ctrl-D, or the terminal went away) while an approval question waited for its answer."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        self.request = request
+        super().__init__(
+            f"the input ended (Ctrl-D) at the question for {request.toolset}.{request.tool} of entry "
+            f"{request.entry!r}: the call was not approved and the run stops; answer a, s or d to go on"
+        )
 
 
 class TerminalApprover:
@@ -61,7 +73,7 @@ class TerminalApprover:
                     note = (await self._ask("note for the model (optional): ")).strip()
                     return Approval.deny(note or None)
                 if answer == "":
-                    raise EOFError("the terminal closed while an approval was pending")
+                    raise NoAnswer(request)
                 self.console.print(f"[red]answer a, s or d[/] ({_CHOICES})")
 
     async def _ask(self, prompt: str) -> str:
