@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from pydantic_ai.messages import ToolCallPart
 
-from llm_do.models import Recording
+from llm_do.models import Recording, ScriptStep
 
 from .cli_projects import NOTES, llm_do, notes_project
 from .test_cli_tty import Terminal
@@ -19,6 +20,42 @@ from llm_do import entry
 async def main(scope, text):
     return await scope.call_tool("write", {"text": text})
 """
+
+
+FILES = '''
+from pathlib import Path
+
+from llm_do import ToolPolicy, Toolset, tool
+
+
+class Files(Toolset):
+    default_policy = ToolPolicy(default="ask")
+
+    @tool
+    def write(self, name: str, text: str) -> str:
+        """Write a file."""
+        Path(__file__).with_name(name).write_text(text)
+        return f"wrote {name}"
+'''
+
+
+def files_project(root: Path, script: list[ScriptStep]) -> Path:
+    """A worker whose `write(name, text)` asks each time, and a replay script of its responses."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tools.py").write_text(FILES)
+    (root / "clerk.worker").write_text("---\ntoolsets: [files]\n---\nWrite.\n")
+    Recording.from_script(script).save(root / "script.json")
+    return root
+
+
+class Questions(Terminal):
+    def question(self, number: int, timeout: float = 30) -> str:
+        """What the terminal showed since the previous question, once question `number` (from 1) is asked."""
+        deadline = time.monotonic() + timeout
+        while self.seen.count("approve? [a/s/d]") < number:
+            assert time.monotonic() < deadline, f"question {number} never came:\n{self.seen}"
+            self._read(deadline - time.monotonic())
+        return self.seen.split("approve? [a/s/d]")[number - 1]
 
 
 def asking_project(root: Path) -> Path:
@@ -155,3 +192,46 @@ def test_ctrl_d_at_a_question_stops_the_run_and_says_which_call_was_not_approved
     assert "the input ended (Ctrl-D) at the question for notes.write of entry 'scribe'" in message, message
     assert "Traceback" not in terminal.seen
     assert not (project / "notes.txt").exists()
+
+
+def test_parallel_calls_are_asked_one_at_a_time_and_each_answer_reaches_its_call(tmp_path: Path) -> None:
+    both = [
+        ToolCallPart("write", {"name": "a.txt", "text": "one"}),
+        ToolCallPart("write", {"name": "b.txt", "text": "two"}),
+    ]
+    project = files_project(tmp_path / "files", [both, "Done."])
+    terminal = Questions("run", project, "go", "--model", f"replay:{project / 'script.json'}", "-v")
+    for number in (1, 2):
+        question = terminal.question(number)
+        assert ('"text": "one"' in question) != ('"text": "two"' in question), question  # one call per question
+        if '"text": "one"' in question:
+            terminal.type("a\n")
+        else:
+            terminal.type("d\n")
+            terminal.expect("note for the model")
+            terminal.type("not b\n")
+    assert terminal.finish() == 0, terminal.seen
+    assert terminal.seen.count("approval needed") == 2
+    assert (project / "a.txt").read_text() == "one"
+    assert not (project / "b.txt").exists()
+    assert "clerk <- write -> The call to 'write' was not run: the approver denied it: not b." in terminal.seen
+
+
+def test_approve_for_session_in_chat_does_not_cover_other_arguments(tmp_path: Path) -> None:
+    one = ToolCallPart("write", {"name": "a.txt", "text": "one"})
+    other = ToolCallPart("write", {"name": "a.txt", "text": "other"})
+    project = files_project(tmp_path / "files", [one, "First.", [one, other], "Second."])
+    terminal = Questions("chat", project, "--model", f"replay:{project / 'script.json'}")
+    terminal.expect("you>")
+    terminal.type("first\n")
+    terminal.question(1)
+    terminal.type("s\n")
+    terminal.expect("First.")
+    terminal.type("second\n")
+    question = terminal.question(2)
+    assert '"text": "other"' in question and '"text": "one"' not in question, question
+    terminal.type("a\n")
+    terminal.expect("Second.")
+    terminal.type("\x04")
+    assert terminal.finish() == 0, terminal.seen
+    assert terminal.seen.count("approval needed") == 2
