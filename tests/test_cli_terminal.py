@@ -235,3 +235,17 @@ def test_approve_for_session_in_chat_does_not_cover_other_arguments(tmp_path: Pa
     terminal.type("\x04")
     assert terminal.finish() == 0, terminal.seen
     assert terminal.seen.count("approval needed") == 2
+
+
+def test_a_record_path_that_cannot_be_written_is_refused_before_the_run(tmp_path: Path) -> None:
+    project = tmp_path / "echo"
+    project.mkdir()
+    (project / "flows.py").write_text(
+        "from pathlib import Path\n\nfrom llm_do import entry\n\n\n@entry\nasync def mark(scope, text):\n"
+        "    Path(__file__).with_name('ran').write_text(text)\n    return text\n"
+    )
+    for where, problem in ((tmp_path / "nowhere" / "run.json", "does not exist"), (tmp_path, "is a directory")):
+        done = llm_do("run", project, "hi", "--model", "test", "--record", where)
+        assert done.returncode == 2, done.stderr
+        assert f"--record {where}: " in done.stderr and problem in done.stderr, done.stderr
+        assert not (project / "ran").exists()  # refused before anything ran (and before anything was spent)

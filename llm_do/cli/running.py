@@ -250,9 +250,26 @@ def _recording_model(args: argparse.Namespace, given: str | None) -> RecordingMo
     name = given or settings.model
     if name is None:
         raise UsageError("--record needs a model to record: pass --model provider:name (or set LLM_DO_MODEL)")
+    _check_writable(args.record)
     root = discover_project(args.project).root
     values = {"openai_base_url": settings.openai_base_url, "openai_api_key": settings.openai_api_key}
     return RecordingModel(resolve_model(name, root=root, settings=values), args.record)
+
+
+def _check_writable(record: str) -> None:
+    """`--record PATH` is written when the run ends: a path that cannot be written is refused before the run
+    spends anything on a model."""
+    path = os.path.abspath(record)
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        problem = f"{path} is a directory; give the path of a file"
+    elif not os.path.isdir(folder):
+        problem = f"the directory {folder} does not exist; create it or give another path"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        problem = f"the directory {folder} is not writable; give another path"
+    else:
+        return
+    raise UsageError(f"--record {record}: {problem}")
 
 
 @contextmanager
