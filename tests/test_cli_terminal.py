@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
 import time
 from pathlib import Path
 
@@ -9,8 +12,8 @@ from pydantic_ai.messages import ToolCallPart
 
 from llm_do.models import Recording, ScriptStep
 
-from .cli_projects import NOTES, llm_do, notes_project
-from .test_cli_tty import Terminal
+from .cli_projects import NOTES, command, environment, llm_do, notes_project
+from .test_cli_tty import Terminal, _controlling_terminal
 
 ASKING = """
 from llm_do import entry
@@ -249,3 +252,45 @@ def test_a_record_path_that_cannot_be_written_is_refused_before_the_run(tmp_path
         assert done.returncode == 2, done.stderr
         assert f"--record {where}: " in done.stderr and problem in done.stderr, done.stderr
         assert not (project / "ran").exists()  # refused before anything ran (and before anything was spent)
+
+
+class ErrToFile(Terminal):
+    """The command on a pseudo-terminal, with its stderr sent to a file (`llm-do run ... 2>log`)."""
+
+    def __init__(self, log: Path, *args: str | Path) -> None:
+        self.master, slave = pty.openpty()
+        env = {**environment(), "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
+        with log.open("wb") as err:
+            self.process = subprocess.Popen(
+                command(*args), stdin=slave, stdout=slave, stderr=err, env=env, preexec_fn=_controlling_terminal
+            )
+        os.close(slave)
+        self.seen = ""
+
+
+def test_a_question_is_asked_on_the_terminal_when_stderr_goes_to_a_file(tmp_path: Path) -> None:
+    project = notes_project(tmp_path / "notes")
+    log = tmp_path / "err.log"
+    terminal = ErrToFile(log, "run", project, "note it", "--model", f"replay:{project / 'script.json'}")
+    shown = terminal.expect("approve? [a/s/d]", timeout=20)  # not into the log, where nobody would see it
+    assert '"text": "remember the milk"' in shown
+    terminal.type("a\n")
+    terminal.expect("Noted.")
+    assert terminal.finish() == 0, terminal.seen + log.read_text()
+    assert "approve?" not in log.read_text()
+    assert "scribe  depth 0" in log.read_text()  # the tree and usage still go to stderr
+    assert (project / "notes.txt").read_text() == "remember the milk"
+
+
+def test_chat_talks_on_the_terminal_when_stderr_goes_to_a_file(tmp_path: Path) -> None:
+    project = asking_project(tmp_path / "asking")
+    log = tmp_path / "err.log"
+    terminal = ErrToFile(log, "chat", project)
+    terminal.expect("you>", timeout=20)
+    terminal.type("first\n")
+    terminal.expect("approve? [a/s/d]")
+    terminal.type("a\n")
+    terminal.expect("written")
+    terminal.type("\x04")
+    assert terminal.finish() == 0, terminal.seen + log.read_text()
+    assert "you>" not in log.read_text() and "approve?" not in log.read_text()

@@ -51,6 +51,8 @@ class _Session:
     approver: Approver
     lines: Lines
     """Stdin's lines, which the chat prompt and the approval questions share."""
+    asking: Console
+    """Where the questions and the chat's prompt go: stderr, or the terminal when stderr goes elsewhere."""
     model_events: bool
     """Whether the agents' events are streamed: something shows them (the live tree, -v)."""
 
@@ -127,7 +129,9 @@ def chat(args: argparse.Namespace) -> int:
     _apply_flags(args)
     with _session(args, err, _board(args, err)) as session:
         signals.run(
-            converse(session.project, session.run, session.recorder, args.entry, err, session.live, session.lines)
+            converse(
+                session.project, session.run, session.recorder, args.entry, session.asking, session.live, session.lines
+            )
         )
     return OK
 
@@ -180,20 +184,32 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
 
         live = Live(console=err, transient=True, refresh_per_second=8, get_renderable=lambda: live_tree(board))
     lines = Lines()
-    approver = None
-    if not (args.approve_all or args.reject_all) and sys.stdin.isatty():
-        from .approve import TerminalApprover
+    with _asking(err) as asking:
+        approver = None
+        if not (args.approve_all or args.reject_all) and sys.stdin.isatty():
+            from .approve import TerminalApprover
 
-        shown = live
-        approver = TerminalApprover(
-            err, lines=lines, pause=(lambda: _paused(shown)) if shown is not None else nullcontext
-        )
-    name = command_line_model(args.model)
-    model: Model | str | None = _recording_model(args, name) if args.record else name
-    project = load_project(args.project, model=model, approver=approver)
-    recorder = model if isinstance(model, RecordingModel) else None
-    shows = live is not None or args.verbose >= 1
-    yield _Session(project, board, live, recorder, approver or _no_approver, lines, shows)
+            shown = live
+            approver = TerminalApprover(
+                asking, lines=lines, pause=(lambda: _paused(shown)) if shown is not None else nullcontext
+            )
+        name = command_line_model(args.model)
+        model: Model | str | None = _recording_model(args, name) if args.record else name
+        project = load_project(args.project, model=model, approver=approver)
+        recorder = model if isinstance(model, RecordingModel) else None
+        shows = live is not None or args.verbose >= 1
+        yield _Session(project, board, live, recorder, approver or _no_approver, lines, asking, shows)
+
+
+@contextmanager
+def _asking(err: Console) -> Iterator[Console]:
+    """Where questions go: stderr, unless stdin is a terminal and stderr is not (`2>log`): then the terminal
+    itself, where the one who answers sees them (the log keeps the rest)."""
+    if err.is_terminal or not sys.stdin.isatty():
+        yield err
+        return
+    with open(os.ttyname(sys.stdin.fileno()), "w", encoding="utf-8") as terminal:
+        yield Console(file=terminal, highlight=False, soft_wrap=True)
 
 
 def _no_approver(request: ApprovalRequest) -> Any:
