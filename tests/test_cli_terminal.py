@@ -294,3 +294,19 @@ def test_chat_talks_on_the_terminal_when_stderr_goes_to_a_file(tmp_path: Path) -
     terminal.type("\x04")
     assert terminal.finish() == 0, terminal.seen + log.read_text()
     assert "you>" not in log.read_text() and "approve?" not in log.read_text()
+
+
+def test_chat_with_no_entry_to_talk_to_is_a_usage_error(tmp_path: Path) -> None:
+    project = tmp_path / "two"
+    project.mkdir()
+    for name in ("a", "b"):
+        (project / f"{name}.worker").write_text("---\nmodel: test\n---\nAnswer.\n")
+    done = llm_do("chat", project, stdin="hi\n")
+    assert done.returncode == 2, done.stderr
+    assert "the project has no default entry: pass --entry NAME (entries: a, b)" in done.stderr
+    assert "you>" not in done.stderr
+    done = llm_do("chat", project, "--entry", "c", stdin="hi\n")
+    assert done.returncode == 2, done.stderr
+    assert "no entry 'c' in the project; entries: a, b" in done.stderr
+    done = llm_do("chat", project, "--entry", "b", stdin="hi\n")
+    assert (done.returncode, done.stdout) == (0, "success (no tool calls)\n"), done.stderr

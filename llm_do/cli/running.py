@@ -21,7 +21,7 @@ from rich.console import Console
 
 from ..approval import ApprovalRequest, ApprovalUnavailable, Approver
 from ..attachments import Attachment, check_call
-from ..entries import AgentEntry
+from ..entries import AgentEntry, Entry
 from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
 from ..run import CallRecord, RunResult, run_report
@@ -128,6 +128,7 @@ def chat(args: argparse.Namespace) -> int:
     err = console(stderr=True)
     _apply_flags(args)
     with _session(args, err, _board(args, err)) as session:
+        _entry(session.project, args.entry or session.project.default_entry)  # before the first turn
         signals.run(
             converse(
                 session.project, session.run, session.recorder, args.entry, session.asking, session.live, session.lines
@@ -333,13 +334,7 @@ def _input(args: argparse.Namespace) -> Any:
 
 def _checked_input(project: Project, name: str | None, given: Any, args: argparse.Namespace) -> Any:
     """The input for entry `name`, validated against its input model before anything runs."""
-    if name is None:
-        raise UsageError(
-            f"the project has no default entry: pass --entry NAME (entries: {', '.join(project.entries) or 'none'})"
-        )
-    entry = project.entries.get(name)
-    if entry is None:
-        raise UsageError(f"no entry {name!r} in the project; entries: {', '.join(project.entries) or 'none'}")
+    name, entry = _entry(project, name)
     source = "--input-json" if args.input_json is not None else "the input" if given is not None else None
     input_data = given if given is not None else project.default_input
     if input_data is None:
@@ -356,6 +351,19 @@ def _checked_input(project: Project, name: str | None, given: Any, args: argpars
             "give a PROMPT, or give the worker an input model (input: module:Class)"
         )
     return input_data
+
+
+def _entry(project: Project, name: str | None) -> tuple[str, Entry]:
+    """The entry `name` of the project and its name: a usage error when there is none (`name` is None when the
+    project has no default entry)."""
+    if name is None:
+        raise UsageError(
+            f"the project has no default entry: pass --entry NAME (entries: {', '.join(project.entries) or 'none'})"
+        )
+    entry = project.entries.get(name)
+    if entry is None:
+        raise UsageError(f"no entry {name!r} in the project; entries: {', '.join(project.entries) or 'none'}")
+    return name, entry
 
 
 def _attachments(project: Project, paths: list[str]) -> tuple[Attachment, ...]:
