@@ -12,8 +12,8 @@ from pydantic_ai.messages import ToolCallPart
 
 from llm_do.models import Recording, ScriptStep
 
-from .cli_projects import NOTES, command, environment, llm_do, notes_project
-from .test_cli_tty import Terminal, _controlling_terminal
+from .cli_projects import NOTES, command, environment, llm_do, notes_project, slow_project
+from .test_cli_tty import Terminal, _controlling_terminal, wait_for_the_tool
 
 ASKING = """
 from llm_do import entry
@@ -310,3 +310,22 @@ def test_chat_with_no_entry_to_talk_to_is_a_usage_error(tmp_path: Path) -> None:
     assert "no entry 'c' in the project; entries: a, b" in done.stderr
     done = llm_do("chat", project, "--entry", "b", stdin="hi\n")
     assert (done.returncode, done.stdout) == (0, "success (no tool calls)\n"), done.stderr
+
+
+def test_a_second_ctrl_c_does_not_cut_the_teardown_short(tmp_path: Path) -> None:
+    project = slow_project(tmp_path / "slow")
+    flows = project / "flows.py"
+    slow_cleanup = 'async def cleanup(self):\n        note("cleanup started")\n        await asyncio.sleep(1)\n'
+    flows.write_text(flows.read_text().replace("def cleanup(self):\n", slow_cleanup))
+    log = project / "log.txt"
+    terminal = Terminal("run", project, "go", "--approve-all")
+    wait_for_the_tool(terminal.process, log)
+    terminal.type("\x03")
+    deadline = time.monotonic() + 30
+    while "cleanup started" not in log.read_text():
+        assert time.monotonic() < deadline and terminal.process.poll() is None, terminal.seen
+        time.sleep(0.02)
+    terminal.type("\x03")  # again, during the teardown
+    assert terminal.finish() == 130, terminal.seen
+    assert "interrupted: the run was cancelled and torn down" in terminal.seen
+    assert log.read_text().splitlines() == ["waiting", "rollback", "cleanup started", "cleanup"]
