@@ -329,3 +329,15 @@ def test_a_second_ctrl_c_does_not_cut_the_teardown_short(tmp_path: Path) -> None
     assert terminal.finish() == 130, terminal.seen
     assert "interrupted: the run was cancelled and torn down" in terminal.seen
     assert log.read_text().splitlines() == ["waiting", "rollback", "cleanup started", "cleanup"]
+
+
+def test_enter_alone_at_a_question_asks_again(tmp_path: Path) -> None:
+    project = notes_project(tmp_path / "notes")
+    terminal = Terminal("run", project, "note it", "--model", f"replay:{project / 'script.json'}")
+    terminal.expect("approve? [a/s/d]")
+    terminal.type("\n")  # Enter, no answer: not the end of input
+    terminal.expect("answer a, s or d ([a] approve once")
+    terminal.type("a\n")
+    terminal.expect("Noted.")
+    assert terminal.finish() == 0, terminal.seen
+    assert (project / "notes.txt").read_text() == "remember the milk"

@@ -64,7 +64,10 @@ class TerminalApprover:
         with self.pause():
             self.console.print(_panel(request))
             while True:
-                answer = (await self._ask("approve? [a/s/d] ")).strip().lower()
+                line = await self._ask("approve? [a/s/d] ")
+                if line == "":  # the end of input (an empty line is "\n")
+                    raise NoAnswer(request)
+                answer = line.strip().lower()
                 if answer in ("a", "approve", "y", "yes"):
                     return Approval.approve()
                 if answer in ("s", "session"):
@@ -72,8 +75,6 @@ class TerminalApprover:
                 if answer in ("d", "deny", "n", "no"):
                     note = (await self._ask("note for the model (optional): ")).strip()
                     return Approval.deny(note or None)
-                if answer == "":
-                    raise NoAnswer(request)
                 self.console.print(f"[red]answer a, s or d[/] ({_CHOICES})")
 
     async def _ask(self, prompt: str) -> str:
