@@ -341,3 +341,21 @@ def test_enter_alone_at_a_question_asks_again(tmp_path: Path) -> None:
     terminal.expect("Noted.")
     assert terminal.finish() == 0, terminal.seen
     assert (project / "notes.txt").read_text() == "remember the milk"
+
+
+def test_keys_typed_before_a_question_is_shown_do_not_answer_it(tmp_path: Path) -> None:
+    both = [
+        ToolCallPart("write", {"name": "a.txt", "text": "one"}),
+        ToolCallPart("write", {"name": "b.txt", "text": "two"}),
+    ]
+    project = files_project(tmp_path / "files", [both, "Done."])
+    terminal = Questions("run", project, "go", "--model", f"replay:{project / 'script.json'}")
+    first = terminal.question(1)
+    terminal.type("a\na\n")  # one answer, and one more typed ahead (a key pressed twice)
+    second = terminal.question(2)
+    assert "wrote" not in second.split("approval needed")[0]  # asked, not answered by the key typed ahead
+    terminal.type("d\n\n")
+    assert terminal.finish() == 0, terminal.seen
+    files = {name: (project / name).exists() for name in ("a.txt", "b.txt")}
+    assert sorted(files.values()) == [False, True], files  # the one approved, not the other
+    assert ('"text": "one"' in first) == files["a.txt"]

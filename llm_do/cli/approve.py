@@ -62,6 +62,7 @@ class TerminalApprover:
 
     async def _prompt(self, request: ApprovalRequest) -> Approval:
         with self.pause():
+            self.lines.discard_typed_ahead()  # keys typed before the question was shown do not answer it
             self.console.print(_panel(request))
             while True:
                 line = await self._ask("approve? [a/s/d] ")

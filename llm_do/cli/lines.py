@@ -3,14 +3,17 @@
 Each line is read in a daemon thread, so the event loop (and Ctrl-C) stay responsive while it waits.
 There is one read at a time, and a read whose reader went away (a question cancelled by Ctrl-C, a
 Ctrl-C at the chat prompt) is kept for the next reader: the next line typed goes to whoever asks
-next, never to a question that is gone.
+next, never to a question that is gone. A question can first discard what was typed before it was
+shown (`discard_typed_ahead`): an answer is only one given to that question.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import sys
+import termios
 import threading
 from typing import TextIO
 
@@ -32,6 +35,18 @@ class Lines:
         text = await asyncio.shield(pending)  # a cancelled reader leaves the read to the next one
         self._pending = None
         return text
+
+    def discard_typed_ahead(self) -> None:
+        """Forget the lines typed and not read yet: those the terminal holds, and one read that nobody took."""
+        pending = self._pending
+        if pending is not None and pending.done():
+            self._pending = None
+            if not pending.cancelled():
+                pending.exception()  # (retrieved, so that asyncio does not report it)
+        stream = self.stream if self.stream is not None else sys.stdin
+        with contextlib.suppress(OSError, ValueError, termios.error, io.UnsupportedOperation):
+            if stream.isatty():
+                termios.tcflush(stream.fileno(), termios.TCIFLUSH)
 
     def _read(self) -> asyncio.Future[str]:
         loop = asyncio.get_running_loop()
