@@ -359,3 +359,19 @@ def test_keys_typed_before_a_question_is_shown_do_not_answer_it(tmp_path: Path) 
     files = {name: (project / name).exists() for name in ("a.txt", "b.txt")}
     assert sorted(files.values()) == [False, True], files  # the one approved, not the other
     assert ('"text": "one"' in first) == files["a.txt"]
+
+
+def test_ctrl_c_at_the_chat_prompt_shows_the_prompt_again(tmp_path: Path) -> None:
+    project = tmp_path / "echo"
+    project.mkdir()
+    (project / "flows.py").write_text(
+        "from llm_do import entry\n\n\n@entry\nasync def shout(scope, text):\n    return text.upper()\n"
+    )
+    terminal = Terminal("chat", project)
+    terminal.expect("you>")
+    terminal.type("\x03")  # Ctrl-C at the prompt: nothing to cancel, and the prompt is there again
+    terminal.expect("(Ctrl-D to exit)\nyou>", timeout=10)
+    terminal.type("words\n")
+    terminal.expect("WORDS")
+    terminal.type("\x04")
+    assert terminal.finish() == 0, terminal.seen

@@ -57,7 +57,7 @@ async def chat(
         if turn is not None and not turn.done():
             turn.cancel()
         else:
-            err.print("\n[dim](Ctrl-D to exit)[/]")
+            err.print("\n[dim](Ctrl-D to exit)[/]\n[bold]you>[/] ", end="")
 
     name = entry or project.default_entry
     err.print(f"[bold]chat with {escape(str(name))}[/]: Ctrl-C ends a turn, Ctrl-D exits")
