@@ -375,3 +375,28 @@ def test_ctrl_c_at_the_chat_prompt_shows_the_prompt_again(tmp_path: Path) -> Non
     terminal.expect("WORDS")
     terminal.type("\x04")
     assert terminal.finish() == 0, terminal.seen
+
+
+def test_the_live_tree_of_a_chat_turn_shows_that_turn_only(tmp_path: Path) -> None:
+    project = notes_project(tmp_path / "desk")
+    (project / "scribe.worker").write_text("---\ntoolsets: [notes, helper]\n---\nWrite notes.\n")
+    (project / "helper.worker").write_text("Help.\n")
+    script = Recording.from_script(
+        [ToolCallPart("helper", {"input": "help"}), "First.", ToolCallPart("write", {"text": "milk"}), "Second."],
+        entry="scribe",
+    )
+    script.add_script(["Helped."], entry="helper").save(project / "script.json")
+    terminal = Terminal("chat", project, "--model", f"replay:{project / 'script.json'}", "--entry", "scribe")
+    terminal.expect("you>")
+    terminal.type("first\n")
+    terminal.expect("First.")
+    mark = len(terminal.seen)
+    terminal.type("second\n")
+    terminal.expect("approve? [a/s/d]")
+    tree = terminal.seen[mark:].split("approval needed", 1)[0]  # the live tree, drawn as the question stops it
+    assert "scribe  depth 0" in tree
+    assert "helper" not in tree, tree  # turn 1's call is not running in turn 2
+    terminal.type("a\n")
+    terminal.expect("Second.")
+    terminal.type("\x04")
+    assert terminal.finish() == 0, terminal.seen

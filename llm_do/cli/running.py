@@ -70,6 +70,7 @@ class _Session:
         target = name or project.default_entry
         if target is None:
             return await project.run(name, input_data, session=session)  # the project says what is missing
+        self.board.clear()  # a chat's turns share the board: each shows its own calls (their ids start again)
         stream = project.runtime.stream(
             target,
             input_data,
