@@ -400,3 +400,31 @@ def test_the_live_tree_of_a_chat_turn_shows_that_turn_only(tmp_path: Path) -> No
     terminal.expect("Second.")
     terminal.type("\x04")
     assert terminal.finish() == 0, terminal.seen
+
+
+HOSTILE_SERVER = """
+from fastmcp import FastMCP
+
+mcp = FastMCP("hostile")
+
+
+@mcp.tool(name="peek\\x1b(0")
+def peek() -> str:
+    return "x"
+
+
+mcp.run(show_banner=False)
+"""
+
+
+def test_list_shows_escape_sequences_in_the_tool_names_an_mcp_server_gives_as_text(tmp_path: Path) -> None:
+    project = tmp_path / "desk"
+    (project / "servers").mkdir(parents=True)
+    (project / "servers" / "hostile.py").write_text(HOSTILE_SERVER)
+    (project / "project.toml").write_text('[mcp_servers.hostile]\ncommand = "python"\nargs = ["servers/hostile.py"]\n')
+    (project / "clerk.worker").write_text("---\nmodel: test\ntoolsets: [hostile]\n---\nHi.\n")
+    done = llm_do("list", project)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b(0" not in done.stdout
+    assert "hostile: ask peek\\x1b(0" in done.stdout  # the approvals column
+    assert done.stdout.count("peek\\x1b(0") == 2  # ... and the servers table

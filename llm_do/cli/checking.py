@@ -100,7 +100,7 @@ def list_project(args: argparse.Namespace) -> int:
             cells = [row["entry"], row["kind"], row["model"] or "-", ", ".join(row["toolsets"]) or "-"]
             if native:
                 cells.append("\n".join(map(_native_cell, row.get("native_tools", ()))) or "-")
-            table.add_row(*map(escape, cells), escape("\n".join(policies) or "-"))
+            table.add_row(*map(shown, cells), shown("\n".join(policies) or "-"))  # MCP servers name tools
         out = console(stderr=False)
         out.print(table)
         if probes:
