@@ -1,4 +1,6 @@
-"""The `llm-do` command on a pseudo-terminal, as a demanding user types at it: questions interrupted, hostile text."""
+"""The `llm-do` command as a demanding user meets it, mostly on a pseudo-terminal: questions answered in turn,
+interrupted or typed ahead, Ctrl-C twice, stderr redirected, hostile text from models, tools and servers, flags after
+the prompt, files with a byte order mark, chat turns and their live tree."""
 
 from __future__ import annotations
 
