@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-import threading
 from collections.abc import Awaitable
 from contextlib import nullcontext
 from typing import Any, Protocol
@@ -26,7 +25,8 @@ from ..process.signals import handling
 from ..project import Project
 from ..run import RunResult
 from ..session import Session
-from .render import output_text, usage_table
+from .lines import Lines
+from .render import output_text, shown, usage_table
 
 
 class Turn(Protocol):
@@ -41,9 +41,15 @@ __all__ = ["chat"]
 
 
 async def chat(
-    project: Project, run: Turn, recorder: RecordingModel | None, entry: str | None, err: Console, live: Live | None
+    project: Project,
+    run: Turn,
+    recorder: RecordingModel | None,
+    entry: str | None,
+    err: Console,
+    live: Live | None,
+    lines: Lines,
 ) -> None:
-    """Read a line, run it, print the answer; until end of input."""
+    """Read a line from `lines` (which the approval questions share), run it, print the answer; until end of input."""
     loop = asyncio.get_running_loop()
     turn: asyncio.Task[RunResult] | None = None
 
@@ -51,18 +57,17 @@ async def chat(
         if turn is not None and not turn.done():
             turn.cancel()
         else:
-            err.print("\n[dim](Ctrl-D to exit)[/]")
+            err.print("\n[dim](Ctrl-D to exit)[/]\n[bold]you>[/] ", end="")
 
     name = entry or project.default_entry
     err.print(f"[bold]chat with {escape(str(name))}[/]: Ctrl-C ends a turn, Ctrl-D exits")
     with handling((signal.SIGINT,), interrupt):
         async with recorder if recorder is not None else nullcontext(), project:
             session = await project.runtime.session("chat")
-            reader = _Lines()
             while True:
                 err.print("[bold]you>[/] ", end="")
-                line = await reader.next()
-                if line is None:
+                line = await lines.next()
+                if not line:
                     err.print()
                     break
                 if not line.strip():
@@ -78,40 +83,13 @@ async def chat(
                     err.print("[yellow]turn cancelled[/]")
                     continue
                 except Exception as error:
-                    err.print(f"[red]the turn failed[/]: {escape(type(error).__name__)}: {escape(str(error))}")
+                    err.print(f"[red]the turn failed[/]: {escape(type(error).__name__)}: {shown(str(error))}")
                     continue
                 finally:
                     turn = None
-                print(output_text(result.output), flush=True)
+                print(output_text(result.output, terminal=sys.stdout.isatty()), flush=True)
             err.print(usage_table((), project.runtime.usage))
 
 
 async def _turn(run: Turn, entry: str | None, text: str, session: Session) -> RunResult:
     return await run(entry, text, session=session)
-
-
-class _Lines:
-    """Lines of stdin, read in a daemon thread so the loop (and Ctrl-C) stay responsive; None at EOF."""
-
-    def __init__(self) -> None:
-        self._pending: asyncio.Future[str] | None = None
-
-    async def next(self) -> str | None:
-        if self._pending is None:  # a read still waiting (after Ctrl-C at the prompt) is reused
-            loop = asyncio.get_running_loop()
-            future: asyncio.Future[str] = loop.create_future()
-            self._pending = future
-
-            def read() -> None:
-                text = sys.stdin.readline()
-                loop.call_soon_threadsafe(_settle, future, text)
-
-            threading.Thread(target=read, name="llm-do chat input", daemon=True).start()
-        text = await self._pending
-        self._pending = None
-        return text or None
-
-
-def _settle(future: asyncio.Future[str], text: str) -> None:
-    if not future.done():
-        future.set_result(text)

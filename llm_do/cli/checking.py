@@ -26,7 +26,7 @@ from ..project.models import model_id
 from ..project.native import native_rows
 from . import signals
 from .failures import ERROR, OK, classify, problems_json
-from .render import console
+from .render import console, shown
 from .running import command_line_model
 from .servers import decisions, grouped, probe_and_close, report_failures, server_of, server_problems, servers_table
 
@@ -62,7 +62,7 @@ def check(args: argparse.Namespace) -> int:
         if failed or problems:
             report_failures(err, probes)
             for problem in problems:
-                err.print(escape(str(problem)), soft_wrap=True)
+                err.print(shown(str(problem)), soft_wrap=True)
             count = len(failed) + len(problems)
             servers = f" (MCP server{'s' if len(failed) > 1 else ''} {', '.join(map(repr, failed))} did not start)"
             err.print(escape(f"llm-do: {count} problem{'s' if count != 1 else ''} found{servers if failed else ''}"))
@@ -100,7 +100,7 @@ def list_project(args: argparse.Namespace) -> int:
             cells = [row["entry"], row["kind"], row["model"] or "-", ", ".join(row["toolsets"]) or "-"]
             if native:
                 cells.append("\n".join(map(_native_cell, row.get("native_tools", ()))) or "-")
-            table.add_row(*map(escape, cells), escape("\n".join(policies) or "-"))
+            table.add_row(*map(shown, cells), shown("\n".join(policies) or "-"))  # MCP servers name tools
         out = console(stderr=False)
         out.print(table)
         if probes:

@@ -130,9 +130,11 @@ def report(error: BaseException, *, debug: bool = False) -> int:
     from rich.console import Console
     from rich.markup import escape
 
+    from .printable import printable
+
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP): the exit code still says it
-        for line in failure.lines:
+        for line in map(printable, failure.lines):
             err.print(f"[yellow]interrupted[/]{escape(line[11:])}" if failure.kind == "interrupted" else escape(line))
     return failure.code
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 
 from rich.console import Console
-from rich.markup import escape
+
+from .render import shown
 
 __all__ = ["show_server_logs"]
 
@@ -26,7 +27,7 @@ class _Printed(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = escape(record.getMessage())
+            text = shown(record.getMessage())
             style = _STYLES.get(record.levelno, "dim")
             self.err.print(f"[{style}]{text}[/]", soft_wrap=True)
         except Exception:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 
@@ -105,11 +105,29 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Intermixed(argparse.ArgumentParser):
+    """A command's parser, which takes its positionals between its flags (`run . --entry clerk "hi"`): plain
+    argparse fills an optional positional (the prompt) with nothing as soon as it meets the project."""
+
+    _parsing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._parsing:  # the two passes of parse_known_intermixed_args
+            return super().parse_known_args(args, namespace)
+        self._parsing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._parsing = False
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser of the command, built from `COMMANDS`."""
     top = argparse.ArgumentParser(prog="llm-do", description="Run, chat with, check and list agent projects.")
     top.add_argument("--version", action=_Version, help="print the version of llm-do and exit")
-    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Intermixed)
     for command in COMMANDS:
         sub = commands.add_parser(command.name, help=command.help, description=command.help)
         command.arguments(sub)

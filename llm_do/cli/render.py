@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from ..run import CallRecord, usage_json
+from .printable import printable
 from .watch import Board
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "json_calls",
     "live_tree",
     "output_text",
+    "shown",
     "usage_json",
     "usage_table",
 ]
@@ -99,13 +101,22 @@ def usage_table(calls: Iterable[CallRecord], total: RunUsage) -> Table:
     return table
 
 
-def output_text(output: Any) -> str:
-    """The output as the command prints it: text as is, a pydantic model or other data as JSON."""
+def output_text(output: Any, *, terminal: bool = False) -> str:
+    """The output as the command prints it: text as is, a pydantic model or other data as JSON; for a
+    `terminal`, with what it would obey rather than show (escape sequences, ...) made visible (`printable`)."""
     if isinstance(output, str):
-        return output
-    if isinstance(output, BaseModel):
-        return output.model_dump_json(indent=2)
-    return json.dumps(to_jsonable_python(output, fallback=repr), indent=2, ensure_ascii=False)
+        text = output
+    elif isinstance(output, BaseModel):
+        text = output.model_dump_json(indent=2)
+    else:
+        text = json.dumps(to_jsonable_python(output, fallback=repr), indent=2, ensure_ascii=False)
+    return printable(text) if terminal else text
+
+
+def shown(text: str) -> str:
+    """Text from a model, a tool or a server as rich markup that shows it as it is: its markup escaped, and
+    what a terminal would obey rather than show (escape sequences, ...) made visible (`printable`)."""
+    return escape(printable(text))
 
 
 def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]]:

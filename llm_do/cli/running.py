@@ -18,11 +18,10 @@ from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 from rich.console import Console
-from rich.markup import escape
 
 from ..approval import ApprovalRequest, ApprovalUnavailable, Approver
 from ..attachments import Attachment, check_call
-from ..entries import AgentEntry
+from ..entries import AgentEntry, Entry
 from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
 from ..run import CallRecord, RunResult, run_report
@@ -30,8 +29,9 @@ from ..session import Session
 from ..settings import LlmDoSettings
 from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
+from .lines import Lines
 from .logs import show_server_logs
-from .render import console, final_tree, json_calls, live_tree, output_text, usage_json, usage_table
+from .render import console, final_tree, json_calls, live_tree, output_text, shown, usage_json, usage_table
 from .watch import Board
 
 if TYPE_CHECKING:
@@ -49,6 +49,10 @@ class _Session:
     live: Live | None
     recorder: RecordingModel | None
     approver: Approver
+    lines: Lines
+    """Stdin's lines, which the chat prompt and the approval questions share."""
+    asking: Console
+    """Where the questions and the chat's prompt go: stderr, or the terminal when stderr goes elsewhere."""
     model_events: bool
     """Whether the agents' events are streamed: something shows them (the live tree, -v)."""
 
@@ -66,6 +70,7 @@ class _Session:
         target = name or project.default_entry
         if target is None:
             return await project.run(name, input_data, session=session)  # the project says what is missing
+        self.board.clear()  # a chat's turns share the board: each shows its own calls (their ids start again)
         stream = project.runtime.stream(
             target,
             input_data,
@@ -111,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
         document["calls"] = json_calls(result.calls, board)
         print(json.dumps(document, ensure_ascii=False))
         return OK
-    err.print(final_tree(result.calls, board))
+    err.print(final_tree(result.calls, board), soft_wrap=False)  # wrapped, not cut, on a terminal
     err.print(usage_table(result.calls, result.usage))
-    print(output_text(result.output))
+    print(output_text(result.output, terminal=sys.stdout.isatty()))
     return OK
 
 
@@ -124,7 +129,12 @@ def chat(args: argparse.Namespace) -> int:
     err = console(stderr=True)
     _apply_flags(args)
     with _session(args, err, _board(args, err)) as session:
-        signals.run(converse(session.project, session.run, session.recorder, args.entry, err, session.live))
+        _entry(session.project, args.entry or session.project.default_entry)  # before the first turn
+        signals.run(
+            converse(
+                session.project, session.run, session.recorder, args.entry, session.asking, session.live, session.lines
+            )
+        )
     return OK
 
 
@@ -162,7 +172,7 @@ def _failed(
         }
         print(json.dumps(document, ensure_ascii=False), flush=True)
     elif calls and total.requests:
-        err.print(final_tree(calls, board))
+        err.print(final_tree(calls, board), soft_wrap=False)  # wrapped, not cut, on a terminal
         err.print(usage_table(calls, total))
 
 
@@ -175,18 +185,33 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
         from rich.live import Live
 
         live = Live(console=err, transient=True, refresh_per_second=8, get_renderable=lambda: live_tree(board))
-    approver = None
-    if not (args.approve_all or args.reject_all) and sys.stdin.isatty():
-        from .approve import TerminalApprover
+    lines = Lines()
+    with _asking(err) as asking:
+        approver = None
+        if not (args.approve_all or args.reject_all) and sys.stdin.isatty():
+            from .approve import TerminalApprover
 
-        shown = live
-        approver = TerminalApprover(err, pause=(lambda: _paused(shown)) if shown is not None else nullcontext)
-    name = command_line_model(args.model)
-    model: Model | str | None = _recording_model(args, name) if args.record else name
-    project = load_project(args.project, model=model, approver=approver)
-    recorder = model if isinstance(model, RecordingModel) else None
-    shows = live is not None or args.verbose >= 1
-    yield _Session(project, board, live, recorder, approver or _no_approver, shows)
+            shown = live
+            approver = TerminalApprover(
+                asking, lines=lines, pause=(lambda: _paused(shown)) if shown is not None else nullcontext
+            )
+        name = command_line_model(args.model)
+        model: Model | str | None = _recording_model(args, name) if args.record else name
+        project = load_project(args.project, model=model, approver=approver)
+        recorder = model if isinstance(model, RecordingModel) else None
+        shows = live is not None or args.verbose >= 1
+        yield _Session(project, board, live, recorder, approver or _no_approver, lines, asking, shows)
+
+
+@contextmanager
+def _asking(err: Console) -> Iterator[Console]:
+    """Where questions go: stderr, unless stdin is a terminal and stderr is not (`2>log`): then the terminal
+    itself, where the one who answers sees them (the log keeps the rest)."""
+    if err.is_terminal or not sys.stdin.isatty():
+        yield err
+        return
+    with open(os.ttyname(sys.stdin.fileno()), "w", encoding="utf-8") as terminal:
+        yield Console(file=terminal, highlight=False, soft_wrap=True)
 
 
 def _no_approver(request: ApprovalRequest) -> Any:
@@ -243,9 +268,26 @@ def _recording_model(args: argparse.Namespace, given: str | None) -> RecordingMo
     name = given or settings.model
     if name is None:
         raise UsageError("--record needs a model to record: pass --model provider:name (or set LLM_DO_MODEL)")
+    _check_writable(args.record)
     root = discover_project(args.project).root
     values = {"openai_base_url": settings.openai_base_url, "openai_api_key": settings.openai_api_key}
     return RecordingModel(resolve_model(name, root=root, settings=values), args.record)
+
+
+def _check_writable(record: str) -> None:
+    """`--record PATH` is written when the run ends: a path that cannot be written is refused before the run
+    spends anything on a model."""
+    path = os.path.abspath(record)
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        problem = f"{path} is a directory; give the path of a file"
+    elif not os.path.isdir(folder):
+        problem = f"the directory {folder} does not exist; create it or give another path"
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        problem = f"the directory {folder} is not writable; give another path"
+    else:
+        return
+    raise UsageError(f"--record {record}: {problem}")
 
 
 @contextmanager
@@ -293,13 +335,7 @@ def _input(args: argparse.Namespace) -> Any:
 
 def _checked_input(project: Project, name: str | None, given: Any, args: argparse.Namespace) -> Any:
     """The input for entry `name`, validated against its input model before anything runs."""
-    if name is None:
-        raise UsageError(
-            f"the project has no default entry: pass --entry NAME (entries: {', '.join(project.entries) or 'none'})"
-        )
-    entry = project.entries.get(name)
-    if entry is None:
-        raise UsageError(f"no entry {name!r} in the project; entries: {', '.join(project.entries) or 'none'}")
+    name, entry = _entry(project, name)
     source = "--input-json" if args.input_json is not None else "the input" if given is not None else None
     input_data = given if given is not None else project.default_input
     if input_data is None:
@@ -316,6 +352,19 @@ def _checked_input(project: Project, name: str | None, given: Any, args: argpars
             "give a PROMPT, or give the worker an input model (input: module:Class)"
         )
     return input_data
+
+
+def _entry(project: Project, name: str | None) -> tuple[str, Entry]:
+    """The entry `name` of the project and its name: a usage error when there is none (`name` is None when the
+    project has no default entry)."""
+    if name is None:
+        raise UsageError(
+            f"the project has no default entry: pass --entry NAME (entries: {', '.join(project.entries) or 'none'})"
+        )
+    entry = project.entries.get(name)
+    if entry is None:
+        raise UsageError(f"no entry {name!r} in the project; entries: {', '.join(project.entries) or 'none'}")
+    return name, entry
 
 
 def _attachments(project: Project, paths: list[str]) -> tuple[Attachment, ...]:
@@ -358,4 +407,4 @@ def _jsonable(value: Any) -> Any:
 
 def _echo(err: Console, kind: str, where: str, text: str) -> None:
     arrow = {"call": "[cyan]->[/]", "result": "[green]<-[/]", "text": "[magenta]..[/]"}[kind]
-    err.print(f"{escape(where)} {arrow} {escape(text)}")
+    err.print(f"{shown(where)} {arrow} {shown(text)}")

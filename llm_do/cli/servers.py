@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..project import Problem, Project
 from ..project.mcp import ServerProbe, probe_servers
+from .render import shown
 
 __all__ = [
     "decisions",
@@ -38,7 +39,7 @@ def report_failures(err: Console, probes: list[ServerProbe]) -> int:
     """Print the servers that failed to start; how many did."""
     failed = [probe for probe in probes if probe.error is not None]
     for probe in failed:
-        err.print(f"[red]MCP server {escape(probe.name)!r} failed[/]: {escape(probe.error or '')}", soft_wrap=True)
+        err.print(f"[red]MCP server {escape(probe.name)!r} failed[/]: {shown(probe.error or '')}", soft_wrap=True)
     return len(failed)
 
 
@@ -48,9 +49,9 @@ def servers_table(probes: list[ServerProbe]) -> Table:
     for column in ("server", "scope", "command or url", "tools (ro: annotated readOnlyHint)"):
         table.add_column(column)
     for probe in probes:
-        tools = "\n".join(f"{tool.name} (ro)" if tool.read_only else tool.name for tool in probe.tools)
-        shown = f"[red]failed to start[/]: {escape((probe.error or '').splitlines()[0])}" if probe.error else tools
-        table.add_row(escape(probe.name), probe.scope, escape(probe.target), shown or "-")
+        tools = "\n".join(shown(f"{tool.name} (ro)" if tool.read_only else tool.name) for tool in probe.tools)
+        cell = f"[red]failed to start[/]: {shown((probe.error or '').splitlines()[0])}" if probe.error else tools
+        table.add_row(escape(probe.name), probe.scope, escape(probe.target), cell or "-")
     return table
 
 

@@ -42,7 +42,7 @@ class ProjectLayout:
         """The line of a top-level key in `project.toml`, when there is one."""
         if self.config_file is None:
             return None
-        return _line_of(self.config_file.read_text(encoding="utf-8"), key)
+        return _line_of(self.config_file.read_text(encoding="utf-8-sig"), key)
 
 
 def discover_project(path: Path | str) -> ProjectLayout:
@@ -91,7 +91,7 @@ def _default(root: Path) -> ProjectLayout:
 
 
 def _from_config(root: Path, config: Path) -> ProjectLayout:
-    text = config.read_text(encoding="utf-8")
+    text = config.read_text(encoding="utf-8-sig")  # a byte order mark (Windows editors) is not TOML
     try:
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

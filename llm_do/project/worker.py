@@ -169,9 +169,9 @@ def read_worker(path: Path) -> WorkerSpec:
 def check_worker_file(path: Path) -> tuple[WorkerSpec | None, list[Problem]]:
     """`check_worker` on the file at `path` (a file that cannot be read is a problem)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark (Windows editors) is not the text
     except (OSError, UnicodeDecodeError) as error:
-        return None, [Problem(path, None, f"cannot read the worker file: {error}")]
+        return None, [Problem(path, None, f"cannot read the worker file: {error}; save it as UTF-8 text")]
     return check_worker(text, file=path)
 
 
