@@ -111,6 +111,32 @@ async def test_a_child_calls_approval_announces_its_tool_call_and_the_tree_goes_
     assert "".join(chunk["delta"] for chunk in chunks if chunk["type"] == "text-delta") == "porter says so"
 
 
+async def test_a_data_part_sent_again_under_its_id_keeps_every_field_it_had() -> None:
+    """The AI SDK replaces a data part by the later one with the same type and id: an update that sent only
+    what changed would lose the call's place in the tree, a tool call's arguments, an approval's question."""
+    steps = (tool_call("porter", input="open up"), lambda turn: "porter says so")
+    chunks = await chunks_of(runtime(*steps, child=True), "approve")
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    for chunk in chunks:
+        if chunk["type"].startswith("data-llm-do-"):
+            before = last.get((chunk["type"], chunk["id"]), {})
+            assert set(before) <= set(chunk["data"]), chunk  # nothing sent earlier is missing from an update
+            last[chunk["type"], chunk["id"]] = chunk["data"]
+    porter = last["data-llm-do-call", "call_2"]
+    assert (porter["state"], porter["entry"], porter["parent"], porter["toolsets"]) == (
+        "ok",
+        "porter",
+        "call_1",
+        ["vault"],
+    )
+    (tool,) = [data for (kind, _), data in last.items() if kind == "data-llm-do-tool"]
+    assert (tool["state"], tool["call"], tool["args"]) == ("done", "call_2", {"door": "north"})
+    (approval,) = [data for (kind, _), data in last.items() if kind == "data-llm-do-approval"]
+    assert (
+        approval["state"] == "approved" and approval["tool"] == "open_vault" and "open_vault" in approval["description"]
+    )
+
+
 @pytest.mark.parametrize("child", [False, True])
 async def test_a_call_its_policy_denies_never_reaches_the_page_as_a_question(child: bool) -> None:
     rt = runtime(
@@ -213,13 +239,16 @@ async def test_the_files_a_call_receives_and_an_approval_hands_over_are_named_ne
         lines = [line async for line in vercel_sse(answering(run, "approve"))]
     chunks = [json.loads(line[len("data: ") :]) for line in lines if line.startswith("data: {")]
     described = [picture.info.to_json()]
-    running = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-call" and "toolsets" in chunk["data"]]
+    calls = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-call"]
+    running = [data for data in calls if data["state"] == "running"]
     assert [(data["entry"], data.get("attachments")) for data in running] == [
         ("boss", described),
         ("child", described),
     ]
     [pending] = [
-        chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-approval" and "args" in chunk["data"]
+        chunk["data"]
+        for chunk in chunks
+        if chunk["type"] == "data-llm-do-approval" and chunk["data"]["state"] == "pending"
     ]
     assert pending["attachments"] == described
     assert "SECRET" not in "".join(lines)

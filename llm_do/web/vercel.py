@@ -11,6 +11,9 @@ event for, in the same stream:
   the tool call's `tool-input-available` (as a dynamic tool) when the call belongs to a child call,
   and a data part `data-llm-do-approval` (its description, and later its decision).
 
+A data part sent again under its id carries all of its fields, the new ones merged in: the AI SDK
+replaces a data part by the one that comes later under the same type and id.
+
 The answer goes back through a plain POST (a live run keeps running while it waits);
 `decision_of` reads both llm-do's shape and the AI SDK's approval response. `sse_response` wraps
 an encoded stream for Starlette or FastAPI, importing Starlette only when called.
@@ -85,29 +88,38 @@ class _Encoder(VercelAIEventStream[Any, Any]):
             yield chunk
 
 
-def _call(tag: CallTag, state: str, **more: Any) -> DataChunk:
-    data = {
+class _Parts:
+    """The data parts of one type still to be updated, each as last sent: an update carries every field."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.sent: dict[str, dict[str, Any]] = {}
+
+    def part(self, part_id: str, data: dict[str, Any], *, last: bool = False) -> DataChunk:
+        """The part `part_id` with `data` merged into what it had; `last`: it is not updated again."""
+        earlier = self.sent.pop(part_id, None) if last else self.sent.get(part_id)
+        merged = {**(earlier or {}), **data}
+        if not last:
+            self.sent[part_id] = merged
+        return DataChunk(type=self.kind, id=part_id, data=merged)
+
+
+def _call_data(tag: CallTag, state: str) -> dict[str, Any]:
+    return {
         "id": tag.id,
         "parent": tag.parent,
         "entry": tag.entry,
         "depth": tag.depth,
         "tool_call_id": tag.tool_call_id,
         "state": state,
-        **more,
     }
-    return DataChunk(type="data-llm-do-call", id=tag.id, data=data)
 
 
-def _tool_result(part: ToolReturnPart, announced: bool) -> list[BaseChunk]:
+def _tool_result(tools: _Parts, part: ToolReturnPart, announced: bool) -> list[BaseChunk]:
     """The result of a child call's tool call: its data part, and its protocol chunk if it was announced."""
     state = {"success": "done", "denied": "denied"}.get(part.outcome, "failed")
-    chunks: list[BaseChunk] = [
-        DataChunk(
-            type="data-llm-do-tool",
-            id=part.tool_call_id,
-            data={"tool_call_id": part.tool_call_id, "tool": part.tool_name, "state": state, "result": part.content},
-        )
-    ]
+    data = {"tool_call_id": part.tool_call_id, "tool": part.tool_name, "state": state, "result": part.content}
+    chunks: list[BaseChunk] = [tools.part(part.tool_call_id, data, last=True)]
     if announced:
         tool_call_id = part.tool_call_id
         if state == "denied":
@@ -127,6 +139,9 @@ class _Translator:
         """Tool calls of the top-level call: pydantic-ai's encoder announced them."""
         self.announced: set[str] = set()
         """Child calls' tool calls announced in the protocol (they needed an approval)."""
+        self.calls = _Parts("data-llm-do-call")
+        self.tools = _Parts("data-llm-do-tool")
+        self.approvals = _Parts("data-llm-do-approval")
 
     def translate(self, event: StreamEvent) -> NativeEvent | _Chunks | None:
         kind = type(event)
@@ -134,21 +149,23 @@ class _Translator:
             return self._call_event(cast(CallEvent, event))
         if kind is CallStarted:
             started = cast(CallStarted, event)
-            files = {"attachments": [info.to_json() for info in started.attachments]} if started.attachments else {}
-            return _Chunks((_call(started.call, "running", toolsets=list(started.toolsets), **files),))
+            data = {**_call_data(started.call, "running"), "toolsets": list(started.toolsets)}
+            if started.attachments:
+                data["attachments"] = [info.to_json() for info in started.attachments]
+            return _Chunks((self.calls.part(started.call.id, data),))
         if kind is CallEnded:
             ended = cast(CallEnded, event)
             error = None if ended.error is None else f"{type(ended.error).__name__}: {ended.error}"
-            return _Chunks((_call(ended.call, str(ended.outcome), usage=usage_json(ended.usage), error=error),))
+            data = {**_call_data(ended.call, str(ended.outcome)), "usage": usage_json(ended.usage), "error": error}
+            return _Chunks((self.calls.part(ended.call.id, data, last=True),))
         if kind is ApprovalRequested:
             return _Chunks(tuple(self._approval(cast(ApprovalRequested, event))))
         if kind is ApprovalDecided:
             decided = cast(ApprovalDecided, event)
-            data = {"approval_id": decided.request.approval_id, "approved": decided.approved, "why": decided.why}
+            approval_id = decided.request.approval_id
             state = "approved" if decided.approved else "denied"
-            return _Chunks(
-                (DataChunk(type="data-llm-do-approval", id=decided.request.approval_id, data={**data, "state": state}),)
-            )
+            data = {"approval_id": approval_id, "approved": decided.approved, "why": decided.why, "state": state}
+            return _Chunks((self.approvals.part(approval_id, data, last=True),))
         return None  # handles, completed responses: not part of the page's protocol
 
     def _call_event(self, event: CallEvent) -> NativeEvent | _Chunks | None:
@@ -166,10 +183,10 @@ class _Translator:
                 "args": part.args_as_dict(),
                 "state": "running",
             }
-            return _Chunks((DataChunk(type="data-llm-do-tool", id=part.tool_call_id, data=data),))
+            return _Chunks((self.tools.part(part.tool_call_id, data),))
         if isinstance(native, FunctionToolResultEvent) and isinstance(native.part, ToolReturnPart):
             announced = native.part.tool_call_id in self.announced
-            return _Chunks(tuple(_tool_result(native.part, announced)))
+            return _Chunks(tuple(_tool_result(self.tools, native.part, announced)))
         return None  # a child's text and tool-call deltas: its result reaches the parent as a tool result
 
     def _approval(self, event: ApprovalRequested) -> list[BaseChunk]:
@@ -197,7 +214,7 @@ class _Translator:
         }
         if request.attachments:  # what the call hands over: name, media type, size and digest, never the bytes
             data["attachments"] = [info.to_json() for info in request.attachments]
-        chunks.append(DataChunk(type="data-llm-do-approval", id=request.approval_id, data=data))
+        chunks.append(self.approvals.part(request.approval_id, data))
         return chunks
 
 
