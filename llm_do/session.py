@@ -147,7 +147,8 @@ class Session:
         return host
 
     async def load(self) -> None:
-        """Load the history from the store, once (not in a session closed meanwhile: its opener opens another)."""
+        """Load the history from the store, once (not in a session closed meanwhile: its opener opens another);
+        a deleted conversation (no message, a version) loads as none."""
         if self._loaded:
             return
         async with self._loading:
@@ -158,10 +159,11 @@ class Session:
 
     async def refresh(self) -> None:
         """Read the history again from the store, as a run starts: another process sharing the store
-        (a second web process with this conversation open) may have continued the conversation. A
-        store that keeps none of it (evicted, `limit=0`) leaves the session's own copy."""
+        (a second web process with this conversation open) may have continued or deleted the conversation.
+        A stored version is the truth, even with no message (deleted: the session's copy goes); a store
+        that keeps none of it (version 0: evicted, `limit=0`) leaves the session's own copy."""
         stored = await self._stored()
-        if stored.messages or not self.history:
+        if stored.version or stored.messages:
             self.history = stored.messages
         self.version = stored.version  # what the run's turn replaces when it is saved
         self._loaded = True

@@ -28,6 +28,7 @@ from llm_do import (
     ApprovalRequest,
     HistoryConflict,
     HistoryError,
+    HistoryStore,
     InMemoryHistoryStore,
     LlmDoError,
     PostgresHistoryStore,
@@ -336,6 +337,14 @@ async def test_a_session_open_in_two_processes_continues_what_the_other_added() 
     assert answer.output == "Ada, in Paris."
 
 
+async def kept(kept_in: str, request: pytest.FixtureRequest, stack: contextlib.AsyncExitStack) -> HistoryStore:
+    """An empty history store kept in memory or in a fresh PostgreSQL database, for the length of `stack`."""
+    if kept_in == "memory":
+        return InMemoryHistoryStore()
+    dsn = await stack.enter_async_context(fresh_database(request.getfixturevalue("postgres")))
+    return await stack.enter_async_context(PostgresHistoryStore(dsn))
+
+
 @pytest.mark.parametrize("kept_in", ["memory", "postgresql"])
 async def test_two_processes_running_one_conversation_at_once_lose_no_turn_silently(
     kept_in: str, request: pytest.FixtureRequest
@@ -354,18 +363,16 @@ async def test_two_processes_running_one_conversation_at_once_lose_no_turn_silen
     slow_chat = AgentEntry(Agent(FunctionModel(slow)), name="chat")
     fast_chat = AgentEntry(Agent(ScriptedModel("Noted: Paris.")), name="chat")
     async with contextlib.AsyncExitStack() as stack:
-        if kept_in == "memory":
-            store: InMemoryHistoryStore | PostgresHistoryStore = InMemoryHistoryStore()
-        else:
-            dsn = await stack.enter_async_context(fresh_database(request.getfixturevalue("postgres")))
-            store = await stack.enter_async_context(PostgresHistoryStore(dsn))
+        store = await kept(kept_in, request, stack)
         first = await stack.enter_async_context(Runtime(None, entries=[slow_chat], history_store=store))
         second = await stack.enter_async_context(Runtime(None, entries=[fast_chat], history_store=store))
         late = asyncio.create_task(first.run("chat", "I am Ada.", session="conv"))
         await started.wait()
         await second.run("chat", "I live in Paris.", session="conv")
         release.set()
-        with pytest.raises(HistoryConflict, match=r"session 'conv' was continued elsewhere while this run ran") as lost:
+        with pytest.raises(
+            HistoryConflict, match=r"session 'conv' was continued or deleted elsewhere while this run ran"
+        ) as lost:
             await late
         assert isinstance(lost.value, LlmDoError)
         assert prompts(lost.value.messages) == ["I am Ada."] and run_report(lost.value).usage.requests == 1
@@ -383,6 +390,109 @@ async def test_a_store_that_keeps_nothing_leaves_an_open_session_its_own_history
         await session.run("chat", "I am Ada.")
         await session.run("chat", "Who am I?")
     assert prompts(model.turns[1].messages) == ["I am Ada.", "Who am I?"]
+
+
+async def test_an_evicted_conversation_leaves_an_open_session_its_own_history() -> None:
+    """A bounded store forgets the least recently saved conversation; the session that has it open goes on with its
+    own copy (and deleting what the store no longer keeps leaves the session alone too)."""
+    model = ScriptedModel("Noted: Ada.", "Noted: Bo.", "You are Ada.")
+    chat = AgentEntry(Agent(model), name="chat")
+    store = InMemoryHistoryStore(limit=1)
+    async with Runtime(None, entries=[chat], history_store=store) as runtime:
+        ada = await runtime.session("ada")
+        await ada.run("chat", "I am Ada.")
+        await runtime.run("chat", "I am Bo.", session="bo")
+        assert await store.load("ada") == StoredHistory([], 0) and len(store) == 1  # evicted
+        await store.delete("ada")
+        assert len(store) == 1
+        answer = await ada.run("chat", "Who am I?")
+    assert prompts(model.turns[2].messages) == ["I am Ada.", "Who am I?"]
+    assert prompts((await store.load("ada")).messages) == ["I am Ada.", "Who am I?"] == prompts(answer.messages)
+
+
+@pytest.mark.parametrize("kept_in", ["memory", "postgresql"])
+async def test_a_conversation_deleted_while_its_session_is_open_never_comes_back(
+    kept_in: str, request: pytest.FixtureRequest
+) -> None:
+    """The store keeps the deleted conversation's id and a new version, no message: the open session drops its
+    copy, and its next message starts a fresh conversation, saved over that version."""
+    model = ScriptedModel("Noted: Ada.", "Who are you?", "Noted: Bo.")
+    chat = AgentEntry(Agent(model), name="chat")
+    async with contextlib.AsyncExitStack() as stack:
+        store = await kept(kept_in, request, stack)
+        runtime = await stack.enter_async_context(Runtime(None, entries=[chat], history_store=store))
+        session = await runtime.session("conv")
+        await session.run("chat", "I am Ada.")
+        before = (await store.load("conv")).version
+        await store.delete("conv")
+        marker = await store.load("conv")
+        assert marker.messages == [] and marker.version not in (0, before)
+        await store.delete("nobody")  # nothing to delete: nothing kept
+        assert await store.load("nobody") == StoredHistory([], 0)
+        answer = await session.run("chat", "Who am I?")
+        assert prompts(model.turns[1].messages) == ["Who am I?"], "the model saw nothing of the deleted conversation"
+        assert session.history == answer.messages == (await store.load("conv")).messages
+        await session.run("chat", "I am Bo.")
+    assert prompts(model.turns[2].messages) == ["Who am I?", "I am Bo."]
+
+
+@pytest.mark.parametrize("kept_in", ["memory", "postgresql"])
+async def test_a_run_in_flight_when_its_conversation_is_deleted_saves_nothing_of_it(
+    kept_in: str, request: pytest.FixtureRequest
+) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if prompts(messages)[-1] == "And I live in Paris.":
+            started.set()
+            await release.wait()
+        return text(f"Noted {len(messages)}.")
+
+    chat = AgentEntry(Agent(FunctionModel(slow)), name="chat")
+    async with contextlib.AsyncExitStack() as stack:
+        store = await kept(kept_in, request, stack)
+        runtime = await stack.enter_async_context(Runtime(None, entries=[chat], history_store=store))
+        session = await runtime.session("conv")
+        await session.run("chat", "I am Ada.")
+        late = asyncio.create_task(session.run("chat", "And I live in Paris."))
+        await started.wait()
+        await store.delete("conv")
+        release.set()
+        with pytest.raises(HistoryConflict, match=r"session 'conv' was continued or deleted elsewhere") as lost:
+            await late
+        assert prompts(lost.value.messages) == ["I am Ada.", "And I live in Paris."]
+        assert (await store.load("conv")).messages == []
+        again = await session.run("chat", "And I live in Paris.")  # sent again: a fresh conversation
+        assert again.output == "Noted 1."
+        assert prompts((await store.load("conv")).messages) == ["And I live in Paris."]
+
+
+async def test_a_conversation_deleted_by_another_process_is_never_saved_back_by_this_one(
+    postgres: PostgresServer,
+) -> None:
+    """Two runtimes, each with its own store on one database, stand for two web processes: one deletes the
+    conversation (a person's "delete" button), the other has it open; the table never holds it again."""
+    model = ScriptedModel("Noted: Ada.", "Who are you?")
+    chat = AgentEntry(Agent(model), name="chat")
+    async with (
+        fresh_database(postgres) as dsn,
+        PostgresHistoryStore(dsn) as here_store,
+        PostgresHistoryStore(dsn) as there_store,
+        Runtime(None, entries=[chat], history_store=here_store) as here,
+        Runtime(None, entries=[chat], history_store=there_store) as there,
+    ):
+        session = await there.session("conv")
+        await session.run("chat", "I am Ada.")
+        assert here.sessions == {}
+        await here.history_store.delete("conv")
+        await session.run("chat", "Who am I?")
+        connection = await asyncpg.connect(dsn)
+        try:
+            rows = await connection.fetch("SELECT session_id, messages::text FROM llm_do_session_history")
+        finally:
+            await connection.close()
+    assert prompts(model.turns[1].messages) == ["Who am I?"]
+    assert [row[0] for row in rows] == ["conv"] and "Ada" not in rows[0][1] and "Who am I?" in rows[0][1]
 
 
 @pytest.mark.long
@@ -446,12 +556,12 @@ async def test_a_conversation_kept_in_postgresql_continues_in_a_new_runtime(post
             assert (await store.load("conv-7")).messages == []
         connection = await asyncpg.connect(dsn)
         try:
-            rows = await connection.fetch("SELECT session_id FROM llm_do_session_history")
+            rows = await connection.fetch("SELECT session_id, messages::text FROM llm_do_session_history")
         finally:
             await connection.close()
     assert prompts(model.turns[1].messages) == ["I like blue.", "What do I like?"]
     assert [message.parts for message in said.messages] == [message.parts for message in model.turns[1].messages[:2]]
-    assert rows == []
+    assert rows == [("conv-7", "[]")]  # deleted: the id and its version stay, as a marker, and no message
 
 
 async def test_a_conversation_holding_a_nul_character_is_kept_in_a_table_an_earlier_version_made(

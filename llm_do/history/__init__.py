@@ -5,7 +5,9 @@ to the run as `message_history`, and saves the top-level call's messages after e
 well, if the store's conversation is still the version the run started from: a store shared by
 several processes (several runtimes) may have been given another turn meanwhile, which a save must
 not overwrite (`HistoryConflict`). A store outlives sessions: a session that idled out, or a new
-runtime after a restart, continues the conversation from it.
+runtime after a restart, continues the conversation from it. Deleting a conversation leaves its id
+with a new version and no message, so that a session still holding it (here or in another process)
+drops its copy instead of saving it back.
 `llm_do.history.postgres.PostgresHistoryStore` keeps them in PostgreSQL.
 """
 
@@ -29,18 +31,19 @@ class HistoryError(LlmDoError):
 
 
 class HistoryConflict(HistoryError):
-    """A run's turn was not saved: the conversation was continued elsewhere while the run ran."""
+    """A run's turn was not saved: the conversation was continued or deleted elsewhere while the run ran."""
 
     def __init__(self, session_id: str, messages: list[ModelMessage]) -> None:
         self.session_id = session_id
         self.messages = messages
         """The run's conversation that was not saved (its input and answer at the end)."""
         super().__init__(
-            f"session {session_id!r} was continued elsewhere while this run ran: another runtime on the same "
-            "history store (another process) saved a turn of it first, so this run's turn was not saved (its "
-            "messages are on this error, .messages; what the run did, llm_do.run_report(error)). Send the "
-            "message again to go on from the conversation as it now is; to avoid this, route each conversation "
-            "to one process at a time (by session id)"
+            f"session {session_id!r} was continued or deleted elsewhere while this run ran: another runtime on "
+            "the same history store (another process) saved a turn of it first, or the store deleted it, so this "
+            "run's turn was not saved (its messages are on this error, .messages; what the run did, "
+            "llm_do.run_report(error)). Send the message again to go on from the conversation as it now is (a "
+            "deleted one starts afresh); to avoid this, route each conversation to one process at a time (by "
+            "session id)"
         )
 
 
@@ -58,26 +61,30 @@ class HistoryStore(Protocol):
 
     async def load(self, session_id: str) -> StoredHistory:
         """The conversation of the session, oldest message first, and its version; empty (version 0) when
-        there is none."""
+        there is none; empty with a version when it was deleted."""
         ...
 
     async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
         """Replace the conversation of the session if its version is still `version` (what `load` gave), or
-        if the store keeps none of it (evicted, deleted; `version=None`: whatever it keeps). The new version
-        (one never given before; 0 when the store keeps no conversation), or None when the stored version is
-        another: nothing was saved."""
+        if the store keeps none of it (evicted; `version=None`: whatever it keeps). The new version (one never
+        given before; 0 when the store keeps no conversation), or None when the stored version is another
+        (another save, or a `delete`, came first): nothing was saved."""
         ...
 
     async def delete(self, session_id: str) -> None:
-        """Forget the conversation of the session (nothing happens when there is none)."""
+        """Forget the messages of the session's conversation, keeping its id with a new version as a marker (no
+        message): a save over the old version, by a session or a run that still holds the conversation, is then
+        refused, and a session that loads the marker starts afresh. Nothing happens when there is none."""
         ...
 
 
 class InMemoryHistoryStore:
     """Conversations kept in this process, for as long as the store lives (the runtime's default).
 
-    `limit` bounds how many conversations it keeps: past it, the least recently saved is forgotten
-    (`None`: no bound; `0`: none is kept, so a history lasts as long as its session).
+    `limit` bounds how many conversations it keeps: past it, the least recently saved (or deleted) is
+    forgotten (`None`: no bound; `0`: none is kept, so a history lasts as long as its session). A deleted
+    conversation's marker counts as one: once forgotten, a session that still holds the conversation keeps
+    its own copy, as after any eviction.
     """
 
     def __init__(self, *, limit: int | None = None) -> None:
@@ -104,7 +111,9 @@ class InMemoryHistoryStore:
         return saved.version
 
     async def delete(self, session_id: str) -> None:
-        self._histories.pop(session_id, None)
+        if session_id in self._histories:  # a marker: no message, a new version (a save over the old one fails)
+            self._histories[session_id] = StoredHistory([], next(self._versions))
+            self._histories.move_to_end(session_id)
 
     def __len__(self) -> int:
         return len(self._histories)

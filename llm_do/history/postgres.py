@@ -8,11 +8,13 @@ async with PostgresHistoryStore("postgresql://app@db/app") as store:
 
 One row per session: its id, its messages as JSON (pydantic-ai's `ModelMessagesTypeAdapter`) and
 their version (the id of the transaction that saved them, so never given twice), in a table the store
-creates on first use (adding the version to a table an earlier version made). The messages are kept
-as `json`, their text: `jsonb` refuses a NUL character, which a message may hold (a table an earlier
-version made with `jsonb` is converted). The store opens a small pool of its own when first used (and
-creates or updates the table under an advisory lock: processes starting together do not fail on each
-other) and closes it with `aclose()` (or the end of `async with`).
+creates on first use (adding the version to a table an earlier version made). `delete` keeps the row
+as a marker, its messages emptied and given a new version: a process that still holds the conversation
+(a session open, a run in flight) cannot save it back over the old version, and starts afresh. The
+messages are kept as `json`, their text: `jsonb` refuses a NUL character, which a message may hold (a
+table an earlier version made with `jsonb` is converted). The store opens a small pool of its own when
+first used (and creates or updates the table under an advisory lock: processes starting together do not
+fail on each other) and closes it with `aclose()` (or the end of `async with`).
 """
 
 from __future__ import annotations
@@ -153,7 +155,11 @@ class PostgresHistoryStore:
     async def delete(self, session_id: str) -> None:
         _check_id(session_id)
         async with self._reaching(f"delete the conversation of session {_shown(session_id)}") as pool:
-            await pool.execute(f"DELETE FROM {self.table} WHERE session_id = $1", session_id)
+            await pool.execute(
+                f"UPDATE {self.table} SET messages = '[]', version = txid_current(), updated_at = now() "
+                "WHERE session_id = $1",
+                session_id,
+            )
 
     async def aclose(self) -> None:
         """Close the store's connections (it opens them again if used afterwards)."""
