@@ -34,12 +34,14 @@ class Teardown:
     scope's observers) and never raised.
     """
 
-    __slots__ = ("_finalizers", "_owned", "timeout")
+    __slots__ = ("_cleans", "_finalizers", "_owned", "timeout")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._finalizers: list[tuple[str, Finalizer]] = []
         self._owned: set[int] = set()
+        self._cleans: set[int] = set()
+        """Objects whose `cleanup()` is registered (once, even when they are entered again after failing to)."""
 
     def owns(self, obj: object) -> bool:
         """Whether `obj` is registered here already."""
@@ -47,10 +49,16 @@ class Teardown:
 
     def register(self, obj: object, label: str) -> Awaitable[None] | None:
         """Register the release of `obj` (not owned here yet). Returns what enters it (`__aenter__`),
-        to await, if it has one: its exit and handle release are registered once it has entered."""
-        self._owned.add(id(obj))
+        to await, if it has one: its exit and handle release are registered once it has entered.
+
+        An object that fails to enter is not owned: its `cleanup()` still runs when the scope closes (it
+        was built), and the next adoption of the same object (a session's or the runtime's, kept by its
+        provider) enters it again instead of handing it out unentered."""
+        key = id(obj)
+        self._owned.add(key)
         enters, exits, cleans, has_dict = _protocol(type(obj))
-        if cleans or (has_dict and callable(vars(obj).get("cleanup"))):
+        if key not in self._cleans and (cleans or (has_dict and callable(vars(obj).get("cleanup")))):
+            self._cleans.add(key)  # (the finalizer keeps `obj` alive, so its id stays its own)
             cleanup = obj.cleanup  # type: ignore[attr-defined]
             self._finalizers.append((label, lambda _exc: cleanup()))
         if enters:
@@ -59,7 +67,11 @@ class Teardown:
         return None
 
     async def _enter(self, obj: Any, label: str, has_dict: bool) -> None:
-        await obj.__aenter__()
+        try:
+            await obj.__aenter__()
+        except BaseException:
+            self._owned.discard(id(obj))
+            raise
         self._registered(obj, label, True, has_dict)
 
     def _registered(self, obj: object, label: str, exits: bool, has_dict: bool) -> None:
@@ -74,6 +86,7 @@ class Teardown:
         interrupted = False
         finalizers, self._finalizers = self._finalizers, []
         self._owned.clear()
+        self._cleans.clear()
         while finalizers:
             label, finalizer = finalizers.pop()
             try:

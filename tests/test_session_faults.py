@@ -1,0 +1,64 @@
+"""Faults in per-session objects: one that fails to start, to stop, or whose session closes under it. The
+session goes on (a later run retries), teardown is bounded and logged, and nothing is left behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dependency_injector import containers, providers
+
+from llm_do import Runtime, SessionLocalSingleton, entry
+from llm_do.call import CallScope
+
+
+class Unreachable(Exception):
+    pass
+
+
+class Page:
+    """A browser page that cannot be opened the first time it is tried."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+        self.open = False
+
+    async def __aenter__(self) -> Page:
+        tries = self.events.count("enter")
+        self.events.append("enter")
+        if tries == 0:
+            raise Unreachable("the browser did not start")
+        self.open = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.events.append("exit")
+
+    def cleanup(self) -> None:
+        self.events.append("cleanup")
+
+
+class Pages(containers.DeclarativeContainer):
+    events = providers.Object([])
+    page = SessionLocalSingleton(Page, events)
+
+
+def looking(container: Pages, name: str) -> Any:
+    @entry(name="look")
+    async def look(scope: CallScope, data: str) -> bool:
+        return bool(getattr(container, name)().open)
+
+    return look
+
+
+async def test_a_per_session_object_that_fails_to_start_in_the_first_run_is_started_again_by_the_next() -> None:
+    container = Pages()
+    events: list[str] = container.events()
+    async with Runtime(container, entries=[looking(container, "page")]) as runtime:
+        session = await runtime.session("ada")
+        with pytest.raises(Unreachable, match="the browser did not start"):
+            await session.run("look", "")
+        assert (await session.run("look", "")).output is True  # before: handed out unopened, never entered again
+        assert set(session.per_session) == {"page"}
+        await session.aclose()
+    assert events == ["enter", "enter", "exit", "cleanup"]  # entered again; exited and cleaned up once
