@@ -3,6 +3,7 @@ session goes on (a later run retries), teardown is bounded and logged, and nothi
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -62,3 +63,45 @@ async def test_a_per_session_object_that_fails_to_start_in_the_first_run_is_star
         assert set(session.per_session) == {"page"}
         await session.aclose()
     assert events == ["enter", "enter", "exit", "cleanup"]  # entered again; exited and cleaned up once
+
+
+class SlowPage(Page):
+    """A browser page whose first opening hangs until its run is cancelled."""
+
+    made = 0
+
+    def __init__(self, events: list[str], started: asyncio.Event) -> None:
+        super().__init__(events)
+        self.started = started
+        SlowPage.made += 1
+
+    async def __aenter__(self) -> Page:
+        self.events.append("enter")
+        if self.events.count("enter") == 1:
+            self.started.set()
+            await asyncio.Event().wait()  # until cancelled
+        self.open = True
+        return self
+
+
+class SlowPages(containers.DeclarativeContainer):
+    events = providers.Object([])
+    started = providers.Object(asyncio.Event())
+    page = SessionLocalSingleton(SlowPage, events, started)
+
+
+async def test_a_run_cancelled_while_its_session_opens_a_per_session_object_leaves_it_to_the_next_run() -> None:
+    container = SlowPages(started=asyncio.Event())
+    events: list[str] = container.events()
+    SlowPage.made = 0
+    async with Runtime(container, entries=[looking(container, "page")]) as runtime:
+        session = await runtime.session("ada")
+        first = asyncio.create_task(session.run("look", ""))
+        await container.started().wait()
+        first.cancel()  # the client went away while the page opened
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert (await session.run("look", "")).output is True  # before: handed out unopened
+        await session.aclose()
+    assert SlowPage.made == 1  # made once, for the session
+    assert events == ["enter", "enter", "exit", "cleanup"]
