@@ -34,10 +34,12 @@ class Teardown:
     scope's observers) and never raised.
     """
 
-    __slots__ = ("_cleans", "_finalizers", "_owned", "timeout")
+    __slots__ = ("_cleans", "_finalizers", "_owned", "timeout", "where")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
+        self.where = ""
+        """Whose objects these are, added to every failure logged (`of session 'ada'`); empty: said by the label."""
         self._finalizers: list[tuple[str, Finalizer]] = []
         self._owned: set[int] = set()
         self._cleans: set[int] = set()
@@ -87,8 +89,11 @@ class Teardown:
         finalizers, self._finalizers = self._finalizers, []
         self._owned.clear()
         self._cleans.clear()
+        where = self.where
         while finalizers:
             label, finalizer = finalizers.pop()
+            if where:
+                label = f"{label} of {where}"
             try:
                 result = finalizer(exc)
             except Exception as error:

@@ -91,6 +91,7 @@ class Session:
         self.version = 0
         """The store's version of the history, as last read or saved (0: the store keeps none)."""
         self.owner = ScopeOwner(Scope.PER_SESSION, cleanup_timeout, globals_owner)
+        self.owner.teardown.where = f"session {session_id!r}"  # a failed cleanup's log says whose it was
         self.box = Box()
         self.owner.context = functools.partial(session_context, self.box)  # its objects' tasks keep no run
         self.grants = Grants()

@@ -4,12 +4,13 @@ session goes on (a later run retries), teardown is bounded and logged, and nothi
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
 from dependency_injector import containers, providers
 
-from llm_do import Runtime, SessionLocalSingleton, entry
+from llm_do import Runtime, RuntimeConfig, SessionLocalSingleton, entry
 from llm_do.call import CallScope
 
 
@@ -105,3 +106,52 @@ async def test_a_run_cancelled_while_its_session_opens_a_per_session_object_leav
         await session.aclose()
     assert SlowPage.made == 1  # made once, for the session
     assert events == ["enter", "enter", "exit", "cleanup"]
+
+
+class Stuck:
+    """A sandbox whose release hangs (session 'ada') or fails (session 'bo')."""
+
+    def __init__(self) -> None:
+        self.owner = ""
+
+    async def __aenter__(self) -> Stuck:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.owner == "ada":
+            await asyncio.Event().wait()
+        if self.owner == "bo":
+            raise RuntimeError("the sandbox would not stop")
+
+
+class Sandboxes(containers.DeclarativeContainer):
+    sandbox = SessionLocalSingleton(Stuck)
+
+
+async def test_a_per_session_cleanup_that_hangs_or_fails_is_bounded_logged_with_its_session_and_harms_no_other(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    container = Sandboxes()
+
+    @entry(name="claim")
+    async def claim(scope: CallScope, owner: str) -> str:
+        container.sandbox().owner = owner
+        return owner
+
+    config = RuntimeConfig(session_idle_timeout=0.05, cleanup_timeout=0.2)
+    with caplog.at_level(logging.ERROR, logger="llm_do"):
+        async with asyncio.timeout(10):  # a guard: a hanging cleanup must not hold anything up
+            async with Runtime(container, entries=[claim], config=config) as runtime:
+                ada, bo = await runtime.session("ada"), await runtime.session("bo")
+                await ada.run("claim", "ada")
+                await bo.run("claim", "bo")
+                await bo.wait_closed()  # idled out; its cleanup failed
+                assert (await runtime.run("claim", "cy", session="cy")).output == "cy"  # others go on meanwhile
+                await ada.wait_closed()  # its cleanup was given up after cleanup_timeout
+                again = await runtime.session("ada")  # the id opens again, with a fresh sandbox
+                await again.run("claim", "ada")
+            # runtime.aclose() returned, though the reopened session's cleanup hung too
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages.count("cleanup of per-session provider 'sandbox' of session 'bo' failed") == 1
+    hung = "cleanup of per-session provider 'sandbox' of session 'ada' did not finish within 0.2s and was cancelled"
+    assert messages.count(hung) == 2
