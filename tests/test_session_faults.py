@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from dependency_injector import containers, providers
 
-from llm_do import Runtime, RuntimeConfig, SessionLocalSingleton, entry
+from llm_do import Runtime, RuntimeConfig, SessionLocalSingleton, Toolset, entry
 from llm_do.call import CallScope
 
 
@@ -54,7 +54,7 @@ def looking(container: Pages, name: str) -> Any:
 
 
 async def test_a_per_session_object_that_fails_to_start_in_the_first_run_is_started_again_by_the_next() -> None:
-    container = Pages()
+    container = Pages(events=[])
     events: list[str] = container.events()
     async with Runtime(container, entries=[looking(container, "page")]) as runtime:
         session = await runtime.session("ada")
@@ -64,6 +64,31 @@ async def test_a_per_session_object_that_fails_to_start_in_the_first_run_is_star
         assert set(session.per_session) == {"page"}
         await session.aclose()
     assert events == ["enter", "enter", "exit", "cleanup"]  # entered again; exited and cleaned up once
+
+
+class SharedPage(Page, Toolset):
+    """The same page, as a toolset every run shares."""
+
+
+class SharedPages(containers.DeclarativeContainer):
+    events = providers.Object([])
+    shared = providers.Singleton(SharedPage, events)
+
+
+async def test_a_global_toolset_that_fails_to_start_for_one_run_is_started_again_by_the_next() -> None:
+    container = SharedPages(events=[])
+    events: list[str] = container.events()
+
+    @entry(name="browse", toolsets=["shared"])
+    async def browse(scope: CallScope, data: str) -> bool:
+        return bool(container.shared().open)
+
+    async with Runtime(container, entries=[browse]) as runtime:
+        with pytest.raises(Unreachable, match="the browser did not start"):
+            await runtime.run("browse", "")
+        assert (await runtime.run("browse", "")).output is True  # before: handed out unopened
+        assert (await runtime.run("browse", "")).output is True
+    assert events == ["enter", "enter", "exit", "cleanup"]
 
 
 class SlowPage(Page):
@@ -87,12 +112,12 @@ class SlowPage(Page):
 
 class SlowPages(containers.DeclarativeContainer):
     events = providers.Object([])
-    started = providers.Object(asyncio.Event())
+    started = providers.Dependency(instance_of=asyncio.Event)
     page = SessionLocalSingleton(SlowPage, events, started)
 
 
 async def test_a_run_cancelled_while_its_session_opens_a_per_session_object_leaves_it_to_the_next_run() -> None:
-    container = SlowPages(started=asyncio.Event())
+    container = SlowPages(events=[], started=asyncio.Event())
     events: list[str] = container.events()
     SlowPage.made = 0
     async with Runtime(container, entries=[looking(container, "page")]) as runtime:
