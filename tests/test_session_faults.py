@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 from typing import Any
 
 import pytest
@@ -12,6 +14,8 @@ from dependency_injector import containers, providers
 
 from llm_do import Runtime, RuntimeConfig, SessionLocalSingleton, Toolset, entry
 from llm_do.call import CallScope
+
+from .mcp_support import alive, server_processes, stdio_toolset
 
 
 class Unreachable(Exception):
@@ -180,3 +184,37 @@ async def test_a_per_session_cleanup_that_hangs_or_fails_is_bounded_logged_with_
     assert messages.count("cleanup of per-session provider 'sandbox' of session 'bo' failed") == 1
     hung = "cleanup of per-session provider 'sandbox' of session 'ada' did not finish within 0.2s and was cancelled"
     assert messages.count(hung) == 2
+
+
+class Desks(containers.DeclarativeContainer):
+    desk = SessionLocalSingleton(stdio_toolset)
+
+
+@entry(name="counting", toolsets=["desk"])
+async def counting(scope: CallScope, by: int) -> list[Any]:
+    """Bump the session's counter twice (saying how the first bump failed, if it did), and name the server."""
+    try:
+        first: Any = await scope.call_tool("bump", {"by": by})
+    except Exception as error:
+        first = str(error)
+    return [first, await scope.call_tool("bump", {"by": by}), await scope.call_tool("server_pid")]
+
+
+@pytest.mark.long
+async def test_a_per_session_server_killed_between_runs_is_replaced_for_its_session_only() -> None:
+    config = RuntimeConfig(approval_mode="approve_all")
+    async with Runtime(Desks(), entries=[counting], config=config) as runtime:
+        ada, bo = await runtime.session("ada"), await runtime.session("bo")
+        mine, theirs = await asyncio.gather(ada.run("counting", 1), bo.run("counting", 10))  # started together
+        pid, other = mine.output[2], theirs.output[2]
+        assert pid != other and sorted(server_processes()) == sorted([pid, other])  # one each
+        os.kill(pid, signal.SIGKILL)
+        first, second, new_pid = (await ada.run("counting", 1)).output
+        # The first bump raced the death (a readable tool error) or found it seen (a new server); either way the
+        # session goes on, on a new server with a new count.
+        assert first == 1 or "The MCP server 'desk' stopped while running tool 'bump'" in first
+        assert second == (2 if first == 1 else 1) and new_pid != pid and not alive(pid)
+        assert (await bo.run("counting", 10)).output == [30, 40, other]  # Bo's server was not touched
+        await ada.aclose()
+        assert not alive(new_pid) and server_processes() == [other]
+    assert server_processes() == []
