@@ -92,11 +92,17 @@ class ScopeOwner:
             return pending.result() if pending.done() else await asyncio.shield(pending)
         loop = asyncio.get_running_loop()
         pending = cache[spec] = loop.create_future()
+        making = self._make(spec, label, name, sink)
+        context = self.context
+        task = None if context is None else loop.create_task(making, context=context())
         try:
-            making = self._make(spec, label, name, sink)
-            context = self.context
-            obj = await (making if context is None else loop.create_task(making, context=context()))
+            obj = await (making if task is None else task)
         except BaseException as error:
+            if task is not None and task.done() and not task.cancelled() and task.exception() is None:
+                # made and adopted, though the caller was cancelled before it resumed: it is this level's now,
+                # and the next use gets it (not a second one, this one left running until the level closes)
+                pending.set_result(task.result())
+                raise
             del cache[spec]  # the next use tries again
             if isinstance(error, asyncio.CancelledError):
                 pending.cancel()

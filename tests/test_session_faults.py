@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from dependency_injector import containers, providers
 
-from llm_do import Runtime, RuntimeConfig, SessionLocalSingleton, Toolset, entry
+from llm_do import Runtime, RuntimeConfig, Scope, SessionLocalSingleton, Toolset, ToolsetSpec, entry
 from llm_do.call import CallScope
 
 from .mcp_support import alive, server_processes, stdio_toolset
@@ -218,3 +218,40 @@ async def test_a_per_session_server_killed_between_runs_is_replaced_for_its_sess
         await ada.aclose()
         assert not alive(new_pid) and server_processes() == [other]
     assert server_processes() == []
+
+
+class Sandbox(Toolset):
+    """A per-session toolset; the client of the run that first opens it goes away just as it has opened."""
+
+    def __init__(self, leaving: list[asyncio.Task[Any]], made: list[Sandbox]) -> None:
+        self.leaving = leaving
+        self.exited = False
+        made.append(self)
+
+    async def __aenter__(self) -> Sandbox:
+        if self.leaving:  # the run's caller is cancelled in the same turn of the loop as the sandbox opens
+            asyncio.get_running_loop().call_soon(self.leaving.pop().cancel)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.exited = True
+
+
+async def test_a_run_cancelled_just_as_its_per_session_toolset_opened_leaves_that_one_to_the_session() -> None:
+    leaving: list[asyncio.Task[Any]] = []
+    made: list[Sandbox] = []
+
+    @entry(name="play", toolsets=["sandbox"])
+    async def play(scope: CallScope, data: str) -> int:
+        return len(made)
+
+    spec = ToolsetSpec(lambda: Sandbox(leaving, made), Scope.PER_SESSION)
+    async with Runtime(None, entries=[play], toolsets={"sandbox": spec}) as runtime:
+        session = await runtime.session("ada")
+        first = asyncio.create_task(session.run("play", ""))
+        leaving.append(first)
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert (await session.run("play", "")).output == 1  # before: a second sandbox, the first one kept open
+        await session.aclose()
+    assert [sandbox.exited for sandbox in made] == [True]
