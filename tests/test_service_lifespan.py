@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 
 from llm_do.testing import LifespanError, asgi_client, serve_lifespan
 
@@ -97,3 +98,69 @@ async def test_a_start_up_that_hangs_is_stopped() -> None:
     with pytest.raises(LifespanError, match=r"lifespan startup did not finish within 0.05s"):
         async with serve_lifespan(stuck, lifespan_timeout=0.05):
             pass
+
+
+def streaming_app(events: list[str]) -> FastAPI:
+    """An endpoint that streams a part, then waits for a click (another request) or, past 10 s, gives up."""
+    clicked = asyncio.Event()
+    app = FastAPI()
+
+    async def parts() -> AsyncIterator[str]:
+        yield "one;"
+        try:
+            await asyncio.wait_for(clicked.wait(), 10)
+        except TimeoutError:
+            events.append("nobody clicked")
+            yield "nobody clicked;"
+            return
+        except asyncio.CancelledError:
+            events.append("cancelled: the client left")
+            raise
+        yield "clicked;"
+
+    @app.post("/stream")
+    async def stream() -> StreamingResponse:
+        return StreamingResponse(parts(), media_type="text/plain")
+
+    @app.post("/click")
+    async def click() -> dict[str, bool]:
+        clicked.set()
+        return {"clicked": True}
+
+    return app
+
+
+async def test_a_response_streams_while_the_app_still_sends_it() -> None:
+    events: list[str] = []
+    async with asgi_client(streaming_app(events)) as client, client.stream("POST", "/stream") as response:
+        parts = response.aiter_text()
+        received = [await anext(parts)]
+        assert (await client.post("/click")).json() == {"clicked": True}  # answered while the stream is open
+        received += [part async for part in parts]
+    assert received == ["one;", "clicked;"]
+    assert events == []
+
+
+async def test_closing_a_response_early_tells_the_app_its_client_left() -> None:
+    events: list[str] = []
+    async with asgi_client(streaming_app(events)) as client:
+        async with client.stream("POST", "/stream") as response:
+            assert await anext(response.aiter_text()) == "one;"
+        assert events == ["cancelled: the client left"]  # the app heard it before the block was left
+        assert (await client.post("/click")).status_code == 200  # the client goes on
+
+
+async def test_an_app_that_fails_mid_stream_raises_from_the_read() -> None:
+    app = FastAPI()
+
+    async def parts() -> AsyncIterator[str]:
+        yield "one;"
+        raise ValueError("the stream broke")
+
+    @app.get("/broken")
+    async def broken() -> StreamingResponse:
+        return StreamingResponse(parts())
+
+    async with asgi_client(app) as client, client.stream("GET", "/broken") as response:
+        with pytest.raises(ValueError, match="the stream broke"):
+            await response.aread()

@@ -115,10 +115,13 @@ async def asgi_client(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """An `httpx.AsyncClient` on `app` in process, with the app's lifespan run around the block.
 
-    Each request sees a copy of the lifespan state, as under uvicorn. `client_options` go to
+    Each request sees a copy of the lifespan state, as under uvicorn. A response streams as the app
+    sends it (`client.stream(...)`), and closing it early tells the app its client disconnected. `client_options` go to
     `httpx.AsyncClient` (headers, cookies, ...). Needs httpx.
     """
     import httpx
+
+    from .asgi_stream import StreamingASGITransport
 
     async with serve_lifespan(app, lifespan_timeout=lifespan_timeout) as state:
 
@@ -131,6 +134,6 @@ async def asgi_client(
                 scope = {**scope, "state": dict(state)}
             await app(scope, receive, send)
 
-        transport = httpx.ASGITransport(app=with_state)
+        transport = StreamingASGITransport(with_state)
         async with httpx.AsyncClient(transport=transport, base_url=base_url, **client_options) as client:
             yield client
