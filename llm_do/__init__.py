@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         LlmDoError,
         MaxDepthExceeded,
         ScopeError,
+        ScopeMismatch,
         ToolsetError,
         UnknownHandle,
     )
@@ -115,6 +116,7 @@ __all__ = [
     "RuntimeConfig",
     "Scope",
     "ScopeError",
+    "ScopeMismatch",
     "Session",
     "SessionBusy",
     "SessionError",
@@ -157,6 +159,7 @@ _MODULES: dict[str, str] = {
             "LlmDoError",
             "MaxDepthExceeded",
             "ScopeError",
+            "ScopeMismatch",
             "ToolsetError",
             "UnknownHandle",
         ),

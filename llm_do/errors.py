@@ -61,5 +61,10 @@ class ScopeError(LlmDoError):
     """A scoped object was used outside its scope: a per-run object after its run, a call after it ended."""
 
 
+class ScopeMismatch(ScopeError, TypeError):
+    """A toolset's provider is overridden by a provider of another scope, whose instances would not keep its
+    lifetime (a `TypeError` too)."""
+
+
 class UnknownHandle(ToolFailed):
     """A tool was given a handle that is not open in this toolset; the model sees the message."""

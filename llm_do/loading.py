@@ -156,7 +156,7 @@ class Loaded:
         provider = None if self.container is None else self.container.providers.get(name)
         if provider is not None:
             try:
-                spec = ToolsetSpec.from_provider(provider)
+                spec = ToolsetSpec.from_provider(provider, name)
             except TypeError as error:
                 raise ConfigurationError(f"{owner}: toolset {name!r}: {error}") from None
         elif name in self.entries:

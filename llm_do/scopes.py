@@ -12,6 +12,7 @@ from typing import Any
 
 from dependency_injector import providers
 
+from .errors import ScopeMismatch
 from .runlocal import SessionLocalSingleton
 
 __all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "built", "dropped", "is_awaitable", "scope_of_provider"]
@@ -74,14 +75,15 @@ class ToolsetSpec:
     `Object` provider) the object itself. Lets a runtime check toolsets at load time."""
 
     @classmethod
-    def from_provider(cls, provider: providers.Provider[Any]) -> ToolsetSpec:
-        """Spec whose scope is the provider's kind; an override must keep that scope."""
+    def from_provider(cls, provider: providers.Provider[Any], name: str | None = None) -> ToolsetSpec:
+        """Spec whose scope is the provider's kind; an override must keep that scope (`name`, the
+        toolset's, is given in the error when it does not)."""
         scope = scope_of_provider(provider)
         call = _with_ready_resources(provider)
 
         def create() -> Any:
             if provider.overridden:
-                _check_override(provider, scope)
+                _check_override(provider, scope, name)
                 return provider()
             return call()
 
@@ -205,7 +207,7 @@ def is_awaitable(value: object) -> bool:
     return isinstance(value, GeneratorType) and inspect.isawaitable(value)  # a @types.coroutine generator
 
 
-def _check_override(provider: providers.Provider[Any], declared: Scope) -> None:
+def _check_override(provider: providers.Provider[Any], declared: Scope, name: str | None) -> None:
     overriding = provider.last_overriding
     if overriding is None:
         return
@@ -214,8 +216,9 @@ def _check_override(provider: providers.Provider[Any], declared: Scope) -> None:
     except TypeError:
         return  # e.g. a Callable-like provider we cannot classify: trust the declaration
     if actual is not declared:
-        raise TypeError(
-            f"{type(provider).__name__} is {declared} but is overridden by "
-            f"{type(overriding).__name__} ({actual}); override it with a provider of the same "
-            "scope so instances keep their lifetime"
+        kind = type(provider).__name__
+        raise ScopeMismatch(
+            f"{'' if name is None else f'toolset {name!r}: '}{kind} is {declared} but is overridden by "
+            f"{type(overriding).__name__} ({actual}); override it with a provider of the same scope "
+            f"(a {kind}) so instances keep their lifetime"
         )

@@ -9,7 +9,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart
 
 from containers import AgentContainer
-from llm_do import AgentEntry, Runtime, Toolset, tool
+from llm_do import AgentEntry, LlmDoError, Runtime, ScopeMismatch, SessionLocalSingleton, Toolset, tool
 from llm_do.testing import (
     Overrides,
     ScriptedModel,
@@ -164,6 +164,24 @@ async def test_an_override_keeps_the_scope_check() -> None:
         async with Runtime(app, entries=[agent_entry(model)]) as runtime:
             with pytest.raises(TypeError, match=r"Factory is per_call but is overridden by Singleton \(global\)"):
                 await runtime.run("keeper", "go")
+
+
+class SessionApp(AgentContainer):
+    pad = SessionLocalSingleton(Vault)
+
+
+async def test_an_override_of_another_scope_names_the_toolset_and_the_provider_to_use() -> None:
+    app = SessionApp()
+    model = ScriptedModel(tool_call("store", item="pen"), "done")
+    with override(app.pad, providers.Factory(Vault, "per call")):
+        async with Runtime(app, entries=[agent_entry(model, toolsets=("pad",))]) as runtime:
+            with pytest.raises(LlmDoError) as raised:
+                await runtime.run("keeper", "go", session="ada")
+    assert isinstance(raised.value, ScopeMismatch) and isinstance(raised.value, TypeError)
+    assert str(raised.value) == (
+        "toolset 'pad': SessionLocalSingleton is per_session but is overridden by Factory (per_call); "
+        "override it with a provider of the same scope (a SessionLocalSingleton) so instances keep their lifetime"
+    )
 
 
 async def test_call_tree_shows_nesting_and_outcomes() -> None:
