@@ -4,6 +4,7 @@
 cannot read a live run's stream while the run goes on (and cannot answer the approval it waits for).
 `StreamingASGITransport` hands the response over as soon as the app starts it, gives each body part
 as the app sends it, and tells the app the client disconnected when the response is closed early.
+Parts not read yet are queued without bound: unlike a socket, a slow reader does not slow the app.
 """
 
 from __future__ import annotations
