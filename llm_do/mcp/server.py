@@ -414,9 +414,14 @@ class McpServer(AbstractToolset[Any]):
         return True
 
     def _down_message(self, tool: str, error: McpServerError) -> str:
-        what = str(error).splitlines()[0]
+        """What the model reads (and so the person using it): the server is down. Its command line or URL, which
+        can hold a token and server-side paths, and its stderr go to the operator's log."""
+        logger.warning("%s; tool %r was not run", error.headline, tool)
         code = f" (exit code {error.exit_code})" if error.exit_code is not None else ""
-        return f"Tool {tool!r} was not run: {what}{code}. Try again later, or do without this tool."
+        return (
+            f"Tool {tool!r} was not run: MCP server {self.name!r} is down{code}. Try again later, or do without "
+            "this tool."
+        )
 
     def _lost_message(self, tool: str) -> str:
         last = self._last_error
