@@ -234,8 +234,8 @@ def _holds_secret(annotation: Any, seen: set[type[BaseModel]]) -> bool:
     """Whether `annotation` is, or names, a model with a secret field at any depth."""
     for model in (t for t in (annotation, *get_args(annotation)) if _is_model(t) and t not in seen):
         seen.add(model)
-        for field in model.model_fields.values():
-            if "Secret" in repr(field.annotation) or _holds_secret(field.annotation, seen):
+        for declared in model.model_fields.values():
+            if "Secret" in repr(declared.annotation) or _holds_secret(declared.annotation, seen):
                 return True
     return False
 
