@@ -150,7 +150,9 @@ async def _apply_rule(rule: Rule, toolset: str, tool: str, args: Mapping[str, An
         logger.error(
             "approval rule of toolset %r failed for tool %r; the call is denied", toolset, tool, exc_info=error
         )
-        reason = f"the approval rule of toolset {toolset!r} failed ({type(error).__name__}: {error})"
+        # The reason reaches the model and the approver: the error's message (a server's address, a DSN, another
+        # person's data) stays in the log.
+        reason = f"the approval rule of toolset {toolset!r} failed ({type(error).__name__}; see the server's log)"
         return Verdict("deny", reason)
 
 

@@ -216,7 +216,8 @@ def _variable(cls: type[BaseSettings], loc: tuple[int | str, ...]) -> str:
 
 
 def _is_secret(cls: type[BaseModel], loc: tuple[int | str, ...]) -> bool:
-    """Whether the value at `loc` is (inside) a secret field, so it must not be shown."""
+    """Whether the value at `loc` is (inside) a secret field, or holds one (a model with a secret field, which a
+    validator of the whole model fails on), so it must not be shown."""
     annotation: Any = cls
     for part in loc:
         model = next((t for t in (annotation, *get_args(annotation)) if _is_model(t)), None)
@@ -226,6 +227,16 @@ def _is_secret(cls: type[BaseModel], loc: tuple[int | str, ...]) -> bool:
         if "Secret" in repr(field.annotation):
             return True
         annotation = field.annotation
+    return _holds_secret(annotation, set())
+
+
+def _holds_secret(annotation: Any, seen: set[type[BaseModel]]) -> bool:
+    """Whether `annotation` is, or names, a model with a secret field at any depth."""
+    for model in (t for t in (annotation, *get_args(annotation)) if _is_model(t) and t not in seen):
+        seen.add(model)
+        for declared in model.model_fields.values():
+            if "Secret" in repr(declared.annotation) or _holds_secret(declared.annotation, seen):
+                return True
     return False
 
 

@@ -179,16 +179,23 @@ async def test_a_rule_sees_tool_and_arguments_and_the_strictest_decision_wins() 
     assert sorted(ran) == ["rm home/a", "rm tmp/a", "rm tmp/keep"]
 
 
+def _refuse_to_connect(tool: str, args: Any) -> None:
+    raise ConnectionError("could not reach postgresql://policy:s3cret-pw@10.0.3.4/rules for user 'alice@corp'")
+
+
 @pytest.mark.parametrize(
-    ("rule", "failure"),
+    ("rule", "failure", "detail"),
     [
-        (lambda tool, args: 1 / 0, "ZeroDivisionError: division by zero"),
-        (lambda tool, args: "yes", "TypeError: it returned 'yes'"),
+        (lambda tool, args: 1 / 0, "ZeroDivisionError", "division by zero"),
+        (lambda tool, args: "yes", "TypeError", "it returned 'yes'"),
+        (_refuse_to_connect, "ConnectionError", "s3cret-pw"),
     ],
 )
 async def test_a_rule_that_fails_is_reported_and_the_call_is_denied_not_approved(
-    rule: Any, failure: str, caplog: pytest.LogCaptureFixture
+    rule: Any, failure: str, detail: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The model (and so the person using it) reads that the rule failed; the message, which can hold a server's
+    secrets or another person's data, is for the log."""
     caplog.set_level(logging.ERROR, logger="llm_do")
     runtime = Runtime(
         None,
@@ -201,11 +208,12 @@ async def test_a_rule_that_fails_is_reported_and_the_call_is_denied_not_approved
         result = await runtime.run("job", "go")
     assert ran == []
     assert result.output.startswith(
-        f"The call to 'rm' was not run: denied by policy (the approval rule of toolset 'shell' failed ({failure}"
+        f"The call to 'rm' was not run: denied by policy (the approval rule of toolset 'shell' failed ({failure}; "
     )
+    assert detail not in result.output
     [record] = [r for r in caplog.records if r.name == "llm_do"]
     assert record.getMessage() == "approval rule of toolset 'shell' failed for tool 'rm'; the call is denied"
-    assert record.exc_info is not None
+    assert record.exc_info is not None and detail in str(record.exc_info[1])
 
 
 def test_policy_declarations_are_checked() -> None:

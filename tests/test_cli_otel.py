@@ -4,6 +4,7 @@ the SDK, a clear error."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from llm_do.jobs import JobQueue
 
+from .attachment_files import png
 from .cli_projects import hello_project, llm_do
 from .jobs_support import Worker, eventually, fresh_database
 from .postgres import PostgresServer
@@ -94,6 +96,23 @@ def test_run_otel_exports_one_trace_over_otlp(tmp_path: Path, collector: Collect
     by_id = {span.span_id: span for span in spans}
     agent = next(span for span in spans if span.name == "invoke_agent hello")
     assert by_id[agent.parent_span_id].name == "llm_do.call hello"
+
+
+def test_run_otel_never_exports_an_attached_files_bytes(tmp_path: Path, collector: Collector) -> None:
+    """pydantic-ai's spans record a prompt's binary content (base64) unless told not to: a tracing backend is read
+    by more people than the file was given to."""
+    project = hello_project(tmp_path / "hello")
+    chart = project / "chart.png"
+    chart.write_bytes(png(width=64, height=64))
+    done = llm_do(
+        "run", project, "Hi!", "--attach", chart, "--otel", env={"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}
+    )
+    assert done.returncode == 0, done.stderr
+    spans = exported(collector)
+    assert any(span.name == "chat test" for span in spans)  # the model request was traced, content included
+    payload = b"".join(request.SerializeToString() for request in collector.requests)
+    assert base64.b64encode(chart.read_bytes()) not in payload and chart.read_bytes() not in payload
+    assert b"Hi!" in payload
 
 
 def test_run_otel_without_the_sdk_names_the_extra(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
+from pydantic import SecretStr
 
 from llm_do import Attachment, AttachmentError, ConfigurationError, InvalidSettings, LlmDoError
 from llm_do.jobs import (
@@ -457,6 +458,28 @@ async def test_a_database_without_the_schema_says_to_apply_it(dsn: str) -> None:
                 await attempt
         await queue.apply_schema()
         assert (await queue.get(await queue.defer("greeter", "x"))).status == "todo"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql://app:s3cret-pw%zz@db.internal/app", 'invalid percent-encoded token: "***"'),
+        ("postgresql://app:s3cret-pw@[::1/app", 'matching "]" in IPv6 host address in URI: "***"'),
+        ("host=db.internal password=s3cret-pw dbname", 'missing "=" after "dbname"'),
+    ],
+)
+async def test_a_url_libpq_cannot_read_is_refused_without_quoting_its_password(
+    url: str, problem: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """libpq quotes such a URL in its message, and psycopg's pool logged that at every attempt to connect."""
+    caplog.set_level(logging.DEBUG)
+    queue = JobQueue(SecretStr(url), entries=ENTRIES)
+    with pytest.raises(ConfigurationError) as raised:
+        await queue.open(connect_timeout=0.5)
+    message = str(raised.value)
+    assert message.startswith("the jobs database URL cannot be used: ") and problem in message
+    assert raised.value.__cause__ is None and raised.value.__context__ is None
+    assert "s3cret" not in message + caplog.text and not queue.is_open
 
 
 async def test_applying_the_schema_again_takes_no_lock_that_waits_for_queries_on_llm_dos_tables(dsn: str) -> None:

@@ -15,7 +15,7 @@ from llm_do.project import ProjectError, load_project
 from llm_do.testing import ScriptedModel, tool_call
 
 from .cli_projects import llm_do
-from .mcp_support import COUNTER_TOML, SERVER, server_processes, write_project
+from .mcp_support import COUNTER_TOML, SERVER, free_port, server_processes, write_project
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "notes_desk"
 
@@ -130,6 +130,22 @@ async def test_a_declared_server_passes_env_from_the_environment_and_settings(
     assert listed.returncode == 0, listed.stderr
     assert "getenv (ro)" in listed.stdout and "bump" in listed.stdout
     assert "s3cret-value" not in listed.stdout + listed.stderr
+
+
+def test_a_servers_url_is_shown_without_its_password_nor_its_query_values(tmp_path: Path) -> None:
+    """A hosted MCP server's URL often carries a token (`?api_key=...`, `user:token@`): `llm-do list` and the
+    errors show where the server is, never the token."""
+    port = free_port()
+    url = f"http://desk:s3cret-pw@127.0.0.1:{port}/mcp?api_key=s3cret-key&profile=s3cret-profile"
+    root = write_project(
+        tmp_path / "desk",
+        f'entry = "clerk"\n\n[mcp_servers.hosted]\nurl = "{url}"\n',
+        clerk__worker="---\ntoolsets: [hosted]\n---\nCount.",
+    )
+    listed = llm_do("list", root, "--model", "test", env={"COLUMNS": "500"})  # a row per line, unwrapped
+    shown = listed.stdout + listed.stderr
+    assert f"http://desk:***@127.0.0.1:{port}/mcp?api_key=***&profile=***" in shown
+    assert "failed the MCP handshake" in shown and "s3cret" not in shown
 
 
 def test_bad_declarations_are_reported_with_file_line_and_what_to_do(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,27 @@ async def test_a_global_server_that_died_between_runs_is_restarted_on_next_use()
         assert first[0] == 3 and second[0] == 0
         assert second[1] != pid
     assert server_processes() == []
+
+
+async def test_the_model_reads_that_a_server_is_down_but_not_its_command_line_nor_its_url(tmp_path: Path) -> None:
+    """The command line (or URL) can hold a token and server-side paths: it is for the operator's logs."""
+    crashed = tmp_path / "crash"
+    starter = (
+        f"import os, runpy, sys\nif os.path.exists({str(crashed)!r}):\n    sys.exit(3)\n"
+        f"sys.argv = [{str(SERVER)!r}]\nrunpy.run_path({str(SERVER)!r}, run_name='__main__')"
+    )
+
+    class App(containers.DeclarativeContainer):
+        shared = providers.Singleton(lambda: stdio(sys.executable, "-c", starter, "--token=s3cret-arg"))
+
+    async with Runtime(App(), entries=[agent_entry("clerk", ["shared"])], config=APPROVE_ALL) as rt:
+        (pid,) = answers_of(await rt.run("clerk", plan("server_pid")))
+        crashed.touch()  # it cannot start again
+        os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)
+        (down,) = answers_of(await rt.run("clerk", plan("read_count")))
+    assert down.startswith("Tool 'read_count' was not run: MCP server 'shared' ")
+    assert "s3cret" not in down and str(SERVER) not in down and sys.executable not in down
 
 
 QUICK = McpOptions(backoff=0.1, backoff_max=0.2, cooldown=0.5)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from dependency_injector import containers, providers
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr, model_validator
 from pydantic_ai import Agent
 
 from containers import AgentContainer
@@ -147,6 +147,45 @@ def test_a_nested_secret_is_hidden_when_it_is_invalid(monkeypatch: pytest.Monkey
     monkeypatch.delenv("LLM_DO_API")
     with pytest.raises(InvalidSettings, match="LLM_DO_API is required but not set"):
         WithToken()
+
+
+def test_a_group_of_settings_holding_a_secret_is_hidden_when_it_is_invalid_as_a_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A validator of the whole group (or a value of the wrong shape) fails on the group: its value, secret
+    included, is not shown; a plain field of it still is."""
+
+    class Credentials(BaseModel):
+        password: SecretStr
+
+    class Pool(BaseModel):
+        size: int = 4
+        login: Credentials | None = None
+
+        @model_validator(mode="after")
+        def _bounded(self) -> Pool:
+            if self.size > 100:
+                raise ValueError("a size of at most 100")
+            return self
+
+    class WithPool(LlmDoSettings):
+        pool: Pool = Pool()
+
+    problems = []
+    for given in (
+        '{"login": {"password": "s3cret"}, "size": 1000}',
+        '["s3cret"]',
+        '{"login": {"password": "s3cret"}, "size": "x"}',
+    ):
+        monkeypatch.setenv("LLM_DO_POOL", given)
+        with pytest.raises(InvalidSettings) as raised:
+            WithPool()
+        problems.extend(raised.value.problems)
+    assert problems == [
+        "LLM_DO_POOL=<hidden>: expected a size of at most 100",
+        "LLM_DO_POOL=<hidden>: expected a valid dictionary or instance of Pool",
+        "LLM_DO_POOL__SIZE='x': expected a valid integer",
+    ]
 
 
 def test_secrets_are_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ approvals), and the decisions a page sends back."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,6 +36,8 @@ class Vault(Toolset):
         """Open a door of the vault."""
         if door == "jammed":
             raise RuntimeError("the door is jammed")
+        if door == "wired":
+            raise ConnectionError("could not reach postgresql://vault:s3cret-pw@10.0.3.4/vault")
         return f"{door} is open"
 
 
@@ -209,7 +212,25 @@ async def test_a_failed_run_ends_with_the_protocols_error_chunk() -> None:
     async with rt, rt.stream("boss", "go") as run:
         chunks = [chunk.model_dump(by_alias=True, exclude_none=True) async for chunk in vercel_chunks(run)]
     errors = [chunk for chunk in chunks if chunk["type"] == "error"]
-    assert len(errors) == 1 and "open_vault" in errors[0]["errorText"]
+    assert errors == [{"type": "error", "errorText": "the run failed (ScriptError); the server's log has the details"}]
+
+
+async def test_the_page_reads_that_a_run_failed_and_the_exceptions_type_the_log_reads_its_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An exception's message can hold a server's address, a DSN with its password, a path: the page is read by the
+    person using the service, so it gets the exception's type; the message goes to the `llm_do` logger."""
+    caplog.set_level(logging.ERROR, logger="llm_do")
+    rt = runtime(tool_call("open_vault", door="wired"), "unreachable", opening="allow")
+    async with rt, rt.stream("boss", "go") as run:
+        chunks = [chunk.model_dump(by_alias=True, exclude_none=True) async for chunk in vercel_chunks(run)]
+    page = json.dumps(chunks)
+    [error] = [chunk for chunk in chunks if chunk["type"] == "error"]
+    assert error["errorText"] == "the run failed (ConnectionError); the server's log has the details"
+    [ended] = [c["data"] for c in chunks if c["type"] == "data-llm-do-call" and c["data"]["state"] == "error"]
+    assert ended["error"] == "ConnectionError"
+    assert "s3cret" not in page and "10.0.3.4" not in page
+    assert any("s3cret-pw" in str(record.exc_info[1]) for record in caplog.records if record.exc_info)
 
 
 def test_decisions_in_llm_dos_shape_and_the_ai_sdks() -> None:

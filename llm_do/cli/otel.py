@@ -35,5 +35,6 @@ def start_exporting() -> Callable[[], None]:
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
-    Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
+    # Prompts and answers are recorded (pydantic-ai's default); attached files' bytes are not.
+    Agent.instrument_all(InstrumentationSettings(tracer_provider=provider, include_binary_content=False))
     return provider.shutdown

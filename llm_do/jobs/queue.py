@@ -22,12 +22,14 @@ from typing import Any, Literal
 from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy
 from procrastinate.exceptions import ConnectorException
 from procrastinate.tasks import Task
-from psycopg import AsyncConnection, errors
+from psycopg import AsyncConnection, ProgrammingError, errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..attachments import Attachment, check_call
+from ..dsn import scrubbed
 from ..errors import ConfigurationError
 from ..runtime import Runtime
 from ..tracing import current_traceparent
@@ -147,8 +149,9 @@ class JobQueue:
         A closed queue can be opened again (with a new pool)."""
         if self._pool is not None:
             return
+        url = _checked(_url(self._database_url))
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            _url(self._database_url),
+            url,
             min_size=1,
             max_size=pool_size or self.pool_size,
             open=False,
@@ -161,7 +164,8 @@ class JobQueue:
         except Exception as error:
             await pool.close()
             raise ConnectionError(
-                f"cannot reach the jobs database within {connect_timeout}s ({type(error).__name__}: {error}); "
+                f"cannot reach the jobs database within {connect_timeout}s "
+                f"({type(error).__name__}: {scrubbed(str(error), url)}); "
                 "check LLM_DO_JOBS_DATABASE_URL (or LLM_DO_DATABASE_URL) and that PostgreSQL is up"
             ) from None
         # procrastinate's connector keeps a pool it was given after close_async(), and its open_async()
@@ -423,6 +427,21 @@ def _url(given: str | SecretStr | None) -> str:
             "(or LLM_DO_DATABASE_URL) to a PostgreSQL URL like postgresql://user@localhost/app"
         )
     return given.get_secret_value() if isinstance(given, SecretStr) else given
+
+
+def _checked(url: str) -> str:
+    """`url`, once libpq can read it: libpq's message about one it cannot read quotes it, password included,
+    and psycopg's pool would log that message at every attempt to connect."""
+    try:
+        conninfo_to_dict(url)
+        return url
+    except ProgrammingError as error:
+        problem = scrubbed(str(error).strip(), url)
+    raise ConfigurationError(  # raised here, not in `except`: the error quoting the URL is not its context
+        f"the jobs database URL cannot be used: {problem}; fix JobQueue(database_url=...) or "
+        "LLM_DO_JOBS_DATABASE_URL (or LLM_DO_DATABASE_URL): the form is "
+        "postgresql://user:password@host:5432/dbname?option=value"
+    )
 
 
 def _entries(entries: Iterable[str | JobEntry]) -> dict[str, JobEntry]:

@@ -25,6 +25,7 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
+from ..dsn import shown_url, with_url_shown
 from ..errors import ScopeError, ToolsetError
 from .logs import route_server_logs
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
@@ -180,8 +181,19 @@ class McpServer(AbstractToolset[Any]):
         transport = self.transport
         if isinstance(transport, OwnedStdioTransport):
             return transport.command_line
-        url = getattr(transport, "url", None)
-        return str(url) if url is not None else type(transport).__name__
+        url = self._url
+        return shown_url(url) if url is not None else type(transport).__name__
+
+    @property
+    def _url(self) -> str | None:
+        url = getattr(self.transport, "url", None)
+        return None if url is None else str(url)
+
+    def _shown(self, error: BaseException) -> str:
+        """`Type: message` of `error`, with the server's URL (which may hold a token) shown as `target` shows it."""
+        text = f"{type(error).__name__}: {error}"
+        url = self._url
+        return text if url is None else with_url_shown(text, url)
 
     @property
     def tool_name_conflict_hint(self) -> str:
@@ -408,15 +420,20 @@ class McpServer(AbstractToolset[Any]):
             await transport.wait_exit(_EXIT_WAIT)  # for its exit code, when it has died
         if conn.alive:  # else the watch (or another call) has said so, after the same wait
             conn.alive = False
-            self._failed(self._died(f"lost its connection ({type(error).__name__}: {error})"))
+            self._failed(self._died(f"lost its connection ({self._shown(error)})"))
         conn.stop.set()
         logger.warning("%s", self._last_error)
         return True
 
     def _down_message(self, tool: str, error: McpServerError) -> str:
-        what = str(error).splitlines()[0]
+        """What the model reads (and so the person using it): the server is down. Its command line or URL, which
+        can hold a token and server-side paths, and its stderr go to the operator's log."""
+        logger.warning("%s; tool %r was not run", error.headline, tool)
         code = f" (exit code {error.exit_code})" if error.exit_code is not None else ""
-        return f"Tool {tool!r} was not run: {what}{code}. Try again later, or do without this tool."
+        return (
+            f"Tool {tool!r} was not run: MCP server {self.name!r} is down{code}. Try again later, or do without "
+            "this tool."
+        )
 
     def _lost_message(self, tool: str) -> str:
         last = self._last_error
@@ -493,7 +510,7 @@ class McpServer(AbstractToolset[Any]):
         code, stderr = self._facts()
         return McpServerError(
             self.name,
-            f"failed the MCP handshake ({type(error).__name__}: {error})",
+            f"failed the MCP handshake ({self._shown(error)})",
             target=self.target,
             exit_code=code,
             stderr=stderr,

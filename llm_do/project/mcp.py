@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_ai.toolsets import WrapperToolset
 
+from ..dsn import shown_url
 from ..scopes import Scope, ToolsetSpec
 from .problems import Problem
 
@@ -75,7 +76,7 @@ class McpServerDecl(BaseModel):
 
     @property
     def target(self) -> str:
-        return self.url if self.url is not None else " ".join([self.command or "", *self.args])
+        return shown_url(self.url) if self.url is not None else " ".join([self.command or "", *self.args])
 
 
 @dataclass(frozen=True, slots=True)

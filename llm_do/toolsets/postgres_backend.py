@@ -22,11 +22,11 @@ import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from ..dsn import scrubbed
 from ..errors import ConfigurationError
 from .database import (
     TRANSACTION_CONTROL_REFUSED,
@@ -464,18 +464,7 @@ class PostgresDatabase(Database):
 
     def _scrubbed(self, text: str) -> str:
         """`text` without the URL, its password, or any part of them that a driver may have quoted."""
-        parts = urlsplit(self.__url)
-        secrets = {self.__url, unquote(self.__url)}
-        try:
-            password = parts.password
-        except ValueError:
-            password = None
-        for value in [password, *parse_qs(parts.query).get("password", [])]:
-            if value:
-                secrets |= {value, unquote(value)}
-        for secret in sorted(secrets, key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return text
+        return scrubbed(text, self.__url)
 
     def __repr__(self) -> str:
         stats = self.stats()

@@ -21,6 +21,7 @@ an encoded stream for Starlette or FastAPI, importing Starlette only when called
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SSE_HEADERS", "RunStopped", "decision_of", "sse_response", "vercel_chunks", "vercel_sse"]
 
+logger = logging.getLogger("llm_do")
+
 SDK_VERSION: Final[Literal[6]] = 6
 """The AI SDK UI version the stream is written for: tool approvals need 6 (7 reads the same stream)."""
 
@@ -68,7 +71,8 @@ SSE_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache
 
 
 class RunStopped(LlmDoError):
-    """The run was cancelled before it ended (the stream then ends with the protocol's `error` chunk)."""
+    """The run was cancelled before it ended, or failed (the stream then ends with the protocol's `error` chunk,
+    which names the exception's type: its message, which can hold a server's secrets, goes to the log)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +159,7 @@ class _Translator:
             return _Chunks((self.calls.part(started.call.id, data),))
         if kind is CallEnded:
             ended = cast(CallEnded, event)
-            error = None if ended.error is None else f"{type(ended.error).__name__}: {ended.error}"
+            error = None if ended.error is None else type(ended.error).__name__  # the message is for the log
             data = {**_call_data(ended.call, str(ended.outcome)), "usage": usage_json(ended.usage), "error": error}
             return _Chunks((self.calls.part(ended.call.id, data, last=True),))
         if kind is ApprovalRequested:
@@ -230,7 +234,8 @@ async def _native(
         if isinstance(event, RunFailed):
             error = event.error
             if isinstance(error, Exception):
-                raise error
+                logger.error("a run streamed to a page failed", exc_info=error)
+                raise RunStopped(f"the run failed ({type(error).__name__}); the server's log has the details")
             raise RunStopped(f"the run was stopped ({type(error).__name__})")
         translated = translator.translate(event)
         if translated is not None:
