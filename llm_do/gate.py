@@ -227,7 +227,8 @@ class CallGate:
         asked_as = f"python:{toolset}.{tool}#{self._next_direct()}"
         if verdict.decision == "allow":
             return asked_as  # nothing to ask: no question is announced
-        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, None, attachments, asked_as)
+        reason = verdict.reason or verdict.decision
+        request = self._request(toolset, tool, args, reason, asked_as, attachments, from_python=True)
         why = await self._settle(request, verdict)
         if why is not None:
             raise ApprovalDenied(request, why)
@@ -239,10 +240,13 @@ class CallGate:
         tool: str,
         args: dict[str, Any],
         reason: str,
-        tool_call_id: str | None,
+        asked_as: str,
         attachments: tuple[Attachment, ...] = (),
-        asked_as: str | None = None,
+        *,
+        from_python: bool = False,
     ) -> ApprovalRequest:
+        """The question about one call, which the call is known by `asked_as`: the model's tool call id, or for a
+        call made from Python (`from_python`), which has none, its order among this call's own."""
         call = self.call
         chain = call.chain()
         shown = ", ".join(f"{name}={_short(value)}" for name, value in args.items())
@@ -250,10 +254,6 @@ class CallGate:
         infos = tuple(attachment.info for attachment in attachments)
         if infos:
             description += "; it hands over " + ", ".join(info.describe() for info in infos)
-        # A call from Python has no tool call: it is known by its order among this call's own (`asked_as`).
-        if tool_call_id is not None:
-            asked_as = tool_call_id
-        assert asked_as is not None
         return ApprovalRequest(
             entry=chain[-1],
             depth=call.depth,
@@ -265,7 +265,7 @@ class CallGate:
             description=description,
             approval_id=approval_id(call.path(), asked_as),
             call_id=call.id,
-            tool_call_id=tool_call_id,
+            tool_call_id=None if from_python else asked_as,
             attachments=infos,
         )
 

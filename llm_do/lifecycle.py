@@ -34,7 +34,7 @@ class Teardown:
     scope's observers) and never raised.
     """
 
-    __slots__ = ("_cleans", "_finalizers", "_owned", "timeout", "where")
+    __slots__ = ("_finalizers", "_owned", "_unentered", "timeout", "where")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
@@ -42,8 +42,9 @@ class Teardown:
         """Whose objects these are, added to every failure logged (`of session 'ada'`); empty: said by the label."""
         self._finalizers: list[tuple[str, Finalizer]] = []
         self._owned: set[int] = set()
-        self._cleans: set[int] = set()
-        """Objects whose `cleanup()` is registered (once, even when they are entered again after failing to)."""
+        self._unentered: set[int] = set()
+        """Objects that failed to enter and whose `cleanup()` is registered: entered again, it is not registered twice
+        (the finalizer keeps each alive, so its id stays its own)."""
 
     def owns(self, obj: object) -> bool:
         """Whether `obj` is registered here already."""
@@ -59,20 +60,22 @@ class Teardown:
         key = id(obj)
         self._owned.add(key)
         enters, exits, cleans, has_dict = _protocol(type(obj))
-        if key not in self._cleans and (cleans or (has_dict and callable(vars(obj).get("cleanup")))):
-            self._cleans.add(key)  # (the finalizer keeps `obj` alive, so its id stays its own)
+        cleaned = cleans or (has_dict and callable(vars(obj).get("cleanup")))
+        if cleaned and key not in self._unentered:
             cleanup = obj.cleanup  # type: ignore[attr-defined]
             self._finalizers.append((label, lambda _exc: cleanup()))
         if enters:
-            return self._enter(obj, label, has_dict)
+            return self._enter(obj, label, has_dict, cleaned)
         self._registered(obj, label, exits, has_dict)
         return None
 
-    async def _enter(self, obj: Any, label: str, has_dict: bool) -> None:
+    async def _enter(self, obj: Any, label: str, has_dict: bool, cleaned: bool) -> None:
         try:
             await obj.__aenter__()
         except BaseException:
             self._owned.discard(id(obj))
+            if cleaned:
+                self._unentered.add(id(obj))
             raise
         self._registered(obj, label, True, has_dict)
 
@@ -88,7 +91,8 @@ class Teardown:
         interrupted = False
         finalizers, self._finalizers = self._finalizers, []
         self._owned.clear()
-        self._cleans.clear()
+        if self._unentered:
+            self._unentered.clear()
         where = self.where
         while finalizers:
             label, finalizer = finalizers.pop()
