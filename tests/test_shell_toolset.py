@@ -232,14 +232,17 @@ async def test_text_that_cannot_be_an_argument_is_refused_readably(root: Path) -
     read = await model_run(
         toolset,
         {"command": ["printf", "%s", "a\ud800b"]},
+        {"command": ["printf", "%s", "\udc80"]},  # not the byte 0x80 that os.fsencode would make of it
         {"command": ["printf\udcff"]},
         {"command": ["printf", "y" * 140_000]},
     )
     assert read == [
         "run: argument 2 ('a\\ud800b') contains a lone surrogate, which is not text and cannot be passed to a "
         "program; remove it",
-        "run: program 'printf\\udcff' is not allowed; allowed programs: printf. Use an allowed program, or ask the "
-        "user to add this one to the allowlist (LLM_DO_SHELL_ALLOW).",
+        "run: argument 2 ('\\udc80') contains a lone surrogate, which is not text and cannot be passed to a "
+        "program; remove it",
+        "run: the program name ('printf\\udcff') contains a lone surrogate, which is not text and cannot be passed "
+        "to a program; remove it",
         "run: 'printf' could not be started: Argument list too long",
     ]
 

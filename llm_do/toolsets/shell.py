@@ -84,9 +84,10 @@ def program_problem(program: str) -> str | None:
 
 
 def _encodable(text: str) -> bool:
-    """Whether `text` can become a file name or argument (UTF-8, or bytes kept as surrogate escapes)."""
+    """Whether `text` is valid Unicode: no lone surrogate, not even one `os.fsencode` would turn into a raw byte
+    (a model's `"\\udc80"` is not the byte 0x80 it would become)."""
     try:
-        os.fsencode(text)
+        text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
