@@ -4,7 +4,7 @@ STAMP := $(VENV)/.installed
 # MCP servers of the ecosystem that the tests run for real (tests/mcp_servers/package.json).
 NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 
-.PHONY: setup browser preflight test lint typecheck pytest demo bench bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions clean
+.PHONY: setup browser preflight test test-deep lint typecheck pytest demo bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions clean
 
 $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
@@ -53,6 +53,11 @@ pytest: $(STAMP) $(NODE_SERVERS) browser
 
 test: preflight lint typecheck pytest
 
+# The deep tier (tests/tiers.py): only the tests marked `deep`, at full size: 2,000 fuzz examples per built-in
+# toolset and the long soaks. CI runs it after `make test`.
+test-deep: $(STAMP) $(NODE_SERVERS) browser
+	env -u PYTHONDONTWRITEBYTECODE LLM_DO_TEST_TIER=deep $(VENV)/bin/pytest -q -n auto --dist worksteal -m deep
+
 demo: $(STAMP)
 	$(PY) examples/ledger/main.py
 	@echo
@@ -67,6 +72,9 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py
 	$(PY) benchmarks/bench_memory.py
+
+bench-suite: $(STAMP) $(NODE_SERVERS) browser
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_suite.py
 
 bench-service: $(STAMP)
 	$(PY) benchmarks/bench_service.py

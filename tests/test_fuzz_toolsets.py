@@ -19,11 +19,17 @@ pydantic-ai runs one after the other), so an example is one real agent run. For 
   successful commit, nothing changes), and no connection or handle is left open;
 - no process the shell started is left running, and no private HOME is left behind.
 
-The settings profile `llm-do-fuzz` runs 2,000 examples per toolset: `filesystem` and `shell` 2,000
-each, `sql` 1,000 on SQLite and 1,000 on PostgreSQL; each test checks it made at least 2.5 calls
-per example (5,000 calls for 2,000 examples). LLM_DO_FUZZ_EXAMPLES=N runs N per toolset instead.
-A test keeps one `Runtime` for all its examples. Runs are deterministic (`derandomize=True`, no
-example database), and `pytest -s` prints how many calls of each tool succeeded and failed.
+How many examples (per toolset; `sql` shares them half and half between SQLite and PostgreSQL):
+`make test` runs 500, `make test-deep` 2,000 (tests/tiers.py), and LLM_DO_FUZZ_EXAMPLES=N runs N.
+Each test checks that it made at least 2.5 calls per example, and that every tool both succeeded
+and failed. Odd text (lone surrogates, NULs), edge integers bound by statements and globs that can
+match are drawn often, so that 500 examples find every class of bug the fuzz has found: re-introduced
+one at a time, a validation error holding a lone surrogate (the run failed with UnicodeEncodeError),
+an integer beyond SQLite's 64 bits (OverflowError), and file names that are not UTF-8 (results that
+could not be sent as JSON) each fail the 500-example run, as does a lone surrogate passed to a
+program as a raw byte, which it found. A test keeps one `Runtime` for all its examples. Runs are
+deterministic (`derandomize=True`, no example database), and `pytest -s` prints how many calls of
+each tool succeeded and failed.
 """
 
 from __future__ import annotations
@@ -81,12 +87,13 @@ from .attachment_files import CSV, png
 from .filesystem_fixtures import SECRET, populate_root, tree_of
 from .postgres import PostgresServer
 from .test_shell_toolset import marked_processes
+from .tiers import sized
 
-pytestmark = pytest.mark.long
+pytestmark = [pytest.mark.long, pytest.mark.deep]
 
 settings.register_profile(
     "llm-do-fuzz",
-    max_examples=int(os.environ.get("LLM_DO_FUZZ_EXAMPLES", "2000")),
+    max_examples=int(os.environ.get("LLM_DO_FUZZ_EXAMPLES") or sized(dev=500, deep=2000)),
     deadline=None,
     derandomize=True,
     database=None,
@@ -475,7 +482,7 @@ def each_succeeded_and_failed(stats: Mapping[str, int], tools: tuple[str, ...]) 
     assert not missed, (
         f"over {stats['examples']} examples, these tools did not both succeed and fail: "
         + ", ".join(f"{tool} ({stats[f'{tool}:ok']} ok, {stats[f'{tool}:failed']} failed)" for tool in missed)
-        + "; a small LLM_DO_FUZZ_EXAMPLES may not reach both outcomes: run more examples (the default is 2,000)"
+        + "; a small LLM_DO_FUZZ_EXAMPLES may not reach both outcomes: run more examples (make test-deep runs 2,000)"
     )
 
 
@@ -702,6 +709,12 @@ def sql_calls(outside: Path) -> st.SearchStrategy[Call]:
     )
     query = st.builds(lambda t, s, p: Call("query", {"txn": t, "sql": s, "params": p}), refs, sql, params)
     execute = st.builds(lambda t, s, p: Call("execute", {"txn": t, "sql": s, "params": p}), refs, sql, params)
+    binding = st.builds(  # edge values bound by a statement that takes them, in the latest transaction
+        lambda tool, s, p: Call(tool, {"txn": Ref(-1), "sql": s, "params": p}),
+        st.sampled_from(["query", "execute"]),
+        st.sampled_from([statement for statement in STATEMENTS if "$1" in statement]),
+        st.lists(st.sampled_from(EDGE_PARAMS), min_size=1, max_size=3),
+    )
     return calls_of(
         st.builds(lambda r: Call("begin", {"read_only": r}), st.booleans()),
         query,
@@ -709,6 +722,7 @@ def sql_calls(outside: Path) -> st.SearchStrategy[Call]:
         execute,
         execute,
         execute,
+        binding,
         st.builds(lambda t, s, p: Call("query", {"txn": t, "sql": s, "params": p}), txn, sql, params),
         st.builds(lambda t, s, p: Call("execute", {"txn": t, "sql": s, "params": p}), txn, sql, params),
         st.builds(lambda t: Call("commit", {"txn": t}), txn),

@@ -33,6 +33,7 @@ from .jobs_support import Worker, eventually
 from .journal_app import parking as app_parking
 from .journal_app import queue as app_queue
 from .journal_app import sent
+from .tiers import sized
 
 TARGET = "tests.journal_app:parking"
 ENTRIES = list(app_parking.entries.values())
@@ -524,26 +525,27 @@ async def test_a_decision_never_sends_a_file_that_changed_since_the_question(
 
 
 @pytest.mark.long
-async def test_fifty_parked_jobs_decided_in_random_order_across_workers(
-    queue: JobQueue, dsn: str, tmp_path: Path
-) -> None:
+@pytest.mark.deep
+async def test_parked_jobs_decided_in_random_order_across_workers(queue: JobQueue, dsn: str, tmp_path: Path) -> None:
+    """20 parked jobs in `make test`, 50 in `make test-deep`; the first worker stops halfway through the decisions."""
+    count = sized(dev=20, deep=50)
     jobs = {}
     first = Worker(TARGET, dsn, tmp_path / "first.log", concurrency=2)
     second: Worker | None = None
     try:
-        for n in range(50):
+        for n in range(count):
             notes = tmp_path / f"job{n}.notes"
             jobs[await queue.defer("payer", ask(notes, n))] = notes
         questions = {job_id: await parked(queue, job_id) for job_id in jobs}
         assert sorted(record.id for record in await queue.list("awaiting_approval")) == sorted(jobs)
         other = await queue.defer("counter", json.dumps({"notes": str(tmp_path / "other")}))
-        assert (await finished(queue, other)).status == "succeeded"  # fifty parked jobs hold none of its 2 slots
+        assert (await finished(queue, other)).status == "succeeded"  # the parked jobs hold none of its 2 slots
         second = Worker(TARGET, dsn, tmp_path / "second.log", concurrency=2)
         order = list(jobs)
         random.Random(7).shuffle(order)
         approved = set(order[::2])
         for index, job_id in enumerate(order):
-            if index == 25:
+            if index == count // 2:
                 assert first.stop() == 0, first.output()  # the rest run on a worker that did not start them
             await queue.decide(job_id, questions[job_id].approval_id, "approve" if job_id in approved else "deny")
         records = {job_id: await finished(queue, job_id) for job_id in jobs}

@@ -17,6 +17,7 @@ from llm_do import RunLocalSingleton, Runtime, RuntimeConfig, SessionLocalSingle
 from llm_do.mcp import McpServer
 
 from .mcp_support import agent_entry, alive, plan, server_processes, stdio_toolset
+from .tiers import sized
 
 APPROVE_ALL = RuntimeConfig(approval_mode="approve_all")  # tools not annotated read-only ask by default
 
@@ -119,7 +120,10 @@ async def test_a_per_session_server_lasts_across_its_sessions_runs_and_ends_when
 
 
 @pytest.mark.long
-async def test_no_process_is_left_after_20_runs_with_per_call_servers() -> None:
+@pytest.mark.deep
+async def test_no_process_is_left_after_many_runs_with_per_call_servers() -> None:
+    """6 runs in `make test`, 20 in `make test-deep`, four at a time."""
+    runs = sized(dev=6, deep=20)
     gate = asyncio.Semaphore(4)
 
     async def one(rt: Runtime) -> int:
@@ -130,8 +134,8 @@ async def test_no_process_is_left_after_20_runs_with_per_call_servers() -> None:
         return int(pid)
 
     async with runtime(agent_entry("clerk", ["per_call"])) as rt:
-        pids = await asyncio.gather(*(one(rt) for _ in range(20)))
-        assert len(set(pids)) == 20
+        pids = await asyncio.gather(*(one(rt) for _ in range(runs)))
+        assert len(set(pids)) == runs
         assert server_processes() == []
     assert not any(alive(pid) for pid in pids)
 

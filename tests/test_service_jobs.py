@@ -21,6 +21,7 @@ from .jobs_support import ROOT, Worker, eventually, fresh_database, wait_for_wor
 from .journal_app import parking
 from .postgres import PostgresServer
 from .test_service import served
+from .tiers import sized
 
 from bank.app import create_app  # isort: skip  (examples/service is on sys.path via test_service)
 from bank.wiring import Bank  # isort: skip
@@ -103,11 +104,15 @@ async def test_defer_read_and_cancel_through_the_endpoints(
 
 
 @pytest.mark.long
-async def test_500_jobs_two_workers_one_sigkilled_every_job_accounted_for_and_money_conserved(
+@pytest.mark.deep
+async def test_hundreds_of_jobs_two_workers_one_sigkilled_every_job_accounted_for_and_money_conserved(
     service: httpx.AsyncClient, database: str, tmp_path: Path
 ) -> None:
+    """150 jobs in `make test`, 500 in `make test-deep`, posted 50 at a time; a worker is killed after 40% of them."""
+    total = sized(dev=150, deep=500)
+    kill_after = total * 2 // 5 // 50 * 50  # the batch after which one worker is killed (200 of 500, 50 of 150)
     bodies: list[dict[str, Any]] = []
-    for number in range(500):
+    for number in range(total):
         source, target = ACCOUNTS[number % 10], ACCOUNTS[(number * 3 + 1) % 10]
         if target == source:
             target = ACCOUNTS[(number + 1) % 10]
@@ -118,12 +123,12 @@ async def test_500_jobs_two_workers_one_sigkilled_every_job_accounted_for_and_mo
     try:
         await wait_for_workers(database, 2, started)
         ids: list[int] = []
-        for batch in range(0, 500, 50):
+        for batch in range(0, total, 50):
             answers = await asyncio.gather(
                 *(service.post("/jobs/transfer", json=body) for body in bodies[batch : batch + 50])
             )
             ids.extend(answer.json()["id"] for answer in answers)
-            if batch == 200:
+            if batch == kill_after:
                 # more jobs running than one worker's concurrency: both workers are in the middle of jobs
                 await eventually(lambda: _count(database, "doing", at_least=11), "both workers busy", within=60)
                 started[0].kill()
@@ -131,9 +136,9 @@ async def test_500_jobs_two_workers_one_sigkilled_every_job_accounted_for_and_mo
         records = [(await service.get(f"/jobs/{job_id}")).json() for job_id in ids]
     finally:
         stop_all(started)
-    assert len(set(ids)) == 500
+    assert len(set(ids)) == total
     by_status = Counter(record["status"] for record in records)
-    assert by_status == {"succeeded": 450, "failed": 50}, by_status
+    assert by_status == {"succeeded": total * 9 // 10, "failed": total // 10}, by_status
     for body, record in zip(bodies, records, strict=True):
         if body["target"] == "nobody":
             assert record["status"] == "failed" and record["error"] == (
@@ -154,7 +159,7 @@ async def test_500_jobs_two_workers_one_sigkilled_every_job_accounted_for_and_mo
         made = await conn.fetchval("SELECT count(*) FROM transfers")
     finally:
         await conn.close()
-    assert made == 450
+    assert made == total * 9 // 10
     assert "queued again" in started[1].output(), "the survivor ran the killed worker's jobs again"
 
 
