@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
     from pydantic_ai.usage import RunUsage
 
-    from .approval import ApprovalRequest
-    from .attachments import AttachmentInfo
-    from .run import Outcome, RunReport, RunResult
-    from .scopes import Scope
+    from .approvals import ApprovalRequest
+    from .di import Scope
+    from .files import AttachmentInfo
+    from .results import Outcome, RunReport, RunResult
 
 __all__ = [
     "CURRENT",

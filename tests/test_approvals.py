@@ -33,8 +33,8 @@ from llm_do import (
     entry,
     tool,
 )
-from llm_do.call import CallScope
-from llm_do.settings import ApprovalMode, ApprovalOnDeny
+from llm_do.di import ApprovalMode, ApprovalOnDeny
+from llm_do.run import CallScope
 
 from .helpers import by_prompt, call, calls, returns, text
 

@@ -26,7 +26,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
 from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, ToolsetError, entry, tool
-from llm_do.call import CallScope
+from llm_do.run import CallScope
 
 from .helpers import by_prompt, call, returns, text
 

@@ -14,7 +14,7 @@ from pydantic_ai import Agent
 
 from containers import AgentContainer
 from llm_do import AgentEntry, Handles, RunLocalSingleton, Runtime, Toolset, entry, open_handles, tool
-from llm_do.call import CallScope
+from llm_do.run import CallScope
 from llm_do.testing import LeakError, ScriptedModel, assert_no_leaks, settle, tool_call, track_leaks
 
 from .helpers import by_prompt, call, text

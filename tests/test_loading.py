@@ -8,7 +8,7 @@ from pydantic_ai import Agent
 
 from containers import AgentContainer
 from llm_do import AgentEntry, ConfigurationError, RunState, Runtime, Toolset, ToolsetError, entry, tool
-from llm_do.call import CallScope
+from llm_do.run import CallScope
 
 from .helpers import by_prompt, text
 

@@ -172,7 +172,7 @@ async def test_a_continued_conversation_counts_only_the_new_turn_failed_or_not()
 def test_the_results_llm_do_does_not_count_are_pydantic_ais_stand_ins() -> None:
     from pydantic_ai import _tool_execution
 
-    from llm_do.run import _NOT_RUN
+    from llm_do.results import _NOT_RUN
 
     stand_ins = {
         value

@@ -24,7 +24,7 @@ from llm_do import (
     entry,
     tool,
 )
-from llm_do.call import CallScope
+from llm_do.run import CallScope
 
 from .helpers import by_prompt, call, calls, returns, text
 

@@ -13,7 +13,7 @@ import pytest
 from dependency_injector import containers, providers
 
 from llm_do import Runtime, RuntimeConfig, Scope, SessionLocalSingleton, Toolset, ToolsetSpec, entry
-from llm_do.call import CallScope
+from llm_do.run import CallScope
 
 from .mcp_support import alive, server_processes, stdio_toolset
 

@@ -47,7 +47,7 @@ from llm_do import (
     run_report,
     tool,
 )
-from llm_do.call import CallScope
+from llm_do.run import CallScope
 from llm_do.testing import ScriptedModel, assert_no_leaks, settle, track_leaks
 
 from .helpers import by_prompt, call, returns, text

@@ -50,7 +50,7 @@ from llm_do import (
     run_report,
     tool,
 )
-from llm_do.call import CallScope
+from llm_do.run import CallScope
 from llm_do.testing import ScriptedModel, Turn, tool_call
 
 

@@ -39,7 +39,7 @@ from llm_do import (
     inject_trace_context,
     tool,
 )
-from llm_do.call import CallScope
+from llm_do.run import CallScope
 from llm_do.testing import assert_no_leaks, settle, track_leaks
 from llm_do.tracing import current_span
 

@@ -23,8 +23,8 @@ from rich.markup import escape
 from ..models import RecordingModel
 from ..process.signals import handling
 from ..project import Project
-from ..run import RunResult
-from ..session import Session
+from ..results import RunResult
+from ..sessions import Session
 from .lines import Lines
 from .render import output_text, shown, usage_table
 

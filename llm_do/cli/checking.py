@@ -18,12 +18,12 @@ from pydantic_ai.models import Model
 from rich.markup import escape
 from rich.table import Table
 
-from ..entries import AgentEntry
-from ..policy import ToolPolicy
+from ..approvals import ToolPolicy
 from ..project import Problem, Project, load_project
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import native_rows
+from ..run import AgentEntry
 from . import signals
 from .failures import ERROR, OK, classify, problems_json
 from .render import console, shown

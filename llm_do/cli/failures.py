@@ -86,7 +86,7 @@ def classify(error: BaseException) -> Failure:
         problems = tuple(str(problem) for problem in error.problems)
         count = len(problems)
         return Failure(ERROR, "project", f"llm-do: {count} problem{'s' if count != 1 else ''} found", problems)
-    unavailable = find(error, _loaded("llm_do.approval", "ApprovalUnavailable"))
+    unavailable = find(error, _loaded("llm_do.approvals._approvals", "ApprovalUnavailable"))
     if unavailable is not None:
         request = unavailable.request
         return Failure(
@@ -95,7 +95,7 @@ def classify(error: BaseException) -> Failure:
             f"entry {request.entry!r} wants to call {request.toolset}.{request.tool}, which needs approval "
             f"({request.reason}), and there is no terminal to ask on; pass --approve-all or --reject-all",
         )
-    attachment = find(error, _loaded("llm_do.attachments", "AttachmentError"))
+    attachment = find(error, _loaded("llm_do.files._attachments", "AttachmentError"))
     if attachment is not None:
         return Failure(USAGE, "attachment", " ".join(str(attachment).split()))
     missing_key = find(error, _loaded("llm_do.project.models", "MissingApiKey"))

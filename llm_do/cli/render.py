@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from ..run import CallRecord, usage_json
+from ..results import CallRecord, usage_json
 from .printable import printable
 from .watch import Board
 

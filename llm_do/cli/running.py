@@ -19,14 +19,14 @@ from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 from rich.console import Console
 
-from ..approval import ApprovalRequest, ApprovalUnavailable, Approver
-from ..attachments import Attachment, check_call
-from ..entries import AgentEntry, Entry
+from ..approvals import ApprovalRequest, ApprovalUnavailable, Approver
+from ..di import LlmDoSettings
+from ..files import Attachment, check_call
 from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
-from ..run import CallRecord, RunResult, run_report
-from ..session import Session
-from ..settings import LlmDoSettings
+from ..results import CallRecord, RunResult, run_report
+from ..run import AgentEntry, Entry
+from ..sessions import Session
 from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
 from .lines import Lines

@@ -28,7 +28,7 @@ from pydantic_ai.usage import RunUsage
 
 from ..events import AgentStarted, CallEvent, CallTag, Event, ResponseCompleted
 from ..project.models import model_id
-from ..run import usage_of
+from ..results import usage_of
 
 __all__ = ["Board", "LiveCall"]
 

@@ -14,11 +14,11 @@ import psycopg
 from procrastinate.exceptions import JobAborted
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..approval import Approver
-from ..attachments import Attachment, AttachmentError
+from ..approvals import Approver
+from ..files import Attachment, AttachmentError
 from ..models.journal import Journal
-from ..run import RunReport, RunResult, run_report
-from ..runtime import Runtime
+from ..results import RunReport, RunResult, run_report
+from ..run import Runtime
 from .context import JobInfo, reset_current, set_current
 from .journal import JobJournals
 from .parking import Parking, RunParked

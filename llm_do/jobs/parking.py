@@ -24,10 +24,10 @@ from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_jsonable_python
 
-from ..approval import Approval, ApprovalRequest
-from ..attachments import AttachmentInfo
+from ..approvals import Approval, ApprovalRequest
+from ..di import dropped
 from ..errors import LlmDoError
-from ..scopes import dropped
+from ..files import AttachmentInfo
 from .pgtext import add_missing_column, storable_text, store_json_as_text
 
 __all__ = [

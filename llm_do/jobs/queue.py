@@ -28,10 +28,10 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..attachments import Attachment, check_call
-from ..dsn import scrubbed
+from .._urls import scrubbed
 from ..errors import ConfigurationError
-from ..runtime import Runtime
+from ..files import Attachment, check_call
+from ..run import Runtime
 from ..tracing import current_traceparent
 from .context import JobInfo
 from .execute import CANCEL_REQUESTED, SHUTDOWN, perform, stored_attachments

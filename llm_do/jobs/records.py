@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 from pydantic_core import to_jsonable_python
 
 from ..errors import LlmDoError
-from ..run import CallRecord
+from ..results import CallRecord
 
 __all__ = [
     "FINAL_STATUSES",

@@ -10,36 +10,56 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_names
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .roots import RootRefused, confined_roots
-    from .server import McpOptions, McpServer, McpServerError, McpServersError, own_mcp_toolsets
-    from .stdio import OwnedStdioTransport, ServerCommandNotFound
+    from .roots import (
+        RootRefused as RootRefused,
+    )
+    from .roots import (
+        confined_roots as confined_roots,
+    )
+    from .server import (
+        McpOptions as McpOptions,
+    )
+    from .server import (
+        McpServer as McpServer,
+    )
+    from .server import (
+        McpServerError as McpServerError,
+    )
+    from .server import (
+        McpServersError as McpServersError,
+    )
+    from .server import (
+        own_mcp_toolsets as own_mcp_toolsets,
+    )
+    from .stdio import (
+        OwnedStdioTransport as OwnedStdioTransport,
+    )
+    from .stdio import (
+        ServerCommandNotFound as ServerCommandNotFound,
+    )
 
-__all__ = [
-    "McpOptions",
-    "McpServer",
-    "McpServerError",
-    "McpServersError",
-    "OwnedStdioTransport",
-    "RootRefused",
-    "ServerCommandNotFound",
-    "confined_roots",
-    "own_mcp_toolsets",
-]
-
-_MODULES = {
-    "McpOptions": "server",
-    "McpServer": "server",
-    "McpServerError": "server",
-    "McpServersError": "server",
-    "OwnedStdioTransport": "stdio",
-    "RootRefused": "roots",
-    "ServerCommandNotFound": "stdio",
-    "confined_roots": "roots",
-    "own_mcp_toolsets": "server",
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "roots": (
+        "RootRefused",
+        "confined_roots",
+    ),
+    "server": (
+        "McpOptions",
+        "McpServer",
+        "McpServerError",
+        "McpServersError",
+        "own_mcp_toolsets",
+    ),
+    "stdio": (
+        "OwnedStdioTransport",
+        "ServerCommandNotFound",
+    ),
 }
+"""Where each public name lives: imported from there on first use, so that importing the package
+imports nothing else (tests/test_facades.py checks this table against the imports above)."""
 
-
-__getattr__, __dir__ = lazy_names(__name__, _MODULES, globals())
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())

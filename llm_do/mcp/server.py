@@ -25,7 +25,7 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
-from ..dsn import shown_url, with_url_shown
+from .._urls import shown_url, with_url_shown
 from ..errors import ScopeError, ToolsetError
 from .logs import route_server_logs
 from .stdio import OwnedStdioTransport, ServerCommandNotFound

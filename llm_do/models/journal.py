@@ -26,8 +26,8 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
 from .. import tracing
-from ..call import CallScope, current_scope
 from ..errors import LlmDoError
+from ..run import CallScope, current_scope
 from .keys import KeyCache, RequestKey, current_chain, request_key
 from .observed import ObservedModel
 from .recording import RecordedResponse

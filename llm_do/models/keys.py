@@ -44,8 +44,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestParameters
 
-from ..attachments import METADATA_KEY, AttachmentInfo
-from ..call import current_scope
+from ..files import METADATA_KEY, AttachmentInfo
+from ..run import current_scope
 
 __all__ = ["HANDLE_PATTERN", "KeyCache", "RequestKey", "current_chain", "request_key"]
 

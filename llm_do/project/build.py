@@ -16,18 +16,14 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from ..approval import Approver
-from ..attachments import Attachment
-from ..call import CallScope, Entry
-from ..entries import AgentEntry, entry_toolset
+from ..approvals import Approver, PolicySettings, ToolPolicy
+from ..di import LlmDoSettings, RuntimeConfig, Scope, ToolsetSpec
 from ..errors import ConfigurationError
-from ..policy import PolicySettings, ToolPolicy
-from ..run import RunResult
-from ..runtime import Runtime
-from ..scopes import Scope, ToolsetSpec
-from ..session import Session
-from ..settings import LlmDoSettings, RuntimeConfig
-from ..toolset import known_tool_names
+from ..files import Attachment
+from ..results import RunResult
+from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
+from ..sessions import Session
+from ..toolkit import known_tool_names
 from .layout import ProjectLayout, discover_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
 from .models import matches_any, model_id, model_problem, resolve_model

@@ -24,8 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_ai.toolsets import WrapperToolset
 
-from ..dsn import shown_url
-from ..scopes import Scope, ToolsetSpec
+from .._urls import shown_url
+from ..di import Scope, ToolsetSpec
 from .problems import Problem
 
 __all__ = ["McpServerDecl", "ProbedTool", "ServerProbe", "declared_servers", "mcp_toolset_specs", "probe_servers"]
@@ -232,7 +232,7 @@ def _server_spec(
     if decl.cwd is not None and not (root / decl.cwd).is_dir():
         problem(f"cwd {decl.cwd!r} is not a directory of the project", decl.cwd)
     roots: list[str] = []
-    from ..mcp.roots import RootRefused, check_root  # here: a project without MCP servers never imports llm_do.mcp
+    from ..mcp.roots import RootRefused, check_root
 
     for path in decl.roots:
         try:

@@ -19,8 +19,8 @@ from typing import Any
 from dependency_injector import containers
 from pydantic_ai.toolsets import AbstractToolset
 
-from ..entries import FunctionEntry
-from ..scopes import Scope, ToolsetSpec
+from ..di import Scope, ToolsetSpec
+from ..run import FunctionEntry
 from .problems import Problem
 
 __all__ = ["ProjectModules", "load_modules", "toolset_name"]

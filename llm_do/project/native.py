@@ -40,7 +40,7 @@ from pydantic_ai.native_tools import (
     WebSearchUserLocation,
 )
 
-from ..approval import NATIVE_TOOL_NOT_GATED
+from ..approvals import NATIVE_TOOL_NOT_GATED
 from .models import DeferredModel, model_id
 from .problems import Problem
 

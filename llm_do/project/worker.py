@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_ai.settings import ModelSettings
 
-from ..policy import PolicySettings
+from ..approvals import PolicySettings
 from .native import NativeOptions, parse_native_tools
 from .problems import Problem, ProjectError
 

@@ -9,61 +9,98 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_names
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .leaks import LeakCheck, LeakError, assert_no_leaks, settle, track_leaks
-    from .lifespan import LifespanError, asgi_client, serve_lifespan
-    from .overrides import Overrides, override
-    from .script import Returned, ScriptedModel, ScriptError, Step, ToolCall, Turn, returned, tool_call
-    from .tree import call_tree
+    from .leaks import (
+        LeakCheck as LeakCheck,
+    )
+    from .leaks import (
+        LeakError as LeakError,
+    )
+    from .leaks import (
+        assert_no_leaks as assert_no_leaks,
+    )
+    from .leaks import (
+        settle as settle,
+    )
+    from .leaks import (
+        track_leaks as track_leaks,
+    )
+    from .lifespan import (
+        LifespanError as LifespanError,
+    )
+    from .lifespan import (
+        asgi_client as asgi_client,
+    )
+    from .lifespan import (
+        serve_lifespan as serve_lifespan,
+    )
+    from .overrides import (
+        Overrides as Overrides,
+    )
+    from .overrides import (
+        override as override,
+    )
+    from .script import (
+        Returned as Returned,
+    )
+    from .script import (
+        ScriptedModel as ScriptedModel,
+    )
+    from .script import (
+        ScriptError as ScriptError,
+    )
+    from .script import (
+        Step as Step,
+    )
+    from .script import (
+        ToolCall as ToolCall,
+    )
+    from .script import (
+        Turn as Turn,
+    )
+    from .script import (
+        returned as returned,
+    )
+    from .script import (
+        tool_call as tool_call,
+    )
+    from .tree import (
+        call_tree as call_tree,
+    )
 
-__all__ = [
-    "LeakCheck",
-    "LeakError",
-    "LifespanError",
-    "Overrides",
-    "Returned",
-    "ScriptError",
-    "ScriptedModel",
-    "Step",
-    "ToolCall",
-    "Turn",
-    "asgi_client",
-    "assert_no_leaks",
-    "call_tree",
-    "override",
-    "returned",
-    "serve_lifespan",
-    "settle",
-    "tool_call",
-    "track_leaks",
-]
-
-_MODULES: dict[str, str] = {
-    "LeakCheck": "leaks",
-    "LeakError": "leaks",
-    "assert_no_leaks": "leaks",
-    "settle": "leaks",
-    "track_leaks": "leaks",
-    "LifespanError": "lifespan",
-    "asgi_client": "lifespan",
-    "serve_lifespan": "lifespan",
-    "Overrides": "overrides",
-    "override": "overrides",
-    "Returned": "script",
-    "ScriptError": "script",
-    "ScriptedModel": "script",
-    "Step": "script",
-    "ToolCall": "script",
-    "Turn": "script",
-    "returned": "script",
-    "tool_call": "script",
-    "call_tree": "tree",
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "leaks": (
+        "LeakCheck",
+        "LeakError",
+        "assert_no_leaks",
+        "settle",
+        "track_leaks",
+    ),
+    "lifespan": (
+        "LifespanError",
+        "asgi_client",
+        "serve_lifespan",
+    ),
+    "overrides": (
+        "Overrides",
+        "override",
+    ),
+    "script": (
+        "Returned",
+        "ScriptError",
+        "ScriptedModel",
+        "Step",
+        "ToolCall",
+        "Turn",
+        "returned",
+        "tool_call",
+    ),
+    "tree": ("call_tree",),
 }
-"""The module of each public name: imported when the name is first used, so that pytest, which loads
-the plugin (`llm_do.testing.plugin`) in every run, imports neither pydantic-ai nor dependency-injector
-until a test uses the kit."""
+"""Where each public name lives: imported from there on first use, so that importing the package
+imports nothing else (tests/test_facades.py checks this table against the imports above)."""
 
-
-__getattr__, __dir__ = lazy_names(__name__, _MODULES, globals())
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())

@@ -12,9 +12,9 @@ from pathlib import Path
 from types import CellType, FrameType, FunctionType, ModuleType
 from typing import Any
 
-from llm_do import tracking
-from llm_do.handles import Handles, live_handle_maps
-from llm_do.scopes import Scope
+from llm_do.di import Scope
+from llm_do.scopes import Adoption, Tracker, trackers
+from llm_do.toolkit import Handles, live_handle_maps
 
 __all__ = ["LeakCheck", "LeakError", "assert_no_leaks", "settle", "track_leaks"]
 
@@ -28,7 +28,7 @@ class LeakError(AssertionError):
 class LeakCheck:
     """What `track_leaks()` recorded; ask it for `leaks()` or `assert_no_leaks()`, during or after tracking."""
 
-    def __init__(self, tracker: tracking.Tracker) -> None:
+    def __init__(self, tracker: Tracker) -> None:
         self._tracker = tracker
 
     def leaks(self) -> list[str]:
@@ -37,7 +37,7 @@ class LeakCheck:
         adoptions = self._tracker.adoptions
         adoptions[:] = [a for a in adoptions if not a.ended or a.obj() is not None]
         found: list[str] = []
-        owners: dict[int, tracking.Adoption] = {}
+        owners: dict[int, Adoption] = {}
         for adoption in adoptions:
             obj = adoption.obj()
             if obj is None:
@@ -70,12 +70,12 @@ def track_leaks() -> Iterator[LeakCheck]:
     Only weak references are kept, so tracking keeps nothing alive; an object that cannot be
     weakly referenced (`__slots__` without `__weakref__`) is not checked.
     """
-    tracker = tracking.Tracker()
-    tracking.active.append(tracker)
+    tracker = Tracker()
+    trackers.append(tracker)
     try:
         yield LeakCheck(tracker)
     finally:
-        tracking.active.remove(tracker)
+        trackers.remove(tracker)
 
 
 async def settle(turns: int = 3) -> None:
@@ -91,19 +91,19 @@ async def settle(turns: int = 3) -> None:
 
 def assert_no_leaks() -> None:
     """Check the innermost `track_leaks()` block (or the `llm_do_leaks` fixture) for leaks."""
-    if not tracking.active:
+    if not trackers:
         raise RuntimeError(
             "assert_no_leaks() needs leak tracking: run the code inside `with track_leaks():` "
             "(from llm_do.testing) or request the llm_do_leaks fixture"
         )
-    LeakCheck(tracking.active[-1]).assert_no_leaks()
+    LeakCheck(trackers[-1]).assert_no_leaks()
 
 
 def _attributes(obj: object) -> list[Any]:
     return list(getattr(obj, "__dict__", {}).values())
 
 
-def _object_leak(adoption: tracking.Adoption, obj: object) -> str:
+def _object_leak(adoption: Adoption, obj: object) -> str:
     made = f"made by {_defined(type(obj))}"
     if adoption.opened_at:
         file, line, function = adoption.opened_at
@@ -111,7 +111,7 @@ def _object_leak(adoption: tracking.Adoption, obj: object) -> str:
     return f"{adoption.type_name} of {adoption.label} outlived its scope; {made}; held by {_holders(obj, set())}"
 
 
-def _handle_leak(handles: Handles[Any], owner: tracking.Adoption | None, ignore: set[int]) -> str:
+def _handle_leak(handles: Handles[Any], owner: Adoption | None, ignore: set[int]) -> str:
     if owner is not None:
         where = f"of {owner.type_name} of {owner.label}"
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llm_do.run import CallRecord, RunResult
+from llm_do.results import CallRecord, RunResult
 
 __all__ = ["call_tree"]
 

@@ -1,7 +1,7 @@
 """Built-in toolsets. Their providers are declared in `containers.builtins.BuiltinToolsets`."""
 
-from ..settings import FilesystemSettings
-from .confine import ALLOWED_PATHS, ConfinedRoot, PathRefused
+from ..di import FilesystemSettings
+from ..files import ALLOWED_PATHS, ConfinedRoot, PathRefused
 from .connect import database_from_url, open_database
 from .database import (
     Column,

@@ -23,10 +23,10 @@ from typing import Annotated, ClassVar, TypeVar
 from pydantic import Field
 from pydantic_ai.exceptions import ToolFailed
 
-from ..policy import ToolPolicy
-from ..settings import FilesystemSettings
-from ..toolset import Toolset, tool
-from .confine import ConfinedRoot
+from ..approvals import ToolPolicy
+from ..di import FilesystemSettings
+from ..files import ConfinedRoot
+from ..toolkit import Toolset, tool
 
 __all__ = ["FilesystemToolset", "ReadOnlyFilesystemToolset"]
 

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from ..dsn import scrubbed
+from .._urls import scrubbed
 from ..errors import ConfigurationError
 from .database import (
     TRANSACTION_CONTROL_REFUSED,

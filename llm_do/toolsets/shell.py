@@ -15,8 +15,8 @@ from typing import ClassVar, TypeAlias
 
 from pydantic_ai.exceptions import ToolFailed
 
-from ..policy import ToolPolicy
-from ..toolset import Toolset, tool
+from ..approvals import ToolPolicy
+from ..toolkit import Toolset, tool
 from ._process import Completed, run_in_process_group
 
 __all__ = ["DEFAULT_PATH", "AllowSpec", "CommandResult", "ShellRule", "ShellToolset"]

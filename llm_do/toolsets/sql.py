@@ -22,9 +22,8 @@ from typing import Any, TypeVar
 
 from pydantic_ai.exceptions import ToolFailed
 
-from ..handles import Handles
-from ..policy import ToolPolicy
-from ..toolset import Toolset, tool
+from ..approvals import ToolPolicy
+from ..toolkit import Handles, Toolset, tool
 from .database import Connection, ConnectionLost, Database, DatabaseUnavailable, Param, Rows, SqlError
 
 __all__ = ["SqlToolset", "Transaction"]

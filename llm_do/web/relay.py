@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..approval import CHOICES
+from ..approvals import CHOICES
 from ..errors import LlmDoError
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ToolOutputErrorChunk,
 )
 
-from ..approval import CHOICES
+from ..approvals import CHOICES
 from ..errors import LlmDoError
 from ..events import (
     ApprovalDecided,
@@ -51,13 +51,13 @@ from ..events import (
     RunFinished,
     StreamEvent,
 )
-from ..run import usage_json
+from ..results import usage_json
 
 if TYPE_CHECKING:
     from pydantic_ai.ui import NativeEvent
     from starlette.responses import StreamingResponse
 
-    from ..run import RunResult
+    from ..results import RunResult
 
 __all__ = ["SSE_HEADERS", "RunStopped", "decision_of", "sse_response", "vercel_chunks", "vercel_sse"]
 

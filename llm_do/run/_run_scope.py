@@ -17,17 +17,15 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from . import events
-from .approval import Approver, Grants
-from .errors import ScopeError
-from .events import HandedOver, Observer, RunEnded, RunStarted, Sink
-from .owned import owned
-from .owner import ScopeOwner
-from .run import RunReport, RunResult, RunState, outcome_of
-from .runlocal import Box, open_run_box, session_context
-from .scopes import Scope, built
-from .session import Session
-from .settings import RuntimeConfig
+from .. import events
+from ..approvals import Approver, Grants
+from ..di import Box, RuntimeConfig, Scope, built, open_run_box, session_context
+from ..errors import ScopeError
+from ..events import HandedOver, Observer, RunEnded, RunStarted, Sink
+from ..results import RunReport, RunResult, RunState, outcome_of
+from ..scopes import ScopeOwner
+from ..sessions import Session
+from ._servers import owned
 
 __all__ = ["RunHost", "RunScope"]
 

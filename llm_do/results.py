@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, M
 from pydantic_ai.usage import RunUsage
 
 if TYPE_CHECKING:
-    from .attachments import AttachmentInfo
+    from .files import AttachmentInfo
 
 __all__ = [
     "CallRecord",

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from ..errors import ConfigurationError
-from . import HistoryError, StoredHistory
+from ._history import HistoryError, StoredHistory
 
 __all__ = ["PostgresHistoryStore"]
 

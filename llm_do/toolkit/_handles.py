@@ -9,8 +9,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from . import events
-from .errors import UnknownHandle
+from .. import events
+from ..errors import UnknownHandle
 
 __all__ = ["Handles", "live_handle_maps", "open_handles"]
 

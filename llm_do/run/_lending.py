@@ -20,10 +20,10 @@ from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
-from .approval import Approvals
-from .attachments import TAKES_ATTACHMENTS, names_in
-from .gate import CallGate, GatedCall
-from .toolset import ReadableArguments, Toolset
+from ..approvals import Approvals
+from ..files import TAKES_ATTACHMENTS, names_in
+from ..toolkit import ReadableArguments, Toolset
+from ._gate import CallGate, GatedCall
 
 __all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending", "current_run_context"]
 

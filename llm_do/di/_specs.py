@@ -12,8 +12,8 @@ from typing import Any
 
 from dependency_injector import providers
 
-from .errors import ScopeMismatch
-from .runlocal import SessionLocalSingleton
+from ..errors import ScopeMismatch
+from ._singletons import SessionLocalSingleton
 
 __all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "built", "dropped", "is_awaitable", "scope_of_provider"]
 

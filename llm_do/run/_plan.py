@@ -16,18 +16,24 @@ from dependency_injector import containers, providers
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.toolsets import AbstractToolset
 
-from .approval import Approvals, Approver
-from .call import Entry
-from .entries import entry_toolset
-from .errors import ConfigurationError
-from .owned import owning
-from .owner import ScopeOwner
-from .policy import ToolPolicy
-from .run import RunState
-from .runlocal import RunLocalSingleton, SessionLocalSingleton
-from .scopes import EntryPlan, Scope, ToolsetSpec, ToolsetUse, built
-from .settings import RuntimeConfig
-from .toolset import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
+from ..approvals import Approvals, Approver, ToolPolicy
+from ..di import (
+    EntryPlan,
+    RunLocalSingleton,
+    RuntimeConfig,
+    Scope,
+    SessionLocalSingleton,
+    ToolsetSpec,
+    ToolsetUse,
+    built,
+)
+from ..errors import ConfigurationError
+from ..results import RunState
+from ..scopes import ScopeOwner
+from ..toolkit import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
+from ._call_scope import Entry
+from ._entries import entry_toolset
+from ._servers import owning
 
 __all__ = ["CapturablePerRunWarning", "Loaded", "ToolsetSource"]
 

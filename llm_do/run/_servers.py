@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from .scopes import ToolsetSpec, is_awaitable
+from ..di import ToolsetSpec, is_awaitable
 
 __all__ = ["owned", "owning", "start_servers"]
 
@@ -53,7 +53,7 @@ def owned(obj: Any, name: str) -> Any:
     module = sys.modules.get(_MCP_MODULE)
     if module is None:
         return obj
-    from .mcp.server import own_mcp_toolsets
+    from ..mcp.server import own_mcp_toolsets
 
     return own_mcp_toolsets(obj, name)
 

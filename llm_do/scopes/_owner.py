@@ -13,9 +13,9 @@ import contextvars
 from collections.abc import Callable
 from typing import Any
 
-from .events import Adopted, Sink, TeardownEnded
-from .lifecycle import Teardown
-from .scopes import Scope, ToolsetSpec, built
+from ..di import Scope, ToolsetSpec, built
+from ..events import Adopted, Sink, TeardownEnded
+from ._teardown import Teardown
 
 __all__ = ["ScopeOwner"]
 

@@ -19,16 +19,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from .approval import Approver, Grants
-from .errors import LlmDoError
-from .events import Sink
-from .history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
-from .owner import ScopeOwner
-from .runlocal import Box, current_box, session_context
-from .scopes import Scope
+from ..approvals import Approver, Grants
+from ..di import Box, Scope, current_box, session_context
+from ..errors import LlmDoError
+from ..events import Sink
+from ..scopes import ScopeOwner
+from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
 
 if TYPE_CHECKING:
-    from .run import RunResult
+    from ..results import RunResult
 
 __all__ = ["Session", "SessionBusy", "SessionError", "SessionHost"]
 

@@ -11,10 +11,10 @@ from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.toolsets import FunctionToolset
 
-from .attachments import TAKES_ATTACHMENTS, check_model, prompt_with
-from .call import CallScope, Entry
-from .errors import ToolsetError
-from .events import AgentStarted
+from ..errors import ToolsetError
+from ..events import AgentStarted
+from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
+from ._call_scope import CallScope, Entry
 
 __all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset"]
 

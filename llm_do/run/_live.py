@@ -22,9 +22,9 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import AgentStreamEvent
 from pydantic_ai.result import AgentStream
 
-from .approval import Approval, ApprovalChoice, ApprovalRequest, Approver, ask_approver
-from .errors import LlmDoError
-from .events import (
+from ..approvals import Approval, ApprovalChoice, ApprovalRequest, Approver, ask_approver
+from ..errors import LlmDoError
+from ..events import (
     AgentStarted,
     ApprovalDecided,
     ApprovalRequested,
@@ -41,8 +41,8 @@ from .events import (
     RunFinished,
     StreamEvent,
 )
-from .lifecycle import wait_out
-from .run import RunResult, run_report
+from ..results import RunResult, run_report
+from ..scopes import wait_out
 
 __all__ = ["ApprovalNotPending", "GuardedHandler", "LiveRun", "open_stream"]
 

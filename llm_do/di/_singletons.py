@@ -16,7 +16,7 @@ from typing import Any
 
 from dependency_injector import providers
 
-from .errors import ScopeError
+from ..errors import ScopeError
 
 __all__ = ["Box", "RunLocalSingleton", "SessionLocalSingleton", "current_box", "open_run_box", "session_context"]
 

@@ -16,8 +16,8 @@ from pydantic_ai.models import Model
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _ParseError
 
-from .errors import InvalidSettings
-from .policy import PolicySettings
+from ..approvals import PolicySettings
+from ..errors import InvalidSettings
 
 __all__ = [
     "ApprovalMode",

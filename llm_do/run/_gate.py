@@ -19,12 +19,21 @@ from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from .approval import ApprovalDenied, ApprovalRequest, Approvals, Approver, Grants, SessionKey, approval_id, session_key
-from .events import ApprovalDecided, ApprovalRequested, Sink
-from .policy import Verdict
+from ..approvals import (
+    ApprovalDenied,
+    ApprovalRequest,
+    Approvals,
+    Approver,
+    Grants,
+    SessionKey,
+    Verdict,
+    approval_id,
+    session_key,
+)
+from ..events import ApprovalDecided, ApprovalRequested, Sink
 
 if TYPE_CHECKING:
-    from .attachments import Attachment
+    from ..files import Attachment
 
 __all__ = ["CallGate", "GatedCall"]
 

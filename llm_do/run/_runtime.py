@@ -17,23 +17,20 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from . import tracing, tracking
-from .approval import Approver, check_approver
-from .attachments import Attachment, check_call
-from .call import CallScope, Entry
-from .errors import ConfigurationError, ScopeError
-from .events import Observer, Sink
-from .history import HistoryStore, InMemoryHistoryStore
-from .lifecycle import wait_out
-from .live import GuardedHandler, LiveRun, open_stream
-from .loading import Loaded, ToolsetSource
-from .policy import ToolPolicy, Verdict
-from .run import RunResult, attach_report, finished_report
-from .runlocal import current_box
-from .runscope import RunScope
-from .session import Session, SessionBusy, SessionError
-from .settings import RuntimeConfig
-from .tracing.observer import TracingObserver
+from .. import tracing
+from ..approvals import Approver, ToolPolicy, Verdict, check_approver
+from ..di import RuntimeConfig, current_box
+from ..errors import ConfigurationError, ScopeError
+from ..events import Observer, Sink
+from ..files import Attachment, check_call
+from ..results import RunResult, attach_report, finished_report
+from ..scopes import trackers, wait_out
+from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError
+from ..tracing.observer import TracingObserver
+from ._call_scope import CallScope, Entry
+from ._live import GuardedHandler, LiveRun, open_stream
+from ._plan import Loaded, ToolsetSource
+from ._run_scope import RunScope
 
 __all__ = ["Runtime"]
 
@@ -332,7 +329,7 @@ class Runtime:
         """The scope of a run starting now, with its observers, approver and event stream handler."""
         loaded = self._loaded
         tracer = self._tracing.tracer()
-        observers = None if tracer is None and not tracking.active and live is None else self._observers(tracer, live)
+        observers = None if tracer is None and not trackers and live is None else self._observers(tracer, live)
         if session is not None:
             approver = approver or session.approver
         # A live run answers the run's approvals (asking the stream's own approver too).
@@ -381,7 +378,7 @@ class Runtime:
     def _observers(self, tracer: Tracer | None, live: LiveRun | None) -> tuple[Observer, ...]:
         """Who observes a run starting now: tracing when a provider is set, leak tracking when on, a live run."""
         observers: list[Observer] = [] if tracer is None else [TracingObserver(tracer)]
-        observers.extend(tracking.active)
+        observers.extend(trackers)
         if live is not None:
             observers.append(live)
         return tuple(observers)
@@ -441,7 +438,7 @@ class Runtime:
 
     def background_sink(self) -> Sink | None:
         """Who observes what is released outside any run (sessions, globals): leak tracking, when on."""
-        return Sink(None, tuple(tracking.active)) if tracking.active else None
+        return Sink(None, tuple(trackers)) if trackers else None
 
     def closing(self, session: Session, task: asyncio.Future[None]) -> None:
         """A session started closing in `task`: no longer open (its id opens a new session), and waited

@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic_ai.toolsets import AbstractToolset
 
-from .events import FinalizerFailed, Sink
-from .handles import Handles
-from .scopes import is_awaitable
+from ..di import is_awaitable
+from ..events import FinalizerFailed, Sink
+from ..toolkit import Handles
 
 __all__ = ["Teardown", "logger", "wait_out"]
 

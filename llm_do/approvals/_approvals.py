@@ -20,28 +20,28 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 from pydantic_core import to_jsonable_python
 
-from .errors import ConfigurationError, LlmDoError
-from .policy import PolicySettings, ToolPolicy, Verdict
-from .scopes import dropped
-from .settings import ApprovalMode, ApprovalOnDeny
+from ..di import ApprovalMode, ApprovalOnDeny, dropped
+from ..errors import ConfigurationError, LlmDoError
+from ._policy import PolicySettings, ToolPolicy, Verdict
 
 if TYPE_CHECKING:
-    from .attachments import AttachmentInfo
+    from ..files import AttachmentInfo
 
 __all__ = [
-    "CHOICES",
     "Approval",
-    "ApprovalDenied",
-    "ApprovalUnavailable",
     "ApprovalChoice",
+    "ApprovalDenied",
     "ApprovalRequest",
+    "ApprovalUnavailable",
     "Approvals",
     "Approver",
+    "CHOICES",
     "Grants",
     "NATIVE_TOOL_NOT_GATED",
     "SessionKey",
     "approval_id",
     "ask_approver",
+    "check_approver",
     "session_key",
 ]
 

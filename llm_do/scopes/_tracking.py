@@ -1,7 +1,7 @@
 """An opt-in record of the objects scopes adopt, for leak checks (`llm_do.testing.track_leaks`).
 
 A `Tracker` is an observer of the scopes' events (`llm_do.events`). Off by default: a runtime
-checks once per run whether `active` is empty, so tracking costs nothing then.
+checks once per run whether `trackers` is empty, so tracking costs nothing then.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .events import Adopted, Event, HandedOver, TeardownEnded
-from .scopes import Scope
+from ..di import Scope
+from ..events import Adopted, Event, HandedOver, TeardownEnded
 
-__all__ = ["Adoption", "Tracker", "active"]
+__all__ = ["Adoption", "Tracker", "trackers"]
 
 _ASYNCIO = str(Path(asyncio.__file__).parent)
-_LIBRARY_DIRS = (str(Path(__file__).parent), str(Path(contextlib.__file__).parent))
+_LIBRARY_DIRS = (str(Path(__file__).parents[1]), str(Path(contextlib.__file__).parent))  # llm_do itself
 _LIBRARY_PARTS = ("pydantic_ai", "pydantic_graph", "dependency_injector", "<frozen ")
 
 
@@ -49,7 +49,7 @@ class Adoption:
 
 
 class Tracker:
-    """Adoptions recorded while this tracker is in `active`: an observer of the runs started meanwhile."""
+    """Adoptions recorded while this tracker is in `trackers`: an observer of the runs started meanwhile."""
 
     def __init__(self) -> None:
         self.adoptions: list[Adoption] = []
@@ -74,7 +74,7 @@ class Tracker:
                     adoption.handed_to = weakref.ref(event.holder)
 
 
-active: list[Tracker] = []
+trackers: list[Tracker] = []
 """Trackers recording now (innermost last): each run started meanwhile reports to each of them."""
 
 

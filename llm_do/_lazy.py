@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
 from typing import Any
 
@@ -10,10 +10,11 @@ __all__ = ["lazy_names"]
 
 
 def lazy_names(
-    package: str, modules: Mapping[str, str], namespace: dict[str, Any]
+    package: str, exports: Mapping[str, Iterable[str]], namespace: dict[str, Any]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The `__getattr__` and `__dir__` of `package`, whose name `n` lives in its module `modules[n]`;
+    """The `__getattr__` and `__dir__` of `package`, whose module `m` (relative) gives the names `exports[m]`;
     `namespace` is the package's `globals()` (a name imported once is kept there)."""
+    modules = {name: module for module, names in exports.items() for name in names}
 
     def __getattr__(name: str) -> Any:
         module = modules.get(name)

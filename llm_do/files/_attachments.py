@@ -25,8 +25,8 @@ from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import BinaryContent, TextContent, UserContent
 from pydantic_ai.models import Model
 
-from .errors import LlmDoError
-from .settings import AttachmentSettings
+from ..di import AttachmentSettings
+from ..errors import LlmDoError
 
 __all__ = [
     "METADATA_KEY",
@@ -95,7 +95,7 @@ class Attachment:
         """Read the file `path` (relative to `root`, confined to it like the `filesystem` toolset's paths): a
         regular file with one link, within the limits (blocking: run it in a thread). The attachment is named
         by its path in normal form (`./a//b.txt` is `a/b.txt`)."""
-        from .toolsets.confine import ConfinedRoot
+        from ._confine import ConfinedRoot
 
         limits = settings or AttachmentSettings()
         confined = ConfinedRoot(root)

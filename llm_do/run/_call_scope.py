@@ -23,19 +23,18 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
-from . import events
-from .approval import Approvals, Approver, Grants
-from .attachments import Attachment, AttachmentError, check_call, check_count, normal_name
-from .errors import MaxDepthExceeded, ScopeError, ToolsetError
-from .events import CallEnded, CallStarted, CallTag, Observer, Sink
-from .lending import Lending, current_run_context
-from .owned import start_servers
-from .owner import ScopeOwner
-from .run import CallRecord, LogEntry, RunState, outcome_of, usage_of
-from .runscope import RunScope
-from .scopes import EntryPlan, Scope, ToolsetUse
-from .settings import RuntimeConfig
-from .toolset import check_unique_tools, known_tool_names, may_ask_for_approval
+from .. import events
+from ..approvals import Approvals, Approver, Grants
+from ..di import EntryPlan, RuntimeConfig, Scope, ToolsetUse
+from ..errors import MaxDepthExceeded, ScopeError, ToolsetError
+from ..events import CallEnded, CallStarted, CallTag, Observer, Sink
+from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
+from ..results import CallRecord, LogEntry, RunState, outcome_of, usage_of
+from ..scopes import ScopeOwner
+from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
+from ._lending import Lending, current_run_context
+from ._run_scope import RunScope
+from ._servers import start_servers
 
 __all__ = ["CallHost", "CallScope", "Entry", "current_scope"]
 

@@ -14,8 +14,8 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool
 from pydantic_core import ValidationError
 
-from .errors import ConfigurationError
-from .policy import ToolPolicy
+from ..approvals import ToolPolicy
+from ..errors import ConfigurationError
 
 __all__ = ["ReadableArguments", "Toolset", "check_unique_tools", "known_tool_names", "may_ask_for_approval", "tool"]
 

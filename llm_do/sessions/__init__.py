@@ -1,0 +1,60 @@
+"""The sessions room."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._history import (
+        HistoryConflict as HistoryConflict,
+    )
+    from ._history import (
+        HistoryError as HistoryError,
+    )
+    from ._history import (
+        HistoryStore as HistoryStore,
+    )
+    from ._history import (
+        InMemoryHistoryStore as InMemoryHistoryStore,
+    )
+    from ._history import (
+        StoredHistory as StoredHistory,
+    )
+    from ._postgres import (
+        PostgresHistoryStore as PostgresHistoryStore,
+    )
+    from ._session import (
+        Session as Session,
+    )
+    from ._session import (
+        SessionBusy as SessionBusy,
+    )
+    from ._session import (
+        SessionError as SessionError,
+    )
+    from ._session import (
+        SessionHost as SessionHost,
+    )
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "_history": (
+        "HistoryConflict",
+        "HistoryError",
+        "HistoryStore",
+        "InMemoryHistoryStore",
+        "StoredHistory",
+    ),
+    "_postgres": ("PostgresHistoryStore",),
+    "_session": (
+        "Session",
+        "SessionBusy",
+        "SessionError",
+        "SessionHost",
+    ),
+}
+"""Each private module of the room, and the names it gives the other rooms."""
+
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())

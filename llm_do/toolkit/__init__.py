@@ -1,0 +1,56 @@
+"""The toolkit room."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ._handles import (
+        Handles as Handles,
+    )
+    from ._handles import (
+        live_handle_maps as live_handle_maps,
+    )
+    from ._handles import (
+        open_handles as open_handles,
+    )
+    from ._toolset import (
+        ReadableArguments as ReadableArguments,
+    )
+    from ._toolset import (
+        Toolset as Toolset,
+    )
+    from ._toolset import (
+        check_unique_tools as check_unique_tools,
+    )
+    from ._toolset import (
+        known_tool_names as known_tool_names,
+    )
+    from ._toolset import (
+        may_ask_for_approval as may_ask_for_approval,
+    )
+    from ._toolset import (
+        tool as tool,
+    )
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "_handles": (
+        "Handles",
+        "live_handle_maps",
+        "open_handles",
+    ),
+    "_toolset": (
+        "ReadableArguments",
+        "Toolset",
+        "check_unique_tools",
+        "known_tool_names",
+        "may_ask_for_approval",
+        "tool",
+    ),
+}
+"""Each private module of the room, and the names it gives the other rooms."""
+
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
