@@ -18,8 +18,7 @@ from fastapi import FastAPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "service"))
 
-from bank import app as llm_do_bank
-from bank import plain as plain_bank
+from bank import app as llm_do_bank, plain as plain_bank
 
 __all__ = ["llm_do_app", "plain_app"]
 

@@ -1,19 +1,15 @@
-"""What happens in a run, as events, and who hears them.
+"""What happens in a run, as events: calls, approvals, handles, and what a live run streams.
 
-Scopes, gates and handle maps announce what they do (a call started, an approval was asked, a
-handle was opened, an object was adopted) to the `Sink` of the call (or run) they belong to. A
-sink forwards each event to the run's observers: tracing, leak tracking and a live stream are
-observers. The current call's sink is in the context variable `CURRENT`, which is None when nobody
-observes the run: an unobserved run pays one lookup where an event would be announced, and nothing
-more. A sink is emptied when its call ends, so that a callback that captured the call's context
-afterwards reaches nothing.
+Each event names the call it happened in (`CallTag`). They are announced on the bus of the call's
+scope (`llm_do.scopes`: `Sink`, `Observer`), which also carries the scopes' own bookkeeping.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
+
+from .scopes import CallTag, Event
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import AgentStreamEvent, ModelResponse
@@ -21,13 +17,10 @@ if TYPE_CHECKING:
     from pydantic_ai.usage import RunUsage
 
     from .approvals import ApprovalRequest
-    from .di import Scope
     from .files import AttachmentInfo
     from .results import Outcome, RunReport, RunResult
 
 __all__ = [
-    "CURRENT",
-    "Adopted",
     "AgentStarted",
     "ApprovalDecided",
     "ApprovalRequested",
@@ -36,46 +29,17 @@ __all__ = [
     "CallStarted",
     "CallTag",
     "Event",
-    "FinalizerFailed",
-    "HandedOver",
     "HandleClosed",
     "HandleOpened",
     "HandleRolledBack",
     "LlmDoEvent",
-    "Observer",
     "ResponseCompleted",
     "RunEnded",
     "RunFailed",
     "RunFinished",
     "RunStarted",
-    "Sink",
     "StreamEvent",
-    "TeardownEnded",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class CallTag:
-    """Which call an event belongs to: enough to place it in the run's call tree."""
-
-    id: str
-    """The call's id in its run (`call_1` is the top-level call)."""
-    parent: str | None
-    """The id of the call that started this one; None for the top-level call."""
-    entry: str
-    depth: int
-    chain: tuple[str, ...]
-    """Entry names from the top-level call down to this one."""
-    tool_call_id: str | None
-    """The parent's pydantic-ai tool call that started this call (an agent used as a tool); None for the
-    top-level call and for calls made from Python (`CallScope.call_agent`)."""
-
-
-class Event:
-    """Base class of every event; `call` is the call it happened in (None: the run itself)."""
-
-    __slots__ = ()
-    call: CallTag | None
 
 
 # -- llm-do's own events, which a live run streams ------------------------------------------------
@@ -203,7 +167,7 @@ StreamEvent: TypeAlias = "CallEvent | ResponseCompleted | LlmDoEvent | RunFinish
 """What `Runtime.stream` yields."""
 
 
-# -- the scopes' own bookkeeping (tracing and leak checks observe it; never streamed) ----------------
+# -- the run's own bookkeeping (tracing and leak checks observe it; never streamed) -------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,72 +185,3 @@ class RunEnded(Event):
     usage: RunUsage | None
     holder: RunResult | RunReport | None
     call: None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Adopted(Event):
-    """A scope took ownership of an object (it will release it when the scope ends)."""
-
-    owner: object
-    scope: Scope | None
-    obj: object
-    label: str
-    call: None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TeardownEnded(Event):
-    """A scope released everything it owned."""
-
-    owner: object
-    call: None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FinalizerFailed(Event):
-    """Releasing an object failed, or took longer than its time budget (`error` is a `TimeoutError` then)."""
-
-    label: str
-    error: BaseException
-    call: None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HandedOver(Event):
-    """A run's per-run objects were given to its caller in `holder` (its result or report)."""
-
-    holder: object
-    objs: tuple[object, ...]
-    call: None = None
-
-
-class Observer(Protocol):
-    """Hears the events of the runs it observes. `notify` runs in the task where the event happened,
-    synchronously: it must not block, and it must not raise."""
-
-    def notify(self, event: Event) -> None: ...
-
-
-class Sink:
-    """Where one call (or run) announces its events: its tag and the run's observers."""
-
-    __slots__ = ("call", "observers")
-
-    def __init__(self, call: CallTag | None, observers: tuple[Observer, ...]) -> None:
-        self.call = call
-        self.observers = observers
-
-    def emit(self, event: Event) -> None:
-        for observer in self.observers:
-            observer.notify(event)
-
-    def close(self) -> None:
-        """The call has ended: a context snapshot that still holds this sink reaches no observer."""
-        self.observers = ()
-
-    def __repr__(self) -> str:
-        return f"Sink({self.call.id if self.call is not None else 'run'}, observers={len(self.observers)})"
-
-
-CURRENT: ContextVar[Sink | None] = ContextVar("llm_do_sink", default=None)
-"""The sink of the call running in this context; None when nobody observes its run."""

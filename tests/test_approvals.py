@@ -33,7 +33,7 @@ from llm_do import (
     entry,
     tool,
 )
-from llm_do.di import ApprovalMode, ApprovalOnDeny
+from llm_do.approvals import ApprovalMode, ApprovalOnDeny
 from llm_do.run import CallScope
 
 from .helpers import by_prompt, call, calls, returns, text

@@ -17,8 +17,7 @@ import pytest
 
 import llm_do
 
-from .cli_projects import environment
-from .cli_projects import llm_do as run_llm_do
+from .cli_projects import environment, llm_do as run_llm_do
 
 
 def imported_modules(*args: str) -> set[str]:

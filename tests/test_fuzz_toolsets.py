@@ -53,8 +53,7 @@ import hypothesis
 import pydantic_core
 import pytest
 from dependency_injector import providers
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     BinaryContent,

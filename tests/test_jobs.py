@@ -35,8 +35,7 @@ from llm_do.jobs import (
 )
 
 from .attachment_files import CSV, png
-from .jobs_app import make_runtime
-from .jobs_app import queue as app_queue
+from .jobs_app import make_runtime, queue as app_queue
 from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
 from .mcp_support import alive, stubborn_pids, stubborn_project, wait_for
 from .postgres import temporary_postgres

@@ -30,9 +30,7 @@ from llm_do.jobs import (
 )
 
 from .jobs_support import Worker, eventually
-from .journal_app import parking as app_parking
-from .journal_app import queue as app_queue
-from .journal_app import sent
+from .journal_app import parking as app_parking, queue as app_queue, sent
 from .tiers import sized
 
 TARGET = "tests.journal_app:parking"

@@ -25,7 +25,7 @@ from llm_do import (
     Toolset,
     tool,
 )
-from llm_do.di import ApprovalMode
+from llm_do.approvals import ApprovalMode
 from llm_do.testing import ScriptedModel, Turn, tool_call
 from llm_do.web import SSE_HEADERS, decision_of, vercel_chunks, vercel_sse
 

@@ -9,62 +9,28 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._approvals import (
         CHOICES as CHOICES,
-    )
-    from ._approvals import (
         NATIVE_TOOL_NOT_GATED as NATIVE_TOOL_NOT_GATED,
-    )
-    from ._approvals import (
         Approval as Approval,
-    )
-    from ._approvals import (
         ApprovalChoice as ApprovalChoice,
-    )
-    from ._approvals import (
         ApprovalDenied as ApprovalDenied,
-    )
-    from ._approvals import (
         ApprovalRequest as ApprovalRequest,
-    )
-    from ._approvals import (
         Approvals as Approvals,
-    )
-    from ._approvals import (
         ApprovalUnavailable as ApprovalUnavailable,
-    )
-    from ._approvals import (
         Approver as Approver,
-    )
-    from ._approvals import (
         Grants as Grants,
-    )
-    from ._approvals import (
         SessionKey as SessionKey,
-    )
-    from ._approvals import (
         approval_id as approval_id,
-    )
-    from ._approvals import (
         ask_approver as ask_approver,
-    )
-    from ._approvals import (
         check_approver as check_approver,
-    )
-    from ._approvals import (
         session_key as session_key,
     )
     from ._policy import (
+        ApprovalMode as ApprovalMode,
+        ApprovalOnDeny as ApprovalOnDeny,
         Decision as Decision,
-    )
-    from ._policy import (
         PolicySettings as PolicySettings,
-    )
-    from ._policy import (
         Rule as Rule,
-    )
-    from ._policy import (
         ToolPolicy as ToolPolicy,
-    )
-    from ._policy import (
         Verdict as Verdict,
     )
 
@@ -87,6 +53,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "session_key",
     ),
     "_policy": (
+        "ApprovalMode",
+        "ApprovalOnDeny",
         "Decision",
         "PolicySettings",
         "Rule",

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 from pydantic_core import to_jsonable_python
 
-from ..di import ApprovalMode, ApprovalOnDeny, dropped
 from ..errors import ConfigurationError, LlmDoError
-from ._policy import PolicySettings, ToolPolicy, Verdict
+from ..scopes import dropped
+from ._policy import ApprovalMode, ApprovalOnDeny, PolicySettings, ToolPolicy, Verdict
 
 if TYPE_CHECKING:
     from ..files import AttachmentInfo

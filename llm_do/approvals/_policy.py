@@ -11,9 +11,14 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Decision", "PolicySettings", "Rule", "ToolPolicy", "Verdict"]
+__all__ = ["ApprovalMode", "ApprovalOnDeny", "Decision", "PolicySettings", "Rule", "ToolPolicy", "Verdict"]
 
 logger = logging.getLogger("llm_do")
+
+ApprovalMode: TypeAlias = Literal["prompt", "approve_all", "reject_all"]
+"""`prompt` asks the approver; `approve_all` and `reject_all` decide every call that asks, without asking."""
+ApprovalOnDeny: TypeAlias = Literal["tell_model", "raise"]
+"""What a denied call does: the model reads the denial as the tool's result, or `ApprovalDenied` is raised."""
 
 Decision: TypeAlias = Literal["allow", "ask", "deny"]
 """`allow` runs the call, `ask` needs an approval first, `deny` refuses it."""

@@ -13,25 +13,19 @@ from typing import Annotated, Any, Literal, get_args
 from dependency_injector import providers
 from pydantic import AfterValidator, BaseModel, BeforeValidator, DirectoryPath, Field, SecretStr, ValidationError
 from pydantic_ai.models import Model
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from pydantic_settings import SettingsError as _ParseError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError as _ParseError
 
-from ..approvals import PolicySettings
+from ..approvals import ApprovalMode, ApprovalOnDeny, PolicySettings
 from ..errors import InvalidSettings
+from ..files import AttachmentSettings, FilesystemSettings
 
 __all__ = [
-    "ApprovalMode",
-    "ApprovalOnDeny",
-    "AttachmentSettings",
-    "FilesystemSettings",
     "LlmDoSettings",
     "LogLevel",
     "RuntimeConfig",
     "reveal",
 ]
 
-ApprovalMode = Literal["prompt", "approve_all", "reject_all"]
-ApprovalOnDeny = Literal["tell_model", "raise"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 _MODEL_NAME = re.compile(r"^(test|[\w.-]+:\S+)$")
@@ -103,37 +97,6 @@ _FORMS: dict[str, tuple[str, str]] = {
     "openai_base_url": ("a URL with a scheme", "http://localhost:8000/v1"),
     "openai_api_key": ("the API key of the OpenAI-compatible server", "sk-..."),
 }
-
-
-class FilesystemSettings(BaseModel):
-    """Limits of the built-in `filesystem` toolsets (`LLM_DO_FILESYSTEM__MAX_READ_BYTES`, ...)."""
-
-    max_read_bytes: int = Field(default=262_144, gt=0)
-    """Most bytes `read_text` returns; longer reads end with a note saying how to read on."""
-    max_write_bytes: int = Field(default=1_048_576, gt=0)
-    """Largest file `write_text` writes, and the largest file `edit` reads or writes."""
-    max_entries: int = Field(default=500, gt=0)
-    """Most entries `list_dir` and `glob` return."""
-    max_scanned: int = Field(default=50_000, gt=0)
-    """Most directory entries one `glob` looks at before it stops with a note."""
-    allow_hard_links: bool = False
-    """Let `write_text`, `edit` and `delete` change a file that has other hard links (other names,
-    perhaps outside the root). Off: such files are only read."""
-
-
-class AttachmentSettings(BaseModel):
-    """Limits of the files handed to agents (`LLM_DO_ATTACHMENTS__MAX_FILE_BYTES`, ...); see docs/attachments.md."""
-
-    max_file_bytes: int = Field(default=4_194_304, gt=0)
-    """Largest file attached, in bytes (4 MiB: an image or a PDF of a few dozen pages)."""
-    max_text_bytes: int = Field(default=262_144, gt=0)
-    """Largest text file attached, in bytes (256 KiB, about 64,000 tokens): text goes into the model's context."""
-    max_call_bytes: int = Field(default=8_388_608, gt=0)
-    """Most bytes of attachments one call carries, all files together (8 MiB)."""
-    max_files: int = Field(default=20, gt=0)
-    """Most files one call carries."""
-    allow_hard_links: bool = False
-    """Attach a file that has other hard links (other names, perhaps outside the root). Off: refused."""
 
 
 class LlmDoSettings(BaseSettings):

@@ -17,53 +17,9 @@ from typing import Any
 from dependency_injector import providers
 
 from ..errors import ScopeError
+from ..scopes import CURRENT_BOX, Box
 
-__all__ = ["Box", "RunLocalSingleton", "SessionLocalSingleton", "current_box", "open_run_box", "session_context"]
-
-
-class Box:
-    """The instances of every box-local provider of one run (or session); emptied when it ends."""
-
-    __slots__ = ("session", "values")
-
-    def __init__(self, session: Box | None = None) -> None:
-        self.values: dict[providers.Provider[Any], Any] | None = {}
-        self.session = session
-        """A run's box: its session's box, where `SessionLocalSingleton`s live (None: the run is its own session)."""
-
-    def close(self) -> None:
-        """Forget every instance: snapshots taken meanwhile now hold an empty box."""
-        if self.values is not None:
-            self.values.clear()  # a pending async initialisation may still hold the dict
-        self.values = None
-        self.session = None
-
-
-_CURRENT: contextvars.ContextVar[Box | None] = contextvars.ContextVar("llm_do.run_box", default=None)
-
-
-def current_box() -> Box | None:
-    """The box of the run the current context belongs to (None outside any run)."""
-    return _CURRENT.get()
-
-
-def session_context(session: Box) -> contextvars.Context:
-    """A context of no run, for making a session's objects (`session`: its box): its per-session objects
-    resolve there, per-run ones do not, and nothing of the run or caller that asked is in it, so the tasks
-    and timers those objects start keep no run alive. (The box of a run given no session stands for its
-    session.)"""
-    box = Box(session)
-    box.values = None  # no run's objects: only the session's
-    context = contextvars.Context()
-    context.run(_CURRENT.set, box)
-    return context
-
-
-def open_run_box(session: Box | None = None) -> Box:
-    """Give the current context (a run's own task) a fresh box; the caller closes it at run end."""
-    box = Box(session)
-    _CURRENT.set(box)
-    return box
+__all__ = ["RunLocalSingleton", "SessionLocalSingleton"]
 
 
 class _BoxLocal(providers.ContextLocalSingleton[Any]):
@@ -72,14 +28,14 @@ class _BoxLocal(providers.ContextLocalSingleton[Any]):
     _lifetime = "run"
     _in_session = False
 
-    def _values(self, run: Box | None) -> dict[providers.Provider[Any], Any] | None:
+    def _values(self, run: Box | None) -> dict[object, Any] | None:
         """Where this provider's instance lives in the current run: its box, or its session's."""
         if run is None:
             return None
         return ((run.session or run) if self._in_session else run).values
 
     def _provide(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        run = _CURRENT.get()
+        run = CURRENT_BOX.get()
         values = self._values(run)
         if values is None:
             raise self._outside(run)
@@ -96,7 +52,7 @@ class _BoxLocal(providers.ContextLocalSingleton[Any]):
 
     def reset(self) -> Any:
         """Forget the current instance (the next resolution builds a new one)."""
-        values = self._values(_CURRENT.get())
+        values = self._values(CURRENT_BOX.get())
         if values is not None:
             values.pop(self, None)
         return super().reset()
@@ -144,9 +100,7 @@ class SessionLocalSingleton(_BoxLocal):
 _base_provide: Any = getattr(providers.ContextLocalSingleton, "_provide")  # noqa: B009 (untyped Cython method)
 
 
-def _settled(
-    values: dict[providers.Provider[Any], Any], provider: providers.Provider[Any], future: asyncio.Future[Any]
-) -> None:
+def _settled(values: dict[object, Any], provider: providers.Provider[Any], future: asyncio.Future[Any]) -> None:
     """An async initialisation finished: keep the instance, or forget the failure so the next use retries."""
     if values.get(provider) is not future:
         return

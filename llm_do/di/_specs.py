@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import enum
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import GeneratorType
 from typing import Any
 
 from dependency_injector import providers
 
 from ..errors import ScopeMismatch
+from ..scopes import Scope, built
 from ._singletons import SessionLocalSingleton
 
-__all__ = ["EntryPlan", "Scope", "ToolsetSpec", "ToolsetUse", "built", "dropped", "is_awaitable", "scope_of_provider"]
-
-
-class Scope(enum.Enum):
-    """The lifetime of a resource."""
-
-    GLOBAL = "global"
-    """Shared by every run; torn down when the runtime closes."""
-    PER_SESSION = "per_session"
-    """One per session (a conversation, across its runs); a run given no session is a session of its own."""
-    PER_RUN = "per_run"
-    """One per top-level run, shared by all of its nested calls."""
-    PER_CALL = "per_call"
-    """One per entry invocation; a nested call gets a fresh one."""
-
-    def __str__(self) -> str:
-        return self.value
+__all__ = ["ToolsetSpec", "scope_of_provider"]
 
 
 # Order matters: SessionLocalSingleton is a ContextLocalSingleton, which is a BaseSingleton too.
@@ -108,56 +90,6 @@ class ToolsetSpec:
         return await built(self.factory())
 
 
-@dataclass(frozen=True, slots=True)
-class ToolsetUse:
-    """One toolset name of an entry, resolved at load: its spec and the label teardown logs use."""
-
-    name: str
-    spec: ToolsetSpec
-    label: str
-    tools_known: bool = False
-    """Whether its tool names were known at load (and so checked there against the entry's others)."""
-    may_ask: bool | None = None
-    """Whether a call to it can need an approval (its policy, or a tool declared `requires_approval`);
-    None when only the built instance can tell."""
-
-
-@dataclass(frozen=True, slots=True)
-class EntryPlan:
-    """What a call of one entry does with its toolsets, worked out at load."""
-
-    uses: tuple[ToolsetUse, ...]
-    tools_checked: bool
-    """Whether every toolset's tool names were known at load, so duplicates were checked there."""
-    may_ask: bool | None
-    """Whether a call can need an approval; None when only the built toolsets can tell."""
-
-    @classmethod
-    def of(cls, uses: tuple[ToolsetUse, ...]) -> EntryPlan:
-        asks = [use.may_ask for use in uses]
-        may_ask = True if True in asks else None if None in asks else False
-        return cls(uses, all(use.tools_known for use in uses), may_ask)
-
-
-async def built(value: Any) -> Any:
-    """`value`, awaited when it is awaitable (what a provider with async dependencies returns).
-
-    dependency-injector settles such a future from a callback, which fails (asyncio logs an
-    `InvalidStateError`) if the future was cancelled meanwhile. So a cancellation arriving while a
-    future is awaited leaves it alone to settle, and propagates; what it builds then is dropped
-    unentered. Other awaitables (a coroutine) are awaited in place, in the caller's context.
-    """
-    if isinstance(value, asyncio.Future):
-        if value.done():
-            return value.result()
-        try:
-            return await asyncio.shield(value)
-        except asyncio.CancelledError:
-            value.add_done_callback(dropped)
-            raise
-    return await value if is_awaitable(value) else value
-
-
 def _with_ready_resources(provider: providers.Provider[Any]) -> Callable[[], Any]:
     """A call of `provider` that hands a `Factory` the objects of its open async `Resource`s.
 
@@ -192,19 +124,6 @@ def _with_ready_resources(provider: providers.Provider[Any]) -> Callable[[], Any
 
 def _settled_with_a_result(future: asyncio.Future[Any]) -> bool:
     return future.done() and not future.cancelled() and future.exception() is None
-
-
-def dropped(future: asyncio.Future[Any]) -> None:
-    """A done callback for a future whose outcome nobody needs: retrieved, so asyncio does not log it."""
-    if not future.cancelled():
-        future.exception()
-
-
-def is_awaitable(value: object) -> bool:
-    """`inspect.isawaitable`, without its slow ABC check for the common objects that are not awaitable."""
-    if hasattr(type(value), "__await__"):
-        return True
-    return isinstance(value, GeneratorType) and inspect.isawaitable(value)  # a @types.coroutine generator
 
 
 def _check_override(provider: providers.Provider[Any], declared: Scope, name: str | None) -> None:

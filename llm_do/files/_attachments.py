@@ -25,8 +25,8 @@ from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import BinaryContent, TextContent, UserContent
 from pydantic_ai.models import Model
 
-from ..di import AttachmentSettings
 from ..errors import LlmDoError
+from ._limits import AttachmentSettings
 
 __all__ = [
     "METADATA_KEY",

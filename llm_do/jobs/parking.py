@@ -25,9 +25,9 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_jsonable_python
 
 from ..approvals import Approval, ApprovalRequest
-from ..di import dropped
 from ..errors import LlmDoError
 from ..files import AttachmentInfo
+from ..scopes import dropped
 from .pgtext import add_missing_column, storable_text, store_json_as_text
 
 __all__ = [

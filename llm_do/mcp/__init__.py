@@ -15,29 +15,17 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from .roots import (
         RootRefused as RootRefused,
-    )
-    from .roots import (
         confined_roots as confined_roots,
     )
     from .server import (
         McpOptions as McpOptions,
-    )
-    from .server import (
         McpServer as McpServer,
-    )
-    from .server import (
         McpServerError as McpServerError,
-    )
-    from .server import (
         McpServersError as McpServersError,
-    )
-    from .server import (
         own_mcp_toolsets as own_mcp_toolsets,
     )
     from .stdio import (
         OwnedStdioTransport as OwnedStdioTransport,
-    )
-    from .stdio import (
         ServerCommandNotFound as ServerCommandNotFound,
     )
 

@@ -17,11 +17,12 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from ..approvals import Approver, PolicySettings, ToolPolicy
-from ..di import LlmDoSettings, RuntimeConfig, Scope, ToolsetSpec
+from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec
 from ..errors import ConfigurationError
 from ..files import Attachment
 from ..results import RunResult
 from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
+from ..scopes import Scope
 from ..sessions import Session
 from ..toolkit import known_tool_names
 from .layout import ProjectLayout, discover_project

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from pydantic_ai.toolsets import WrapperToolset
 
 from .._urls import shown_url
-from ..di import Scope, ToolsetSpec
+from ..di import ToolsetSpec
+from ..scopes import Scope
 from .problems import Problem
 
 __all__ = ["McpServerDecl", "ProbedTool", "ServerProbe", "declared_servers", "mcp_toolset_specs", "probe_servers"]

@@ -19,8 +19,9 @@ from typing import Any
 from dependency_injector import containers
 from pydantic_ai.toolsets import AbstractToolset
 
-from ..di import Scope, ToolsetSpec
+from ..di import ToolsetSpec
 from ..run import FunctionEntry
+from ..scopes import Scope
 from .problems import Problem
 
 __all__ = ["ProjectModules", "load_modules", "toolset_name"]

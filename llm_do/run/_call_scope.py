@@ -10,7 +10,7 @@ import asyncio
 import functools
 from collections.abc import Sequence
 from contextvars import Token
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,20 +23,19 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
-from .. import events
 from ..approvals import Approvals, Approver, Grants
-from ..di import EntryPlan, RuntimeConfig, Scope, ToolsetUse
+from ..di import RuntimeConfig, ToolsetSpec
 from ..errors import MaxDepthExceeded, ScopeError, ToolsetError
-from ..events import CallEnded, CallStarted, CallTag, Observer, Sink
+from ..events import CallEnded, CallStarted, CallTag
 from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of, usage_of
-from ..scopes import ScopeOwner
+from ..scopes import CURRENT_SINK, Observer, Scope, ScopeOwner, Sink
 from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
 from ._lending import Lending, current_run_context
 from ._run_scope import RunScope
 from ._servers import start_servers
 
-__all__ = ["CallHost", "CallScope", "Entry", "current_scope"]
+__all__ = ["CallHost", "CallScope", "Entry", "EntryPlan", "ToolsetUse", "current_scope"]
 
 
 @runtime_checkable
@@ -55,6 +54,37 @@ class Entry(Protocol):
     async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
         """Handle one input inside `scope` and return the output."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsetUse:
+    """One toolset name of an entry, resolved at load: its spec and the label teardown logs use."""
+
+    name: str
+    spec: ToolsetSpec
+    label: str
+    tools_known: bool = False
+    """Whether its tool names were known at load (and so checked there against the entry's others)."""
+    may_ask: bool | None = None
+    """Whether a call to it can need an approval (its policy, or a tool declared `requires_approval`);
+    None when only the built instance can tell."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPlan:
+    """What a call of one entry does with its toolsets, worked out at load."""
+
+    uses: tuple[ToolsetUse, ...]
+    tools_checked: bool
+    """Whether every toolset's tool names were known at load, so duplicates were checked there."""
+    may_ask: bool | None
+    """Whether a call can need an approval; None when only the built toolsets can tell."""
+
+    @classmethod
+    def of(cls, uses: tuple[ToolsetUse, ...]) -> EntryPlan:
+        asks = [use.may_ask for use in uses]
+        may_ask = True if True in asks else None if None in asks else False
+        return cls(uses, all(use.tools_known for use in uses), may_ask)
 
 
 class CallHost(Protocol):
@@ -212,7 +242,7 @@ class CallScope:
     def _observe(self, observers: tuple[Observer, ...]) -> None:
         tag = self.tag()
         sink = self._owner.sink = Sink(tag, observers)
-        self._sink_token = events.CURRENT.set(sink)
+        self._sink_token = CURRENT_SINK.set(sink)
         infos = tuple(attachment.info for attachment in self.attachments) if self.attachments else ()
         sink.emit(CallStarted(tag, tuple(self.entry.toolsets), infos))
 
@@ -296,7 +326,7 @@ class CallScope:
         self._owner.sink = None
         token, self._sink_token = self._sink_token, None
         if token is not None:
-            events.CURRENT.reset(token)
+            CURRENT_SINK.reset(token)
 
     def _release(self) -> None:
         """Let go of everything the call held; pydantic-ai's run context, which a callback scheduled by

@@ -30,7 +30,8 @@ from ..approvals import (
     approval_id,
     session_key,
 )
-from ..events import ApprovalDecided, ApprovalRequested, Sink
+from ..events import ApprovalDecided, ApprovalRequested
+from ..scopes import Sink
 
 if TYPE_CHECKING:
     from ..files import Attachment

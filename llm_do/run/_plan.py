@@ -17,21 +17,12 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..approvals import Approvals, Approver, ToolPolicy
-from ..di import (
-    EntryPlan,
-    RunLocalSingleton,
-    RuntimeConfig,
-    Scope,
-    SessionLocalSingleton,
-    ToolsetSpec,
-    ToolsetUse,
-    built,
-)
+from ..di import RunLocalSingleton, RuntimeConfig, SessionLocalSingleton, ToolsetSpec
 from ..errors import ConfigurationError
 from ..results import RunState
-from ..scopes import ScopeOwner
+from ..scopes import Scope, ScopeOwner, built
 from ..toolkit import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
-from ._call_scope import Entry
+from ._call_scope import Entry, EntryPlan, ToolsetUse
 from ._entries import entry_toolset
 from ._servers import owning
 

@@ -17,13 +17,23 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from .. import events
 from ..approvals import Approver, Grants
-from ..di import Box, RuntimeConfig, Scope, built, open_run_box, session_context
+from ..di import RuntimeConfig
 from ..errors import ScopeError
-from ..events import HandedOver, Observer, RunEnded, RunStarted, Sink
+from ..events import RunEnded, RunStarted
 from ..results import RunReport, RunResult, RunState, outcome_of
-from ..scopes import ScopeOwner
+from ..scopes import (
+    CURRENT_SINK,
+    Box,
+    HandedOver,
+    Observer,
+    Scope,
+    ScopeOwner,
+    Sink,
+    built,
+    open_run_box,
+    session_context,
+)
 from ..sessions import Session
 from ._servers import owned
 
@@ -133,7 +143,7 @@ class RunScope:
         self.box = open_run_box(None if session is None else session.box)
         sink = self.owner.sink
         if sink is not None:
-            events.CURRENT.set(sink)  # the run's own task: nothing to restore
+            CURRENT_SINK.set(sink)  # the run's own task: nothing to restore
             sink.emit(RunStarted(self.entry.name))
         for provider in host.context_locals:
             provider.reset()  # type: ignore[attr-defined]

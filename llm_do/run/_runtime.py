@@ -19,12 +19,11 @@ from pydantic_ai.usage import RunUsage
 
 from .. import tracing
 from ..approvals import Approver, ToolPolicy, Verdict, check_approver
-from ..di import RuntimeConfig, current_box
+from ..di import RuntimeConfig
 from ..errors import ConfigurationError, ScopeError
-from ..events import Observer, Sink
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
-from ..scopes import trackers, wait_out
+from ..scopes import Observer, Sink, current_box, trackers, wait_out
 from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope, Entry

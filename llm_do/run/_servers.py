@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from ..di import ToolsetSpec, is_awaitable
+from ..di import ToolsetSpec
+from ..scopes import is_awaitable
 
 __all__ = ["owned", "owning", "start_servers"]
 

@@ -7,33 +7,83 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ._box import (
+        CURRENT_BOX as CURRENT_BOX,
+        Box as Box,
+        current_box as current_box,
+        open_run_box as open_run_box,
+        session_context as session_context,
+    )
+    from ._bus import (
+        CURRENT_SINK as CURRENT_SINK,
+        Adopted as Adopted,
+        CallTag as CallTag,
+        Event as Event,
+        FinalizerFailed as FinalizerFailed,
+        HandedOver as HandedOver,
+        Observer as Observer,
+        Sink as Sink,
+        TeardownEnded as TeardownEnded,
+    )
     from ._owner import (
         ScopeOwner as ScopeOwner,
+        Spec as Spec,
+    )
+    from ._scope import (
+        Scope as Scope,
+    )
+    from ._tasks import (
+        built as built,
+        dropped as dropped,
+        is_awaitable as is_awaitable,
     )
     from ._teardown import (
+        HandleMap as HandleMap,
         Teardown as Teardown,
-    )
-    from ._teardown import (
         logger as logger,
-    )
-    from ._teardown import (
+        no_op_context as no_op_context,
         wait_out as wait_out,
     )
     from ._tracking import (
         Adoption as Adoption,
-    )
-    from ._tracking import (
         Tracker as Tracker,
-    )
-    from ._tracking import (
         trackers as trackers,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "_owner": ("ScopeOwner",),
+    "_box": (
+        "Box",
+        "CURRENT_BOX",
+        "current_box",
+        "open_run_box",
+        "session_context",
+    ),
+    "_bus": (
+        "Adopted",
+        "CURRENT_SINK",
+        "CallTag",
+        "Event",
+        "FinalizerFailed",
+        "HandedOver",
+        "Observer",
+        "Sink",
+        "TeardownEnded",
+    ),
+    "_owner": (
+        "ScopeOwner",
+        "Spec",
+    ),
+    "_scope": ("Scope",),
+    "_tasks": (
+        "built",
+        "dropped",
+        "is_awaitable",
+    ),
     "_teardown": (
+        "HandleMap",
         "Teardown",
         "logger",
+        "no_op_context",
         "wait_out",
     ),
     "_tracking": (

@@ -11,13 +11,25 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from ..di import Scope, ToolsetSpec, built
-from ..events import Adopted, Sink, TeardownEnded
+from ._bus import Adopted, Sink, TeardownEnded
+from ._scope import Scope
+from ._tasks import built
 from ._teardown import Teardown
 
-__all__ = ["ScopeOwner"]
+__all__ = ["ScopeOwner", "Spec"]
+
+
+class Spec(Protocol):
+    """What an owner makes an object from (`llm_do.Spec`): a factory, and hashable, since a run or a
+    session makes one object per spec."""
+
+    @property
+    def factory(self) -> Callable[[], Any]: ...
+
+    def __hash__(self) -> int: ...
+
 
 _LEVELS = {Scope.PER_CALL.value: 0, Scope.PER_RUN.value: 1, Scope.PER_SESSION.value: 2, Scope.GLOBAL.value: 3}
 """Each scope's place, innermost first (by value: an enum member's hash is a Python-level call)."""
@@ -39,7 +51,7 @@ class ScopeOwner:
         """Where this level makes its objects (a session's: a context of no run); None: in the asking call's."""
         self.named: dict[str, Any] = {}
         """Objects adopted under a name (a provider's or a toolset's), first one per name: reported to callers."""
-        self._cache: dict[ToolsetSpec, asyncio.Future[Any]] | None = (
+        self._cache: dict[Spec, asyncio.Future[Any]] | None = (
             {} if scope is Scope.PER_RUN or scope is Scope.PER_SESSION else None
         )
         self._lock = asyncio.Lock() if scope is Scope.GLOBAL else None
@@ -53,7 +65,7 @@ class ScopeOwner:
             owner = owner.parent
         return owner
 
-    async def acquire(self, spec: ToolsetSpec, label: str, name: str, sink: Sink | None) -> Any:
+    async def acquire(self, spec: Spec, label: str, name: str, sink: Sink | None) -> Any:
         """This level's object of `spec`, adopted here; `sink` hears the adoption (the asking call's)."""
         if self._cache is not None:
             return await self._cached(spec, label, name, sink)
@@ -84,7 +96,7 @@ class ScopeOwner:
             self.named.setdefault(name, obj)
         return True
 
-    async def _cached(self, spec: ToolsetSpec, label: str, name: str, sink: Sink | None) -> Any:
+    async def _cached(self, spec: Spec, label: str, name: str, sink: Sink | None) -> Any:
         cache = self._cache
         assert cache is not None
         pending = cache.get(spec)
@@ -113,7 +125,7 @@ class ScopeOwner:
         pending.set_result(obj)
         return obj
 
-    async def _make(self, spec: ToolsetSpec, label: str, name: str, sink: Sink | None) -> Any:
+    async def _make(self, spec: Spec, label: str, name: str, sink: Sink | None) -> Any:
         obj = await built(spec.factory())
         await self.adopt(obj, label, name, sink)
         return obj

@@ -7,21 +7,40 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
-from pydantic_ai.toolsets import AbstractToolset
+from ._bus import FinalizerFailed, Sink
+from ._tasks import is_awaitable
 
-from ..di import is_awaitable
-from ..events import FinalizerFailed, Sink
-from ..toolkit import Handles
-
-__all__ = ["Teardown", "logger", "wait_out"]
+__all__ = ["HandleMap", "Teardown", "logger", "no_op_context", "wait_out"]
 
 logger = logging.getLogger("llm_do")
 
 Finalizer = Callable[[BaseException | None], object]
 """Called with the body's exception (or None); may return an awaitable."""
 
-_DEFAULT_AENTER = AbstractToolset.__aenter__
-_DEFAULT_AEXIT = AbstractToolset.__aexit__
+_NO_OP_ENTERS: set[object] = set()
+_NO_OP_EXITS: set[object] = set()
+
+
+def no_op_context(cls: type) -> None:
+    """Declare that `cls.__aenter__` and `cls.__aexit__` do nothing (pydantic-ai's `AbstractToolset`'s): objects
+    whose class keeps them are neither entered nor exited. Declare it before any such object is adopted."""
+    _NO_OP_ENTERS.add(cls.__aenter__)  # type: ignore[attr-defined]
+    _NO_OP_EXITS.add(cls.__aexit__)  # type: ignore[attr-defined]
+    _PROTOCOLS.clear()
+
+
+class HandleMap:
+    """Base of a map of open handles (`llm_do.Handles`): the scope that releases an object holding one (as an
+    attribute) closes the handles still open in it, rolling back what they hold."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    async def close_all(self) -> None:
+        """Release every open handle (rolled back, never committed)."""
+        raise NotImplementedError
 
 
 class Teardown:
@@ -120,14 +139,14 @@ def _aexit(obj: Any, exc: BaseException | None) -> Any:
 
 def _close_forgotten_handles(obj: object) -> Any:
     for value in vars(obj).values():
-        if isinstance(value, Handles) and value:
+        if isinstance(value, HandleMap) and value:
             return _close_all(obj)
     return None
 
 
 async def _close_all(obj: object) -> None:
     for value in list(vars(obj).values()):
-        if isinstance(value, Handles):
+        if isinstance(value, HandleMap):
             await value.close_all()
 
 
@@ -140,8 +159,8 @@ def _protocol(cls: type) -> tuple[bool, bool, bool, bool]:
     if known is None:
         aexit = getattr(cls, "__aexit__", None)
         aenter = getattr(cls, "__aenter__", None)
-        exits = aexit is not None and aenter is not None and aexit is not _DEFAULT_AEXIT
-        enters = exits and aenter is not _DEFAULT_AENTER
+        exits = aexit is not None and aenter is not None and aexit not in _NO_OP_EXITS
+        enters = exits and aenter not in _NO_OP_ENTERS
         known = _PROTOCOLS[cls] = (enters, exits, callable(getattr(cls, "cleanup", None)), cls.__dictoffset__ != 0)
     return known
 

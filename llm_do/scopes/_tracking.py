@@ -15,8 +15,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ..di import Scope
-from ..events import Adopted, Event, HandedOver, TeardownEnded
+from ._bus import Adopted, Event, HandedOver, TeardownEnded
+from ._scope import Scope
 
 __all__ = ["Adoption", "Tracker", "trackers"]
 

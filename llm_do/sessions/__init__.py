@@ -9,17 +9,9 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._history import (
         HistoryConflict as HistoryConflict,
-    )
-    from ._history import (
         HistoryError as HistoryError,
-    )
-    from ._history import (
         HistoryStore as HistoryStore,
-    )
-    from ._history import (
         InMemoryHistoryStore as InMemoryHistoryStore,
-    )
-    from ._history import (
         StoredHistory as StoredHistory,
     )
     from ._postgres import (
@@ -27,14 +19,8 @@ if TYPE_CHECKING:
     )
     from ._session import (
         Session as Session,
-    )
-    from ._session import (
         SessionBusy as SessionBusy,
-    )
-    from ._session import (
         SessionError as SessionError,
-    )
-    from ._session import (
         SessionHost as SessionHost,
     )
 

@@ -20,10 +20,8 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from ..approvals import Approver, Grants
-from ..di import Box, Scope, current_box, session_context
 from ..errors import LlmDoError
-from ..events import Sink
-from ..scopes import ScopeOwner
+from ..scopes import Box, Scope, ScopeOwner, Sink, current_box, session_context
 from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
 
 if TYPE_CHECKING:

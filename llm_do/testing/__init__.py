@@ -14,56 +14,28 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from .leaks import (
         LeakCheck as LeakCheck,
-    )
-    from .leaks import (
         LeakError as LeakError,
-    )
-    from .leaks import (
         assert_no_leaks as assert_no_leaks,
-    )
-    from .leaks import (
         settle as settle,
-    )
-    from .leaks import (
         track_leaks as track_leaks,
     )
     from .lifespan import (
         LifespanError as LifespanError,
-    )
-    from .lifespan import (
         asgi_client as asgi_client,
-    )
-    from .lifespan import (
         serve_lifespan as serve_lifespan,
     )
     from .overrides import (
         Overrides as Overrides,
-    )
-    from .overrides import (
         override as override,
     )
     from .script import (
         Returned as Returned,
-    )
-    from .script import (
         ScriptedModel as ScriptedModel,
-    )
-    from .script import (
         ScriptError as ScriptError,
-    )
-    from .script import (
         Step as Step,
-    )
-    from .script import (
         ToolCall as ToolCall,
-    )
-    from .script import (
         Turn as Turn,
-    )
-    from .script import (
         returned as returned,
-    )
-    from .script import (
         tool_call as tool_call,
     )
     from .tree import (

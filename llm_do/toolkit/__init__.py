@@ -9,29 +9,15 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._handles import (
         Handles as Handles,
-    )
-    from ._handles import (
         live_handle_maps as live_handle_maps,
-    )
-    from ._handles import (
         open_handles as open_handles,
     )
     from ._toolset import (
         ReadableArguments as ReadableArguments,
-    )
-    from ._toolset import (
         Toolset as Toolset,
-    )
-    from ._toolset import (
         check_unique_tools as check_unique_tools,
-    )
-    from ._toolset import (
         known_tool_names as known_tool_names,
-    )
-    from ._toolset import (
         may_ask_for_approval as may_ask_for_approval,
-    )
-    from ._toolset import (
         tool as tool,
     )
 

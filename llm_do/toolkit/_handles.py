@@ -9,8 +9,9 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from .. import events
 from ..errors import UnknownHandle
+from ..events import HandleClosed, HandleOpened, HandleRolledBack
+from ..scopes import CURRENT_SINK, HandleMap
 
 __all__ = ["Handles", "live_handle_maps", "open_handles"]
 
@@ -19,7 +20,7 @@ _live: weakref.WeakSet[Handles[Any]] = weakref.WeakSet()
 _logger = logging.getLogger("llm_do")
 
 
-class Handles(Generic[T]):
+class Handles(HandleMap, Generic[T]):
     """Objects a toolset keeps open between tool calls, named by handles the model passes back.
 
     `open(obj)` returns a fresh handle such as `txn_1a2b3c4d`; `get` and `pop` look it up and raise
@@ -44,9 +45,9 @@ class Handles(Generic[T]):
             handle = f"{self.prefix}_{secrets.token_hex(4)}"
             if handle not in self._open:
                 self._open[handle] = obj
-                sink = events.CURRENT.get()
+                sink = CURRENT_SINK.get()
                 if sink is not None:
-                    sink.emit(events.HandleOpened(sink.call, handle))
+                    sink.emit(HandleOpened(sink.call, handle))
                 return handle
 
     def get(self, handle: str) -> T:
@@ -62,9 +63,9 @@ class Handles(Generic[T]):
             obj = self._open.pop(handle)
         except (KeyError, TypeError):
             raise self._unknown(handle) from None
-        sink = events.CURRENT.get()
+        sink = CURRENT_SINK.get()
         if sink is not None:
-            sink.emit(events.HandleClosed(sink.call, handle))
+            sink.emit(HandleClosed(sink.call, handle))
         return obj
 
     def __contains__(self, handle: object) -> bool:
@@ -78,7 +79,7 @@ class Handles(Generic[T]):
 
     async def close_all(self) -> None:
         """Release every open object, newest first; a failing release is logged and the rest go on."""
-        sink = events.CURRENT.get()
+        sink = CURRENT_SINK.get()
         while self._open:
             handle, obj = self._open.popitem()
             failure: Exception | None = None
@@ -90,7 +91,7 @@ class Handles(Generic[T]):
                 failure = error
                 _logger.error("releasing forgotten handle %s failed", handle, exc_info=error)
             if sink is not None:
-                sink.emit(events.HandleRolledBack(sink.call, handle, failure))
+                sink.emit(HandleRolledBack(sink.call, handle, failure))
 
     def _release(self, obj: T) -> Any:
         if self._on_forget is not None:

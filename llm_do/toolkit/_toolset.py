@@ -16,8 +16,11 @@ from pydantic_core import ValidationError
 
 from ..approvals import ToolPolicy
 from ..errors import ConfigurationError
+from ..scopes import no_op_context
 
 __all__ = ["ReadableArguments", "Toolset", "check_unique_tools", "known_tool_names", "may_ask_for_approval", "tool"]
+
+no_op_context(AbstractToolset)  # its __aenter__ and __aexit__ do nothing: a scope need not call them
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__llm_do_tool__"

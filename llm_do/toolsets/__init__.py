@@ -1,7 +1,6 @@
 """Built-in toolsets. Their providers are declared in `containers.builtins.BuiltinToolsets`."""
 
-from ..di import FilesystemSettings
-from ..files import ALLOWED_PATHS, ConfinedRoot, PathRefused
+from ..files import ALLOWED_PATHS, ConfinedRoot, FilesystemSettings, PathRefused
 from .connect import database_from_url, open_database
 from .database import (
     Column,

@@ -24,8 +24,7 @@ from pydantic import Field
 from pydantic_ai.exceptions import ToolFailed
 
 from ..approvals import ToolPolicy
-from ..di import FilesystemSettings
-from ..files import ConfinedRoot
+from ..files import ConfinedRoot, FilesystemSettings
 from ..toolkit import Toolset, tool
 
 __all__ = ["FilesystemToolset", "ReadOnlyFilesystemToolset"]

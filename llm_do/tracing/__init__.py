@@ -18,8 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from typing import Any, Protocol
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import context as otel_context, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Span, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator

@@ -20,13 +20,13 @@ from ..events import (
     CallEnded,
     CallStarted,
     Event,
-    FinalizerFailed,
     HandleClosed,
     HandleOpened,
     HandleRolledBack,
     RunEnded,
     RunStarted,
 )
+from ..scopes import FinalizerFailed
 from . import CURRENT, SpanScope, add_event, start_call, start_run
 
 __all__ = ["TracingObserver"]

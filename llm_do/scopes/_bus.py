@@ -1,0 +1,125 @@
+"""The bus: where scopes announce what happens in them, and who hears it.
+
+Scopes, gates and handle maps announce what they do (a call started, an object was adopted, a handle was
+opened) to the `Sink` of the call (or run) they belong to. A sink forwards each event to the run's
+observers: tracing, leak tracking and a live stream are observers. The current call's sink is in the
+context variable `CURRENT_SINK`, which is None when nobody observes the run: an unobserved run pays one
+lookup where an event would be announced, and nothing more. A sink is emptied when its call ends, so that
+a callback that captured the call's context afterwards reaches nothing.
+
+The scopes' own bookkeeping (an object adopted, a teardown ended or failed, objects handed over) is
+defined here; the run's vocabulary (calls, approvals, handles, streamed events) is `llm_do.events`.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Protocol
+
+from ._scope import Scope
+
+__all__ = [
+    "CURRENT_SINK",
+    "Adopted",
+    "CallTag",
+    "Event",
+    "FinalizerFailed",
+    "HandedOver",
+    "Observer",
+    "Sink",
+    "TeardownEnded",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CallTag:
+    """Which call an event belongs to: enough to place it in the run's call tree."""
+
+    id: str
+    """The call's id in its run (`call_1` is the top-level call)."""
+    parent: str | None
+    """The id of the call that started this one; None for the top-level call."""
+    entry: str
+    depth: int
+    chain: tuple[str, ...]
+    """Entry names from the top-level call down to this one."""
+    tool_call_id: str | None
+    """The parent's pydantic-ai tool call that started this call (an agent used as a tool); None for the
+    top-level call and for calls made from Python (`CallScope.call_agent`)."""
+
+
+class Event:
+    """Base class of every event; `call` is the call it happened in (None: the run itself)."""
+
+    __slots__ = ()
+    call: CallTag | None
+
+
+@dataclass(frozen=True, slots=True)
+class Adopted(Event):
+    """A scope took ownership of an object (it will release it when the scope ends)."""
+
+    owner: object
+    scope: Scope | None
+    obj: object
+    label: str
+    call: None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TeardownEnded(Event):
+    """A scope released everything it owned."""
+
+    owner: object
+    call: None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizerFailed(Event):
+    """Releasing an object failed, or took longer than its time budget (`error` is a `TimeoutError` then)."""
+
+    label: str
+    error: BaseException
+    call: None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HandedOver(Event):
+    """A run's per-run objects were given to its caller in `holder` (its result or report)."""
+
+    holder: object
+    objs: tuple[object, ...]
+    call: None = None
+
+
+class Observer(Protocol):
+    """Hears the events of the runs it observes. `notify` runs in the task where the event happened,
+    synchronously: it must not block, and it must not raise."""
+
+    def notify(self, event: Event) -> None: ...
+
+
+class Sink:
+    """Where one call (or run) announces its events: its tag and the run's observers."""
+
+    __slots__ = ("call", "observers")
+
+    def __init__(self, call: CallTag | None, observers: tuple[Observer, ...]) -> None:
+        self.call = call
+        self.observers = observers
+
+    def emit(self, event: Event) -> None:
+        for observer in self.observers:
+            observer.notify(event)
+
+    def close(self) -> None:
+        """The call has ended: a context snapshot that still holds this sink reaches no observer."""
+        self.observers = ()
+
+    def __repr__(self) -> str:
+        return f"Sink({self.call.id if self.call is not None else 'run'}, observers={len(self.observers)})"
+
+
+CURRENT_SINK: ContextVar[Sink | None] = ContextVar("llm_do_sink", default=None)
+"""The sink of the call running in this context; None when nobody observes its run."""
