@@ -1,0 +1,88 @@
+"""An agent's own tools (`@agent.tool`, `tools=`, `toolsets=` given to `Agent`) run beside the call's
+toolsets, where pydantic-ai runs them: llm-do's policies and approver gate only the call's toolsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from llm_do import AgentEntry, Approval, ApprovalRequest, Runtime, RuntimeConfig, ToolPolicy, Toolset, tool
+
+from .helpers import calls, returns, scripted, text
+
+
+class Counter(Toolset):
+    def __init__(self) -> None:
+        self.value = 0
+
+    @tool
+    def add(self, amount: int) -> int:
+        """Add to the counter and return the total."""
+        self.value += amount
+        return self.value
+
+
+def shout(word: str) -> str:
+    """Shout a word."""
+    return word.upper()
+
+
+def whisper(word: str) -> str:
+    """Whisper a word."""
+    return word.lower()
+
+
+def agent_with_own_tools() -> Agent[Any, str]:
+    """An agent with a tool of each kind of its own, whose model calls them and the call's `add`."""
+    model = scripted(
+        calls(("echo", {"word": "Hi"}), ("shout", {"word": "Hi"}), ("whisper", {"word": "Hi"}), ("add", {"amount": 2})),
+        lambda messages: text(repr(returns(messages))),
+    )
+    agent = Agent(model, tools=[shout], toolsets=[FunctionToolset([Tool(whisper)])])
+
+    @agent.tool
+    def echo(ctx: RunContext[Any], word: str) -> str:
+        """Echo a word."""
+        return word
+
+    return agent
+
+
+async def test_an_agents_own_tools_run_beside_the_calls_toolsets() -> None:
+    entry = AgentEntry(agent_with_own_tools(), name="job", toolsets=["counter"])
+    async with Runtime(None, entries=[entry], toolsets={"counter": Counter}) as runtime:
+        result = await runtime.run("job", "go")
+    assert result.output == "['Hi', 'HI', 'hi', 2]"
+    [record] = result.calls
+    assert record.usage.tool_calls == 4
+
+
+async def test_an_agents_own_tools_are_not_gated_by_the_runtimes_policies_or_approver() -> None:
+    asked: list[tuple[str, str]] = []
+
+    def approver(request: ApprovalRequest) -> Approval:
+        asked.append((request.toolset, request.tool))
+        return Approval.deny()
+
+    entry = AgentEntry(agent_with_own_tools(), name="job", toolsets=["counter"])
+    async with Runtime(
+        None,
+        entries=[entry],
+        toolsets={"counter": Counter},
+        policies={"counter": ToolPolicy(default="ask")},
+        approver=approver,
+    ) as runtime:
+        result = await runtime.run("job", "go")
+    assert asked == [("counter", "add")]
+    assert result.output.startswith("['Hi', 'HI', 'hi', \"The call to 'add' was not run: the approver denied it")
+
+
+async def test_an_agent_with_only_its_own_tools_runs_them() -> None:
+    model = scripted(calls(("shout", {"word": "a"}), ("whisper", {"word": "B"})), lambda m: text(repr(returns(m))))
+    agent = Agent(model, tools=[shout], toolsets=[FunctionToolset([Tool(whisper)])])
+    config = RuntimeConfig(approval_mode="reject_all")
+    async with Runtime(None, entries=[AgentEntry(agent, name="job")], config=config) as runtime:
+        result = await runtime.run("job", "go")
+    assert result.output == "['A', 'b']"
