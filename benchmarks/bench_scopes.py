@@ -1,13 +1,16 @@
 """What per-call isolation costs: llm-do runs against plain pydantic-ai runs, measured side by side.
 
-Every agent variant runs the same scripted agent (one tool call, then text) with three toolsets of
-one tool each. The baseline is the fairest one a user could write: plain pydantic-ai sharing the
-same `llm_do.Toolset` objects across runs (no isolation at all). The nested variants run a parent
-agent that calls a child agent as a tool, llm-do's agent-as-tool against the same nesting written
-by hand (`usage=ctx.usage`). The "no agent" variants isolate llm-do's own machinery: a run (its own
-task and context) with one call, and each further call of that run, each call resolving, entering,
-lending and tearing down three per-call toolsets. Rounds interleave the variants so machine noise
-hits all of them alike; the report gives the median time per run and the ratio to its baseline.
+Every agent variant runs the same scripted agent (one tool call, then text) with three tools of its
+own. Two baselines: the fairest plain pydantic-ai a user could write, sharing the same
+`llm_do.Toolset` objects across runs (no isolation at all), and the natural one, pydantic-ai as its
+docs show it, the three tools registered on the agent (`tools=`). The nested variants run a parent
+agent that calls a child agent as a tool, llm-do's agent-as-tool against the same nesting written by
+hand (a tool of the parent that runs the child with `usage=ctx.usage`): with the shared toolsets, and
+naturally (`@agent.tool` on the parent, both agents' tools registered on them). The "no agent"
+variants isolate llm-do's own machinery: a run (its own task and context) with one call, and each
+further call of that run, each call resolving, entering, lending and tearing down three per-call
+toolsets. Rounds interleave the variants so machine noise hits all of them alike; the report gives
+the median time per run and its ratio to each baseline.
 
 With `--count-calls` it reports instead the Python function calls per run (cProfile), which no
 machine noise changes: a cross-check of the timings on a busy machine.
@@ -82,13 +85,16 @@ PER_CALL = {"a": ToolsA, "b": ToolsB, "c": ToolsC}
 
 
 def flat_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
-    agent = Agent(FunctionModel(script))
+    agent = Agent(FunctionModel(script), name="job")  # named, as llm-do's entry names its agent
+    natural = Agent(FunctionModel(script), name="job", tools=[make_tools(s) for s in "abc"])
     shared_toolsets = [ToolsA(), ToolsB(), ToolsC()]
     shared_functions = [FunctionToolset([make_tools(s)]) for s in "abc"]
-    runtime = Runtime(None, entries=[AgentEntry(agent, name="job", toolsets=["a", "b", "c"])], toolsets=PER_CALL)
+    job = AgentEntry(Agent(FunctionModel(script)), name="job", toolsets=["a", "b", "c"])
+    runtime = Runtime(None, entries=[job], toolsets=PER_CALL)
     runtimes.append(runtime)
     return {
         "pydantic-ai, shared Toolset objects (baseline)": lambda: agent.run("go", toolsets=shared_toolsets),
+        "pydantic-ai, tools on the agent (natural baseline)": lambda: natural.run("go"),
         "pydantic-ai, shared FunctionToolsets": lambda: agent.run("go", toolsets=shared_functions),
         "pydantic-ai, fresh FunctionToolsets per run": lambda: agent.run(
             "go", toolsets=[FunctionToolset([make_tools(s)]) for s in "abc"]
@@ -98,7 +104,7 @@ def flat_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
 
 
 def nested_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
-    child = Agent(FunctionModel(script))
+    child = Agent(FunctionModel(script), name="child")
     shared_toolsets = [ToolsA(), ToolsB(), ToolsC()]
 
     async def ask_child(ctx: RunContext[None], input: str) -> str:
@@ -107,12 +113,21 @@ def nested_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
 
     by_hand = Agent(FunctionModel(parent_script), tools=[Tool(ask_child, name="child", takes_ctx=True)])
 
+    natural_child = Agent(FunctionModel(script), name="child", tools=[make_tools(s) for s in "abc"])
+    natural = Agent(FunctionModel(parent_script), name="parent", tools=[make_tools(s) for s in "abc"])
+
+    @natural.tool(name="child")
+    async def ask_natural_child(ctx: RunContext[object], input: str) -> str:
+        """Ask the child agent."""
+        return (await natural_child.run(input, usage=ctx.usage)).output
+
     parent = AgentEntry(Agent(FunctionModel(parent_script)), name="parent", toolsets=["a", "b", "c", "child"])
-    child_entry = AgentEntry(child, name="child", toolsets=["a", "b", "c"])
+    child_entry = AgentEntry(Agent(FunctionModel(script)), name="child", toolsets=["a", "b", "c"])
     runtime = Runtime(None, entries=[parent, child_entry], toolsets=PER_CALL)
     runtimes.append(runtime)
     return {
         "pydantic-ai, nested by hand, shared Toolsets (baseline)": lambda: by_hand.run("go", toolsets=shared_toolsets),
+        "pydantic-ai, nested with @agent.tool (natural baseline)": lambda: natural.run("go"),
         "llm-do agent-as-tool, fresh Toolsets per call": lambda: runtime.run("parent", "go"),
     }
 
@@ -165,27 +180,31 @@ async def count_calls(variants: dict[str, Variant], runs: int) -> dict[str, floa
     return counts
 
 
-def report_calls(title: str, counts: dict[str, float]) -> None:
-    baseline = next(iter(counts.values()))
-    print(f"\n{title}")
-    print(f"{'variant':58} {'calls/run':>11} {'ratio':>7}")
-    for name, count in counts.items():
-        print(f"{name:58} {count:11.0f} {count / baseline:7.3f}")
+def report_calls(title: str, counts: dict[str, float], baselines: int = 1) -> None:
+    """Calls per run of each variant and its ratio to each of the first `baselines` variants."""
+    _table(title, "calls/run", {name: f"{count:11.0f}" for name, count in counts.items()}, counts, baselines)
 
 
-def report(title: str, medians: dict[str, float]) -> None:
-    baseline = next(iter(medians.values()))
+def report(title: str, medians: dict[str, float], baselines: int = 1) -> None:
+    """Median time per run of each variant and its ratio to each of the first `baselines` variants."""
+    times = {name: f"{median * 1e6:9.1f}us" for name, median in medians.items()}
+    _table(title, "per run", times, medians, baselines)
+
+
+def _table(title: str, unit: str, shown: dict[str, str], values: dict[str, float], baselines: int) -> None:
+    bases = list(values.values())[:baselines]
     print(f"\n{title}")
-    print(f"{'variant':58} {'per run':>11} {'ratio':>7}")
-    for name, median in medians.items():
-        ratio = f"{median / baseline:7.3f}" if baseline > 1e-5 else ""
-        print(f"{name:58} {median * 1e6:9.1f}us {ratio}")
+    heads = " ".join(f"{'ratio' if baselines == 1 else f'vs #{i + 1}':>7}" for i in range(baselines))
+    print(f"{'variant':58} {unit:>11} {heads}")
+    for name, value in values.items():
+        ratios = " ".join(f"{value / base:7.3f}" if base > 1e-5 else " " * 7 for base in bases)
+        print(f"{name:58} {shown[name]:>11} {ratios}")
 
 
 async def main_counting(runs: int) -> None:
     runtimes: list[Runtime] = []
-    report_calls("One agent run: Python function calls", await count_calls(flat_variants(runtimes), runs))
-    report_calls("Nested: Python function calls", await count_calls(nested_variants(runtimes), runs))
+    report_calls("One agent run: Python function calls", await count_calls(flat_variants(runtimes), runs), 2)
+    report_calls("Nested: Python function calls", await count_calls(nested_variants(runtimes), runs), 2)
     for runtime in runtimes:
         await runtime.aclose()
 
@@ -198,8 +217,8 @@ async def main(rounds: int, runs: int) -> None:
     for runtime in runtimes:
         await runtime.aclose()
     print(f"{rounds} rounds x {runs} runs, median per run")
-    report("One agent run: one tool call, then text; three toolsets", flat)
-    report("Nested: a parent agent calls a child agent as a tool", nested)
+    report("One agent run: one tool call, then text; three tools", flat, 2)
+    report("Nested: a parent agent calls a child agent as a tool", nested, 2)
     report("No agent: llm-do's own machinery, three per-call toolsets per call", machinery)
     one, eleven = machinery["llm-do run with one call"], machinery["llm-do run with eleven calls"]
     print(f"\nper further call: {(eleven - one) / 10 * 1e6:.1f}us; run overhead beyond its first call: see above")

@@ -3,9 +3,12 @@ toolsets, where pydantic-ai runs them: llm-do's policies and approver gate only 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from llm_do import AgentEntry, Approval, ApprovalRequest, Runtime, RuntimeConfig, ToolPolicy, Toolset, tool
@@ -86,3 +89,26 @@ async def test_an_agent_with_only_its_own_tools_runs_them() -> None:
     async with Runtime(None, entries=[AgentEntry(agent, name="job")], config=config) as runtime:
         result = await runtime.run("job", "go")
     assert result.output == "['A', 'b']"
+
+
+async def test_a_call_s_tools_are_listed_in_the_run_s_own_task_when_the_agent_has_none() -> None:
+    """pydantic-ai lists the tools of several toolsets in a task each, on every model request: a call
+    of an agent with no tool of its own hands it one toolset, listed in the run's own task."""
+    listed: list[asyncio.Task[Any] | None] = []
+    requested: list[asyncio.Task[Any] | None] = []
+
+    class Listed(FunctionToolset[Any]):
+        async def get_tools(self, ctx: RunContext[Any]) -> Any:
+            listed.append(asyncio.current_task())
+            return await super().get_tools(ctx)
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        requested.append(asyncio.current_task())
+        return calls(("shout", {"word": "a"})) if len(messages) == 1 else text("done")
+
+    entry = AgentEntry(Agent(FunctionModel(model)), name="job", toolsets=["loud", "counter"])
+    toolsets = {"loud": lambda: Listed([Tool(shout)]), "counter": Counter}
+    async with Runtime(None, entries=[entry], toolsets=toolsets) as runtime:
+        assert (await runtime.run("job", "go")).output == "done"
+    assert len(listed) == 2 and len(requested) == 2
+    assert listed == requested

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from types import MethodType
 from typing import Annotated, Any, TypeVar, overload
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
 from pydantic_ai.messages import ModelMessage
-from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from ..errors import ToolsetError
 from ..events import AgentStarted
@@ -86,6 +88,8 @@ class AgentEntry(_Described):
             agent.name = name
         self._renamed = agent.name != name
         """The agent carries another name (another entry's, say): each run overrides it with this one."""
+        self._alone = _leaves_out_its_empty_toolset(agent)
+        """The call's toolsets can be the only ones of the agent's runs when it has no tool of its own."""
 
     def _prompt(self, input_data: Any) -> Any:
         if self._schema_in is not None:
@@ -112,6 +116,7 @@ class AgentEntry(_Described):
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
             renamed.__enter__()
+        alone = _ALONE.set(agent) if self._alone and scope.toolsets else None
         try:
             with capture_run_messages() as captured:
                 try:
@@ -129,11 +134,49 @@ class AgentEntry(_Described):
                     scope.messages = _added(captured, scope.message_history)  # for the call's usage and log
                     raise
         finally:
+            if alone is not None:
+                _ALONE.reset(alone)
             if renamed is not None:
                 renamed.__exit__(None, None, None)
         scope.messages = result.new_messages()
         scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends
         return result.output
+
+
+_ALONE: ContextVar[Agent[Any, Any] | None] = ContextVar("llm_do.alone", default=None)
+"""The agent whose run llm-do is starting with a call's toolsets (see `_leaves_out_its_empty_toolset`)."""
+
+
+def _leaves_out_its_empty_toolset(agent: Agent[Any, Any]) -> bool:
+    """Have `agent` leave its own function toolset out of the runs llm-do starts, while it holds no tool.
+
+    pydantic-ai combines a run's toolsets with the agent's own function toolset (where `@agent.tool` and
+    `tools=` put theirs), and starts a task group per model request to list several toolsets: for an
+    agent with no tool of its own, that is all its toolset brings. Reads pydantic-ai's internals (2.68):
+    `Agent._build_toolset_list`, whose first toolset is the agent's own. False when they moved (the runs
+    then keep it, as pydantic-ai does); tests/test_entries_agent_tools.py fails then.
+    """
+    if _BUILD is None or getattr(type(agent), "_build_toolset_list", None) is not _BUILD:
+        return False  # gone, or a subclass's own
+    installed = vars(agent).get("_build_toolset_list")
+    if installed is None or getattr(installed, "__func__", None) is _without_empty_own:
+        if getattr(installed, "__self__", None) is not agent:  # (a copy of an agent keeps the original's)
+            vars(agent)["_build_toolset_list"] = MethodType(_without_empty_own, agent)
+        return True
+    return False  # someone else's
+
+
+def _without_empty_own(agent: Agent[Any, Any], *args: Any, **kwargs: Any) -> list[AbstractToolset[Any]]:
+    """The agent's toolsets, less its own function toolset when empty and llm-do is starting its run."""
+    toolsets: list[AbstractToolset[Any]] = _BUILD(agent, *args, **kwargs)
+    if _ALONE.get() is agent and not kwargs.get("ignore_overrides") and toolsets:
+        own = toolsets[0]
+        if isinstance(own, FunctionToolset) and not own.tools and not own._instructions:
+            del toolsets[0]
+    return toolsets
+
+
+_BUILD: Any = getattr(Agent, "_build_toolset_list", None)
 
 
 def _added(captured: list[ModelMessage], history: list[ModelMessage] | None) -> list[ModelMessage]:
