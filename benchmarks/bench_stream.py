@@ -66,9 +66,11 @@ async def drain_llm_do(runtime: Runtime, name: str) -> None:
 
 
 def flat_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
-    agent = Agent(FunctionModel(bench_scopes.script, stream_function=script))
+    # The baseline's own agent: llm-do's entry wraps another (named as the entry names its agent).
+    agent = Agent(FunctionModel(bench_scopes.script, stream_function=script), name="job")
     shared = [ToolsA(), ToolsB(), ToolsC()]
-    runtime = Runtime(None, entries=[AgentEntry(agent, name="job", toolsets=["a", "b", "c"])], toolsets=PER_CALL)
+    job = Agent(FunctionModel(bench_scopes.script, stream_function=script))
+    runtime = Runtime(None, entries=[AgentEntry(job, name="job", toolsets=["a", "b", "c"])], toolsets=PER_CALL)
     runtimes.append(runtime)
     return {
         "pydantic-ai run_stream_events, shared Toolsets (baseline)": lambda: drain_pydantic_ai(agent, shared),
@@ -78,7 +80,8 @@ def flat_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
 
 
 def nested_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
-    child = Agent(FunctionModel(bench_scopes.script, stream_function=script))
+    child_model = FunctionModel(bench_scopes.script, stream_function=script)
+    child = Agent(child_model, name="child")  # the baseline's own, like the flat one's
     shared = [ToolsA(), ToolsB(), ToolsC()]
 
     async def ask_child(ctx: RunContext[None], input: str) -> str:
@@ -99,7 +102,9 @@ def nested_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
         toolsets=["child"],
     )
     runtime = Runtime(
-        None, entries=[parent, AgentEntry(child, name="child", toolsets=["a", "b", "c"])], toolsets=PER_CALL
+        None,
+        entries=[parent, AgentEntry(Agent(child_model), name="child", toolsets=["a", "b", "c"])],
+        toolsets=PER_CALL,
     )
     runtimes.append(runtime)
     return {

@@ -278,12 +278,22 @@ def _with_attachments(schema_in: type[BaseModel]) -> type[BaseModel]:
     return create_model(schema_in.__name__, __base__=schema_in, __module__=schema_in.__module__, **fields)
 
 
-async def _hand_over(ctx: RunContext[Any], target: Entry, input_data: Any, attachments: Sequence[str]) -> Any:
+def _hand_over(ctx: RunContext[Any], target: Entry, input_data: Any, attachments: Sequence[str]) -> Awaitable[Any]:
+    """The child call the tool awaits (not a coroutine of its own: each level is resumed at every step
+    of the child's run)."""
     scope = ctx.deps
     if not isinstance(scope, CallScope):
         raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
-    handed = await scope.attachments_for(ctx.tool_call_id, attachments) if attachments else ()
-    return await scope.call_child(target.name, input_data, tool_call_id=ctx.tool_call_id, attachments=handed)
+    if attachments:
+        return _hand_over_attached(scope, ctx.tool_call_id, target, input_data, attachments)
+    return scope.call_child(target.name, input_data, tool_call_id=ctx.tool_call_id)
+
+
+async def _hand_over_attached(
+    scope: CallScope, tool_call_id: str | None, target: Entry, input_data: Any, attachments: Sequence[str]
+) -> Any:
+    handed = await scope.attachments_for(tool_call_id, attachments)
+    return await scope.call_child(target.name, input_data, tool_call_id=tool_call_id, attachments=handed)
 
 
 _NAMES_DESCRIPTION = (
