@@ -13,9 +13,11 @@ toolsets. Rounds interleave the variants so machine noise hits all of them alike
 the median time per run and its ratio to each baseline.
 
 With `--count-calls` it reports instead the Python function calls per run (cProfile), which no
-machine noise changes: a cross-check of the timings on a busy machine.
+machine noise changes: a cross-check of the timings on a busy machine. With `--cpu-time` it times
+the CPU this process uses (in all its threads) instead of the clock on the wall, so that the time
+other work on the machine takes between rounds does not count.
 
-    python benchmarks/bench_scopes.py [--rounds 15] [--runs 200] [--count-calls]
+    python benchmarks/bench_scopes.py [--rounds 15] [--runs 200] [--count-calls | --cpu-time]
 """
 
 from __future__ import annotations
@@ -151,17 +153,19 @@ def machinery_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
     }
 
 
-async def measure(variants: dict[str, Variant], rounds: int, runs: int) -> dict[str, float]:
+async def measure(
+    variants: dict[str, Variant], rounds: int, runs: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
     for variant in variants.values():  # warm up: schemas, imports, caches
         for _ in range(20):
             await variant()
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, variant in variants.items():
-            start = time.perf_counter()
+            start = clock()
             for _ in range(runs):
                 await variant()
-            samples[name].append((time.perf_counter() - start) / runs)
+            samples[name].append((clock() - start) / runs)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -209,14 +213,15 @@ async def main_counting(runs: int) -> None:
         await runtime.aclose()
 
 
-async def main(rounds: int, runs: int) -> None:
+async def main(rounds: int, runs: int, cpu_time: bool) -> None:
     runtimes: list[Runtime] = []
-    flat = await measure(flat_variants(runtimes), rounds, runs)
-    nested = await measure(nested_variants(runtimes), rounds, runs)
-    machinery = await measure(machinery_variants(runtimes), rounds, runs * 5)
+    clock = time.process_time if cpu_time else time.perf_counter
+    flat = await measure(flat_variants(runtimes), rounds, runs, clock)
+    nested = await measure(nested_variants(runtimes), rounds, runs, clock)
+    machinery = await measure(machinery_variants(runtimes), rounds, runs * 5, clock)
     for runtime in runtimes:
         await runtime.aclose()
-    print(f"{rounds} rounds x {runs} runs, median per run")
+    print(f"{rounds} rounds x {runs} runs, median {'CPU time' if cpu_time else 'time'} per run")
     report("One agent run: one tool call, then text; three tools", flat, 2)
     report("Nested: a parent agent calls a child agent as a tool", nested, 2)
     report("No agent: llm-do's own machinery, three per-call toolsets per call", machinery)
@@ -229,8 +234,11 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--count-calls", action="store_true", help="count Python function calls per run instead")
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time this process's CPU (all its threads), not the clock on the wall"
+    )
     arguments = parser.parse_args()
     if arguments.count_calls:
         asyncio.run(main_counting(arguments.runs))
     else:
-        asyncio.run(main(arguments.rounds, arguments.runs))
+        asyncio.run(main(arguments.rounds, arguments.runs, arguments.cpu_time))

@@ -91,6 +91,21 @@ async def test_an_agent_with_only_its_own_tools_runs_them() -> None:
     assert result.output == "['A', 'b']"
 
 
+async def test_a_tool_registered_on_the_agent_after_its_entries_are_made_runs() -> None:
+    model = scripted(calls(("add", {"amount": 1}), ("late", {})), lambda messages: text(repr(returns(messages))))
+    agent: Agent[Any, str] = Agent(model)
+    first = AgentEntry(agent, name="first", toolsets=["counter"])
+    second = AgentEntry(agent, name="second", toolsets=["counter"])
+
+    @agent.tool_plain
+    def late() -> str:
+        """A tool registered once the entries exist."""
+        return "late"
+
+    async with Runtime(None, entries=[first, second], toolsets={"counter": Counter}) as runtime:
+        assert (await runtime.run("second", "go")).output == "[1, 'late']"
+
+
 async def test_a_call_s_tools_are_listed_in_the_run_s_own_task_when_the_agent_has_none() -> None:
     """pydantic-ai lists the tools of several toolsets in a task each, on every model request: a call
     of an agent with no tool of its own hands it one toolset, listed in the run's own task."""
