@@ -70,7 +70,9 @@ class AgentEntry(_Described):
     """A pydantic-ai `Agent` as an entry. The agent gets the `CallScope` as `deps`.
 
     An agent without a name takes the entry's, so that pydantic-ai's spans and logs name the entry
-    (`invoke_agent clerk`); an agent named otherwise runs under the entry's name.
+    (`invoke_agent clerk`); an agent named otherwise runs under the entry's name. Tools registered
+    on the agent itself (`@agent.tool`, `tools=`, `toolsets=`) run beside the call's toolsets, as
+    pydantic-ai runs them: llm-do's approval policies gate the call's toolsets only.
     """
 
     def __init__(
