@@ -1,4 +1,8 @@
-"""The approvals room."""
+"""Who may run what: policies per toolset name, the questions an approver is asked and its answers, the
+session's grants, and the decision for one call.
+
+May import: errors, scopes, files.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The di room."""
+"""dependency-injector, and only here: per-run and per-session providers, a provider's kind read as a scope,
+toolset specs, and the settings read from the environment (`LLM_DO_*`).
+
+May import: errors, scopes, files, approvals.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The run room."""
+"""The core every run goes through: the `Runtime` that launches runs, what it resolves at load, the run's
+scope, each call's scope, entries (agents and functions), how a call lends its toolsets to pydantic-ai, the gate
+that applies approvals to each tool call, and live runs.
+
+May import: errors, scopes, files, approvals, di, results, events, toolkit, sessions, tracing, mcp.
+"""
 
 from __future__ import annotations
 

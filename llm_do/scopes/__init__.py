@@ -1,4 +1,13 @@
-"""The scopes room."""
+"""Lifetimes, the one mechanism: scopes, the objects each level owns and their teardown, run and session boxes,
+the event bus, and the helpers for tasks that must not keep a run's context.
+
+Every scope level (global, session, run, call) is a `ScopeOwner`: it makes each spec's object once for its
+level, enters it, and releases what it owns in reverse order when it closes (`Teardown`: on success, error
+and cancellation, never masking the body's outcome). What happens is announced on the bus (`Sink`) to the
+run's observers. Nothing here knows pydantic-ai or dependency-injector.
+
+May import: errors.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The sessions room."""
+"""Sessions: one conversation across runs, opened by an id; its objects, approvals, history and usage, and
+where histories are kept (`HistoryStore`: in memory, PostgreSQL).
+
+May import: errors, scopes, approvals, results.
+"""
 
 from __future__ import annotations
 

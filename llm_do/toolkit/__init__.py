@@ -1,4 +1,8 @@
-"""The toolkit room."""
+"""For toolset authors: `Toolset` and `@tool` (schemas described once per class), `Handles` (state a model
+refers to by handle), and validation errors a model can always read.
+
+May import: errors, scopes, approvals, events.
+"""
 
 from __future__ import annotations
 
