@@ -13,7 +13,6 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._settings import (
         LlmDoSettings as LlmDoSettings,
-        LogLevel as LogLevel,
         RuntimeConfig as RuntimeConfig,
         reveal as reveal,
     )
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_settings": (
         "LlmDoSettings",
-        "LogLevel",
         "RuntimeConfig",
         "reveal",
     ),

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, get_args
 
 from dependency_injector import providers
 from pydantic import AfterValidator, BaseModel, BeforeValidator, DirectoryPath, Field, SecretStr, ValidationError
@@ -21,12 +21,10 @@ from ..files import AttachmentSettings, FilesystemSettings
 
 __all__ = [
     "LlmDoSettings",
-    "LogLevel",
     "RuntimeConfig",
     "reveal",
 ]
 
-LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 _MODEL_NAME = re.compile(r"^(test|[\w.-]+:\S+)$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -68,10 +66,6 @@ def _program_names(names: list[str]) -> list[str]:
     return names
 
 
-def _upper(value: Any) -> Any:
-    return value.upper() if isinstance(value, str) else value
-
-
 # The expected form and an example for each of llm-do's own settings, used in error messages.
 _FORMS: dict[str, tuple[str, str]] = {
     "model": ("provider:model-name", "openai:gpt-5.2"),
@@ -84,8 +78,6 @@ _FORMS: dict[str, tuple[str, str]] = {
     "stream_buffer": ("a whole number of events >= 1", "256"),
     "project_root": ("an existing directory", "/path/to/project"),
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
-    "message_log": ("a file path", "logs/messages.jsonl"),
-    "log_level": ("one of DEBUG, INFO, WARNING, ERROR, CRITICAL", "INFO"),
     "filesystem": ("JSON, or one variable per limit", '{"max_read_bytes": 262144}'),
     "attachments": ("JSON, or one variable per limit", '{"max_file_bytes": 4194304}'),
     "sql_statement_timeout": ("a number of seconds > 0", "30"),
@@ -133,10 +125,6 @@ class LlmDoSettings(BaseSettings):
     """The project's directory (worker files, relative paths)."""
     database_url: Annotated[SecretStr, AfterValidator(_url)] | None = None
     """Your application's database; a secret, shown as `**********`. Read it with `reveal(config.database_url)`."""
-    message_log: Path | None = None
-    """Where your application writes the message log, if anywhere."""
-    log_level: Annotated[LogLevel, BeforeValidator(_upper)] = "WARNING"
-    """Level for the `llm_do` logger, if your application configures logging from settings."""
     filesystem: FilesystemSettings = FilesystemSettings()
     """Limits of the built-in `filesystem` and `filesystem_readonly` toolsets."""
     attachments: AttachmentSettings = AttachmentSettings()
