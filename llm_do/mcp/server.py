@@ -25,6 +25,7 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
+from .._compat import handshake_timeout_off
 from .._urls import shown_url, with_url_shown
 from ..errors import ScopeError, ToolsetError
 from .logs import route_server_logs
@@ -153,9 +154,7 @@ class McpServer(AbstractToolset[Any]):
             toolset.client.transport = transport
         self.transport = transport
         route_server_logs(toolset, name)  # its log notifications to `llm_do.mcp.servers.NAME`, at their level
-        if hasattr(toolset.client, "_init_timeout"):
-            # The process's own start-up counts against the handshake's timeout: `startup_timeout` rules.
-            toolset.client._init_timeout = None
+        handshake_timeout_off(toolset.client)  # the process's start-up counts against it: `startup_timeout` rules
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None
         self._failures = 0

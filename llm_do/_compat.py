@@ -1,0 +1,129 @@
+"""Every read of a third-party library's internals, in one place, each with the version it was checked on.
+
+pydantic-ai, dependency-injector and fastmcp offer no public way to do what these do; each says what it
+reads and why llm-do needs it. When a release moves one, llm-do does a little less (a warning says what)
+rather than fail runs, and tests/test_compat.py fails, so that the next release of llm-do follows it.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic_ai import RunContext
+    from pydantic_ai.toolsets import AbstractToolset
+
+__all__ = [
+    "CHECKED_ON",
+    "InternalMissing",
+    "NOT_RUN_RESULTS",
+    "configuration_root",
+    "context_local_provide",
+    "current_run_context",
+    "explicit_toolset_id",
+    "forget_driving_task",
+    "handshake_timeout_off",
+]
+
+CHECKED_ON = {"pydantic-ai-slim": "2.68.0", "dependency-injector": "4.49.1", "fastmcp": "4.2.3"}
+"""The versions every read below was checked on."""
+
+
+class InternalMissing(RuntimeWarning):
+    """An internal of a library that llm-do reads is not where it was: llm-do does less (the message says what)."""
+
+
+def _missing(what: str, consequence: str) -> None:
+    warnings.warn(
+        f"{what} is not there in the installed version (checked on {CHECKED_ON}): {consequence}. "
+        "Upgrade llm-do, or install a version of the library it was checked on.",
+        InternalMissing,
+        stacklevel=3,
+    )
+
+
+# -- pydantic-ai 2.68 --------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _run_context_getter() -> Callable[[], Any] | None:
+    try:
+        from pydantic_ai._run_context import get_current_run_context
+    except ImportError:
+        _missing(
+            "pydantic_ai._run_context.get_current_run_context",
+            "tools cannot find their CallScope outside `deps`, and what a tool's callbacks keep of a call is "
+            "not emptied when it ends",
+        )
+        return None
+    return get_current_run_context
+
+
+def current_run_context() -> RunContext[Any] | None:
+    """The `RunContext` pydantic-ai made current around a model request or a tool call, if any (its getter is
+    not re-exported)."""
+    getter = _run_context_getter()
+    return None if getter is None else getter()
+
+
+def forget_driving_task(ctx: RunContext[Any]) -> None:
+    """An agent run has ended: its cancellation controller (`RunContext._cancellation`) no longer needs the task
+    that drove it (`_owner`), which a copy of the context kept by a tool's callback would otherwise keep alive."""
+    cancellation = getattr(ctx, "_cancellation", None)
+    if cancellation is not None and hasattr(cancellation, "_owner"):
+        cancellation._owner = None
+
+
+def explicit_toolset_id(toolset: AbstractToolset[Any]) -> str | None:
+    """The `id` chosen for `toolset` (`_explicit_id`), not one derived (as an `MCPToolset` derives one from its
+    URL): what pydantic-ai's `CombinedToolset` stamps on the tools it combines."""
+    return toolset._explicit_id
+
+
+NOT_RUN_RESULTS = frozenset(
+    {
+        "Final result processed.",
+        "Output not used as the final result - addressing tool retries from this round first.",
+        "Output tool not used - a final result was already processed.",
+        "Output tool processed, but its value will not be the final result of the agent run.",
+        "Output tool not used - output function execution failed.",
+        "Output tool not used - output failed validation.",
+        "Tool not executed - a final result was already processed.",
+    }
+)
+"""What pydantic-ai writes as the successful result of a tool call it did not count as run (an output tool's
+call, or a call skipped once a final result was found): the `_FINAL_RESULT...`, `_OUTPUT_...` and
+`_TOOL_SKIPPED...` strings of `pydantic_ai._tool_execution`."""
+
+
+# -- dependency-injector 4.49 --------------------------------------------------------------------------------
+
+
+def context_local_provide() -> Callable[..., Any]:
+    """`ContextLocalSingleton._provide`: how the base class resolves (and caches in its ContextVar), which
+    `RunLocalSingleton` runs in a throwaway context and keeps in the run's box instead (an untyped Cython method)."""
+    from dependency_injector import providers
+
+    provide: Callable[..., Any] = getattr(providers.ContextLocalSingleton, "_provide")  # noqa: B009
+    return provide
+
+
+def configuration_root(option: Any) -> Any:
+    """The `Configuration` an option belongs to (`ConfigurationOption._get_root`): where an override of the
+    option is recorded, so that it can be undone."""
+    return option._get_root()
+
+
+# -- fastmcp 4.2 ------------------------------------------------------------------------------------------------
+
+
+def handshake_timeout_off(client: Any) -> bool:
+    """Turn off the client's own time limit on the MCP handshake (`Client._init_timeout`): the server process's
+    start-up counts against it, and llm-do's `startup_timeout` bounds both. False when the client has none."""
+    if not hasattr(client, "_init_timeout"):
+        return False
+    client._init_timeout = None
+    return True
