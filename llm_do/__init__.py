@@ -42,7 +42,6 @@ if TYPE_CHECKING:
         ScopeError as ScopeError,
         ScopeMismatch as ScopeMismatch,
         ToolsetError as ToolsetError,
-        UnknownHandle as UnknownHandle,
     )
     from .events import (
         AgentStarted as AgentStarted,
@@ -102,6 +101,7 @@ if TYPE_CHECKING:
     from .toolkit import (
         Handles as Handles,
         Toolset as Toolset,
+        UnknownHandle as UnknownHandle,
         open_handles as open_handles,
         tool as tool,
     )
@@ -144,7 +144,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ScopeError",
         "ScopeMismatch",
         "ToolsetError",
-        "UnknownHandle",
     ),
     "events": (
         "AgentStarted",
@@ -202,6 +201,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "toolkit": (
         "Handles",
         "Toolset",
+        "UnknownHandle",
         "open_handles",
         "tool",
     ),

@@ -80,8 +80,8 @@ def test_the_mechanisms_never_import_the_wiring() -> None:
 
 # -- rooms: each subpackage says in its docstring which rooms it may import, and imports no others ---------
 
-BASE = {"_lazy", "_urls", "_compat"}
-"""Helpers every room may use: the lazy facade, URLs shown without secrets, third-party internals."""
+BASE = {"errors", "_lazy", "_urls", "_compat"}
+"""What every room may use: the errors, the lazy facade, URLs shown without secrets, third-party internals."""
 
 
 def rooms() -> dict[str, Path]:

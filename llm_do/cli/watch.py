@@ -26,6 +26,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
+from ..errors import shortened
 from ..events import AgentStarted, CallEvent, CallTag, Event, ResponseCompleted
 from ..project.models import model_id
 from ..results import usage_of
@@ -96,7 +97,11 @@ class Board:
             if call is not None:
                 call.usage.tool_calls += usage_of([ModelRequest(parts=[part])]).tool_calls
             if isinstance(part, ToolReturnPart) and self.verbosity >= 1 and self.echo is not None:
-                self.echo("result", _where(tag), f"{part.tool_name} -> {_short(part.model_response_str())}")
+                self.echo(
+                    "result",
+                    _where(tag),
+                    part.tool_name + " -> " + shortened(part.model_response_str(), 200, one_line=True),
+                )
             return
         self.active = tag.id
         if self.verbosity < 2:
@@ -126,7 +131,11 @@ class Board:
             return
         for part in response.parts:
             if isinstance(part, ToolCallPart):
-                self.echo("call", _where(tag), f"{part.tool_name}({_short(part.args_as_json_str())})")
+                self.echo(
+                    "call",
+                    _where(tag),
+                    f"{part.tool_name}(" + shortened(part.args_as_json_str(), 200, one_line=True) + ")",
+                )
 
 
 def _shown(model: Model | str | None) -> str:
@@ -140,8 +149,3 @@ def _shown(model: Model | str | None) -> str:
 
 def _where(tag: CallTag) -> str:
     return " > ".join(tag.chain)
-
-
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

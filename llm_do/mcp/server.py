@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from .._compat import handshake_timeout_off
 from .._urls import shown_url, with_url_shown
-from ..errors import ScopeError, ToolsetError
+from ..errors import ScopeError, ToolsetError, causes
 from .logs import route_server_logs
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
@@ -476,7 +476,7 @@ class McpServer(AbstractToolset[Any]):
 
     async def _start_error(self, error: BaseException) -> McpServerError:
         transport = self.transport
-        if any(isinstance(item, ServerCommandNotFound) for item in _chain(error)):
+        if any(isinstance(item, ServerCommandNotFound) for item in causes(error)):
             command = transport.command if isinstance(transport, OwnedStdioTransport) else self.target
             return McpServerError(
                 self.name,
@@ -580,24 +580,8 @@ async def start_servers(toolsets: Iterable[AbstractToolset[Any]]) -> None:
         raise McpServersError(errors)
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    stack = [error]
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        yield item
-        if isinstance(item, BaseExceptionGroup):
-            stack.extend(item.exceptions)
-        for linked in (item.__cause__, item.__context__):
-            if linked is not None:
-                stack.append(linked)
-
-
 def _connection_closed(error: BaseException) -> bool:
-    return any(getattr(item, "code", None) == _CONNECTION_CLOSED for item in _chain(error))
+    return any(getattr(item, "code", None) == _CONNECTION_CLOSED for item in causes(error))
 
 
 def _is_fastmcp_stdio(transport: object) -> bool:

@@ -13,6 +13,7 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._handles import (
         Handles as Handles,
+        UnknownHandle as UnknownHandle,
         live_handle_maps as live_handle_maps,
         open_handles as open_handles,
     )
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_handles": (
         "Handles",
+        "UnknownHandle",
         "live_handle_maps",
         "open_handles",
     ),

@@ -9,15 +9,20 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from ..errors import UnknownHandle
+from pydantic_ai.exceptions import ToolFailed
+
 from ..events import HandleClosed, HandleOpened, HandleRolledBack
 from ..scopes import CURRENT_SINK, HandleMap
 
-__all__ = ["Handles", "live_handle_maps", "open_handles"]
+__all__ = ["Handles", "UnknownHandle", "live_handle_maps", "open_handles"]
 
 T = TypeVar("T")
 _live: weakref.WeakSet[Handles[Any]] = weakref.WeakSet()
 _logger = logging.getLogger("llm_do")
+
+
+class UnknownHandle(ToolFailed):
+    """A tool was given a handle that is not open in this toolset; the model sees the message."""
 
 
 class Handles(HandleMap, Generic[T]):
