@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ._config import (
+        RuntimeConfig as RuntimeConfig,
+    )
     from ._settings import (
         LlmDoSettings as LlmDoSettings,
-        RuntimeConfig as RuntimeConfig,
         reveal as reveal,
+        settings_values as settings_values,
     )
     from ._singletons import (
         RunLocalSingleton as RunLocalSingleton,
@@ -26,10 +29,11 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "_config": ("RuntimeConfig",),
     "_settings": (
         "LlmDoSettings",
-        "RuntimeConfig",
         "reveal",
+        "settings_values",
     ),
     "_singletons": (
         "RunLocalSingleton",

@@ -6,7 +6,6 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
@@ -19,11 +18,7 @@ from ..approvals import ApprovalMode, ApprovalOnDeny, PolicySettings
 from ..errors import InvalidSettings
 from ..files import AttachmentSettings, FilesystemSettings
 
-__all__ = [
-    "LlmDoSettings",
-    "RuntimeConfig",
-    "reveal",
-]
+__all__ = ["LlmDoSettings", "reveal", "settings_values"]
 
 
 _MODEL_NAME = re.compile(r"^(test|[\w.-]+:\S+)$")
@@ -236,72 +231,13 @@ def _plain(value: SecretStr | str | None) -> str | None:
     return value.get_secret_value() if isinstance(value, SecretStr) else value
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeConfig:
-    """What a `Runtime` needs to know.
-
-    Build it with `from_settings` or `from_container`; keyword arguments given there win over
-    the container's config, which wins over the environment and `.env`.
-    """
-
-    max_depth: int = 5
-    cleanup_timeout: float = 10.0
-    approval_mode: ApprovalMode = "prompt"
-    model: Model | str | None = None
-    approval_on_deny: ApprovalOnDeny = "tell_model"
-    approval_policies: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
-    approval_timeout: float = 600.0
-    """Seconds an approver may take to answer before the call is denied."""
-    project_root: Path = Path(".")
-    """The directory attachments are read from (and confined to): names are relative to it."""
-    attachments: AttachmentSettings = field(default_factory=AttachmentSettings, hash=False)
-    """Limits of attachments: per file, per text file, per call."""
-    session_idle_timeout: float = 1800.0
-    """Seconds a session may stay without a run before it closes."""
-    stream_buffer: int = 256
-    """Model events a live run holds for its consumer before the run waits for it."""
-
-    def __post_init__(self) -> None:
-        if self.max_depth < 0:
-            raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
-        if self.stream_buffer < 1:
-            raise ValueError(f"stream_buffer must be >= 1, got {self.stream_buffer}")
-        for name in ("cleanup_timeout", "approval_timeout", "session_idle_timeout"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
-
-    @classmethod
-    def from_settings(
-        cls, settings: LlmDoSettings | Mapping[str, Any] | None = None, **overrides: Any
-    ) -> RuntimeConfig:
-        """Config from settings, or a mapping such as a container's `config()` (missing keys come
-        from the environment), or the environment when omitted; keyword overrides win."""
-        if isinstance(settings, Mapping):
-            values = _from_mapping(settings)
-        else:
-            source = settings if settings is not None else LlmDoSettings()
-            values = {name: getattr(source, name) for name in _RUNTIME_FIELDS}
-        values.update(overrides)
-        return cls(**values)
-
-    @classmethod
-    def from_container(cls, container: object, **overrides: Any) -> RuntimeConfig:
-        """Config from a container's `config` provider (an `AgentContainer`'s holds its settings),
-        or from the environment when it has none; keyword overrides win."""
-        provider = getattr(container, "config", None)
-        values = provider() if isinstance(provider, providers.Configuration) else None
-        return cls.from_settings(values if isinstance(values, Mapping) and values else None, **overrides)
-
-
-_RUNTIME_FIELDS = tuple(item.name for item in fields(RuntimeConfig))
-"""The settings a `RuntimeConfig` is built from: its own fields, each one of `LlmDoSettings`."""
-
-
-def _from_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
+def settings_values(mapping: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings `names`, validated, from `mapping` (a container's `config()`), the rest from the environment;
+    `InvalidSettings` lists every bad value (`config.NAME=...`)."""
     values: dict[str, Any] = {}
     problems: list[str] = []
     scratch = LlmDoSettings.model_construct()
-    for name in _RUNTIME_FIELDS:
+    for name in names:
         if name not in mapping:
             continue
         value = mapping[name]
@@ -316,8 +252,8 @@ def _from_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
             values[name] = getattr(scratch, name)
     if problems:
         raise InvalidSettings(problems)
-    if len(values) < len(_RUNTIME_FIELDS):
+    if len(values) < len(names):
         environment = LlmDoSettings()
-        for name in _RUNTIME_FIELDS:
+        for name in names:
             values.setdefault(name, getattr(environment, name))
     return values
