@@ -5,7 +5,8 @@ opened) to the `Sink` of the call (or run) they belong to. A sink forwards each 
 observers: tracing, leak tracking and a live stream are observers. The current call's sink is in the
 context variable `CURRENT_SINK`, which is None when nobody observes the run: an unobserved run pays one
 lookup where an event would be announced, and nothing more. A sink is emptied when its call ends, so that
-a callback that captured the call's context afterwards reaches nothing.
+a callback that captured the call's context afterwards reaches nothing. An observer that raises cannot
+break the run (as trio's instruments): it is logged on the `llm_do` logger and hears nothing more of it.
 
 The scopes' own bookkeeping (an object adopted, a teardown ended or failed, objects handed over) is
 defined here; the run's vocabulary (calls, approvals, handles, streamed events) is `llm_do.events`.
@@ -13,6 +14,7 @@ defined here; the run's vocabulary (calls, approvals, handles, streamed events) 
 
 from __future__ import annotations
 
+import logging
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,6 +32,8 @@ __all__ = [
     "Sink",
     "TeardownEnded",
 ]
+
+logger = logging.getLogger("llm_do")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,19 +99,24 @@ class HandedOver(Event):
 
 class Observer(Protocol):
     """Hears the events of the runs it observes. `notify` runs in the task where the event happened,
-    synchronously: it must not block, and it must not raise."""
+    synchronously: it must not block. One that raises is logged and hears nothing more of that run."""
 
     def notify(self, event: Event) -> None: ...
 
 
 class Sink:
-    """Where one call (or run) announces its events: its tag and the run's observers."""
+    """Where one call (or run) announces its events: its tag and the run's observers.
+
+    The observers of a run's sink are shared by its calls' sinks (a call's sink is made from them), so an
+    observer dropped for raising is dropped for the whole run."""
 
     __slots__ = ("call", "observers")
 
     def __init__(self, call: CallTag | None, observers: tuple[Observer, ...]) -> None:
         self.call = call
-        self.observers = observers
+        self.observers: tuple[Observer, ...] = tuple(
+            observer if type(observer) is _Isolated else _Isolated(observer) for observer in observers
+        )
 
     def emit(self, event: Event) -> None:
         for observer in self.observers:
@@ -119,6 +128,28 @@ class Sink:
 
     def __repr__(self) -> str:
         return f"Sink({self.call.id if self.call is not None else 'run'}, observers={len(self.observers)})"
+
+
+class _Isolated:
+    """One observer as the sinks of one run hold it: one that raises is logged and dropped, so that it cannot
+    stop what announced the event (a teardown reporting a failed cleanup goes on to the next cleanup)."""
+
+    __slots__ = ("observer",)
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer: Observer | None = observer
+
+    def notify(self, event: Event) -> None:
+        observer = self.observer
+        if observer is None:
+            return
+        try:
+            observer.notify(event)
+        except Exception:
+            self.observer = None
+            logger.exception(
+                "observer %r raised on %s; it hears nothing more of this run", observer, type(event).__name__
+            )
 
 
 CURRENT_SINK: ContextVar[Sink | None] = ContextVar("llm_do_sink", default=None)
