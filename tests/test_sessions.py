@@ -137,6 +137,20 @@ async def test_a_sessions_objects_are_shared_by_its_runs_and_seen_by_no_other_se
     assert len(LOG) == 6, "closing the runtime tears down the sessions still open"
 
 
+async def test_runtime_sessions_is_a_read_only_view_of_the_open_sessions() -> None:
+    async with Runtime(App(), entries=[browsing(App())]) as runtime:
+        open_now = runtime.sessions
+        ada = await runtime.session("ada")
+        assert dict(open_now) == {"ada": ada}  # a view: what opens later is in it
+        with pytest.raises(TypeError):
+            open_now["bob"] = ada  # type: ignore[index]
+        await ada.aclose()
+        assert dict(open_now) == {} and ada.closed
+        again = await runtime.session("ada")
+        assert again is not ada and open_now["ada"] is again
+    assert dict(open_now) == {}
+
+
 async def test_a_run_given_no_session_is_a_session_of_its_own() -> None:
     LOG.clear()
     app = App()

@@ -17,11 +17,15 @@ if TYPE_CHECKING:
     from ._postgres import (
         PostgresHistoryStore as PostgresHistoryStore,
     )
+    from ._registry import (
+        SessionRegistry as SessionRegistry,
+    )
     from ._session import (
         Session as Session,
         SessionBusy as SessionBusy,
         SessionError as SessionError,
         SessionHost as SessionHost,
+        SessionRuntime as SessionRuntime,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -33,11 +37,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StoredHistory",
     ),
     "_postgres": ("PostgresHistoryStore",),
+    "_registry": ("SessionRegistry",),
     "_session": (
         "Session",
         "SessionBusy",
         "SessionError",
         "SessionHost",
+        "SessionRuntime",
     ),
 }
 """Each private module of the room, and the names it gives the other rooms."""

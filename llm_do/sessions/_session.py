@@ -26,7 +26,7 @@ from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
 if TYPE_CHECKING:
     from ..results import RunResult
 
-__all__ = ["Session", "SessionBusy", "SessionError", "SessionHost"]
+__all__ = ["Session", "SessionBusy", "SessionError", "SessionHost", "SessionRuntime"]
 
 
 class SessionError(LlmDoError):
@@ -45,15 +45,20 @@ class SessionBusy(SessionError):
         )
 
 
-class SessionHost(Protocol):
-    """What a session needs from the runtime that opened it."""
+class SessionRuntime(Protocol):
+    """What a session needs from the runtime it belongs to."""
 
     @property
     def history_store(self) -> HistoryStore: ...
     @property
     def run(self) -> Callable[..., Awaitable[RunResult]]: ...
     def background_sink(self) -> Sink | None: ...
-    def closing(self, session: Session, task: asyncio.Future[None]) -> None: ...
+
+
+class SessionHost(SessionRuntime, Protocol):
+    """What a session needs from the registry that opened it: its runtime's, and a closing it waits out."""
+
+    def closing(self, session: Session, close: Callable[[], Awaitable[None]]) -> asyncio.Task[None]: ...
 
 
 class Session:
@@ -229,13 +234,13 @@ class Session:
             self.start_closing()  # never a busy session: its run re-arms the clock when it ends
 
     def start_closing(self) -> asyncio.Future[None]:
-        """Start closing the session (once), in a task of its own that its runtime waits for."""
+        """Start closing the session (once), in a system task of its registry's, which its runtime waits out."""
         if self._closing is None:
             self._closed = True
+            host = self._host
+            assert host is not None  # (only the closing lets go of it)
             # A system task: whoever asked (a run's task, a timer) must not reach the teardown.
-            self._closing = system_task(self._close)
-            if self._host is not None:
-                self._host.closing(self, self._closing)
+            self._closing = host.closing(self, self._close)
         return self._closing
 
     async def aclose(self) -> None:
