@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from ._scope import Scope
 
@@ -107,20 +107,27 @@ class Observer(Protocol):
 class Sink:
     """Where one call (or run) announces its events: its tag and the run's observers.
 
-    The observers of a run's sink are shared by its calls' sinks (a call's sink is made from them), so an
-    observer dropped for raising is dropped for the whole run."""
+    A run's sink holds each observer in an `_Isolated` cell that its calls' sinks share (a call's sink is
+    made from them), so an observer dropped for raising is dropped for the whole run."""
 
     __slots__ = ("call", "observers")
 
     def __init__(self, call: CallTag | None, observers: tuple[Observer, ...]) -> None:
         self.call = call
-        self.observers: tuple[Observer, ...] = tuple(
-            observer if type(observer) is _Isolated else _Isolated(observer) for observer in observers
-        )
+        for observer in observers:  # (a call's sink gets its run's cells: kept as they are)
+            if type(observer) is not _Isolated:
+                observers = tuple(held if type(held) is _Isolated else _Isolated(held) for held in observers)
+                break
+        self.observers = cast(tuple[_Isolated, ...], observers)
 
     def emit(self, event: Event) -> None:
-        for observer in self.observers:
-            observer.notify(event)
+        for held in self.observers:
+            observer = held.observer
+            if observer is not None:
+                try:
+                    observer.notify(event)
+                except Exception:
+                    held.drop(event)
 
     def close(self) -> None:
         """The call has ended: a context snapshot that still holds this sink reaches no observer."""
@@ -141,15 +148,16 @@ class _Isolated:
 
     def notify(self, event: Event) -> None:
         observer = self.observer
-        if observer is None:
-            return
-        try:
-            observer.notify(event)
-        except Exception:
-            self.observer = None
-            logger.exception(
-                "observer %r raised on %s; it hears nothing more of this run", observer, type(event).__name__
-            )
+        if observer is not None:
+            try:
+                observer.notify(event)
+            except Exception:
+                self.drop(event)
+
+    def drop(self, event: Event) -> None:
+        """The observer raised hearing `event` (the exception being handled): logged, and it hears no more."""
+        observer, self.observer = self.observer, None
+        logger.exception("observer %r raised on %s; it hears nothing more of this run", observer, type(event).__name__)
 
 
 CURRENT_SINK: ContextVar[Sink | None] = ContextVar("llm_do_sink", default=None)
