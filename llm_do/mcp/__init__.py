@@ -5,7 +5,7 @@ provider is owned by an `McpServer` with that provider's scope; `confined_roots`
 to offer one as MCP roots; see docs/mcp.md. Each name is imported when first used, so that checking
 a project's MCP roots (`llm_do.mcp.roots`, standard library only) never imports fastmcp.
 
-May import: errors, process.
+May import: errors, scopes, process.
 """
 
 from __future__ import annotations

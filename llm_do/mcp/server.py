@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -28,6 +27,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from .._compat import handshake_timeout_off
 from .._urls import shown_url, with_url_shown
 from ..errors import ScopeError, ToolsetError, causes
+from ..scopes import system_task
 from .logs import route_server_logs
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
@@ -341,9 +341,8 @@ class McpServer(AbstractToolset[Any]):
 
     async def _start(self) -> _Connection:
         conn = _Connection()
-        conn.task = asyncio.get_running_loop().create_task(
-            self._own(conn), name=f"llm-do MCP server {self.name}", context=contextvars.Context()
-        )
+        # A system task: the server outlives the call that started it, and must keep nothing of its context.
+        conn.task = system_task(self._own, conn, name=f"llm-do MCP server {self.name}")
         try:
             await asyncio.shield(conn.ready)  # the owner task times its own start: no timer in this context
         except BaseException as error:

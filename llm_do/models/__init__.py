@@ -5,7 +5,7 @@ model = RecordingModel(real_model, "session.json")   # record while running for 
 model = ReplayModel.from_file("session.json")        # then answer from the file, offline
 ```
 
-May import: errors, files, tracing, run.
+May import: errors, scopes, files, tracing, run.
 """
 
 from .journal import Journal, JournalEntry, JournalModel, JournalStore, JournalUnreachable, WentLive

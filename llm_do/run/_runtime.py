@@ -7,7 +7,7 @@ import contextvars
 import gc
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 from typing import Any
 
 from dependency_injector import containers
@@ -24,7 +24,7 @@ from ..errors import ConfigurationError, ScopeError
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
 from ..scopes import Observer, Sink, current_box, trackers, wait_out
-from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError
+from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError, SessionRegistry
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope, Entry
 from ._live import GuardedHandler, LiveRun, open_stream
@@ -82,10 +82,12 @@ class Runtime:
         self._abandoned = False
         self._running: dict[asyncio.Task[RunResult], RunScope] = {}
         """The runs in flight: each one's task and scope."""
-        self._sessions: dict[str, Session] = {}
-        self._closing_sessions: set[asyncio.Future[None]] = set()
-        self._closing_ids: dict[str, tuple[Session, asyncio.Future[None]]] = {}
-        """The closing of each session id still closing: the id opens again once it is done."""
+        self._sessions = SessionRegistry(
+            self,
+            self._loaded.globals,
+            cleanup_timeout=self.config.cleanup_timeout,
+            idle_timeout=self.config.session_idle_timeout,
+        )
 
     @property
     def entry_tools(self) -> frozenset[str]:
@@ -125,43 +127,12 @@ class Runtime:
         the history the runtime's `history_store` has for that id. `approver`, when given, answers the
         session's approvals (unless a run has its own). See docs/sessions.md.
         """
-        if approver is not None:
-            check_approver(approver)
-        while True:
-            if self._closed:  # (checked again after a load: the runtime may have closed meanwhile)
-                raise RuntimeError("this Runtime is closed; create a new one")
-            closing = self._closing_ids.get(session_id)
-            if closing is not None:  # its run may still be going: one run at a time, its history saved first
-                if closing[0].running_here():
-                    raise SessionBusy(session_id)  # (from within that run: waiting would wait for itself)
-                await asyncio.wait((closing[1],))
-                continue
-            session = self._sessions.get(session_id)
-            if session is None or session.closed:
-                session = self._sessions[session_id] = Session(
-                    self,
-                    session_id,
-                    globals_owner=self._loaded.globals,
-                    cleanup_timeout=self.config.cleanup_timeout,
-                    idle_timeout=self.config.session_idle_timeout,
-                )
-            try:
-                await session.load()
-            except BaseException:
-                if not session.loaded:  # never used: close it, or its id stays open without an idle clock
-                    session.start_closing()
-                raise
-            if not session.closed:  # (it may have idled out while its history loaded)
-                break
-        if approver is not None:
-            session.approver = approver
-        session.arm()  # opening it counts as activity: its idle clock starts again
-        return session
+        return await self._sessions.open(session_id, approver)
 
     @property
     def sessions(self) -> Mapping[str, Session]:
         """The sessions open now, by id."""
-        return MappingProxyType(self._sessions)
+        return self._sessions.sessions
 
     async def run(
         self,
@@ -308,7 +279,7 @@ class Runtime:
         """The session a run is to hold, checked before anything starts: open, this runtime's, not busy."""
         if isinstance(session, str):
             session = await self.session(session)
-        elif self._sessions.get(session.id) is not session:
+        elif not self._sessions.holds(session):
             raise SessionError(
                 f"session {session.id!r} is {'closed' if session.closed else 'not one of this runtime'}; "
                 f"open it with runtime.session({session.id!r})"
@@ -403,7 +374,7 @@ class Runtime:
                 "Close the runtime from the code that opened it, after its runs return (a tool can end its "
                 "own session instead: Session.aclose() closes it once the run ends)."
             )
-        self._closed = True
+        self._closed = self._sessions.closed = True
         try:
             if self._running:
                 await asyncio.wait(set(self._running))
@@ -415,7 +386,7 @@ class Runtime:
             raise
         finally:
             try:
-                interrupted = await self._close_sessions()
+                interrupted = await self._sessions.aclose()  # before the globals they use, whatever is cancelled
                 globals_ = self._loaded.globals
                 globals_.sink = self.background_sink()
                 await globals_.close(None)
@@ -426,33 +397,11 @@ class Runtime:
         # The loop still holds the last finished run's task (and so its result) until it turns.
         await (_release_abandoned() if self._abandoned else asyncio.sleep(0))
 
-    async def _close_sessions(self) -> asyncio.CancelledError | None:
-        """Tear down every open session (their runs have ended), whatever else is cancelled: sessions
-        are torn down before the globals they use. The cancellation that arrived meanwhile, if any."""
-        for session in list(self._sessions.values()):
-            session.start_closing()
-        return await wait_out(self._closing_sessions)
-
-    # -- what sessions ask of their runtime (the SessionHost protocol) ---------------------------
+    # -- what its sessions ask of their runtime (the SessionRuntime protocol) ---------------------
 
     def background_sink(self) -> Sink | None:
         """Who observes what is released outside any run (sessions, globals): leak tracking, when on."""
         return Sink(None, tuple(trackers)) if trackers else None
-
-    def closing(self, session: Session, task: asyncio.Future[None]) -> None:
-        """A session started closing in `task`: no longer open (its id opens a new session), and waited
-        for when the runtime closes."""
-        if self._sessions.get(session.id) is session:
-            del self._sessions[session.id]
-        self._closing_sessions.add(task)
-        self._closing_ids[session.id] = (session, task)
-        task.add_done_callback(self._closing_sessions.discard)
-        task.add_done_callback(lambda _: self._closed_id(session))
-
-    def _closed_id(self, session: Session) -> None:
-        closing = self._closing_ids.get(session.id)
-        if closing is not None and closing[0] is session:
-            del self._closing_ids[session.id]
 
     async def __aenter__(self) -> Runtime:
         return self

@@ -42,16 +42,20 @@ if TYPE_CHECKING:
         Scope as Scope,
     )
     from ._tasks import (
+        SystemTasks as SystemTasks,
         built as built,
         dropped as dropped,
         is_awaitable as is_awaitable,
+        system_task as system_task,
+        system_timeout as system_timeout,
+        system_timer as system_timer,
+        wait_out as wait_out,
     )
     from ._teardown import (
         HandleMap as HandleMap,
         Teardown as Teardown,
         logger as logger,
         no_op_context as no_op_context,
-        wait_out as wait_out,
     )
     from ._tracking import (
         Adoption as Adoption,
@@ -84,16 +88,20 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_scope": ("Scope",),
     "_tasks": (
+        "SystemTasks",
         "built",
         "dropped",
         "is_awaitable",
+        "system_task",
+        "system_timeout",
+        "system_timer",
+        "wait_out",
     ),
     "_teardown": (
         "HandleMap",
         "Teardown",
         "logger",
         "no_op_context",
-        "wait_out",
     ),
     "_tracking": (
         "Adoption",

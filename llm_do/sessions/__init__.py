@@ -21,11 +21,15 @@ if TYPE_CHECKING:
     from ._postgres import (
         PostgresHistoryStore as PostgresHistoryStore,
     )
+    from ._registry import (
+        SessionRegistry as SessionRegistry,
+    )
     from ._session import (
         Session as Session,
         SessionBusy as SessionBusy,
         SessionError as SessionError,
         SessionHost as SessionHost,
+        SessionRuntime as SessionRuntime,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -37,11 +41,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StoredHistory",
     ),
     "_postgres": ("PostgresHistoryStore",),
+    "_registry": ("SessionRegistry",),
     "_session": (
         "Session",
         "SessionBusy",
         "SessionError",
         "SessionHost",
+        "SessionRuntime",
     ),
 }
 """Each private module of the room, and the names it gives the other rooms."""

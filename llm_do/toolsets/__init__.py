@@ -1,6 +1,6 @@
 """Built-in toolsets. Their providers are declared in `containers.builtins.BuiltinToolsets`.
 
-May import: errors, files, approvals, toolkit, process.
+May import: errors, scopes, files, approvals, toolkit, process.
 """
 
 from ..files import ALLOWED_PATHS, ConfinedRoot, FilesystemSettings, PathRefused
