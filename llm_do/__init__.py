@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Verdict as Verdict,
     )
     from .di import (
+        CapturablePerRunWarning as CapturablePerRunWarning,
         LlmDoSettings as LlmDoSettings,
         RunLocalSingleton as RunLocalSingleton,
         RuntimeConfig as RuntimeConfig,
@@ -77,7 +78,6 @@ if TYPE_CHECKING:
         AgentEntry as AgentEntry,
         ApprovalNotPending as ApprovalNotPending,
         CallScope as CallScope,
-        CapturablePerRunWarning as CapturablePerRunWarning,
         Entry as Entry,
         FunctionEntry as FunctionEntry,
         LiveRun as LiveRun,
@@ -129,6 +129,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Verdict",
     ),
     "di": (
+        "CapturablePerRunWarning",
         "LlmDoSettings",
         "RunLocalSingleton",
         "RuntimeConfig",
@@ -179,7 +180,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "AgentEntry",
         "ApprovalNotPending",
         "CallScope",
-        "CapturablePerRunWarning",
         "Entry",
         "FunctionEntry",
         "LiveRun",

@@ -14,6 +14,12 @@ if TYPE_CHECKING:
     from ._config import (
         RuntimeConfig as RuntimeConfig,
     )
+    from ._container import (
+        CapturablePerRunWarning as CapturablePerRunWarning,
+        Container as Container,
+        ContainerParts as ContainerParts,
+        Resources as Resources,
+    )
     from ._settings import (
         LlmDoSettings as LlmDoSettings,
         reveal as reveal,
@@ -24,12 +30,19 @@ if TYPE_CHECKING:
         SessionLocalSingleton as SessionLocalSingleton,
     )
     from ._specs import (
+        ToolsetSource as ToolsetSource,
         ToolsetSpec as ToolsetSpec,
         scope_of_provider as scope_of_provider,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_config": ("RuntimeConfig",),
+    "_container": (
+        "CapturablePerRunWarning",
+        "Container",
+        "ContainerParts",
+        "Resources",
+    ),
     "_settings": (
         "LlmDoSettings",
         "reveal",
@@ -40,6 +53,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "SessionLocalSingleton",
     ),
     "_specs": (
+        "ToolsetSource",
         "ToolsetSpec",
         "scope_of_provider",
     ),

@@ -44,11 +44,11 @@ if TYPE_CHECKING:
         open_stream as open_stream,
     )
     from ._plan import (
-        CapturablePerRunWarning as CapturablePerRunWarning,
-        Loaded as Loaded,
-        ToolsetSource as ToolsetSource,
+        GlobalScope as GlobalScope,
+        Plan as Plan,
     )
     from ._run_scope import (
+        Globals as Globals,
         RunHost as RunHost,
         RunScope as RunScope,
     )
@@ -94,11 +94,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "open_stream",
     ),
     "_plan": (
-        "CapturablePerRunWarning",
-        "Loaded",
-        "ToolsetSource",
+        "GlobalScope",
+        "Plan",
     ),
     "_run_scope": (
+        "Globals",
         "RunHost",
         "RunScope",
     ),

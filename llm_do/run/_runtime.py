@@ -10,7 +10,6 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
-from dependency_injector import containers
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Tracer, TracerProvider
 from pydantic_ai.agent import EventStreamHandler
@@ -19,7 +18,7 @@ from pydantic_ai.usage import RunUsage
 
 from .. import tracing
 from ..approvals import Approver, ToolPolicy, Verdict, check_approver
-from ..di import RuntimeConfig
+from ..di import Container, RuntimeConfig, ToolsetSource
 from ..errors import ConfigurationError, ScopeError
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
@@ -28,7 +27,7 @@ from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy,
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope, Entry
 from ._live import GuardedHandler, LiveRun, open_stream
-from ._plan import Loaded, ToolsetSource
+from ._plan import GlobalScope, Plan
 from ._run_scope import RunScope
 
 __all__ = ["Runtime"]
@@ -51,7 +50,7 @@ class Runtime:
 
     def __init__(
         self,
-        container: containers.Container | None = None,
+        container: Container | None = None,
         *,
         entries: Iterable[Entry] = (),
         toolsets: Mapping[str, ToolsetSource] | None = None,
@@ -66,7 +65,7 @@ class Runtime:
         self.config = config if config is not None else RuntimeConfig.from_container(container)
         self.usage = RunUsage()
         """Usage summed over every run of this runtime."""
-        self._loaded = Loaded(
+        self._plan = Plan(
             container,
             entries=entries,
             toolsets=toolsets,
@@ -75,6 +74,7 @@ class Runtime:
             approver=approver,
             event_stream_handler=event_stream_handler,
         )
+        self._globals = GlobalScope(container, self.config.cleanup_timeout)
         self._tracing = tracing.Tracing(tracer_provider)
         self.history_store: HistoryStore = history_store if history_store is not None else InMemoryHistoryStore()
         """Where sessions keep their conversations between runs (and restarts, with a persistent store)."""
@@ -84,7 +84,7 @@ class Runtime:
         """The runs in flight: each one's task and scope."""
         self._sessions = SessionRegistry(
             self,
-            self._loaded.globals,
+            self._globals.owner,
             cleanup_timeout=self.config.cleanup_timeout,
             idle_timeout=self.config.session_idle_timeout,
         )
@@ -92,31 +92,29 @@ class Runtime:
     @property
     def entry_tools(self) -> frozenset[str]:
         """Toolset names that call another entry (agent-as-tool)."""
-        return self._loaded.entry_tools
+        return self._plan.entry_tools
 
     @property
     def capturable(self) -> tuple[str, ...]:
         """Per-run providers whose instances a context snapshot taken during a run can keep alive."""
-        return self._loaded.capturable
+        return self._plan.parts.capturable
 
     def entry(self, name: str) -> Entry:
         """The loaded entry called `name`."""
-        return self._loaded.entry(name)
+        return self._plan.entry(name)
 
     def policy(self, toolset: str) -> ToolPolicy:
         """The approval policy of toolset `toolset`, settings overrides included (all-allow when none is
         declared). The tools of an MCP toolset without a declared policy are decided by their annotations
         instead, with the overrides on top: `verdict` tells, tool by tool."""
-        return self._loaded.approvals.policy(toolset)
+        return self._plan.approvals.policy(toolset)
 
     def verdict(
         self, toolset: str, tool: str, *, requires_approval: bool = False, annotations: Mapping[str, Any] | None = None
     ) -> Verdict:
         """The verdict a call to `tool` of `toolset` gets before the policy's rule (if any) sees its arguments.
         For an MCP tool, pass its annotations (`{}` when it has none): without a declared policy they decide."""
-        return self._loaded.approvals.verdict(
-            toolset, tool, requires_approval=requires_approval, annotations=annotations
-        )
+        return self._plan.approvals.verdict(toolset, tool, requires_approval=requires_approval, annotations=annotations)
 
     # -- running ---------------------------------------------------------------
 
@@ -232,7 +230,7 @@ class Runtime:
         if approver is not None:
             check_approver(approver)
         name = entry if isinstance(entry, str) else entry.name
-        target = self._loaded.entry(name)
+        target = self._plan.entry(name)
         if not isinstance(entry, str) and entry is not target:
             raise ConfigurationError(f"entry {name!r} is not the one this runtime loaded under that name")
         handed = tuple(attachments)
@@ -297,16 +295,15 @@ class Runtime:
         self, target: Entry, session: Session | None, approver: Approver | None, live: LiveRun | None
     ) -> RunScope:
         """The scope of a run starting now, with its observers, approver and event stream handler."""
-        loaded = self._loaded
+        plan = self._plan
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not trackers and live is None else self._observers(tracer, live)
         if session is not None:
             approver = approver or session.approver
         # A live run answers the run's approvals (asking the stream's own approver too).
-        run = RunScope(
-            loaded, target, observers, approver=live or approver or loaded.approvals.approver, session=session
-        )
-        handler = loaded.event_stream_handler
+        approver = live or approver or plan.approvals.approver
+        run = RunScope(plan, self._globals, target, observers, approver=approver, session=session)
+        handler = plan.event_stream_handler
         if live is not None and live.model_events:
             run.handler = live.handler(handler)
         elif handler is not None:
@@ -331,7 +328,7 @@ class Runtime:
         try:
             async with (
                 run,
-                CallScope(self._loaded, target, run, message_history=message_history, attachments=attachments) as scope,
+                CallScope(self._plan, target, run, message_history=message_history, attachments=attachments) as scope,
             ):
                 run.output = await target.run_turn(scope, input_data)
                 run.messages = scope.all_messages
@@ -387,11 +384,8 @@ class Runtime:
         finally:
             try:
                 interrupted = await self._sessions.aclose()  # before the globals they use, whatever is cancelled
-                globals_ = self._loaded.globals
-                globals_.sink = self.background_sink()
-                await globals_.close(None)
             finally:
-                await self._loaded.shutdown_resources()
+                await self._globals.close(self.background_sink())
         if interrupted is not None:  # the sessions were torn down first; the cancellation is not ours to drop
             raise interrupted
         # The loop still holds the last finished run's task (and so its result) until it turns.
