@@ -127,3 +127,17 @@ def test_each_room_imports_only_the_rooms_its_docstring_names() -> None:
                     if other is not None and other not in permitted:
                         offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {candidate} ({other})")
     assert offenders == [], "\n".join(offenders)
+
+
+def test_only_di_imports_dependency_injector_below_the_applications_rooms() -> None:
+    """The core (everything a run goes through) reaches dependency-injector only through `llm_do.di`; the rooms
+    that build containers for applications (project, cli, testing, jobs) may use it directly."""
+    applications = {"project", "cli", "testing", "jobs", "_compat"}
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}"
+        for name, path in modules().items()
+        if room_of(name) not in applications | {"di"}
+        for target, _, line in imports_of(path)
+        if target.split(".")[0] == "dependency_injector"
+    ]
+    assert offenders == []
