@@ -265,7 +265,7 @@ async def main(decisions: int, streams: int) -> None:
     idle_results = {name: await measure(probe, decide, decisions, counting=False) for name, decide in cases.items()}
     counted = {name: (await measure(probe, decide, decisions, counting=True))[2] for name, decide in cases.items()}
     background = await load(streams, runtimes)
-    loaded = {name: (await measure(probe, decide, decisions, counting=False))[0] for name, decide in cases.items()}
+    loaded = {name: await measure(probe, decide, decisions, counting=False) for name, decide in cases.items()}
     for task in background:
         task.cancel()
     for task in background:
@@ -274,9 +274,12 @@ async def main(decisions: int, streams: int) -> None:
     for runtime in runtimes:
         await runtime.aclose()
     print(f"{decisions} decisions per variant, median; calls counted with cProfile; load: {streams} live runs")
-    print(f"\n{'from the decision to the tool':62} {'turns':>5} {'calls':>7} {'idle':>9} {'loaded':>9}")
+    print(f"\n{'from the decision to the tool':62} {'turns':>5} {'calls':>7} {'idle':>9} {'loaded':>9} {'turns':>5}")
     for name, (latency, turns, _) in idle_results.items():
-        print(f"{name:62} {turns:5.0f} {counted[name]:7.0f} {latency * 1e3:7.3f}ms {loaded[name] * 1e3:7.3f}ms")
+        busy, busy_turns, _ = loaded[name]
+        print(
+            f"{name:62} {turns:5.0f} {counted[name]:7.0f} {latency * 1e3:7.3f}ms {busy * 1e3:7.3f}ms {busy_turns:5.0f}"
+        )
 
 
 if __name__ == "__main__":
