@@ -14,7 +14,7 @@ decides in place otherwise (a call made from Python, a tool that asks while it r
 The latency is measured on an idle loop and again with `--load` other live runs streaming in the
 process (each loop turn then waits for their work); turns and calls are counted on the idle loop.
 
-    python benchmarks/bench_decision.py [--decisions 200] [--load 20]
+    python benchmarks/bench_decision.py [--rounds 10] [--decisions 20] [--load 20]
 """
 
 from __future__ import annotations
@@ -229,17 +229,32 @@ def variants(runtimes: list[Runtime]) -> dict[str, Decide]:
     }
 
 
-async def measure(probe: Probe, decide: Decide, decisions: int, *, counting: bool) -> tuple[float, float, float]:
-    """Median latency (s) and turns per decision, and calls per decision (when counting)."""
-    for _ in range(10):  # warm up: schemas, imports, caches
-        await decide()
-    probe.reset(counting)
-    for _ in range(decisions):
-        await decide()
-    assert len(probe.samples) == decisions, f"{len(probe.samples)} of {decisions} decisions reached the tool"
-    latency = statistics.median(seconds for seconds, _ in probe.samples)
-    turns = statistics.median(turns for _, turns in probe.samples)
-    return latency, turns, probe.calls() / decisions if counting else 0.0
+async def measure(
+    probe: Probe, cases: dict[str, Decide], rounds: int, decisions: int, *, counting: bool = False
+) -> dict[str, tuple[float, float, float]]:
+    """Per variant: the median latency (s) and turns per decision, and calls per decision (when counting). Rounds
+    interleave the variants, so that a change of the machine's load hits them alike."""
+    for decide in cases.values():
+        for _ in range(10):  # warm up: schemas, imports, caches
+            await decide()
+    samples: dict[str, list[tuple[float, int]]] = {name: [] for name in cases}
+    calls = dict.fromkeys(cases, 0)
+    for _ in range(rounds):
+        for name, decide in cases.items():
+            probe.reset(counting)
+            for _ in range(decisions):
+                await decide()
+            assert len(probe.samples) == decisions, f"{name}: {len(probe.samples)} of {decisions} reached the tool"
+            samples[name] += probe.samples
+            calls[name] += probe.calls() if counting else 0
+    return {
+        name: (
+            statistics.median(seconds for seconds, _ in found),
+            statistics.median(turns for _, turns in found),
+            calls[name] / len(found),
+        )
+        for name, found in samples.items()
+    }
 
 
 async def load(streams: int, runtimes: list[Runtime]) -> list[asyncio.Task[None]]:
@@ -257,15 +272,15 @@ async def load(streams: int, runtimes: list[Runtime]) -> list[asyncio.Task[None]
     return tasks
 
 
-async def main(decisions: int, streams: int) -> None:
+async def main(rounds: int, decisions: int, streams: int) -> None:
     global PROBE
     probe = PROBE = Probe(asyncio.get_running_loop())
     runtimes: list[Runtime] = []
     cases = variants(runtimes)
-    idle_results = {name: await measure(probe, decide, decisions, counting=False) for name, decide in cases.items()}
-    counted = {name: (await measure(probe, decide, decisions, counting=True))[2] for name, decide in cases.items()}
+    counted = await measure(probe, cases, 1, decisions, counting=True)
+    idle = await measure(probe, cases, rounds, decisions)
     background = await load(streams, runtimes)
-    loaded = {name: await measure(probe, decide, decisions, counting=False) for name, decide in cases.items()}
+    loaded = await measure(probe, cases, rounds, decisions)
     for task in background:
         task.cancel()
     for task in background:
@@ -273,18 +288,18 @@ async def main(decisions: int, streams: int) -> None:
             await task
     for runtime in runtimes:
         await runtime.aclose()
-    print(f"{decisions} decisions per variant, median; calls counted with cProfile; load: {streams} live runs")
-    print(f"\n{'from the decision to the tool':62} {'turns':>5} {'calls':>7} {'idle':>9} {'loaded':>9} {'turns':>5}")
-    for name, (latency, turns, _) in idle_results.items():
+    print(f"{rounds} rounds x {decisions} decisions per variant, median; calls counted by cProfile on the idle loop")
+    print(f"\n{'from the decision to the tool':62} {'turns':>5} {'calls':>6} {'idle':>9} {f'{streams} streams':>11}")
+    for name, (latency, turns, _) in idle.items():
         busy, busy_turns, _ = loaded[name]
-        print(
-            f"{name:62} {turns:5.0f} {counted[name]:7.0f} {latency * 1e3:7.3f}ms {busy * 1e3:7.3f}ms {busy_turns:5.0f}"
-        )
+        assert busy_turns == turns, f"{name}: {busy_turns} turns under load, {turns} idle"
+        print(f"{name:62} {turns:5.0f} {counted[name][2]:6.0f} {latency * 1e3:7.3f}ms {busy * 1e3:9.3f}ms")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--decisions", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--decisions", type=int, default=20, help="decisions per variant and round")
     parser.add_argument("--load", type=int, default=20, help="live runs streaming beside the measured runs")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.decisions, arguments.load))
+    asyncio.run(main(arguments.rounds, arguments.decisions, arguments.load))
