@@ -412,7 +412,7 @@ async def _ask_within(approver: Approver, request: ApprovalRequest, seconds: flo
     timer = contextvars.Context().run(task.get_loop().call_later, seconds, deadline)
     try:
         answer = await ask_approver(approver, request)
-    except BaseException:
+    except (Exception, asyncio.CancelledError):
         if deadline.expired and task.uncancel() <= cancelling:
             return None  # the deadline cancelled it: what the approver did next is of no use
         raise  # its own error, or a cancellation from outside (which wins over the deadline)
