@@ -28,6 +28,9 @@ if TYPE_CHECKING:
         check_approver as check_approver,
         session_key as session_key,
     )
+    from ._facts import (
+        CallFacts as CallFacts,
+    )
     from ._policy import (
         ApprovalMode as ApprovalMode,
         ApprovalOnDeny as ApprovalOnDeny,
@@ -56,6 +59,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "check_approver",
         "session_key",
     ),
+    "_facts": ("CallFacts",),
     "_policy": (
         "ApprovalMode",
         "ApprovalOnDeny",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 from pydantic_core import to_jsonable_python
 
 from ..errors import ConfigurationError, LlmDoError
-from ..scopes import dropped
+from ._facts import CallFacts
 from ._policy import ApprovalMode, ApprovalOnDeny, PolicySettings, ToolPolicy, Verdict
 
 if TYPE_CHECKING:
@@ -248,7 +248,8 @@ class Approvals:
             )
         check_approver(approver)
         self.policies: Mapping[str, ToolPolicy] = MappingProxyType(merged)
-        self._gating = frozenset(name for name, policy in merged.items() if policy.may_gate)
+        self.gating = frozenset(name for name, policy in merged.items() if policy.may_gate)
+        """The toolset names whose policy can ask or deny a call."""
         self._declared = frozenset(name for policies in declared for name in policies)
         """Names with a declared policy (not only a settings override): their tools' MCP annotations are not read."""
         self.mode = mode
@@ -260,7 +261,7 @@ class Approvals:
 
     def may_gate(self, toolset: str) -> bool:
         """Whether the policy of a toolset name can ask or deny a call."""
-        return toolset in self._gating
+        return toolset in self.gating
 
     def policy(self, toolset: str) -> ToolPolicy:
         """The policy of a toolset name; a name without one allows every call (unless a tool asks)."""
@@ -270,25 +271,15 @@ class Approvals:
         """Whether the calls of `toolset` are decided by its tools' MCP annotations (no policy is declared for it)."""
         return toolset not in self._declared
 
-    async def evaluate(
-        self,
-        toolset: str,
-        tool: str,
-        args: Mapping[str, Any],
-        *,
-        requires_approval: bool,
-        annotations: Mapping[str, Any] | None = None,
-        attachments: bool = False,
-    ) -> Verdict:
-        """The verdict for one call (`attachments`: whether it carries any): `verdict`, then the policy's rule
-        (a toolset decided by its tools' MCP annotations has none)."""
-        if annotations is None or toolset in self._declared:
-            return await self.policy(toolset).evaluate(
-                toolset, tool, args, requires_approval=requires_approval, attachments=attachments
+    async def evaluate(self, call: CallFacts) -> Verdict:
+        """The verdict for one call: its verdict before any rule, then the policy's rule (a toolset decided by its
+        tools' MCP annotations has none)."""
+        carries = bool(call.attachments)
+        if call.annotations is None:
+            return await self.policy(call.toolset).evaluate(
+                call.toolset, call.tool, call.args, requires_approval=call.requires_approval, attachments=carries
             )
-        return self.verdict(
-            toolset, tool, requires_approval=requires_approval, annotations=annotations, attachments=attachments
-        )
+        return self._by_annotations(call.toolset, call.tool, call.requires_approval, call.annotations, carries)
 
     def verdict(
         self,
@@ -307,6 +298,12 @@ class Approvals:
             return self.policy(toolset).static_verdict(
                 toolset, tool, requires_approval=requires_approval, attachments=attachments
             )
+        return self._by_annotations(toolset, tool, requires_approval, annotations, attachments)
+
+    def _by_annotations(
+        self, toolset: str, tool: str, requires_approval: bool, annotations: Mapping[str, Any], attachments: bool
+    ) -> Verdict:
+        """The verdict for a call to an MCP tool of a toolset without a declared policy (see `verdict`)."""
         read_only = annotations.get("readOnlyHint") is True
         override = self._overrides.get(toolset)
         if read_only and override is None and not requires_approval and not attachments:
@@ -404,29 +401,42 @@ def session_key(
 async def _ask_within(approver: Approver, request: ApprovalRequest, seconds: float) -> Approval | None:
     """The approver's answer, or None when it gave none within `seconds` (it is then cancelled).
 
-    The deadline is armed in an empty context: a timer keeps its context until it is due or
-    purged, and the run's context must not outlive the run."""
-    loop = asyncio.get_running_loop()
-    asking = loop.create_task(ask_approver(approver, request))
-    expired: asyncio.Future[None] = loop.create_future()
-    timer = contextvars.Context().run(loop.call_later, seconds, _expire, expired)
+    The approver is awaited in the asking task, so its answer reaches the call without a turn of
+    the event loop in between; the deadline cancels that task, as `asyncio.timeout` does, and is
+    armed in an empty context: a timer keeps its context until it is due or purged, and the run's
+    context must not outlive the run."""
+    task = asyncio.current_task()
+    assert task is not None, "an approver is asked from a task"
+    cancelling = task.cancelling()
+    deadline = _Deadline(task)
+    timer = contextvars.Context().run(task.get_loop().call_later, seconds, deadline)
     try:
-        await asyncio.wait((asking, expired), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        asking.cancel()
-        raise
+        answer = await ask_approver(approver, request)
+    except (Exception, asyncio.CancelledError):
+        if deadline.expired and task.uncancel() <= cancelling:
+            return None  # the deadline cancelled it: what the approver did next is of no use
+        raise  # its own error, or a cancellation from outside (which wins over the deadline)
     finally:
         timer.cancel()
-    if asking.done():
-        return asking.result()
-    asking.cancel()
-    asking.add_done_callback(dropped)  # the call was already denied: what the approver did next is of no use
-    return None
+    if deadline.expired:  # it answered although its time was up (it caught the cancellation)
+        if task.uncancel() > cancelling:
+            raise asyncio.CancelledError  # the task was cancelled from outside too
+        return None
+    return answer
 
 
-def _expire(expired: asyncio.Future[None]) -> None:
-    if not expired.done():
-        expired.set_result(None)
+class _Deadline:
+    """Cancels the task asking an approver when the time for an answer is up."""
+
+    __slots__ = ("expired", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.expired = False
+
+    def __call__(self) -> None:
+        self.expired = True
+        self.task.cancel()
 
 
 async def ask_approver(approver: Approver, request: ApprovalRequest) -> Approval:
