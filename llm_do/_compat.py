@@ -7,7 +7,6 @@ rather than fail runs, and tests/test_compat.py fails, so that the next release 
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -48,8 +47,14 @@ def _missing(what: str, consequence: str) -> None:
 # -- pydantic-ai 2.68 --------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _run_context_getter() -> Callable[[], Any] | None:
+def _no_run_context() -> None:
+    return None
+
+
+def _run_context_getter() -> Callable[[], Any]:
+    """pydantic-ai's getter of the current `RunContext` (`pydantic_ai._run_context.get_current_run_context`), found
+    once; a stand-in that finds none, with a warning, when it is not there."""
+    global _get_run_context
     try:
         from pydantic_ai._run_context import get_current_run_context
     except ImportError:
@@ -58,15 +63,21 @@ def _run_context_getter() -> Callable[[], Any] | None:
             "tools cannot find their CallScope outside `deps`, and what a tool's callbacks keep of a call is "
             "not emptied when it ends",
         )
-        return None
-    return get_current_run_context
+        _get_run_context = _no_run_context
+    else:
+        _get_run_context = get_current_run_context
+    return _get_run_context
+
+
+_get_run_context: Callable[[], Any] | None = None
 
 
 def current_run_context() -> RunContext[Any] | None:
     """The `RunContext` pydantic-ai made current around a model request or a tool call, if any (its getter is
     not re-exported)."""
-    getter = _run_context_getter()
-    return None if getter is None else getter()
+    getter = _get_run_context or _run_context_getter()
+    result: RunContext[Any] | None = getter()
+    return result
 
 
 def forget_driving_task(ctx: RunContext[Any]) -> None:

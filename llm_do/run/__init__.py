@@ -35,7 +35,6 @@ if TYPE_CHECKING:
         Lending as Lending,
         LentGroup as LentGroup,
         LentToolset as LentToolset,
-        current_run_context as current_run_context,
     )
     from ._live import (
         ApprovalNotPending as ApprovalNotPending,
@@ -85,7 +84,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Lending",
         "LentGroup",
         "LentToolset",
-        "current_run_context",
     ),
     "_live": (
         "ApprovalNotPending",

@@ -22,6 +22,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
+from .._compat import current_run_context
 from ..approvals import Approvals, Approver, CallFacts, Grants
 from ..di import RuntimeConfig, ToolsetSpec
 from ..errors import MaxDepthExceeded, ScopeError, ToolsetError
@@ -30,7 +31,7 @@ from ..files import Attachment, AttachmentError, check_call, check_count, normal
 from ..results import CallRecord, LogEntry, RunState, outcome_of, usage_of
 from ..scopes import CURRENT_SINK, Observer, Scope, ScopeOwner, Sink
 from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
-from ._lending import Lending, current_run_context
+from ._lending import Lending
 from ._run_scope import RunScope
 from ._servers import start_servers
 

@@ -20,6 +20,7 @@ from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
+from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
 from ..approvals import Approvals, CallFacts
 from ..files import TAKES_ATTACHMENTS, names_in
 from ..toolkit import ReadableArguments, Toolset
@@ -28,7 +29,7 @@ from ._gate import CallGate, GatedCall
 if TYPE_CHECKING:
     from ..files import Attachment
 
-__all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending", "current_run_context"]
+__all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending"]
 
 _REQUIRES_APPROVAL = "llm_do.requires_approval"
 _PLAIN: dict[type, bool] = {}
@@ -100,7 +101,7 @@ class Lending:
         the run. Empty all of them."""
         for ctx in self._seen:
             ctx.messages.clear()
-            _forget_driving_task(ctx)
+            forget_driving_task(ctx)
             ctx.tool_manager = None  # the run's tools, toolsets and capabilities
             ctx.prompt = None
         self._seen = []
@@ -189,7 +190,7 @@ def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -
             tool_def = replace(
                 tool_def, kind="function", metadata={**(tool_def.metadata or {}), _REQUIRES_APPROVAL: True}
             )
-        if tool_def.toolset_id is None and (chosen := _chosen_id(item.toolset)) is not None:
+        if tool_def.toolset_id is None and (chosen := explicit_toolset_id(item.toolset)) is not None:
             tool_def = replace(tool_def, toolset_id=chosen)  # as pydantic-ai stamps a toolset's own tools
         validator = item.args_validator
         if validator.__class__ is not ReadableArguments:  # (a Toolset's tools have theirs already)
@@ -197,11 +198,6 @@ def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -
             validator.inner = item.args_validator
         tools[tool_name] = replace(item, toolset=lender, tool_def=tool_def, args_validator=validator)
     return tools
-
-
-def _chosen_id(toolset: AbstractToolset[Any]) -> str | None:
-    """The `id` chosen for `toolset` (not one derived, as an `MCPToolset` derives one from its URL)."""
-    return toolset._explicit_id  # private: what pydantic-ai's CombinedToolset stamps on the tools it combines
 
 
 @dataclass
@@ -332,21 +328,3 @@ def _is_plain(toolset: AbstractToolset[Any]) -> bool:
             and (issubclass(cls, FunctionToolset) or cls.get_instructions is AbstractToolset.get_instructions)
         )
     return plain
-
-
-def current_run_context() -> RunContext[Any] | None:
-    """The `RunContext` pydantic-ai made current (around a model request or a tool call), if any.
-
-    Its getter is not re-exported, so a pydantic-ai without it gives None."""
-    try:
-        from pydantic_ai._run_context import get_current_run_context
-    except ImportError:  # pragma: no cover - depends on pydantic-ai's internals
-        return None
-    return get_current_run_context()
-
-
-def _forget_driving_task(ctx: RunContext[Any]) -> None:
-    """The agent run has ended: its cancellation controller no longer needs the task that drove it."""
-    cancellation = getattr(ctx, "_cancellation", None)
-    if cancellation is not None and hasattr(cancellation, "_owner"):
-        cancellation._owner = None
