@@ -21,7 +21,7 @@ PUBLIC = {
         ConfigurationError Decision Entry FunctionEntry HandleClosed HandleOpened HandleRolledBack Handles
         HistoryConflict HistoryError HistoryStore InMemoryHistoryStore InvalidSettings LiveRun LlmDoError
         LlmDoSettings LogEntry MaxDepthExceeded PolicySettings PostgresHistoryStore ResponseCompleted Rule RunFailed
-        RunFinished RunLocalSingleton RunReport RunResult RunState Runtime RuntimeConfig Scope ScopeError
+        RunFinished RunLocalSingleton RunReport RunResult RunState Runtime RuntimeClosed RuntimeConfig Scope ScopeError
         ScopeMismatch Session SessionBusy SessionError SessionLocalSingleton StoredHistory StreamEvent ToolPolicy
         Toolset ToolsetError ToolsetSpec UnknownHandle Verdict continue_trace current_traceparent entry
         inject_trace_context open_handles reveal run_report tool""",

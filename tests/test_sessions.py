@@ -33,6 +33,7 @@ from llm_do import (
     LlmDoError,
     PostgresHistoryStore,
     Runtime,
+    RuntimeClosed,
     RuntimeConfig,
     Scope,
     Session,
@@ -882,8 +883,9 @@ async def test_a_run_whose_session_was_loading_when_the_runtime_closed_never_sta
     await store.loading.wait()
     await runtime.aclose()  # nothing in flight yet: it closes at once
     store.answer.set()
-    with pytest.raises(RuntimeError, match="this Runtime is closed"):
+    with pytest.raises(RuntimeError, match="this Runtime is closed") as raised:
         await late
+    assert isinstance(raised.value, RuntimeClosed) and isinstance(raised.value, LlmDoError)
     assert log == [] and dict(runtime.sessions) == {}
 
 

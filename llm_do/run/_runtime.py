@@ -19,7 +19,7 @@ from pydantic_ai.usage import RunUsage
 from .. import tracing
 from ..approvals import Approver, ToolPolicy, Verdict, check_approver
 from ..di import Container, RuntimeConfig, ToolsetSource
-from ..errors import ConfigurationError, ScopeError
+from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
 from ..scopes import Observer, Sink, current_box, trackers, wait_out
@@ -226,7 +226,7 @@ class Runtime:
         live: LiveRun | None = None,
     ) -> RunResult:
         if self._closed:
-            raise RuntimeError("this Runtime is closed; create a new one")
+            raise RuntimeClosed
         if approver is not None:
             check_approver(approver)
         name = entry if isinstance(entry, str) else entry.name
@@ -240,7 +240,7 @@ class Runtime:
             check_call(handed, self.config.attachments)
         held = None if session is None else await self._free_session(session, message_history)
         if self._closed:  # it closed while the session's history loaded: this run never starts
-            raise RuntimeError("this Runtime is closed; create a new one")
+            raise RuntimeClosed
         run = self._run_scope(target, held, approver, live)
         task = asyncio.get_running_loop().create_task(
             self._run(run, target, input_data, message_history, trace_parent, handed),

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ..approvals import Approver, check_approver
+from ..errors import RuntimeClosed
 from ..scopes import ScopeOwner, Sink, SystemTasks
 from ._history import HistoryStore
 from ._session import Session, SessionBusy, SessionRuntime
@@ -64,7 +65,7 @@ class SessionRegistry:
             check_approver(approver)
         while True:
             if self.closed:  # (checked again after a load: the runtime may have closed meanwhile)
-                raise RuntimeError("this Runtime is closed; create a new one")
+                raise RuntimeClosed
             closing = self._closing_ids.get(session_id)
             if closing is not None:  # its run may still be going: one run at a time, its history saved first
                 if closing[0].running_here():
