@@ -23,6 +23,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
 from ..errors import ConfigurationError
+from ..models.observed import ObservedModel
 from ..models.replay import ReplayModel
 
 __all__ = ["DeferredModel", "MissingApiKey", "matches_any", "model_id", "model_problem", "resolve_model"]
@@ -132,9 +133,12 @@ def model_problem(name: str, *, installed: bool = False) -> str | None:
 
 
 def model_id(model: Model | str) -> str:
-    """`provider:name` of a model, as `compatible_models` patterns see it."""
+    """`provider:name` of a model, as `compatible_models` patterns see it; a model that records or journals
+    another (`--record`) is named as the model it wraps."""
     if isinstance(model, str):
         return model
+    while isinstance(model, ObservedModel):
+        model = model.wrapped
     if isinstance(model, DeferredModel):
         return model._name
     name = model.model_name
