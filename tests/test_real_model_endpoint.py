@@ -29,3 +29,31 @@ def test_the_model_is_named_alike_with_and_without_record(tmp_path: Path) -> Non
         assert server.served == ANSWERED
         names.append(json.loads(ran.stdout)["calls"][0]["model"])
     assert names == ["openai-chat:qwen", "openai-chat:qwen"]
+
+
+def test_a_recording_keeps_nothing_of_the_endpoint_and_replays_the_same(tmp_path: Path) -> None:
+    project = desk(tmp_path / "desk")
+    recording = tmp_path / "session.json"
+    with recorded_server(exchanges(), ANSWERED) as (url, server):
+        gateway = url.replace("/v1", "/gw-token-5f3e9a/v1")  # an internal gateway, a token in its path
+        live = llm_do(
+            "run", project, "What is on the todo list? It is in todo.md.", "--entry", "files",
+            "-m", "openai-chat:qwen", "-v", "--json", "--record", recording,
+            env={"LLM_DO_OPENAI_BASE_URL": gateway},
+        )  # fmt: skip
+    assert live.returncode == 0, live.stderr
+    assert server.received[0].path == "/gw-token-5f3e9a/v1/chat/completions"
+    saved = recording.read_text()
+    for kept in ("gw-token-5f3e9a", "127.0.0.1", "chatcmpl-"):
+        assert kept not in saved
+    responses = [item["response"] for item in json.loads(saved)["responses"]]
+    assert {(r["provider_url"], r["provider_response_id"], r["provider_details"]) for r in responses} == {(None,) * 3}
+    assert [response["model_name"] for response in responses] == ["qwen", "qwen"]  # what replay shows is kept
+
+    replayed = llm_do(
+        "run", project, "What is on the todo list? It is in todo.md.", "--entry", "files",
+        "-m", f"replay:{recording}", "--json",
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    first, second = json.loads(live.stdout), json.loads(replayed.stdout)
+    assert (second["output"], second["usage"]) == (first["output"], first["usage"])
