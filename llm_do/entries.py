@@ -14,7 +14,9 @@ from pydantic_ai.toolsets import FunctionToolset
 from .attachments import TAKES_ATTACHMENTS, check_model, prompt_with
 from .call import CallScope, Entry
 from .errors import ToolsetError
-from .events import AgentStarted
+from .events import AgentStarted, CallWarning
+from .limits import ModelRules
+from .models.guard import ModelGuard
 
 __all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset"]
 
@@ -79,9 +81,15 @@ class AgentEntry(_Described):
         toolsets: Sequence[str] = (),
         schema_in: type[BaseModel] | None = None,
         description: str | None = None,
+        rules: ModelRules | None = None,
+        takes_attachments: bool = False,
     ) -> None:
         super().__init__(name=name, toolsets=toolsets, schema_in=schema_in, description=description)
         self.agent = agent
+        self.rules = rules or ModelRules()
+        """Limits and reply checks of this entry's model over the runtime's (see `llm_do.limits`)."""
+        self.takes_attachments = takes_attachments
+        """Whether another agent calling this entry as a tool is always offered its `attachments` parameter."""
         if agent.name is None:
             agent.name = name
         self._renamed = agent.name != name
@@ -112,27 +120,37 @@ class AgentEntry(_Described):
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
             renamed.__enter__()
+        rules = self.rules.over(scope.config.rules)
+        told = None if sink is None else lambda warning: sink.emit(CallWarning(scope.tag(), warning))
+        guard = ModelGuard(self._name, agent, rules, model if agent.model is None else agent.model, told)
         try:
-            with capture_run_messages() as captured:
+            with capture_run_messages() as captured, guard.watching():
                 try:
                     result = await agent.run(
                         prompt,
                         message_history=scope.message_history,
                         toolsets=scope.toolsets,
-                        capabilities=scope.capabilities,
+                        capabilities=guard.capabilities(scope.capabilities),
                         deps=scope,
                         usage=scope.state.usage,
-                        model=model,
+                        usage_limits=guard.usage_limits,
+                        timeout=guard.timeout,
+                        model=guard.model,
                         event_stream_handler=scope.event_stream_handler,
                     )
-                except BaseException:
+                except BaseException as error:
                     scope.messages = _added(captured, scope.message_history)  # for the call's usage and log
+                    limit = guard.limit_error(error)
+                    if limit is not None:
+                        raise limit from error
                     raise
+            scope.messages = result.new_messages()
+            scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends
+            guard.checked(result.output, scope.all_messages)
         finally:
             if renamed is not None:
                 renamed.__exit__(None, None, None)
-        scope.messages = result.new_messages()
-        scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends
+            scope.warnings.extend(guard.warnings)  # what the call's record says of its replies
         return result.output
 
 

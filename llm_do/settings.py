@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as _ParseError
 
 from .errors import InvalidSettings
+from .limits import ModelLimits, ModelRules, SuspectOutput
 from .policy import PolicySettings
 
 __all__ = [
@@ -102,6 +103,9 @@ _FORMS: dict[str, tuple[str, str]] = {
     "shell_timeout": ("a number of seconds > 0", "30"),
     "openai_base_url": ("a URL with a scheme", "http://localhost:8000/v1"),
     "openai_api_key": ("the API key of the OpenAI-compatible server", "sk-..."),
+    "limits": ("JSON, or one variable per limit", '{"max_tokens": 8192}'),
+    "suspect_output": ("one of flag, retry", "flag"),
+    "text_tool_calls": ("true or false", "false"),
 }
 
 
@@ -194,6 +198,13 @@ class LlmDoSettings(BaseSettings):
     """Base URL of an OpenAI-compatible server, used for `openai:` models (e.g. a local vLLM or Ollama)."""
     openai_api_key: SecretStr | None = None
     """API key for `openai:` models; a secret, shown as `**********`. Unset: OpenAI's own OPENAI_API_KEY."""
+    limits: ModelLimits = ModelLimits()
+    """Limits on model replies, requests and runs (`LLM_DO_LIMITS__MAX_TOKENS`, ...; see docs/local-models.md)."""
+    suspect_output: SuspectOutput = "flag"
+    """A final reply that looks like an unexecuted tool call or an echoed prompt: `flag` it, or `retry` (the model
+    is told and asked again)."""
+    text_tool_calls: bool = False
+    """Run a reply that is only a JSON call to one of the call's tools as that call (for small local models)."""
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -309,6 +320,17 @@ class RuntimeConfig:
     """Seconds a session may stay without a run before it closes."""
     stream_buffer: int = 256
     """Model events a live run holds for its consumer before the run waits for it."""
+    limits: ModelLimits = field(default_factory=ModelLimits, hash=False)
+    """Limits on model replies, requests and runs, for entries that set none of their own."""
+    suspect_output: SuspectOutput = "flag"
+    """What a final reply that looks like an unexecuted tool call or an echoed prompt does: `flag` or `retry`."""
+    text_tool_calls: bool = False
+    """Whether a reply that is only a JSON call to one of the call's tools is run as that call."""
+
+    @property
+    def rules(self) -> ModelRules:
+        """`limits`, `suspect_output` and `text_tool_calls` as the rules entries lay their own over."""
+        return ModelRules.of_settings(self.limits, self.suspect_output, self.text_tool_calls)
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:

@@ -7,9 +7,11 @@ appearance, as llm-do's own replay keys do; a handle in the recorded response be
 at the same position. Tool schemas, model settings and headers are not compared: what llm-do sent
 is kept in `received` for the test to check.
 
-The server answers only the exchanges it is given (`RecordedServer(exchanges(), [2, 3, 4])`), each
+The server answers only the exchanges it is given (`recorded_server(exchanges(), [2, 3, 4])`), each
 once, in order when several fit: the log holds the same first request asked several times, each
-answered differently. A request nothing answers gets a 500 whose body says what was asked.
+answered differently. A request nothing answers gets the next of the `borrowed` responses (recorded
+answers to another conversation, for a turn the recorded model never saw: what a model says after
+llm-do's own retry prompt), else a 500 whose body says what was asked.
 
 `drip` serves a runaway reply instead: the recorded text of an exchange streamed one small delta
 at a time, again and again, until the client goes away (`gone` is then set).
@@ -80,6 +82,7 @@ class RecordedServer:
     """The answers a server has left, and what it was sent."""
 
     answers: list[Exchange]
+    borrowed: list[Exchange] = field(default_factory=list)
     drip: Exchange | None = None
     drip_delay: float = 0.02
     received: list[Received] = field(default_factory=list)
@@ -115,6 +118,11 @@ def _handler(server: RecordedServer) -> type[BaseHTTPRequestHandler]:
                 self._drip(server.drip)
                 return
             found = server.take(body)
+            if found is None and server.borrowed:
+                with server.lock:
+                    lent = server.borrowed.pop(0)
+                    server.served.append(lent.number)
+                found = lent, []
             if found is None:
                 message = {"error": {"message": f"no recorded answer for: {conversation_key(body)[0][-600:]}"}}
                 self._send(500, "application/json", json.dumps(message).encode())
@@ -159,11 +167,15 @@ def _handler(server: RecordedServer) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def recorded_server(
-    recorded: Sequence[Exchange], numbers: Sequence[int] = (), *, drip: int | None = None
+    recorded: Sequence[Exchange], numbers: Sequence[int] = (), *, borrowed: Sequence[int] = (), drip: int | None = None
 ) -> Iterator[tuple[str, RecordedServer]]:
-    """A server on loopback answering with the recorded exchanges `numbers` (or dripping exchange `drip`): its
-    base URL (`http://127.0.0.1:PORT/v1`) and its state."""
-    state = RecordedServer([recorded[n] for n in numbers], drip=recorded[drip] if drip is not None else None)
+    """A server on loopback answering with the recorded exchanges `numbers`, then `borrowed` ones (or dripping
+    exchange `drip`): its base URL (`http://127.0.0.1:PORT/v1`) and its state."""
+    state = RecordedServer(
+        [recorded[n] for n in numbers],
+        [recorded[n] for n in borrowed],
+        drip=recorded[drip] if drip is not None else None,
+    )
     http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     http.daemon_threads = True
     thread = threading.Thread(target=http.serve_forever, daemon=True)

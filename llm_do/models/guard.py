@@ -1,0 +1,325 @@
+"""`ModelGuard`: what every agent run of an entry is held to, and what it says about its reply.
+
+`AgentEntry` runs its agent through a guard, which
+
+- gives the model `GuardedModel`, whose settings carry the default `max_tokens` and `request_timeout` beneath
+  the model's and the agent's own, and whose failed connection names the server's address (a password in it
+  hidden), the setting that named it and how long the client tried;
+- passes pydantic-ai the run's `UsageLimits` (`run_requests`, `run_tokens`) and, to the outermost agent run,
+  the `run_timeout`;
+- turns pydantic-ai's limit errors into `LimitExceeded` errors naming the limit and its setting;
+- flags a final reply that looks like an unexecuted tool call or an echoed prompt (`textcalls`), and with
+  `suspect_output=retry` asks the model again, or with `text_tool_calls` runs the call it wrote as JSON: those
+  two need pydantic-ai's `after_model_request` hook, a capability, passed only when one of them is on.
+
+The guard of the agent run now going is current in a context variable: a `GuardedModel` installed elsewhere
+(a job's journal model wraps one) finds it there.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import (
+    ModelConnectionError,
+    ModelRequestTimeout,
+    OutputTokenLimitExceeded,
+    RunTimedOut,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import UsageLimits
+
+from ..lending import current_run_context
+from ..limits import (
+    LimitExceeded,
+    ModelRules,
+    ReplyTooLong,
+    RequestTookTooLong,
+    RunOverLimit,
+    RunTookTooLong,
+)
+from .textcalls import sent_texts, suspicion, written_call
+
+__all__ = ["GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of", "shown_url"]
+
+_CURRENT: ContextVar[ModelGuard | None] = ContextVar("llm_do_model_guard", default=None)
+
+
+class ModelUnreachable(ModelConnectionError):
+    """The model's server could not be reached (or its reply could not be read): the message names its address,
+    the setting that named it and how long the client tried."""
+
+
+class RepliesRefused(UnexpectedModelBehavior):
+    """With `suspect_output=retry`, the model's replies kept looking like unexecuted tool calls or echoed prompts
+    until its output retries ran out."""
+
+
+def shown_url(url: str) -> str:
+    """`url` with the password of its user part hidden (`http://me:***@host/v1`)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def endpoint_of(model: Model) -> tuple[str | None, str | None]:
+    """The server `model` sends its requests to (its base URL, if it has one) and the setting that named it:
+    an `endpoint_setting` a wrapper declares (`LLM_DO_OPENAI_BASE_URL`), else `OPENAI_BASE_URL` when that is the
+    address, else None (given in code, or the provider's default)."""
+    setting: str | None = None
+    current: Model = model
+    while True:
+        setting = setting or getattr(current, "endpoint_setting", None)
+        if not isinstance(current, WrapperModel):
+            break
+        current = current.wrapped
+    try:
+        url = model.base_url
+    except Exception:  # a model that cannot be built says why elsewhere
+        url = None
+    if setting is None and url and os.environ.get("OPENAI_BASE_URL", "").rstrip("/") == url.rstrip("/"):
+        setting = "OPENAI_BASE_URL"
+    return url, setting
+
+
+class GuardedModel(WrapperModel):
+    """A model held by the guard of the agent run now going (if any): its default settings beneath the model's
+    own, its connection failures explained, its requests and replies noted for the guard's checks."""
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        own = self.wrapped.settings
+        guard = _CURRENT.get()
+        if guard is None or not guard.defaults:
+            return own
+        merged: dict[str, Any] = {**guard.defaults, **(own or {})}
+        return merged  # type: ignore[return-value]
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        started = time.monotonic()
+        try:
+            response = await super().request(messages, model_settings, model_request_parameters)
+        except ModelConnectionError as error:
+            raise self._unreachable(error, started) from error
+        _noted(model_request_parameters, response)
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        started = time.monotonic()
+        try:
+            async with super().request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as stream:
+                yield stream
+        except ModelConnectionError as error:
+            if isinstance(error, ModelUnreachable):
+                raise
+            raise self._unreachable(error, started) from error
+        _noted(model_request_parameters, stream.get())
+
+    def _unreachable(self, error: ModelConnectionError, started: float) -> ModelUnreachable:
+        url, setting = endpoint_of(self.wrapped)
+        where = shown_url(url) if url else "its server"
+        named = f" (set by {setting})" if setting else " (the model's provider default)" if url else ""
+        cause = _innermost(error)
+        reading = getattr(error, "phase", None) == "read"
+        what = "lost the connection to" if reading else "could not connect to"
+        fix = f"set {setting} to the address of a server that runs" if setting else "give the model another address"
+        message = (
+            f"{what} the model server at {where}{named} for model {self.model_name!r}: {cause}; "
+            f"tried for {time.monotonic() - started:.1f} s, the client's retries included. "
+            f"Start the server, or {fix}."
+        )
+        unreachable = ModelUnreachable(self.model_name, message, phase=getattr(error, "phase", None))
+        return unreachable
+
+
+def _innermost(error: BaseException) -> str:
+    """The message of the deepest cause (`[Errno 111] Connection refused`), else the error's own."""
+    found: BaseException = error
+    seen = {id(found)}
+    while found.__cause__ is not None and id(found.__cause__) not in seen:
+        found = found.__cause__
+        seen.add(id(found))
+    text = " ".join(str(found).split())
+    return text or type(found).__name__
+
+
+def _noted(params: ModelRequestParameters, response: ModelResponse) -> None:
+    guard = _CURRENT.get()
+    if guard is not None:
+        guard.tools = frozenset(tool.name for tool in params.function_tools)
+        guard.last = response
+
+
+class ModelGuard:
+    """What one agent run of an entry is held to (`rules`) and what it noted; `warnings` are what the call's
+    record, its events and the command say about its reply."""
+
+    def __init__(
+        self,
+        entry: str,
+        agent: Agent[Any, Any],
+        rules: ModelRules,
+        model: Model | str | None,
+        told: Callable[[str], None] | None = None,
+    ) -> None:
+        self.entry = entry
+        self.told = told
+        """Told each warning as it is found (the call's event)."""
+        self.rules = rules
+        own = agent.model_settings if isinstance(agent.model_settings, Mapping) else {}
+        self.own_settings = frozenset(own)
+        """Model settings the agent names itself: they win over the guard's defaults."""
+        self.defaults: dict[str, Any] = {}
+        for name in ("max_tokens", "request_timeout"):
+            if rules.value(name):
+                self.defaults[name] = rules.value(name)
+        self.model = None if model is None else GuardedModel(model)
+        self.tools: frozenset[str] = frozenset()
+        self.last: ModelResponse | None = None
+        self.warnings: list[str] = []
+        self.timeout: float | None = None
+        if current_run_context() is None and rules.value("run_timeout"):
+            self.timeout = float(rules.value("run_timeout"))  # nested agent runs inherit pydantic-ai's deadline
+        requests, tokens = rules.value("run_requests"), rules.value("run_tokens")
+        self.usage_limits = UsageLimits(request_limit=requests or None, total_tokens_limit=tokens or None)
+
+    def warn(self, warning: str) -> None:
+        self.warnings.append(warning)
+        if self.told is not None:
+            self.told(warning)
+
+    def capabilities(self, given: Sequence[AbstractCapability[Any]]) -> list[AbstractCapability[Any]]:
+        """The run's capabilities: `given`, and the reply check when retries or tolerant calls are on."""
+        if self.rules.suspect_output == "retry" or self.rules.text_tool_calls:
+            return [*given, ReplyCheck(self)]
+        return list(given)
+
+    @contextmanager
+    def watching(self) -> Iterator[ModelGuard]:
+        """The guard is current while its agent runs."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+            self.last = None
+
+    def limit_error(self, error: BaseException) -> Exception | None:
+        """The error that pydantic-ai's `error` stands for, naming the limit or the check and its setting
+        (`LimitExceeded`, `RepliesRefused`); None for others."""
+        if isinstance(error, LimitExceeded | RepliesRefused):
+            return None
+        rules = self.rules
+        refused = [warning for warning in self.warnings if warning.endswith("(suspect_output=retry)")]
+        if refused and isinstance(error, UnexpectedModelBehavior) and "Exceeded maximum" in str(error):
+            return RepliesRefused(
+                f"entry {self.entry!r}: the model's replies kept looking like unexecuted tool calls or echoed "
+                f"prompts until its retries ran out ({error}; suspect_output=retry, set by "
+                f"{rules.origin('suspect_output')}). The last: {refused[-1]}. Give the model clearer instructions, "
+                "use one that calls tools, or let text_tool_calls run the calls it writes as JSON "
+                "(docs/local-models.md)."
+            )
+        if isinstance(error, ModelRequestTimeout) and error.setting == "request_timeout":
+            return RequestTookTooLong(self.entry, error.model_name, error.timeout, self._origin("request_timeout"))
+        if isinstance(error, RunTimedOut) and self.timeout is not None:
+            return RunTookTooLong(self.entry, self.timeout, rules.origin("run_timeout"))
+        if isinstance(error, UsageLimitExceeded):
+            limit = "run_requests" if "request_limit" in str(error) else "run_tokens"
+            if "request_limit" in str(error) or "total_tokens_limit" in str(error):
+                detail = str(error).split(". Consider")[0]
+                return RunOverLimit(self.entry, limit, rules.value(limit), rules.origin(limit), detail)
+        mine = "max_tokens" in self.defaults and "max_tokens" not in self.own_settings
+        if isinstance(error, OutputTokenLimitExceeded) and mine:
+            detail = "a tool call was cut off" if "tool call" in str(error) else "it held no usable output"
+            return ReplyTooLong(self.entry, self.defaults["max_tokens"], rules.origin("max_tokens"), detail)
+        return None
+
+    def _origin(self, name: str) -> str:
+        return "the agent's model_settings" if name in self.own_settings else self.rules.origin(name)
+
+    def checked(self, output: Any, messages: Sequence[ModelMessage]) -> list[str]:
+        """What to say about the run's final reply (its `output` and whole conversation), added to `warnings`."""
+        if isinstance(output, str):
+            reason = suspicion(output, self.tools, messages)
+            if reason is not None:
+                self.warn(reason)
+        final = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+        if final is not None and final.finish_reason == "length":
+            cap = self.defaults.get("max_tokens") if "max_tokens" not in self.own_settings else None
+            where = f" max_tokens={cap} ({self.rules.origin('max_tokens')})" if cap else " its token limit"
+            self.warn(f"the reply was cut off at{where}: the output is incomplete")
+        return self.warnings
+
+
+class ReplyCheck(AbstractCapability[Any]):
+    """Looks at each reply that would end the run as text: runs the tool call it is written as (`text_tool_calls`),
+    or asks the model again when it looks like an unexecuted call or an echoed prompt (`suspect_output=retry`)."""
+
+    def __init__(self, guard: ModelGuard) -> None:
+        self.guard = guard
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        params = request_context.model_request_parameters
+        if not params.allow_text_output or any(not isinstance(part, TextPart) for part in response.parts):
+            return response
+        text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
+        tools = frozenset(tool.name for tool in params.function_tools)
+        guard, rules = self.guard, self.guard.rules
+        number = sum(isinstance(message, ModelResponse) for message in ctx.messages) + 1
+        if rules.text_tool_calls:
+            call = written_call(text, tools, sent_texts(ctx.messages))
+            if call is not None:
+                name, arguments = call
+                guard.warn(
+                    f"reply {number} was a call to tool {name!r} written as JSON text; it was run as that call "
+                    f"(text_tool_calls, {rules.origin('text_tool_calls')})"
+                )
+                return replace(response, parts=[ToolCallPart(name, arguments)])
+        if rules.suspect_output == "retry":
+            reason = suspicion(text, tools, ctx.messages)
+            if reason is not None:
+                guard.warn(f"reply {number}: {reason}; the model was asked again (suspect_output=retry)")
+                raise ModelRetry(_steer(reason, tools))
+        return response
+
+
+def _steer(reason: str, tools: frozenset[str]) -> str:
+    """What the model reads when its reply is refused: why, and what to do instead."""
+    listed = ", ".join(sorted(tools)) or "none"
+    return (
+        f"Your reply was not used: {reason.replace('the reply', 'it', 1)}. To use a tool, call it through "
+        f"function calling (your tools: {listed}), not by writing the call in your reply. When you have the "
+        "answer, reply with the answer itself, in plain words."
+    )
