@@ -57,3 +57,26 @@ def test_a_recording_keeps_nothing_of_the_endpoint_and_replays_the_same(tmp_path
     assert replayed.returncode == 0, replayed.stderr
     first, second = json.loads(live.stdout), json.loads(replayed.stdout)
     assert (second["output"], second["usage"]) == (first["output"], first["usage"])
+
+
+def test_a_dead_endpoint_names_its_address_its_setting_and_how_long_it_was_tried(tmp_path: Path) -> None:
+    project = desk(tmp_path / "desk")
+    with recorded_server(exchanges(), ANSWERED) as (url, _):
+        pass  # the server is gone: nothing listens at its address any more
+    address = url.replace("http://", "http://llm:hunter2@")  # a password in the URL
+    ran = llm_do(
+        "run", project, QUESTION, "--entry", "files", "-m", "openai-chat:qwen", "--json",
+        env={"LLM_DO_OPENAI_BASE_URL": address},
+    )  # fmt: skip
+    assert ran.returncode == 1
+    error = json.loads(ran.stdout)["error"]
+    assert "hunter2" not in error and "hunter2" not in ran.stderr
+    shown = url.replace("http://", "http://llm:***@")
+    assert error.startswith(
+        f"ModelUnreachable: could not connect to the model server at {shown} (set by LLM_DO_OPENAI_BASE_URL) "
+        "for model 'qwen' of entry 'files': connection refused (Connect call failed ('127.0.0.1', "
+    )
+    assert " s, the client's retries included. Start the server, or set LLM_DO_OPENAI_BASE_URL to the address" in error
+    tried = float(error.split("tried for ")[1].split(" s,")[0])
+    assert tried > 0
+    assert ran.stderr.strip() == f"llm-do: error: {error}"  # the same line as without --json

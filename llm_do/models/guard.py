@@ -147,14 +147,16 @@ class GuardedModel(WrapperModel):
 
     def _unreachable(self, error: ModelConnectionError, started: float) -> ModelUnreachable:
         url, setting = endpoint_of(self.wrapped)
-        where = shown_url(url) if url else "its server"
+        where = shown_url(url.rstrip("/")) if url else "its server"
         named = f" (set by {setting})" if setting else " (the model's provider default)" if url else ""
         cause = _innermost(error)
         reading = getattr(error, "phase", None) == "read"
         what = "lost the connection to" if reading else "could not connect to"
         fix = f"set {setting} to the address of a server that runs" if setting else "give the model another address"
+        guard = _CURRENT.get()
+        of = f" of entry {guard.entry!r}" if guard is not None else ""
         message = (
-            f"{what} the model server at {where}{named} for model {self.model_name!r}: {cause}; "
+            f"{what} the model server at {where}{named} for model {self.model_name!r}{of}: {cause}; "
             f"tried for {time.monotonic() - started:.1f} s, the client's retries included. "
             f"Start the server, or {fix}."
         )
@@ -163,13 +165,19 @@ class GuardedModel(WrapperModel):
 
 
 def _innermost(error: BaseException) -> str:
-    """The message of the deepest cause (`[Errno 111] Connection refused`), else the error's own."""
+    """What the deepest cause says (`connection refused (Connect call failed ('127.0.0.1', 9))`), else the error."""
     found: BaseException = error
     seen = {id(found)}
-    while found.__cause__ is not None and id(found.__cause__) not in seen:
-        found = found.__cause__
+    while True:
+        below = found.__cause__ or found.__context__
+        if below is None or id(below) in seen:
+            break
+        found = below
         seen.add(id(found))
-    text = " ".join(str(found).split())
+    text = " ".join(str(found.strerror if isinstance(found, OSError) and found.strerror else found).split())
+    named = {ConnectionRefusedError: "connection refused", TimeoutError: "timed out"}.get(type(found))
+    if named is not None and named not in text.lower():
+        text = f"{named} ({text})" if text else named
     return text or type(found).__name__
 
 
