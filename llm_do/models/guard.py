@@ -175,7 +175,8 @@ def _innermost(error: BaseException) -> str:
         found = below
         seen.add(id(found))
     text = " ".join(str(found.strerror if isinstance(found, OSError) and found.strerror else found).split())
-    named = {ConnectionRefusedError: "connection refused", TimeoutError: "timed out"}.get(type(found))
+    names: dict[type[BaseException], str] = {ConnectionRefusedError: "connection refused", TimeoutError: "timed out"}
+    named = names.get(type(found))
     if named is not None and named not in text.lower():
         text = f"{named} ({text})" if text else named
     return text or type(found).__name__
