@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Annotated, Any, TypeVar, overload
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.tools import ToolDefinition, ToolPrepareFunc
 from pydantic_ai.toolsets import FunctionToolset
 
 from .attachments import TAKES_ATTACHMENTS, check_model, prompt_with
@@ -172,9 +174,12 @@ class FunctionEntry(_Described):
         toolsets: Sequence[str] = (),
         schema_in: type[BaseModel] | None = None,
         description: str | None = None,
+        takes_attachments: bool = False,
     ) -> None:
         super().__init__(name=name, toolsets=toolsets, schema_in=schema_in, description=description)
         self.func = func
+        self.takes_attachments = takes_attachments
+        """Whether an agent calling this entry as a tool is always offered its `attachments` parameter."""
 
     async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
         if self._schema_in is not None:
@@ -191,6 +196,7 @@ def entry(
     toolsets: Sequence[str] = (),
     schema_in: type[BaseModel] | None = None,
     description: str | None = None,
+    takes_attachments: bool = False,
 ) -> Callable[[Callable[[CallScope, Any], Awaitable[Any]]], FunctionEntry]: ...
 def entry(
     func: Callable[[CallScope, Any], Awaitable[Any]] | None = None,
@@ -200,13 +206,19 @@ def entry(
     toolsets: Sequence[str] = (),
     schema_in: type[BaseModel] | None = None,
     description: str | None = None,
+    takes_attachments: bool = False,
 ) -> FunctionEntry | Callable[[Callable[[CallScope, Any], Awaitable[Any]]], FunctionEntry]:
     """Turn an async function `(scope, input)` into an entry; name and description default to its own."""
 
     def wrap(f: Callable[[CallScope, Any], Awaitable[Any]]) -> FunctionEntry:
         doc = (f.__doc__ or "").strip() or None
         return FunctionEntry(
-            f, name=name or f.__name__, toolsets=toolsets, schema_in=schema_in, description=description or doc
+            f,
+            name=name or f.__name__,
+            toolsets=toolsets,
+            schema_in=schema_in,
+            description=description or doc,
+            takes_attachments=takes_attachments,
         )
 
     return wrap(func) if func is not None else wrap
@@ -216,8 +228,9 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
     """A stateless toolset with one tool that runs `target` as a child call of the calling scope.
 
     The tool takes the entry's input (`input`, or the fields of its `schema_in` model) and
-    `attachments`: names of files to hand over (see docs/attachments.md). Like every toolset a scope
-    lends out, it is gated by the approval policy of its name (the entry's).
+    `attachments`: names of files to hand over (see docs/attachments.md), offered to the calling model when
+    the entry takes files (`takes_attachments`) or the caller received some to hand on. Like every toolset a
+    scope lends out, it is gated by the approval policy of its name (the entry's).
     """
     schema_in = target.schema_in
     takes = schema_in is None or "attachments" not in schema_in.model_fields  # else the entry's own field wins
@@ -243,7 +256,27 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
     description = target.description or f"Ask the {target.name!r} agent to do a task and return its answer."
     # The typed tool takes one model, which pydantic-ai hands over as its `input` argument.
     metadata = {TAKES_ATTACHMENTS: True if schema_in is None else "input"} if takes else None
-    return FunctionToolset([Tool(call, name=target.name, description=description, takes_ctx=True, metadata=metadata)])
+    offered = not takes or getattr(target, "takes_attachments", False)  # else only to a caller holding files
+    prepare: ToolPrepareFunc[Any] | None = None if offered else _attachments_when_held
+    tool: Tool[Any] = Tool(
+        call, name=target.name, description=description, takes_ctx=True, metadata=metadata, prepare=prepare
+    )
+    return FunctionToolset([tool])
+
+
+def _attachments_when_held(ctx: RunContext[Any], definition: ToolDefinition) -> ToolDefinition:
+    """A tool's `prepare`: its `attachments` parameter is offered only to a caller that received files to hand on.
+
+    An entry that does not take files (`takes_attachments`) gets none from a caller that has none: a small model
+    offered the parameter fills it with `[]`, or drops the question for it. A call that passes it anyway is still
+    accepted (its files are read and handed over as usual)."""
+    if getattr(ctx.deps, "attachments", ()):
+        return definition
+    schema = dict(definition.parameters_json_schema)
+    schema["properties"] = {k: v for k, v in schema.get("properties", {}).items() if k != "attachments"}
+    if "required" in schema:
+        schema["required"] = [name for name in schema["required"] if name != "attachments"]
+    return replace(definition, parameters_json_schema=schema)
 
 
 @functools.cache
