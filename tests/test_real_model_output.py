@@ -4,28 +4,12 @@ again with `suspect_output=retry`, run as the call it is with `text_tool_calls`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from .cli_projects import llm_do
-from .real_model.httplog import exchanges
-from .real_model.projects import desk
-from .real_model.server import RecordedServer, recorded_server
+from .real_model.projects import bank, desk, run
 
 MEETING = "When is the meeting with the auditors? It is in notes.txt."
 TAGGED = [2, 3, 4, 5, 6]  # read_text three times, an empty reply, then `<tool_call>list_dir</tool_call>`
-
-
-def run(
-    project: Path, entry: str, prompt: str, answers: list[int], *, borrowed: tuple[int, ...] = (), **env: str
-) -> tuple[Any, str, int, RecordedServer]:
-    with recorded_server(exchanges(), answers, borrowed=borrowed) as (url, server):
-        ran = llm_do(
-            "run", project, prompt, "--entry", entry, "-m", "openai-chat:qwen", "-v", "--json",
-            env={"LLM_DO_OPENAI_BASE_URL": url, **env},
-        )  # fmt: skip
-    return json.loads(ran.stdout), ran.stderr, ran.returncode, server
 
 
 def test_a_tool_call_written_as_text_is_flagged_in_the_record_the_json_and_the_stream(tmp_path: Path) -> None:
@@ -84,16 +68,6 @@ def test_a_model_that_keeps_writing_calls_as_text_fails_the_run_with_suspect_out
     )
     assert "set by LLM_DO_SUSPECT_OUTPUT" in document["error"]
     assert len(document["calls"][0]["warnings"]) == 2
-
-
-def bank(path: Path) -> str:
-    import sqlite3
-
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE accounts (name TEXT PRIMARY KEY, balance INTEGER)")
-        db.executemany("INSERT INTO accounts VALUES (?, ?)", [("alice", 100), ("carol", 40)])
-    db.close()
-    return f"sqlite:///{path}"
 
 
 def test_text_tool_calls_runs_a_reply_that_is_only_a_json_call_and_nothing_else(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ from ..limits import (
     RunOverLimit,
     RunTookTooLong,
 )
-from .textcalls import sent_texts, suspicion, written_call
+from .textcalls import named_calls, sent_texts, suspicion, written_call
 
 __all__ = ["GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of", "shown_url"]
 
@@ -320,15 +320,22 @@ class ReplyCheck(AbstractCapability[Any]):
             reason = suspicion(text, tools, ctx.messages)
             if reason is not None:
                 guard.warn(f"reply {number}: {reason}; the model was asked again (suspect_output=retry)")
-                raise ModelRetry(_steer(reason, tools))
+                raise ModelRetry(_steer(reason, tools, len(named_calls(text, tools))))
         return response
 
 
-def _steer(reason: str, tools: frozenset[str]) -> str:
-    """What the model reads when its reply is refused: why, and what to do instead."""
+def _steer(reason: str, tools: frozenset[str], calls: int) -> str:
+    """What the model reads when its reply is refused: why, and what to do instead (one call at a time, when it
+    wrote out a whole plan of calls)."""
     listed = ", ".join(sorted(tools)) or "none"
+    one_by_one = (
+        f" You wrote {calls} calls at once: call one tool, wait for its result, then the next, because a later "
+        "call needs what an earlier one returns (a handle, a value); never make such values up."
+        if calls > 1
+        else ""
+    )
     return (
         f"Your reply was not used: {reason.replace('the reply', 'it', 1)}. To use a tool, call it through "
-        f"function calling (your tools: {listed}), not by writing the call in your reply. When you have the "
-        "answer, reply with the answer itself, in plain words."
+        f"function calling (your tools: {listed}), not by writing the call in your reply.{one_by_one} When you "
+        "have the answer, reply with the answer itself, in plain words."
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-__all__ = ["RETRY_PROMPTS", "latest_prompt", "sent_texts", "suspicion", "written_call"]
+__all__ = ["RETRY_PROMPTS", "latest_prompt", "named_calls", "sent_texts", "suspicion", "written_call"]
 
 _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(?P<body>.*)\n```\Z", re.DOTALL)
 _TAGGED = re.compile(r"\A<tool_call>\s*(?P<body>.*?)\s*</tool_call>\Z", re.DOTALL)
@@ -169,11 +169,22 @@ def suspicion(text: str, tools: Collection[str], messages: Sequence[ModelMessage
     return None
 
 
+_CALL_NAME = re.compile(
+    r"[\"'](?:name|function|tool)[\"']\s*:\s*[\"']([A-Za-z_][\w.-]*)[\"']|<name>\s*([A-Za-z_][\w.-]*)\s*</name>"
+)
+
+
 def _named_tools(text: str, tools: Collection[str]) -> Iterator[str]:
-    """Tools named as a call's name in JSON-like text: `"name": "query"`, `'function': 'begin'`."""
-    for found in re.finditer(r"[\"'](?:name|function|tool)[\"']\s*:\s*[\"']([A-Za-z_][\w.-]*)[\"']", text):
-        if found.group(1) in tools:
-            yield found.group(1)
+    """Tools named as a call's name in text: `"name": "query"`, `'function': 'begin'`, `<name>begin</name>`."""
+    for found in _CALL_NAME.finditer(text):
+        name = found.group(1) or found.group(2)
+        if name in tools:
+            yield name
+
+
+def named_calls(text: str, tools: Collection[str]) -> list[str]:
+    """The calls of the call's tools a reply writes out as text (JSON-like or XML-like), in order."""
+    return list(_named_tools(text, tools))
 
 
 def _retry_texts(messages: Sequence[ModelMessage]) -> Iterator[str]:

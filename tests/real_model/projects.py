@@ -1,8 +1,16 @@
-"""The projects the recorded sessions ran: their workers' instructions and files, as they were then."""
+"""The projects the recorded sessions ran (their workers' instructions and files, as they were then), and a run
+of one through the command against the recorded server."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
+from typing import Any
+
+from ..cli_projects import llm_do
+from .httplog import exchanges
+from .server import RecordedServer, recorded_server
 
 FILES = (
     "You are a file assistant. You have NOT seen any file yet. Your first reply must be a tool\n"
@@ -58,3 +66,25 @@ def desk(root: Path, *, extra: dict[str, str] | None = None) -> Path:
     (root / "asker.worker").write_text(worker("asker", ASKER, ["reader"], extra=more.get("asker", "")))
     (root / "clerk.worker").write_text(worker("clerk", CLERK, ["sql"], extra=more.get("clerk", "")))
     return root
+
+
+def run(
+    project: Path, entry: str, prompt: str, answers: list[int], *, borrowed: tuple[int, ...] = (), **env: str
+) -> tuple[Any, str, int, RecordedServer]:
+    """`llm-do run PROJECT PROMPT --entry ENTRY -m openai-chat:qwen -v --json` against a server answering with the
+    recorded exchanges `answers` (then `borrowed`): the JSON document, stderr, the exit code and the server."""
+    with recorded_server(exchanges(), answers, borrowed=borrowed) as (url, server):
+        ran = llm_do(
+            "run", project, prompt, "--entry", entry, "-m", "openai-chat:qwen", "-v", "--json",
+            env={"LLM_DO_OPENAI_BASE_URL": url, **env},
+        )  # fmt: skip
+    return json.loads(ran.stdout), ran.stderr, ran.returncode, server
+
+
+def bank(path: Path) -> str:
+    """A SQLite file with the clerk's table (alice 100, carol 40); its URL."""
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE accounts (name TEXT PRIMARY KEY, balance INTEGER)")
+        db.executemany("INSERT INTO accounts VALUES (?, ?)", [("alice", 100), ("carol", 40)])
+    db.close()
+    return f"sqlite:///{path}"
