@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.models.function import FunctionModel
 
 from containers import BuiltinToolsets
 from llm_do import AgentEntry, Runtime, RuntimeConfig
@@ -138,3 +140,21 @@ async def test_a_reply_that_is_only_a_json_call_is_run_in_a_plain_run(tmp_path: 
     returned = [p.content for m in result.messages for p in getattr(m, "parts", ()) if isinstance(p, ToolReturnPart)]
     assert returned == ["The meeting is on Thursday.\n"]
     assert result.calls[0].usage.tool_calls == 1
+
+
+class Verdict(BaseModel):
+    faithful: bool
+    wrong_bar: str | None = None
+
+
+async def test_a_json_call_of_the_output_tool_gives_the_output() -> None:
+    written = '{"name": "final_result", "arguments": {"faithful": false, "wrong_bar": "March"}}'
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart(written)]))
+    reviewer = AgentEntry(Agent(model, output_type=Verdict), name="reviewer")
+    async with Runtime(None, entries=[reviewer], config=RuntimeConfig(text_tool_calls=True)) as runtime:
+        result = await runtime.run("reviewer", "Is the chart right?")
+    assert result.output == Verdict(faithful=False, wrong_bar="March")
+    assert result.calls[0].warnings == (
+        "reply 1 was a call to tool 'final_result' written as JSON text; it was run as that call "
+        "(text_tool_calls, LLM_DO_TEXT_TOOL_CALLS)",
+    )

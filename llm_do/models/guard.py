@@ -301,14 +301,15 @@ class ReplyCheck(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
         params = request_context.model_request_parameters
-        if not params.allow_text_output or any(not isinstance(part, TextPart) for part in response.parts):
+        if not response.parts or any(not isinstance(part, TextPart) for part in response.parts):
             return response
         text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
         tools = frozenset(tool.name for tool in params.function_tools)
         guard, rules = self.guard, self.guard.rules
         number = sum(isinstance(message, ModelResponse) for message in ctx.messages) + 1
-        if rules.text_tool_calls:
-            call = written_call(text, tools, sent_texts(ctx.messages))
+        if rules.text_tool_calls:  # a call of an output tool (`final_result`) counts too: it gives the output
+            callable_tools = tools | {tool.name for tool in params.output_tools}
+            call = written_call(text, callable_tools, sent_texts(ctx.messages))
             if call is not None:
                 name, arguments = call
                 guard.warn(
@@ -316,7 +317,7 @@ class ReplyCheck(AbstractCapability[Any]):
                     f"(text_tool_calls, {rules.origin('text_tool_calls')})"
                 )
                 return replace(response, parts=[ToolCallPart(name, arguments)])
-        if rules.suspect_output == "retry":
+        if rules.suspect_output == "retry" and params.allow_text_output:
             reason = suspicion(text, tools, ctx.messages)
             if reason is not None:
                 guard.warn(f"reply {number}: {reason}; the model was asked again (suspect_output=retry)")

@@ -8,7 +8,7 @@ why a final reply looks like that; `written_call` reads the one form that can sa
   between `<tool_call>` and `</tool_call>` (Qwen's and Hermes' own format);
 - its keys are `name` (or `function`) and, optionally, `arguments` (or `parameters`): a JSON object, or a
   string holding one; no other key;
-- the name is one of the call's tools;
+- the name is one of the call's tools (or its output tool, `final_result`, when it has an output type);
 - the reply is not something the model was sent: not a tool's result, not a prompt of the conversation.
 """
 
