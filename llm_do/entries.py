@@ -146,9 +146,9 @@ class AgentEntry(_Described):
                     if limit is not None:
                         raise limit from error
                     raise
-            scope.messages = result.new_messages()
-            scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends
-            guard.checked(result.output, scope.all_messages)
+                scope.messages = result.new_messages()
+                scope.all_messages = list(result.all_messages())  # pydantic-ai's list is emptied when the call ends
+                guard.checked(result.output, scope.all_messages)
         finally:
             if renamed is not None:
                 renamed.__exit__(None, None, None)

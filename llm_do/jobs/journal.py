@@ -19,7 +19,6 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model, infer_model
 
 from ..entries import AgentEntry
-from ..models.guard import GuardedModel
 from ..models.journal import Journal, JournalEntry, JournalModel, JournalUnreachable
 from ..models.recording import RecordedResponse
 from ..runtime import Runtime
@@ -141,8 +140,7 @@ class JobJournals:
         """Inside the block, the model requests of a run of `entry` on `runtime` go through `journal`."""
         with ExitStack() as stack:
             for agent, model in self._plan(runtime, entry):
-                # The guard's model inside: what the journal keys and replays is what the agent's run sends.
-                stack.enter_context(agent.override(model=JournalModel(GuardedModel(model), journal)))
+                stack.enter_context(agent.override(model=JournalModel(model, journal)))
             yield
 
     def _plan(self, runtime: Runtime, entry: str) -> list[tuple[Agent[Any, Any], Model]]:

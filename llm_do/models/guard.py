@@ -12,8 +12,9 @@
   `suspect_output=retry` asks the model again, or with `text_tool_calls` runs the call it wrote as JSON: those
   two need pydantic-ai's `after_model_request` hook, a capability, passed only when one of them is on.
 
-The guard of the agent run now going is current in a context variable: a `GuardedModel` installed elsewhere
-(a job's journal model wraps one) finds it there.
+The guard of the agent run now going is current in a context variable, where its `GuardedModel` finds it. An
+`Agent.override(model=...)` (a job's journal model) replaces the guard's model for the run: the run's limits and
+checks still hold, but not the default `max_tokens` and `request_timeout`, nor the named unreachable server.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pydantic_ai.exceptions import (
     UsageLimitExceeded,
 )
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse, infer_model
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
@@ -100,7 +101,26 @@ def endpoint_of(model: Model) -> tuple[str | None, str | None]:
 
 class GuardedModel(WrapperModel):
     """A model held by the guard of the agent run now going (if any): its default settings beneath the model's
-    own, its connection failures explained, its requests and replies noted for the guard's checks."""
+    own, its connection failures explained, its requests and replies noted for the guard's checks. A model named
+    by a string is built when first used (an `Agent.override` may mean it never is)."""
+
+    def __init__(self, wrapped: Model | str) -> None:
+        if isinstance(wrapped, Model):
+            super().__init__(wrapped)
+            return
+        Model.__init__(self)  # not WrapperModel's: it would build the model now
+        self._name = wrapped
+
+    @property
+    def wrapped(self) -> Model:
+        built = self.__dict__.get("_built")
+        if built is None:
+            built = self.__dict__["_built"] = infer_model(self._name)
+        return built
+
+    @wrapped.setter
+    def wrapped(self, model: Model) -> None:
+        self.__dict__["_built"] = model
 
     @property
     def settings(self) -> ModelSettings | None:
@@ -235,13 +255,14 @@ class ModelGuard:
 
     @contextmanager
     def watching(self) -> Iterator[ModelGuard]:
-        """The guard is current while its agent runs."""
+        """The guard is current while its agent runs; then it lets go of all but its warnings (a copy of the run's
+        context that outlives it, in a timer or a thread, still refers to the guard)."""
         token = _CURRENT.set(self)
         try:
             yield self
         finally:
             _CURRENT.reset(token)
-            self.last = None
+            self.last, self.model, self.told = None, None, None
 
     def limit_error(self, error: BaseException) -> Exception | None:
         """The error that pydantic-ai's `error` stands for, naming the limit or the check and its setting
