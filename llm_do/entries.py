@@ -128,18 +128,18 @@ class AgentEntry(_Described):
         try:
             with capture_run_messages() as captured, guard.watching():
                 try:
-                    result = await agent.run(
-                        prompt,
-                        message_history=scope.message_history,
-                        toolsets=scope.toolsets,
-                        capabilities=guard.capabilities(scope.capabilities),
-                        deps=scope,
-                        usage=scope.state.usage,
-                        usage_limits=guard.usage_limits,
-                        timeout=guard.timeout,
-                        model=guard.model,
-                        event_stream_handler=scope.event_stream_handler,
-                    )
+                    async with guard.run_deadline():
+                        result = await agent.run(
+                            prompt,
+                            message_history=scope.message_history,
+                            toolsets=scope.toolsets,
+                            capabilities=guard.capabilities(scope.capabilities),
+                            deps=scope,
+                            usage=scope.state.usage,
+                            usage_limits=guard.usage_limits,
+                            model=guard.model,
+                            event_stream_handler=scope.event_stream_handler,
+                        )
                 except BaseException as error:
                     scope.messages = _added(captured, scope.message_history)  # for the call's usage and log
                     limit = guard.limit_error(error)

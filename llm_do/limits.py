@@ -43,7 +43,7 @@ class ModelLimits(BaseModel):
     """Tokens one reply may have (the `max_tokens` model setting, unless the agent's own settings name one)."""
     request_timeout: float = Field(default=600.0, ge=0)
     """Seconds one model request may take, from sending it to the last byte of a streamed reply, retries included
-    (the `request_timeout` model setting, unless the agent's own settings name one)."""
+    (unless the model settings name pydantic-ai's own `request_timeout`, which then applies)."""
     run_timeout: float = Field(default=3600.0, ge=0)
     """Seconds a run may take, from its first agent run's start (nested calls included)."""
     run_requests: int = Field(default=50, ge=0)

@@ -45,7 +45,7 @@ async def test_a_reply_cut_off_at_the_token_cap_is_flagged_naming_the_limit() ->
     writer = AgentEntry(Agent(FunctionModel(capped)), name="writer")
     async with Runtime(None, entries=[writer], config=RuntimeConfig(limits=ModelLimits(max_tokens=64))) as runtime:
         result = await runtime.run("writer", "Write.")
-    assert seen == [{"max_tokens": 64, "request_timeout": 600.0}]
+    assert seen == [{"max_tokens": 64}]
     assert result.output == "The answer is"
     assert result.calls[0].warnings == (
         "the reply was cut off at max_tokens=64 (LLM_DO_LIMITS__MAX_TOKENS): the output is incomplete",

@@ -2,23 +2,29 @@
 
 `AgentEntry` runs its agent through a guard, which
 
-- gives the model `GuardedModel`, whose settings carry the default `max_tokens` and `request_timeout` beneath
-  the model's and the agent's own, and whose failed connection names the server's address (a password in it
-  hidden), the setting that named it and how long the client tried;
-- passes pydantic-ai the run's `UsageLimits` (`run_requests`, `run_tokens`) and, to the outermost agent run,
-  the `run_timeout`;
+- gives the model `GuardedModel`, whose settings carry the default `max_tokens` beneath the model's and the
+  agent's own, which ends a request (a streamed reply included) at `request_timeout` unless the settings name
+  one, and whose failed connection names the server's address (a password in it hidden), the setting that
+  named it and how long the client tried;
+- passes pydantic-ai the run's `UsageLimits` (`run_requests`, `run_tokens`) and ends the outermost agent run
+  at `run_timeout`;
 - turns pydantic-ai's limit errors into `LimitExceeded` errors naming the limit and its setting;
 - flags a final reply that looks like an unexecuted tool call or an echoed prompt (`textcalls`), and with
   `suspect_output=retry` asks the model again, or with `text_tool_calls` runs the call it wrote as JSON: those
   two need pydantic-ai's `after_model_request` hook, a capability, passed only when one of them is on.
 
-The guard of the agent run now going is current in a context variable, where its `GuardedModel` finds it. An
-`Agent.override(model=...)` (a job's journal model) replaces the guard's model for the run: the run's limits and
-checks still hold, but not the default `max_tokens` and `request_timeout`, nor the named unreachable server.
+Both deadlines are timers armed in an empty context: a cancelled timer stays in the event loop until its
+deadline, and must keep nothing of the run (pydantic-ai's own `request_timeout` and run `timeout` arm theirs in
+the run's context). The guard of the agent run now going is current in a context variable, where its
+`GuardedModel` finds it. An `Agent.override(model=...)` (a job's journal model) replaces the guard's model for
+the run: the run's limits and checks still hold, but not the default `max_tokens` and `request_timeout`, nor
+the named unreachable server.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -34,7 +40,6 @@ from pydantic_ai.exceptions import (
     ModelConnectionError,
     ModelRequestTimeout,
     OutputTokenLimitExceeded,
-    RunTimedOut,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
@@ -68,6 +73,17 @@ class ModelUnreachable(ModelConnectionError):
 class RepliesRefused(UnexpectedModelBehavior):
     """With `suspect_output=retry`, the model's replies kept looking like unexecuted tool calls or echoed prompts
     until its output retries ran out."""
+
+
+@asynccontextmanager
+async def _deadline(seconds: float | None) -> AsyncIterator[asyncio.Timeout | None]:
+    """`asyncio.timeout(seconds)` whose timer is armed in an empty context (nothing when `seconds` is None)."""
+    if seconds is None:
+        yield None
+        return
+    async with asyncio.timeout(None) as timeout:
+        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
+        yield timeout
 
 
 def shown_url(url: str) -> str:
@@ -138,10 +154,15 @@ class GuardedModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         started = time.monotonic()
+        guard = _CURRENT.get()
+        seconds = guard.request_deadline(model_settings) if guard is not None else None
         try:
-            response = await super().request(messages, model_settings, model_request_parameters)
+            async with _deadline(seconds) as deadline:
+                response = await super().request(messages, model_settings, model_request_parameters)
         except ModelConnectionError as error:
             raise self._unreachable(error, started) from error
+        except TimeoutError as error:
+            raise self._too_long(error, deadline, guard, seconds) from error
         _noted(model_request_parameters, response)
         return response
 
@@ -154,16 +175,29 @@ class GuardedModel(WrapperModel):
         run_context: RunContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
         started = time.monotonic()
+        guard = _CURRENT.get()
+        seconds = guard.request_deadline(model_settings) if guard is not None else None
         try:
-            async with super().request_stream(
-                messages, model_settings, model_request_parameters, run_context
-            ) as stream:
-                yield stream
+            async with (
+                _deadline(seconds) as deadline,
+                super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream,
+            ):
+                yield stream  # the deadline covers reading the stream to its end
         except ModelConnectionError as error:
             if isinstance(error, ModelUnreachable):
                 raise
             raise self._unreachable(error, started) from error
+        except TimeoutError as error:
+            raise self._too_long(error, deadline, guard, seconds) from error
         _noted(model_request_parameters, stream.get())
+
+    def _too_long(
+        self, error: TimeoutError, deadline: asyncio.Timeout | None, guard: ModelGuard | None, seconds: float | None
+    ) -> Exception:
+        """The guard's `RequestTookTooLong` when its deadline ran out; any other timeout as it was."""
+        if deadline is None or not deadline.expired() or guard is None or seconds is None:
+            return error
+        return RequestTookTooLong(guard.entry, self.model_name, seconds, guard.rules.origin("request_timeout"))
 
     def _unreachable(self, error: ModelConnectionError, started: float) -> ModelUnreachable:
         url, setting = endpoint_of(self.wrapped)
@@ -229,16 +263,16 @@ class ModelGuard:
         self.own_settings = frozenset(own)
         """Model settings the agent names itself: they win over the guard's defaults."""
         self.defaults: dict[str, Any] = {}
-        for name in ("max_tokens", "request_timeout"):
-            if rules.value(name):
-                self.defaults[name] = rules.value(name)
+        if rules.value("max_tokens"):
+            self.defaults["max_tokens"] = rules.value("max_tokens")
+        self.request_timeout: float | None = float(rules.value("request_timeout")) or None
         self.model = None if model is None else GuardedModel(model)
         self.tools: frozenset[str] = frozenset()
         self.last: ModelResponse | None = None
         self.warnings: list[str] = []
         self.timeout: float | None = None
         if current_run_context() is None and rules.value("run_timeout"):
-            self.timeout = float(rules.value("run_timeout"))  # nested agent runs inherit pydantic-ai's deadline
+            self.timeout = float(rules.value("run_timeout"))  # a nested agent run ends with the run that asked it
         requests, tokens = rules.value("run_requests"), rules.value("run_tokens")
         self.usage_limits = UsageLimits(request_limit=requests or None, total_tokens_limit=tokens or None)
 
@@ -252,6 +286,21 @@ class ModelGuard:
         if self.rules.suspect_output == "retry" or self.rules.text_tool_calls:
             return [*given, ReplyCheck(self)]
         return list(given)
+
+    @asynccontextmanager
+    async def run_deadline(self) -> AsyncIterator[None]:
+        """The outermost agent run's `run_timeout`: past it the run is cancelled and `RunTookTooLong` raised."""
+        try:
+            async with _deadline(self.timeout) as timeout:
+                yield
+        except TimeoutError as error:
+            if timeout is None or not timeout.expired() or self.timeout is None:
+                raise
+            raise RunTookTooLong(self.entry, self.timeout, self.rules.origin("run_timeout")) from error
+
+    def request_deadline(self, settings: ModelSettings | None) -> float | None:
+        """The seconds a request may take, unless its settings name a `request_timeout` (pydantic-ai's, then)."""
+        return None if settings and settings.get("request_timeout") is not None else self.request_timeout
 
     @contextmanager
     def watching(self) -> Iterator[ModelGuard]:
@@ -281,8 +330,6 @@ class ModelGuard:
             )
         if isinstance(error, ModelRequestTimeout) and error.setting == "request_timeout":
             return RequestTookTooLong(self.entry, error.model_name, error.timeout, self._origin("request_timeout"))
-        if isinstance(error, RunTimedOut) and self.timeout is not None:
-            return RunTookTooLong(self.entry, self.timeout, rules.origin("run_timeout"))
         if isinstance(error, UsageLimitExceeded):
             limit = "run_requests" if "request_limit" in str(error) else "run_tokens"
             if "request_limit" in str(error) or "total_tokens_limit" in str(error):
