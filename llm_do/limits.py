@@ -56,6 +56,7 @@ _LIMITS = tuple(ModelLimits.model_fields)
 RULE_NAMES = (*_LIMITS, "suspect_output", "text_tool_calls")
 """Every value a `ModelRules` holds."""
 
+_DEFAULTS: dict[str, Any] = {name: field.default for name, field in ModelLimits.model_fields.items()}
 _SETTINGS = {
     **{name: f"LLM_DO_LIMITS__{name.upper()}" for name in ModelLimits.model_fields},
     "suspect_output": "LLM_DO_SUSPECT_OUTPUT",
@@ -87,8 +88,7 @@ class ModelRules:
         return ModelRules({**base.values, **self.values}, {**base.origins, **self.origins})
 
     def value(self, name: str) -> Any:
-        default = ModelLimits.model_fields[name].default if name in ModelLimits.model_fields else None
-        return self.values.get(name, default)
+        return self.values.get(name, _DEFAULTS.get(name))
 
     def origin(self, name: str) -> str:
         return self.origins.get(name, _SETTINGS[name])

@@ -121,22 +121,7 @@ class GuardedModel(WrapperModel):
     by a string is built when first used (an `Agent.override` may mean it never is)."""
 
     def __init__(self, wrapped: Model | str) -> None:
-        if isinstance(wrapped, Model):
-            super().__init__(wrapped)
-            return
-        Model.__init__(self)  # not WrapperModel's: it would build the model now
-        self._name = wrapped
-
-    @property
-    def wrapped(self) -> Model:
-        built = self.__dict__.get("_built")
-        if built is None:
-            built = self.__dict__["_built"] = infer_model(self._name)
-        return built
-
-    @wrapped.setter
-    def wrapped(self, model: Model) -> None:
-        self.__dict__["_built"] = model
+        super().__init__(wrapped if isinstance(wrapped, Model) else _Named(wrapped))
 
     @property
     def settings(self) -> ModelSettings | None:
@@ -216,6 +201,25 @@ class GuardedModel(WrapperModel):
         )
         unreachable = ModelUnreachable(self.model_name, message, phase=getattr(error, "phase", None))
         return unreachable
+
+
+class _Named(WrapperModel):
+    """A model named by a string, built when first used."""
+
+    def __init__(self, name: str) -> None:
+        Model.__init__(self)  # not WrapperModel's: it would build the model now
+        self._name = name
+        self._built: Model | None = None
+
+    @property
+    def wrapped(self) -> Model:
+        if self._built is None:
+            self._built = infer_model(self._name)
+        return self._built
+
+    @wrapped.setter
+    def wrapped(self, model: Model) -> None:
+        self._built = model
 
 
 def _innermost(error: BaseException) -> str:
