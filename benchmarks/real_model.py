@@ -5,8 +5,8 @@
 
 With `URL` and `MODEL`, the checks run against that OpenAI-compatible server. With `GGUF`, a model file you
 downloaded yourself is served on 127.0.0.1 by llama.cpp's `llama-server` (or, when it is not on PATH, by
-llama-cpp-python's `python -m llama_cpp.server`) for the time of the checks. No model is downloaded: none is
-published on PyPI or in Debian as a well-kept, plainly named package.
+llama-cpp-python's `python -m llama_cpp.server`) for the time of the checks. No model is downloaded: no
+well-kept, plainly named package of model weights was found on PyPI or in Debian.
 
 The checks run a copy of `examples/local_model` as `openai-chat:MODEL`, streamed, through llm-do's public API:
 
@@ -212,8 +212,8 @@ def main() -> int:
             2,
             "give an OpenAI-compatible server and a model on it (make real-model URL=http://127.0.0.1:11434/v1 "
             "MODEL=qwen2.5-coder:1.5b, for Ollama), or a GGUF model file to serve here (make real-model "
-            "GGUF=path/to/model.gguf, with llama.cpp's llama-server on PATH). No model is downloaded: none is "
-            "published on PyPI or in Debian as a well-kept, plainly named package. See docs/local-models.md.\n",
+            "GGUF=path/to/model.gguf, with llama.cpp's llama-server on PATH). No model is downloaded: no well-kept, "
+            "plainly named package of model weights was found on PyPI or in Debian. See docs/local-models.md.\n",
         )
     return asyncio.run(main_async(args.url, args.model))
 
