@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         CallEvent as CallEvent,
         CallStarted as CallStarted,
         CallTag as CallTag,
+        CallWarning as CallWarning,
         HandleClosed as HandleClosed,
         HandleOpened as HandleOpened,
         HandleRolledBack as HandleRolledBack,
@@ -66,6 +67,12 @@ if TYPE_CHECKING:
         AttachmentError as AttachmentError,
         AttachmentInfo as AttachmentInfo,
         AttachmentSettings as AttachmentSettings,
+    )
+    from .guards import (
+        LimitExceeded as LimitExceeded,
+        ModelLimits as ModelLimits,
+        ModelUnreachable as ModelUnreachable,
+        RepliesRefused as RepliesRefused,
     )
     from .results import (
         CallRecord as CallRecord,
@@ -156,6 +163,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "CallEvent",
         "CallStarted",
         "CallTag",
+        "CallWarning",
         "HandleClosed",
         "HandleOpened",
         "HandleRolledBack",
@@ -163,6 +171,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RunFailed",
         "RunFinished",
         "StreamEvent",
+    ),
+    "guards": (
+        "LimitExceeded",
+        "ModelLimits",
+        "ModelUnreachable",
+        "RepliesRefused",
     ),
     "files": (
         "Attachment",

@@ -63,6 +63,9 @@ class CallRecord:
     `CallScope.call_tool` calls, which pydantic-ai does not see either."""
     attachments: tuple[AttachmentInfo, ...] = ()
     """The files the call received: name, media type, size and digest (never their bytes)."""
+    warnings: tuple[str, ...] = ()
+    """What its model's replies looked like when they were not what they seemed: a tool call written as text, an
+    echoed prompt, a reply cut off at its token limit, a written call that was run (see docs/local-models.md)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,9 @@
 
 A `Board` hears every event of the run: the calls of agents with their entry, depth, model and usage
 so far (for the live tree; counted as `CallRecord.usage` counts, which the final reports show),
-and, for `-v`, the tool calls a response asks for and their results, and for `-vv` the model's text
-as it streams. Function entries make no model requests: they appear in the final tree (from
-`RunResult.calls`), not live.
+and, for `-v`, the tool calls a response asks for and their results and the warnings about a call's
+replies, and for `-vv` the model's text as it streams. Function entries make no model requests: they
+appear in the final tree (from `RunResult.calls`), not live.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
 from ..errors import shortened
-from ..events import AgentStarted, CallEvent, CallTag, Event, ResponseCompleted
+from ..events import AgentStarted, CallEvent, CallTag, CallWarning, Event, ResponseCompleted
 from ..project.models import model_id
 from ..results import usage_of
 
@@ -48,7 +48,7 @@ class LiveCall:
 
 
 Echo = Callable[[str, str, str], None]
-"""`echo(kind, where, text)`: kind is `call`, `result` or `text`; where is the entry chain."""
+"""`echo(kind, where, text)`: kind is `call`, `result`, `text` or `warning`; where is the entry chain."""
 
 
 class Board:
@@ -88,6 +88,8 @@ class Board:
             tag = event.call
             self.calls[tag.id] = LiveCall(tag.id, tag.parent, tag.entry, tag.depth, _shown(event.model))
             self.active = tag.id
+        elif isinstance(event, CallWarning) and self.verbosity >= 1 and self.echo is not None:
+            self.echo("warning", _where(event.call), event.message)
 
     def _model_event(self, event: CallEvent) -> None:
         tag, inner = event.call, event.event

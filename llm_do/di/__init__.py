@@ -1,7 +1,7 @@
 """dependency-injector, and only here: per-run and per-session providers, a provider's kind read as a scope,
 toolset specs, and the settings read from the environment (`LLM_DO_*`).
 
-May import: errors, scopes, files, approvals.
+May import: errors, scopes, files, approvals, guards.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pydantic_ai.models import Model
 
 from ..approvals import ApprovalMode, ApprovalOnDeny, PolicySettings
 from ..files import AttachmentSettings
+from ..guards import ModelLimits, ModelRules, SuspectOutput
 from ._settings import LlmDoSettings, settings_values
 
 __all__ = ["RuntimeConfig"]
@@ -41,6 +42,17 @@ class RuntimeConfig:
     """Seconds a session may stay without a run before it closes."""
     stream_buffer: int = 256
     """Model events a live run holds for its consumer before the run waits for it."""
+    limits: ModelLimits = field(default_factory=ModelLimits, hash=False)
+    """Limits on model replies, requests and runs, for entries that set none of their own."""
+    suspect_output: SuspectOutput = "flag"
+    """What a final reply that looks like an unexecuted tool call or an echoed prompt does: `flag` or `retry`."""
+    text_tool_calls: bool = False
+    """Whether a reply that is only a JSON call to one of the call's tools is run as that call."""
+
+    @property
+    def rules(self) -> ModelRules:
+        """`limits`, `suspect_output` and `text_tool_calls` as the rules entries lay their own over."""
+        return ModelRules.of_settings(self.limits, self.suspect_output, self.text_tool_calls)
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:

@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 from ..approvals import ApprovalMode, ApprovalOnDeny, PolicySettings
 from ..errors import InvalidSettings
 from ..files import AttachmentSettings, FilesystemSettings
+from ..guards import ModelLimits, SuspectOutput
 
 __all__ = ["LlmDoSettings", "reveal", "settings_values"]
 
@@ -83,6 +84,9 @@ _FORMS: dict[str, tuple[str, str]] = {
     "shell_timeout": ("a number of seconds > 0", "30"),
     "openai_base_url": ("a URL with a scheme", "http://localhost:8000/v1"),
     "openai_api_key": ("the API key of the OpenAI-compatible server", "sk-..."),
+    "limits": ("JSON, or one variable per limit", '{"max_tokens": 8192}'),
+    "suspect_output": ("one of flag, retry", "flag"),
+    "text_tool_calls": ("true or false", "false"),
 }
 
 
@@ -140,6 +144,13 @@ class LlmDoSettings(BaseSettings):
     """Base URL of an OpenAI-compatible server, used for `openai:` models (e.g. a local vLLM or Ollama)."""
     openai_api_key: SecretStr | None = None
     """API key for `openai:` models; a secret, shown as `**********`. Unset: OpenAI's own OPENAI_API_KEY."""
+    limits: ModelLimits = ModelLimits()
+    """Limits on model replies, requests and runs (`LLM_DO_LIMITS__MAX_TOKENS`, ...; see docs/local-models.md)."""
+    suspect_output: SuspectOutput = "flag"
+    """A final reply that looks like an unexecuted tool call or an echoed prompt: `flag` it, or `retry` (the model
+    is told and asked again)."""
+    text_tool_calls: bool = False
+    """Run a reply that is only a JSON call to one of the call's tools as that call (for small local models)."""
 
     def __init__(self, **values: Any) -> None:
         try:

@@ -2,7 +2,7 @@
 
 See docs/projects.md. `load_project(path)` is the entry point; the rest is for tools built on it.
 
-May import: errors, scopes, files, approvals, di, results, toolkit, sessions, mcp, run, models.
+May import: errors, scopes, files, approvals, guards, di, results, toolkit, sessions, mcp, run, models.
 """
 
 from .build import DEFAULT_CONTAINER, Project, load_project

@@ -2,7 +2,7 @@
 scope, each call's scope, entries (agents and functions), how a call lends its toolsets to pydantic-ai, the gate
 that applies approvals to each tool call, and live runs.
 
-May import: errors, scopes, files, approvals, di, results, events, toolkit, sessions, tracing, mcp.
+May import: errors, scopes, files, approvals, guards, di, results, events, toolkit, sessions, tracing, mcp.
 """
 
 from __future__ import annotations

@@ -161,6 +161,8 @@ class CallScope:
         """The whole conversation after this call, including `message_history`."""
         self.attachments = attachments
         """The files this call received (its entry's agent is sent them with its prompt)."""
+        self.warnings: list[str] = []
+        """What this call's record says about its model's replies (`CallRecord.warnings`)."""
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._owner = ScopeOwner(Scope.PER_CALL, host.config.cleanup_timeout, run.owner)
@@ -305,6 +307,7 @@ class CallScope:
             outcome=outcome_of(exc),
             usage=usage_of(self.messages),
             attachments=tuple(attachment.info for attachment in self.attachments) if self.attachments else (),
+            warnings=tuple(self.warnings),
         )
         state.calls.append(record)
         if self.messages:

@@ -33,6 +33,7 @@ from ..events import (
     CallEvent,
     CallStarted,
     CallTag,
+    CallWarning,
     Event,
     HandleClosed,
     HandleOpened,
@@ -51,7 +52,7 @@ logger = logging.getLogger("llm_do")
 
 _STREAMED: frozenset[type[Event]] = frozenset(
     {CallStarted, AgentStarted, CallEnded, ApprovalRequested, ApprovalDecided, HandleOpened, HandleClosed}
-    | {HandleRolledBack}
+    | {HandleRolledBack, CallWarning}
 )
 """llm-do's own events a live run passes on (the scopes' bookkeeping stays with tracing and leak checks)."""
 
