@@ -4,7 +4,7 @@ STAMP := $(VENV)/.installed
 # MCP servers of the ecosystem that the tests run for real (tests/mcp_servers/package.json).
 NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 
-.PHONY: setup browser preflight test test-deep lint typecheck pytest demo bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions clean
+.PHONY: setup browser preflight test test-deep lint typecheck pytest demo real-model bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions clean
 
 $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
@@ -68,6 +68,12 @@ demo: $(STAMP)
 	$(VENV)/bin/llm-do run examples/notes_desk --model test --approve-all -v
 	@echo
 	$(VENV)/bin/llm-do run examples/review_desk --model replay:examples/review_desk/recording.json --approve-all -v
+
+# A short conversation with a real model on this machine, and how fast it went (not part of make test; see
+# docs/local-models.md): URL=... MODEL=... for an OpenAI-compatible server you run, or GGUF=path/to/model.gguf to
+# serve a model file you downloaded with llama.cpp's llama-server. No model is downloaded.
+real-model: $(STAMP)
+	$(PY) benchmarks/real_model.py $(if $(URL),--url '$(URL)') $(if $(MODEL),--model '$(MODEL)') $(if $(GGUF),--gguf '$(GGUF)')
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Verdict as Verdict,
     )
     from .di import (
+        CapturablePerRunWarning as CapturablePerRunWarning,
         LlmDoSettings as LlmDoSettings,
         RunLocalSingleton as RunLocalSingleton,
         RuntimeConfig as RuntimeConfig,
@@ -39,10 +40,10 @@ if TYPE_CHECKING:
         InvalidSettings as InvalidSettings,
         LlmDoError as LlmDoError,
         MaxDepthExceeded as MaxDepthExceeded,
+        RuntimeClosed as RuntimeClosed,
         ScopeError as ScopeError,
         ScopeMismatch as ScopeMismatch,
         ToolsetError as ToolsetError,
-        UnknownHandle as UnknownHandle,
     )
     from .events import (
         AgentStarted as AgentStarted,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
         CallEvent as CallEvent,
         CallStarted as CallStarted,
         CallTag as CallTag,
+        CallWarning as CallWarning,
         HandleClosed as HandleClosed,
         HandleOpened as HandleOpened,
         HandleRolledBack as HandleRolledBack,
@@ -66,6 +68,12 @@ if TYPE_CHECKING:
         AttachmentInfo as AttachmentInfo,
         AttachmentSettings as AttachmentSettings,
     )
+    from .guards import (
+        LimitExceeded as LimitExceeded,
+        ModelLimits as ModelLimits,
+        ModelUnreachable as ModelUnreachable,
+        RepliesRefused as RepliesRefused,
+    )
     from .results import (
         CallRecord as CallRecord,
         LogEntry as LogEntry,
@@ -78,7 +86,6 @@ if TYPE_CHECKING:
         AgentEntry as AgentEntry,
         ApprovalNotPending as ApprovalNotPending,
         CallScope as CallScope,
-        CapturablePerRunWarning as CapturablePerRunWarning,
         Entry as Entry,
         FunctionEntry as FunctionEntry,
         LiveRun as LiveRun,
@@ -102,6 +109,7 @@ if TYPE_CHECKING:
     from .toolkit import (
         Handles as Handles,
         Toolset as Toolset,
+        UnknownHandle as UnknownHandle,
         open_handles as open_handles,
         tool as tool,
     )
@@ -129,6 +137,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Verdict",
     ),
     "di": (
+        "CapturablePerRunWarning",
         "LlmDoSettings",
         "RunLocalSingleton",
         "RuntimeConfig",
@@ -141,10 +150,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "InvalidSettings",
         "LlmDoError",
         "MaxDepthExceeded",
+        "RuntimeClosed",
         "ScopeError",
         "ScopeMismatch",
         "ToolsetError",
-        "UnknownHandle",
     ),
     "events": (
         "AgentStarted",
@@ -154,6 +163,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "CallEvent",
         "CallStarted",
         "CallTag",
+        "CallWarning",
         "HandleClosed",
         "HandleOpened",
         "HandleRolledBack",
@@ -161,6 +171,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RunFailed",
         "RunFinished",
         "StreamEvent",
+    ),
+    "guards": (
+        "LimitExceeded",
+        "ModelLimits",
+        "ModelUnreachable",
+        "RepliesRefused",
     ),
     "files": (
         "Attachment",
@@ -180,7 +196,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "AgentEntry",
         "ApprovalNotPending",
         "CallScope",
-        "CapturablePerRunWarning",
         "Entry",
         "FunctionEntry",
         "LiveRun",
@@ -202,6 +217,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "toolkit": (
         "Handles",
         "Toolset",
+        "UnknownHandle",
         "open_handles",
         "tool",
     ),

@@ -1,22 +1,25 @@
-"""Errors raised by llm-do; each names the entry, toolset or file involved and says what to do.
+"""Errors raised by llm-do, and how they show what they name (`listing`, `shortened`, `causes`).
 
-The approval errors live in `approval`, beside the request they carry.
+Each error names the entry, toolset or file involved and says what to do. Errors that belong to one room live
+there, beside what they carry (the approval errors beside the request, `UnknownHandle` beside `Handles`).
+Standard library only: the command imports this module before anything else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from pydantic_ai.exceptions import ToolFailed
+from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = [
     "ConfigurationError",
+    "RuntimeClosed",
     "InvalidSettings",
     "LlmDoError",
     "MaxDepthExceeded",
     "ScopeError",
     "ToolsetError",
-    "UnknownHandle",
+    "causes",
+    "listing",
+    "shortened",
 ]
 
 
@@ -66,5 +69,41 @@ class ScopeMismatch(ScopeError, TypeError):
     lifetime (a `TypeError` too)."""
 
 
-class UnknownHandle(ToolFailed):
-    """A tool was given a handle that is not open in this toolset; the model sees the message."""
+class RuntimeClosed(LlmDoError, RuntimeError):
+    """A run or session was asked of a `Runtime` that is closed (a `RuntimeError` too)."""
+
+    def __init__(self) -> None:
+        super().__init__("this Runtime is closed; create a new one")
+
+
+# -- how errors show what they name --------------------------------------------------------------------------
+
+
+def listing(names: Iterable[str], *, empty: str = "none", ordered: bool = True) -> str:
+    """Names as an error lists them (`a, b, c`, sorted unless `ordered` is False), or `empty` when there are none."""
+    shown = sorted(names) if ordered else list(names)
+    return ", ".join(shown) or empty
+
+
+def shortened(value: object, limit: int, *, quoted: bool = False, one_line: bool = False) -> str:
+    """`value` as text (its `repr` when `quoted`; on one line, spaces collapsed, when `one_line`), cut to at most
+    `limit` characters, ending with `...` when cut."""
+    text = repr(value) if quoted else value if isinstance(value, str) else str(value)
+    if one_line:
+        text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def causes(error: BaseException) -> Iterator[BaseException]:
+    """`error`, then every exception it was raised from or during, and the members of exception groups, once each."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [error]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        stack.extend(found for found in (current.__cause__, current.__context__) if found is not None)

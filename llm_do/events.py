@@ -27,6 +27,7 @@ __all__ = [
     "CallEnded",
     "CallEvent",
     "CallStarted",
+    "CallWarning",
     "CallTag",
     "Event",
     "HandleClosed",
@@ -71,6 +72,14 @@ class CallEnded(Event):
     outcome: Outcome
     usage: RunUsage
     error: BaseException | None
+
+
+@dataclass(frozen=True, slots=True)
+class CallWarning(Event):
+    """What a call's model reply looked like when it was not what it seemed (also in `CallRecord.warnings`)."""
+
+    call: CallTag
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +167,7 @@ class RunFailed(Event):
 
 
 LlmDoEvent: TypeAlias = (
-    "CallStarted | AgentStarted | CallEnded | ApprovalRequested | ApprovalDecided "
+    "CallStarted | AgentStarted | CallEnded | CallWarning | ApprovalRequested | ApprovalDecided "
     "| HandleOpened | HandleClosed | HandleRolledBack"
 )
 """llm-do's own events, as a live run streams them."""

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RunUsage
 
+from ._compat import NOT_RUN_RESULTS
+
 if TYPE_CHECKING:
     from .files import AttachmentInfo
 
@@ -61,6 +63,9 @@ class CallRecord:
     `CallScope.call_tool` calls, which pydantic-ai does not see either."""
     attachments: tuple[AttachmentInfo, ...] = ()
     """The files the call received: name, media type, size and digest (never their bytes)."""
+    warnings: tuple[str, ...] = ()
+    """What its model's replies looked like when they were not what they seemed: a tool call written as text, an
+    echoed prompt, a reply cut off at its token limit, a written call that was run (see docs/local-models.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,22 +154,6 @@ def attach_report(error: BaseException, report: RunReport) -> None:
         setattr(error, _REPORT, report)
 
 
-_NOT_RUN = frozenset(
-    {
-        "Final result processed.",
-        "Output not used as the final result - addressing tool retries from this round first.",
-        "Output tool not used - a final result was already processed.",
-        "Output tool processed, but its value will not be the final result of the agent run.",
-        "Output tool not used - output function execution failed.",
-        "Output tool not used - output failed validation.",
-        "Tool not executed - a final result was already processed.",
-    }
-)
-"""What pydantic-ai writes as the successful result of a tool call it did not count as run: an output
-tool's call, or a call skipped once a final result was found (`tests/test_run_usage.py` checks the
-list against pydantic-ai's)."""
-
-
 def usage_of(messages: list[ModelMessage] | tuple[ModelMessage, ...]) -> RunUsage:
     """Requests and tokens of the model responses among `messages`, and the tool calls that ran.
 
@@ -186,7 +175,7 @@ def _ran(part: ModelRequestPart) -> bool:
     return (
         isinstance(part, ToolReturnPart)
         and part.outcome == "success"
-        and not (isinstance(part.content, str) and part.content in _NOT_RUN)
+        and not (isinstance(part.content, str) and part.content in NOT_RUN_RESULTS)
     )
 
 

@@ -106,7 +106,7 @@ async def test_agent_as_tool_with_typed_input() -> None:
         with pytest.raises(ToolsetError, match="entry 'warehouse': input does not match Order"):
             await runtime.run("warehouse", {"sku": "ink"})
     assert result.output == "reserved 3 x pen"
-    assert set(captured[0]["properties"]) == {"sku", "quantity", "attachments"}  # its fields, beside attachments
+    assert set(captured[0]["properties"]) == {"sku", "quantity"}  # its fields (no files to hand on: no attachments)
     assert direct.output == "reserved 1 x ink"
 
 

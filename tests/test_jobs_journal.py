@@ -74,15 +74,27 @@ async def run_in_process(queue: JobQueue, entry: str, input_data: str, runtime: 
 
 
 async def killed_and_rerun(
-    queue: JobQueue, dsn: str, tmp_path: Path, entry: str, who: str, hold: int = 4
+    queue: JobQueue, dsn: str, tmp_path: Path, entry: str, who: str, *, journaled: int, hold: int = 4
 ) -> tuple[int, Path]:
-    """Defer `entry` holding at request `hold` on its first attempt, SIGKILL the worker that holds it, and let a
-    second worker run the job again; the job's id and its notes."""
+    """Defer `entry` holding at request `hold` on its first attempt, SIGKILL the worker that holds it once the
+    `journaled` responses it received before are written, and let a second worker run the job again; the job's
+    id and its notes.
+
+    A response is written beside the run, 2 ms after it arrives and a round trip later (docs/jobs.md): a worker
+    killed before that loses it, and pays for it again. Killing after the writes have landed tests what the
+    journal promises then, that only the request in flight is paid again; killing as soon as the run holds
+    raced the last write (on a loaded machine it had not landed, and the replay went live where the journal
+    ended instead of where a tool's result changed it)."""
     notes = tmp_path / f"{entry}.notes"
     job_id = await queue.defer(entry, ask(notes, hold=hold))
     first = Worker(TARGET, dsn, tmp_path / "first.log")
     try:
         await holding(notes, who)
+
+        async def written() -> bool:
+            return len(await rows(queue, job_id)) >= journaled
+
+        await eventually(written, f"the {journaled} responses before the held request are journaled")
     finally:
         first.kill()
     second = Worker(TARGET, dsn, tmp_path / "second.log")
@@ -109,7 +121,7 @@ async def uninterrupted(queue: JobQueue, dsn: str, tmp_path: Path, entry: str) -
 async def test_a_job_killed_after_k_requests_sends_only_the_one_in_flight_again(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
-    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "counter", "counter")
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "counter", "counter", journaled=4)
     record = await queue.get(job_id)
     whole = await uninterrupted(queue, dsn, tmp_path, "counter")
     assert sent(notes) == {
@@ -135,7 +147,7 @@ async def test_replay_stops_at_the_first_request_a_changed_tool_result_makes_dif
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
     """drifter: step, step, drift (its result names the attempt), step, then text; killed at request 4."""
-    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "drifter", "drifter")
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "drifter", "drifter", journaled=4)
     record = await queue.get(job_id)
     assert sent(notes) == {
         ("drifter", 0): 1,
@@ -159,7 +171,7 @@ async def test_nested_and_parallel_calls_are_journaled_under_their_own_call_path
     """boss asks two helpers at once (one response, two tool calls), each helper calls a tool; the boss is
     killed while it asks for its final answer, after the helpers' four requests. Helper `a` asks after `b`
     on the first attempt and before it on the second."""
-    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "boss", "boss", hold=1)
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "boss", "boss", journaled=5, hold=1)
     record = await queue.get(job_id)
     assert sent(notes) == {
         ("boss", 0): 1,
@@ -192,7 +204,9 @@ async def test_nested_and_parallel_calls_are_journaled_under_their_own_call_path
 async def test_an_entry_that_opts_out_sends_every_request_again_and_keeps_no_journal(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
-    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "plain", "plain")  # JobEntry("plain", journal=False)
+    job_id, notes = await killed_and_rerun(
+        queue, dsn, tmp_path, "plain", "plain", journaled=0
+    )  # JobEntry("plain", journal=False)
     record = await queue.get(job_id)
     assert sent(notes) == {("plain", n): 2 for n in range(5)}
     assert record.journal is None

@@ -76,3 +76,68 @@ def test_the_mechanisms_never_import_the_wiring() -> None:
         if target == "containers" or target.startswith("containers.")
     ]
     assert offenders == []
+
+
+# -- rooms: each subpackage says in its docstring which rooms it may import, and imports no others ---------
+
+BASE = {"errors", "_lazy", "_urls", "_compat"}
+"""What every room may use: the errors, the lazy facade, URLs shown without secrets, third-party internals."""
+
+
+def rooms() -> dict[str, Path]:
+    """Each subpackage of llm_do (a room), by name."""
+    return {path.parent.name: path for path in sorted(PACKAGE.glob("*/__init__.py"))}
+
+
+def room_of(module: str) -> str | None:
+    """The room (subpackage) or top-level module of llm_do that `module` belongs to; None outside llm_do."""
+    parts = module.split(".")
+    if parts[0] != "llm_do":
+        return None
+    return "llm_do" if len(parts) == 1 else parts[1]
+
+
+def allowed(init: Path) -> set[str] | None:
+    """The rooms a subpackage's docstring says it may import (`May import: a, b.`); None when it says nothing."""
+    docstring = ast.get_docstring(ast.parse(init.read_text())) or ""
+    for line in docstring.splitlines():
+        if line.startswith("May import:"):
+            listed = line.removeprefix("May import:").strip().rstrip(".")
+            if listed == "the standard library only":
+                return set()
+            return {name.strip() for name in listed.split(",")}
+    return None
+
+
+def test_every_room_says_what_it_may_import() -> None:
+    silent = [name for name, init in rooms().items() if allowed(init) is None]
+    assert silent == [], f"add a line 'May import: ...' to the docstring of llm_do/{{{','.join(silent)}}}/__init__.py"
+
+
+def test_each_room_imports_only_the_rooms_its_docstring_names() -> None:
+    known = modules()
+    offenders = []
+    for room, init in rooms().items():
+        permitted = (allowed(init) or set()) | BASE | {room}
+        for path in sorted(init.parent.rglob("*.py")):
+            for target, names, line in imports_of(path):
+                candidates = [f"{target}.{name}" for name in names if f"{target}.{name}" in known] or [target]
+                for candidate in candidates:
+                    other = room_of(candidate)
+                    if other is not None and other not in permitted:
+                        offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {candidate} ({other})")
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_only_di_imports_dependency_injector_below_the_applications_rooms() -> None:
+    """The core (everything a run goes through) reaches dependency-injector only through `llm_do.di`; the rooms
+    that build containers for applications (project, cli, testing, jobs) may use it directly."""
+    applications = {"project", "cli", "testing", "jobs", "_compat"}
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}"
+        for name, path in modules().items()
+        if room_of(name) not in applications | {"di"}
+        for target, _, line in imports_of(path)
+        if target.split(".")[0] == "dependency_injector"
+    ]
+    assert offenders == []

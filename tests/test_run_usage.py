@@ -172,11 +172,11 @@ async def test_a_continued_conversation_counts_only_the_new_turn_failed_or_not()
 def test_the_results_llm_do_does_not_count_are_pydantic_ais_stand_ins() -> None:
     from pydantic_ai import _tool_execution
 
-    from llm_do.results import _NOT_RUN
+    from llm_do._compat import NOT_RUN_RESULTS
 
     stand_ins = {
         value
         for name, value in vars(_tool_execution).items()
         if isinstance(value, str) and name.startswith(("_FINAL_RESULT", "_RETRY_WINS", "_OUTPUT_", "_TOOL_SKIPPED"))
     }
-    assert stand_ins == _NOT_RUN
+    assert stand_ins == NOT_RUN_RESULTS

@@ -33,6 +33,7 @@ from llm_do import (
     LlmDoError,
     PostgresHistoryStore,
     Runtime,
+    RuntimeClosed,
     RuntimeConfig,
     Scope,
     Session,
@@ -50,7 +51,7 @@ from llm_do import (
 from llm_do.run import CallScope
 from llm_do.testing import ScriptedModel, assert_no_leaks, settle, track_leaks
 
-from .helpers import by_prompt, call, returns, text
+from .helpers import by_prompt, call, returns, scripted, text
 from .jobs_support import fresh_database
 from .postgres import PostgresServer
 from .test_approvals import Shell
@@ -135,6 +136,20 @@ async def test_a_sessions_objects_are_shared_by_its_runs_and_seen_by_no_other_se
         again = serials_of((await runtime.run("browse", "go", session="alice")).output)
         assert again[0] not in (first[0], bobs[0]) and again[2] == 1, "reopened: new objects"
     assert len(LOG) == 6, "closing the runtime tears down the sessions still open"
+
+
+async def test_runtime_sessions_is_a_read_only_view_of_the_open_sessions() -> None:
+    async with Runtime(App(), entries=[browsing(App())]) as runtime:
+        open_now = runtime.sessions
+        ada = await runtime.session("ada")
+        assert dict(open_now) == {"ada": ada}  # a view: what opens later is in it
+        with pytest.raises(TypeError):
+            open_now["bob"] = ada  # type: ignore[index]
+        await ada.aclose()
+        assert dict(open_now) == {} and ada.closed
+        again = await runtime.session("ada")
+        assert again is not ada and open_now["ada"] is again
+    assert dict(open_now) == {}
 
 
 async def test_a_run_given_no_session_is_a_session_of_its_own() -> None:
@@ -868,8 +883,9 @@ async def test_a_run_whose_session_was_loading_when_the_runtime_closed_never_sta
     await store.loading.wait()
     await runtime.aclose()  # nothing in flight yet: it closes at once
     store.answer.set()
-    with pytest.raises(RuntimeError, match="this Runtime is closed"):
+    with pytest.raises(RuntimeError, match="this Runtime is closed") as raised:
         await late
+    assert isinstance(raised.value, RuntimeClosed) and isinstance(raised.value, LlmDoError)
     assert log == [] and dict(runtime.sessions) == {}
 
 
@@ -953,3 +969,57 @@ async def test_a_per_session_objects_tasks_keep_nothing_of_the_run_that_made_it(
         second_output = (await runtime.run("poll", "go", session="s")).output
     assert first_output.startswith("request of nobody, sandbox ")
     assert second_output == first_output  # the session's own sandbox, reached from the task
+
+
+def requester() -> str:
+    """Whose request the current context belongs to."""
+    request = REQUEST.get()
+    return request.user if request is not None else "nobody"
+
+
+class WitnessStore(InMemoryHistoryStore):
+    """An in-memory store that notes whose request each load and save runs for."""
+
+    def __init__(self, seen: list[str]) -> None:
+        super().__init__()
+        self.seen = seen
+
+    async def load(self, session_id: str) -> StoredHistory:
+        self.seen.append(f"load for {requester()}")
+        return await super().load(session_id)
+
+    async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
+        self.seen.append(f"save for {requester()}")
+        return await super().save(session_id, messages, version=version)
+
+
+class Farewell(Toolset):
+    """A per-session toolset whose tool ends its session, and whose cleanup notes whose request it runs for."""
+
+    def __init__(self, seen: list[str], sessions: list[Session]) -> None:
+        self.seen, self.sessions = seen, sessions
+
+    @tool
+    async def leave(self) -> str:
+        """End the conversation."""
+        await self.sessions[0].aclose()  # from within the run: it closes once the run has ended
+        return "left"
+
+    def cleanup(self) -> None:
+        self.seen.append(f"cleanup for {requester()}")
+
+
+async def test_a_sessions_history_and_teardown_run_for_no_request() -> None:
+    """The store's work and the session's teardown run in a context of their own: a pool's timers would keep
+    the request that asked (and its run) for minutes, and the teardown would act for it."""
+    seen: list[str] = []
+    sessions: list[Session] = []
+    chat = AgentEntry(Agent(scripted(call("leave"), text("bye"))), name="chat", toolsets=["farewell"])
+    toolsets = {"farewell": ToolsetSpec(lambda: Farewell(seen, sessions), Scope.PER_SESSION)}
+    async with Runtime(None, entries=[chat], toolsets=toolsets, history_store=WitnessStore(seen)) as runtime:
+        REQUEST.set(Request("alice"))
+        sessions.append(await runtime.session("s"))
+        assert (await sessions[0].run("chat", "Goodbye.")).output == "bye"
+        await sessions[0].wait_closed()
+        REQUEST.set(None)
+    assert seen == ["load for nobody", "load for nobody", "save for nobody", "cleanup for nobody"]

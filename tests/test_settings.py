@@ -65,12 +65,7 @@ def test_defaults_and_every_field_from_the_environment(monkeypatch: pytest.Monke
         "prompt",
         10.0,
     )
-    assert (defaults.project_root, defaults.database_url, defaults.message_log, defaults.log_level) == (
-        Path("."),
-        None,
-        None,
-        "WARNING",
-    )
+    assert (defaults.project_root, defaults.database_url) == (Path("."), None)
     for name, value in {
         "MODEL": "anthropic:claude-sonnet-4-5",
         "MAX_DEPTH": "2",
@@ -78,8 +73,6 @@ def test_defaults_and_every_field_from_the_environment(monkeypatch: pytest.Monke
         "CLEANUP_TIMEOUT": "2.5",
         "PROJECT_ROOT": str(tmp_path),
         "DATABASE_URL": "postgresql://app:s3cret@db/app",
-        "MESSAGE_LOG": "logs/messages.jsonl",
-        "LOG_LEVEL": "debug",
     }.items():
         monkeypatch.setenv(f"LLM_DO_{name}", value)
     settings = LlmDoSettings()
@@ -88,7 +81,6 @@ def test_defaults_and_every_field_from_the_environment(monkeypatch: pytest.Monke
     assert settings.project_root == tmp_path
     assert settings.database_url is not None
     assert settings.database_url.get_secret_value() == "postgresql://app:s3cret@db/app"
-    assert (settings.message_log, settings.log_level) == (Path("logs/messages.jsonl"), "DEBUG")
 
 
 def test_dotenv_is_read_and_the_environment_wins_over_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -115,7 +107,6 @@ def test_every_bad_variable_is_listed_and_secrets_are_hidden(monkeypatch: pytest
     monkeypatch.setenv("LLM_DO_CLEANUP_TIMEOUT", "0")
     monkeypatch.setenv("LLM_DO_PROJECT_ROOT", "/no/such/directory")
     monkeypatch.setenv("LLM_DO_DATABASE_URL", "hunter2")
-    monkeypatch.setenv("LLM_DO_LOG_LEVEL", "loud")
     monkeypatch.setenv("LLM_DO_POOL__SIZE", "big")
     with pytest.raises(InvalidSettings) as raised:
         AppSettings()
@@ -127,7 +118,6 @@ def test_every_bad_variable_is_listed_and_secrets_are_hidden(monkeypatch: pytest
         "LLM_DO_PROJECT_ROOT='/no/such/directory': expected an existing directory, "
         "like LLM_DO_PROJECT_ROOT=/path/to/project",
         "LLM_DO_DATABASE_URL=<hidden>: expected a URL with a scheme, like LLM_DO_DATABASE_URL=sqlite:///data/app.db",
-        "LLM_DO_LOG_LEVEL='LOUD': expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL, like LLM_DO_LOG_LEVEL=INFO",
         "LLM_DO_POOL__SIZE='big': expected a valid integer",
     )
     assert "hunter2" not in str(raised.value)

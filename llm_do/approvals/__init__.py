@@ -1,4 +1,8 @@
-"""The approvals room."""
+"""Who may run what: policies per toolset name, the questions an approver is asked and its answers, the
+session's grants, and the decision for one call.
+
+May import: errors, scopes, files.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +12,15 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._approvals import (
-        CHOICES as CHOICES,
         NATIVE_TOOL_NOT_GATED as NATIVE_TOOL_NOT_GATED,
-        Approval as Approval,
-        ApprovalChoice as ApprovalChoice,
-        ApprovalDenied as ApprovalDenied,
-        ApprovalRequest as ApprovalRequest,
         Approvals as Approvals,
-        ApprovalUnavailable as ApprovalUnavailable,
-        Approver as Approver,
+    )
+    from ._facts import (
+        CallFacts as CallFacts,
+    )
+    from ._grants import (
         Grants as Grants,
         SessionKey as SessionKey,
-        approval_id as approval_id,
-        ask_approver as ask_approver,
-        check_approver as check_approver,
         session_key as session_key,
     )
     from ._policy import (
@@ -33,23 +32,29 @@ if TYPE_CHECKING:
         ToolPolicy as ToolPolicy,
         Verdict as Verdict,
     )
+    from ._requests import (
+        CHOICES as CHOICES,
+        Approval as Approval,
+        ApprovalChoice as ApprovalChoice,
+        ApprovalDenied as ApprovalDenied,
+        ApprovalRequest as ApprovalRequest,
+        ApprovalUnavailable as ApprovalUnavailable,
+        Approver as Approver,
+        approval_id as approval_id,
+        ask_approver as ask_approver,
+        ask_within as ask_within,
+        check_approver as check_approver,
+    )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_approvals": (
-        "Approval",
-        "ApprovalChoice",
-        "ApprovalDenied",
-        "ApprovalRequest",
-        "ApprovalUnavailable",
         "Approvals",
-        "Approver",
-        "CHOICES",
-        "Grants",
         "NATIVE_TOOL_NOT_GATED",
+    ),
+    "_facts": ("CallFacts",),
+    "_grants": (
+        "Grants",
         "SessionKey",
-        "approval_id",
-        "ask_approver",
-        "check_approver",
         "session_key",
     ),
     "_policy": (
@@ -60,6 +65,19 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Rule",
         "ToolPolicy",
         "Verdict",
+    ),
+    "_requests": (
+        "Approval",
+        "ApprovalChoice",
+        "ApprovalDenied",
+        "ApprovalRequest",
+        "ApprovalUnavailable",
+        "Approver",
+        "CHOICES",
+        "approval_id",
+        "ask_approver",
+        "ask_within",
+        "check_approver",
     ),
 }
 """Each private module of the room, and the names it gives the other rooms."""

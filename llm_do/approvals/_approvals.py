@@ -1,165 +1,29 @@
-"""Approvals: gate tool calls by per-toolset-name policies, an approver and the session's grants.
+"""`Approvals`: a runtime's rules for tool calls, and the decision for one call.
 
-This module holds what the runtime knows (policies, mode, the default approver, the time an
-answer may take), what a session knows (`Grants`: its "approve for session" answers and the
-questions pending in it), and the request and answer types; `gate` applies them to one call
-scope's toolsets.
+The policies by toolset name (declared, merged, overridden by settings, checked against the toolsets), what
+an MCP tool's annotations decide when no policy is declared, the mode, the default approver and the time an
+answer may take; `decide` applies them to one call, asking the approver at most once. A call scope's gate
+(`llm_do.run`) calls it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import hashlib
-import inspect
-import json
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+from typing import Any, get_args
 
-from pydantic_core import to_jsonable_python
-
-from ..errors import ConfigurationError, LlmDoError
-from ..scopes import dropped
+from ..errors import ConfigurationError
+from ._facts import CallFacts
+from ._grants import Grants, session_key
 from ._policy import ApprovalMode, ApprovalOnDeny, PolicySettings, ToolPolicy, Verdict
+from ._requests import Approval, ApprovalRequest, ApprovalUnavailable, Approver, ask_within, check_approver
 
-if TYPE_CHECKING:
-    from ..files import AttachmentInfo
+__all__ = ["Approvals", "NATIVE_TOOL_NOT_GATED"]
 
-__all__ = [
-    "Approval",
-    "ApprovalChoice",
-    "ApprovalDenied",
-    "ApprovalRequest",
-    "ApprovalUnavailable",
-    "Approvals",
-    "Approver",
-    "CHOICES",
-    "Grants",
-    "NATIVE_TOOL_NOT_GATED",
-    "SessionKey",
-    "approval_id",
-    "ask_approver",
-    "check_approver",
-    "session_key",
-]
-
-ApprovalChoice: TypeAlias = Literal["approve", "approve_for_session", "deny"]
-CHOICES: tuple[str, ...] = get_args(ApprovalChoice)
 _MODES: tuple[str, ...] = get_args(ApprovalMode)
 _ON_DENY: tuple[str, ...] = get_args(ApprovalOnDeny)
 _OPEN = ToolPolicy()
-SessionKey: TypeAlias = tuple[str, str, str]
-"""(toolset name, tool name, the arguments as canonical JSON)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRequest:
-    """One call that needs a decision, as the approver sees it."""
-
-    entry: str
-    """The entry whose call wants to use the tool."""
-    depth: int
-    """That call's depth: 0 for the top-level call."""
-    chain: tuple[str, ...]
-    """Entry names from the top-level call down to `entry`."""
-    toolset: str
-    tool: str
-    args: Mapping[str, Any]
-    """The validated arguments (read-only)."""
-    reason: str
-    """Why it needs approval: the policy entry, the tool's own flag, or the rule's reason."""
-    description: str
-    """One human-readable line describing the call, for a prompt or a log."""
-    approval_id: str
-    """A stable id of this question (`apr_...`): the same call at the same place of a run, replayed, gets
-    the same id. Answer a live run's question with it (`LiveRun.decide`)."""
-    call_id: str
-    """The id of the llm-do call whose tool call this is (`CallRecord.id`)."""
-    tool_call_id: str | None
-    """pydantic-ai's id of the tool call (`ToolCallPart.tool_call_id`), to attach the question to the tool
-    call a user interface already shows; None for `CallScope.call_agent` from Python."""
-    attachments: tuple[AttachmentInfo, ...] = ()
-    """The files the call hands over: name, size, media type and digest (never their bytes)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Approval:
-    """The approver's answer. `approve_for_session` also approves identical calls for the rest of the session."""
-
-    choice: ApprovalChoice
-    note: str | None = None
-    """Shown to the model (or in `ApprovalDenied`) when the call is denied."""
-
-    def __post_init__(self) -> None:
-        if self.choice not in CHOICES:
-            raise ValueError(f"Approval.choice must be one of {', '.join(map(repr, CHOICES))}, got {self.choice!r}")
-
-    @classmethod
-    def approve(cls, note: str | None = None) -> Approval:
-        return cls("approve", note)
-
-    @classmethod
-    def for_session(cls, note: str | None = None) -> Approval:
-        return cls("approve_for_session", note)
-
-    @classmethod
-    def deny(cls, note: str | None = None) -> Approval:
-        return cls("deny", note)
-
-
-class ApprovalDenied(LlmDoError):
-    """A gated call was denied, and there is no model to tell: `approval_on_deny='raise'`, or a direct call.
-
-    Direct calls are `CallScope.call_tool` and `CallScope.call_agent` from Python code.
-    """
-
-    def __init__(self, request: ApprovalRequest, why: str) -> None:
-        self.request = request
-        self.why = why
-        super().__init__(
-            f"entry {request.entry!r}: the call to tool {request.tool!r} of toolset {request.toolset!r} "
-            f"was denied: {why}. Catch ApprovalDenied to carry on, or set approval_on_deny='tell_model' "
-            "(LLM_DO_APPROVAL_ON_DENY) so that a model reads the denial as the tool's result."
-        )
-
-
-class ApprovalUnavailable(LlmDoError):
-    """A call needs approval, the mode is `prompt`, and the runtime has no approver to ask."""
-
-    def __init__(self, request: ApprovalRequest) -> None:
-        self.request = request
-        super().__init__(
-            f"entry {request.entry!r} called tool {request.tool!r} of toolset {request.toolset!r}, which needs "
-            f"approval ({request.reason}), but approval_mode is 'prompt' and the Runtime has no approver. "
-            "Pass Runtime(..., approver=...) or set approval_mode (LLM_DO_APPROVAL_MODE) to "
-            "'approve_all' or 'reject_all'."
-        )
-
-
-Approver: TypeAlias = Callable[[ApprovalRequest], Approval | ApprovalChoice | Awaitable[Approval | ApprovalChoice]]
-"""Sync or async. A sync approver runs in a worker thread, so it may block (a terminal prompt).
-Questions of different runs reach it at the same time: an approver that can ask only one at a
-time serialises itself."""
-
-
-def approval_id(path: Sequence[tuple[str, str | None]], tool_call_id: str) -> str:
-    """The stable id of a question: from the call's path (each entry from the top-level call down, with
-    the parent's tool call that started it) and the tool call's id."""
-    text = json.dumps([list(path), tool_call_id], separators=(",", ":"), ensure_ascii=False)
-    return "apr_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-@dataclass(slots=True)
-class Grants:
-    """One session's "approve for session" answers, and its questions waiting for an answer.
-
-    A run given no session has grants of its own, which end with it.
-    """
-
-    granted: set[SessionKey] = field(default_factory=set)
-    pending: dict[SessionKey, asyncio.Future[Approval | None]] = field(default_factory=dict)
 
 
 NATIVE_TOOL_NOT_GATED = "it runs at the model's provider, inside the model's request, so no approval policy can gate it"
@@ -248,7 +112,8 @@ class Approvals:
             )
         check_approver(approver)
         self.policies: Mapping[str, ToolPolicy] = MappingProxyType(merged)
-        self._gating = frozenset(name for name, policy in merged.items() if policy.may_gate)
+        self.gating = frozenset(name for name, policy in merged.items() if policy.may_gate)
+        """The toolset names whose policy can ask or deny a call."""
         self._declared = frozenset(name for policies in declared for name in policies)
         """Names with a declared policy (not only a settings override): their tools' MCP annotations are not read."""
         self.mode = mode
@@ -260,7 +125,7 @@ class Approvals:
 
     def may_gate(self, toolset: str) -> bool:
         """Whether the policy of a toolset name can ask or deny a call."""
-        return toolset in self._gating
+        return toolset in self.gating
 
     def policy(self, toolset: str) -> ToolPolicy:
         """The policy of a toolset name; a name without one allows every call (unless a tool asks)."""
@@ -270,25 +135,15 @@ class Approvals:
         """Whether the calls of `toolset` are decided by its tools' MCP annotations (no policy is declared for it)."""
         return toolset not in self._declared
 
-    async def evaluate(
-        self,
-        toolset: str,
-        tool: str,
-        args: Mapping[str, Any],
-        *,
-        requires_approval: bool,
-        annotations: Mapping[str, Any] | None = None,
-        attachments: bool = False,
-    ) -> Verdict:
-        """The verdict for one call (`attachments`: whether it carries any): `verdict`, then the policy's rule
-        (a toolset decided by its tools' MCP annotations has none)."""
-        if annotations is None or toolset in self._declared:
-            return await self.policy(toolset).evaluate(
-                toolset, tool, args, requires_approval=requires_approval, attachments=attachments
+    async def evaluate(self, call: CallFacts) -> Verdict:
+        """The verdict for one call: its verdict before any rule, then the policy's rule (a toolset decided by its
+        tools' MCP annotations has none)."""
+        carries = bool(call.attachments)
+        if call.annotations is None:
+            return await self.policy(call.toolset).evaluate(
+                call.toolset, call.tool, call.args, requires_approval=call.requires_approval, attachments=carries
             )
-        return self.verdict(
-            toolset, tool, requires_approval=requires_approval, annotations=annotations, attachments=attachments
-        )
+        return self._by_annotations(call.toolset, call.tool, call.requires_approval, call.annotations, carries)
 
     def verdict(
         self,
@@ -307,6 +162,12 @@ class Approvals:
             return self.policy(toolset).static_verdict(
                 toolset, tool, requires_approval=requires_approval, attachments=attachments
             )
+        return self._by_annotations(toolset, tool, requires_approval, annotations, attachments)
+
+    def _by_annotations(
+        self, toolset: str, tool: str, requires_approval: bool, annotations: Mapping[str, Any], attachments: bool
+    ) -> Verdict:
+        """The verdict for a call to an MCP tool of a toolset without a declared policy (see `verdict`)."""
         read_only = annotations.get("readOnlyHint") is True
         override = self._overrides.get(toolset)
         if read_only and override is None and not requires_approval and not attachments:
@@ -354,7 +215,7 @@ class Approvals:
         mine = pending[key] = asyncio.get_running_loop().create_future()
         answer: Approval | None = None
         try:
-            answer = await _ask_within(approver, request, self.timeout)
+            answer = await ask_within(approver, request, self.timeout)
             if answer is not None and answer.choice == "approve_for_session":
                 grants.granted.add(key)
         finally:
@@ -365,12 +226,6 @@ class Approvals:
         if answer.choice == "deny":
             return "the approver denied it" + (f": {answer.note}" if answer.note else "")
         return None
-
-
-def check_approver(approver: object) -> None:
-    """Refuse an approver that cannot be called."""
-    if approver is not None and not callable(approver):
-        raise ConfigurationError(f"approver must be a callable taking an ApprovalRequest, got {approver!r}")
 
 
 def _hinted(annotations: Mapping[str, Any]) -> str:
@@ -384,68 +239,3 @@ def _hinted(annotations: Mapping[str, Any]) -> str:
 _READ_ONLY = ToolPolicy(default="allow")
 _READ_ONLY_VERDICT = Verdict("allow", "the MCP tool is annotated readOnlyHint")
 _UNMARKED = ToolPolicy(default="ask")
-
-
-def session_key(
-    toolset: str, tool: str, args: Mapping[str, Any], attachments: Iterable[AttachmentInfo] = ()
-) -> SessionKey:
-    """The cache key of a call: its toolset and tool names, its exact arguments, and the digests of the
-    files it carries (an approval for the session covers those contents, not whatever a name holds later)."""
-    values = dict(args)
-    digests = [f"{item.name}@sha256:{item.sha256}" for item in attachments]
-    if digests:
-        values["\x00attachments"] = digests  # cannot collide with an argument name
-    canonical = json.dumps(
-        to_jsonable_python(values, fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
-    return (toolset, tool, canonical)
-
-
-async def _ask_within(approver: Approver, request: ApprovalRequest, seconds: float) -> Approval | None:
-    """The approver's answer, or None when it gave none within `seconds` (it is then cancelled).
-
-    The deadline is armed in an empty context: a timer keeps its context until it is due or
-    purged, and the run's context must not outlive the run."""
-    loop = asyncio.get_running_loop()
-    asking = loop.create_task(ask_approver(approver, request))
-    expired: asyncio.Future[None] = loop.create_future()
-    timer = contextvars.Context().run(loop.call_later, seconds, _expire, expired)
-    try:
-        await asyncio.wait((asking, expired), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        asking.cancel()
-        raise
-    finally:
-        timer.cancel()
-    if asking.done():
-        return asking.result()
-    asking.cancel()
-    asking.add_done_callback(dropped)  # the call was already denied: what the approver did next is of no use
-    return None
-
-
-def _expire(expired: asyncio.Future[None]) -> None:
-    if not expired.done():
-        expired.set_result(None)
-
-
-async def ask_approver(approver: Approver, request: ApprovalRequest) -> Approval:
-    """The approver's answer to `request` (a sync approver runs in a worker thread)."""
-    if _is_async(approver):
-        result: Any = await approver(request)  # type: ignore[misc]
-    else:
-        result = await asyncio.to_thread(approver, request)  # a blocking prompt must not block the loop
-        if inspect.isawaitable(result):
-            result = await result
-    if isinstance(result, Approval):
-        return result
-    if isinstance(result, str) and result in CHOICES:
-        return Approval(result)  # type: ignore[arg-type]
-    raise TypeError(
-        f"the approver returned {result!r} for tool {request.tool!r} of toolset {request.toolset!r}; "
-        "return an llm_do.Approval or one of 'approve', 'approve_for_session', 'deny'"
-    )
-
-
-def _is_async(func: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)

@@ -11,9 +11,10 @@ import contextlib
 import signal
 import sys
 import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from ..errors import causes
 
 __all__ = [
     "ERROR",
@@ -153,21 +154,7 @@ def find(error: BaseException, kind: type[Any] | None) -> Any:
     """The first exception of type `kind` in `error`, its causes, contexts and groups; else None."""
     if kind is None:
         return None
-    return next((found for found in _chain(error) if isinstance(found, kind)), None)
-
-
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    stack: list[BaseException] = [error]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(current.exceptions)
-        stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return next((found for found in causes(error) if isinstance(found, kind)), None)
 
 
 def _loaded(module: str, name: str) -> type[Any] | None:

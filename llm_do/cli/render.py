@@ -74,7 +74,9 @@ def final_tree(calls: Iterable[CallRecord], board: Board) -> Tree:
         label = _label(call.entry, call.depth, board.model_of(call.id) or "-", status, call.usage)
         if call.attachments:
             label += "  [dim]attached: " + escape(", ".join(info.describe() for info in call.attachments)) + "[/]"
-        nodes[call.id] = parent.add(label)
+        node = nodes[call.id] = parent.add(label)
+        for warning in call.warnings:
+            node.add(f"[yellow]warning:[/] {shown(warning)}")
     return root
 
 
@@ -120,8 +122,9 @@ def shown(text: str) -> str:
 
 
 def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]]:
-    """The calls as a JSON tree: each with its id, entry, depth, model, outcome, usage and child calls, and
-    the files it received (`attachments`: name, media type, size, digest) when it received any."""
+    """The calls as a JSON tree: each with its id, entry, depth, model, outcome, usage and child calls, the
+    files it received (`attachments`: name, media type, size, digest) when it received any, and what its replies
+    looked like (`warnings`) when they were not what they seemed."""
     children: dict[str | None, list[dict[str, Any]]] = {}
     ids = {call.id for call in calls}
     for call in depth_first(calls):
@@ -136,6 +139,8 @@ def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]
         }
         if call.attachments:
             node["attachments"] = [info.to_json() for info in call.attachments]
+        if call.warnings:
+            node["warnings"] = list(call.warnings)
         children.setdefault(call.parent if call.parent in ids else None, []).append(node)
     for nodes in children.values():
         for node in nodes:

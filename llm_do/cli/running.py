@@ -406,5 +406,6 @@ def _jsonable(value: Any) -> Any:
 
 
 def _echo(err: Console, kind: str, where: str, text: str) -> None:
-    arrow = {"call": "[cyan]->[/]", "result": "[green]<-[/]", "text": "[magenta]..[/]"}[kind]
+    arrows = {"call": "[cyan]->[/]", "result": "[green]<-[/]", "text": "[magenta]..[/]", "warning": "[yellow]!![/]"}
+    arrow = arrows[kind]
     err.print(f"{shown(where)} {arrow} {shown(text)}")

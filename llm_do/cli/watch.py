@@ -2,9 +2,9 @@
 
 A `Board` hears every event of the run: the calls of agents with their entry, depth, model and usage
 so far (for the live tree; counted as `CallRecord.usage` counts, which the final reports show),
-and, for `-v`, the tool calls a response asks for and their results, and for `-vv` the model's text
-as it streams. Function entries make no model requests: they appear in the final tree (from
-`RunResult.calls`), not live.
+and, for `-v`, the tool calls a response asks for and their results and the warnings about a call's
+replies, and for `-vv` the model's text as it streams. Function entries make no model requests: they
+appear in the final tree (from `RunResult.calls`), not live.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 
-from ..events import AgentStarted, CallEvent, CallTag, Event, ResponseCompleted
+from ..errors import shortened
+from ..events import AgentStarted, CallEvent, CallTag, CallWarning, Event, ResponseCompleted
 from ..project.models import model_id
 from ..results import usage_of
 
@@ -47,7 +48,7 @@ class LiveCall:
 
 
 Echo = Callable[[str, str, str], None]
-"""`echo(kind, where, text)`: kind is `call`, `result` or `text`; where is the entry chain."""
+"""`echo(kind, where, text)`: kind is `call`, `result`, `text` or `warning`; where is the entry chain."""
 
 
 class Board:
@@ -87,6 +88,8 @@ class Board:
             tag = event.call
             self.calls[tag.id] = LiveCall(tag.id, tag.parent, tag.entry, tag.depth, _shown(event.model))
             self.active = tag.id
+        elif isinstance(event, CallWarning) and self.verbosity >= 1 and self.echo is not None:
+            self.echo("warning", _where(event.call), event.message)
 
     def _model_event(self, event: CallEvent) -> None:
         tag, inner = event.call, event.event
@@ -96,7 +99,11 @@ class Board:
             if call is not None:
                 call.usage.tool_calls += usage_of([ModelRequest(parts=[part])]).tool_calls
             if isinstance(part, ToolReturnPart) and self.verbosity >= 1 and self.echo is not None:
-                self.echo("result", _where(tag), f"{part.tool_name} -> {_short(part.model_response_str())}")
+                self.echo(
+                    "result",
+                    _where(tag),
+                    part.tool_name + " -> " + shortened(part.model_response_str(), 200, one_line=True),
+                )
             return
         self.active = tag.id
         if self.verbosity < 2:
@@ -126,7 +133,11 @@ class Board:
             return
         for part in response.parts:
             if isinstance(part, ToolCallPart):
-                self.echo("call", _where(tag), f"{part.tool_name}({_short(part.args_as_json_str())})")
+                self.echo(
+                    "call",
+                    _where(tag),
+                    f"{part.tool_name}(" + shortened(part.args_as_json_str(), 200, one_line=True) + ")",
+                )
 
 
 def _shown(model: Model | str | None) -> str:
@@ -140,8 +151,3 @@ def _shown(model: Model | str | None) -> str:
 
 def _where(tag: CallTag) -> str:
     return " > ".join(tag.chain)
-
-
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,4 +1,8 @@
-"""The di room."""
+"""dependency-injector, and only here: per-run and per-session providers, a provider's kind read as a scope,
+toolset specs, and the settings read from the environment (`LLM_DO_*`).
+
+May import: errors, scopes, files, approvals, guards.
+"""
 
 from __future__ import annotations
 
@@ -7,33 +11,49 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ._config import (
+        RuntimeConfig as RuntimeConfig,
+    )
+    from ._container import (
+        CapturablePerRunWarning as CapturablePerRunWarning,
+        Container as Container,
+        ContainerParts as ContainerParts,
+        Resources as Resources,
+    )
     from ._settings import (
         LlmDoSettings as LlmDoSettings,
-        LogLevel as LogLevel,
-        RuntimeConfig as RuntimeConfig,
         reveal as reveal,
+        settings_values as settings_values,
     )
     from ._singletons import (
         RunLocalSingleton as RunLocalSingleton,
         SessionLocalSingleton as SessionLocalSingleton,
     )
     from ._specs import (
+        ToolsetSource as ToolsetSource,
         ToolsetSpec as ToolsetSpec,
         scope_of_provider as scope_of_provider,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "_config": ("RuntimeConfig",),
+    "_container": (
+        "CapturablePerRunWarning",
+        "Container",
+        "ContainerParts",
+        "Resources",
+    ),
     "_settings": (
         "LlmDoSettings",
-        "LogLevel",
-        "RuntimeConfig",
         "reveal",
+        "settings_values",
     ),
     "_singletons": (
         "RunLocalSingleton",
         "SessionLocalSingleton",
     ),
     "_specs": (
+        "ToolsetSource",
         "ToolsetSpec",
         "scope_of_provider",
     ),

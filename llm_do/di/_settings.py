@@ -6,9 +6,8 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, get_args
 
 from dependency_injector import providers
 from pydantic import AfterValidator, BaseModel, BeforeValidator, DirectoryPath, Field, SecretStr, ValidationError
@@ -18,15 +17,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 from ..approvals import ApprovalMode, ApprovalOnDeny, PolicySettings
 from ..errors import InvalidSettings
 from ..files import AttachmentSettings, FilesystemSettings
+from ..guards import ModelLimits, SuspectOutput
 
-__all__ = [
-    "LlmDoSettings",
-    "LogLevel",
-    "RuntimeConfig",
-    "reveal",
-]
+__all__ = ["LlmDoSettings", "reveal", "settings_values"]
 
-LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 _MODEL_NAME = re.compile(r"^(test|[\w.-]+:\S+)$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -68,10 +62,6 @@ def _program_names(names: list[str]) -> list[str]:
     return names
 
 
-def _upper(value: Any) -> Any:
-    return value.upper() if isinstance(value, str) else value
-
-
 # The expected form and an example for each of llm-do's own settings, used in error messages.
 _FORMS: dict[str, tuple[str, str]] = {
     "model": ("provider:model-name", "openai:gpt-5.2"),
@@ -84,8 +74,6 @@ _FORMS: dict[str, tuple[str, str]] = {
     "stream_buffer": ("a whole number of events >= 1", "256"),
     "project_root": ("an existing directory", "/path/to/project"),
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
-    "message_log": ("a file path", "logs/messages.jsonl"),
-    "log_level": ("one of DEBUG, INFO, WARNING, ERROR, CRITICAL", "INFO"),
     "filesystem": ("JSON, or one variable per limit", '{"max_read_bytes": 262144}'),
     "attachments": ("JSON, or one variable per limit", '{"max_file_bytes": 4194304}'),
     "sql_statement_timeout": ("a number of seconds > 0", "30"),
@@ -96,6 +84,9 @@ _FORMS: dict[str, tuple[str, str]] = {
     "shell_timeout": ("a number of seconds > 0", "30"),
     "openai_base_url": ("a URL with a scheme", "http://localhost:8000/v1"),
     "openai_api_key": ("the API key of the OpenAI-compatible server", "sk-..."),
+    "limits": ("JSON, or one variable per limit", '{"max_tokens": 8192}'),
+    "suspect_output": ("one of flag, retry", "flag"),
+    "text_tool_calls": ("true or false", "false"),
 }
 
 
@@ -133,10 +124,6 @@ class LlmDoSettings(BaseSettings):
     """The project's directory (worker files, relative paths)."""
     database_url: Annotated[SecretStr, AfterValidator(_url)] | None = None
     """Your application's database; a secret, shown as `**********`. Read it with `reveal(config.database_url)`."""
-    message_log: Path | None = None
-    """Where your application writes the message log, if anywhere."""
-    log_level: Annotated[LogLevel, BeforeValidator(_upper)] = "WARNING"
-    """Level for the `llm_do` logger, if your application configures logging from settings."""
     filesystem: FilesystemSettings = FilesystemSettings()
     """Limits of the built-in `filesystem` and `filesystem_readonly` toolsets."""
     attachments: AttachmentSettings = AttachmentSettings()
@@ -157,6 +144,13 @@ class LlmDoSettings(BaseSettings):
     """Base URL of an OpenAI-compatible server, used for `openai:` models (e.g. a local vLLM or Ollama)."""
     openai_api_key: SecretStr | None = None
     """API key for `openai:` models; a secret, shown as `**********`. Unset: OpenAI's own OPENAI_API_KEY."""
+    limits: ModelLimits = ModelLimits()
+    """Limits on model replies, requests and runs (`LLM_DO_LIMITS__MAX_TOKENS`, ...; see docs/local-models.md)."""
+    suspect_output: SuspectOutput = "flag"
+    """A final reply that looks like an unexecuted tool call or an echoed prompt: `flag` it, or `retry` (the model
+    is told and asked again)."""
+    text_tool_calls: bool = False
+    """Run a reply that is only a JSON call to one of the call's tools as that call (for small local models)."""
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -248,72 +242,13 @@ def _plain(value: SecretStr | str | None) -> str | None:
     return value.get_secret_value() if isinstance(value, SecretStr) else value
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeConfig:
-    """What a `Runtime` needs to know.
-
-    Build it with `from_settings` or `from_container`; keyword arguments given there win over
-    the container's config, which wins over the environment and `.env`.
-    """
-
-    max_depth: int = 5
-    cleanup_timeout: float = 10.0
-    approval_mode: ApprovalMode = "prompt"
-    model: Model | str | None = None
-    approval_on_deny: ApprovalOnDeny = "tell_model"
-    approval_policies: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
-    approval_timeout: float = 600.0
-    """Seconds an approver may take to answer before the call is denied."""
-    project_root: Path = Path(".")
-    """The directory attachments are read from (and confined to): names are relative to it."""
-    attachments: AttachmentSettings = field(default_factory=AttachmentSettings, hash=False)
-    """Limits of attachments: per file, per text file, per call."""
-    session_idle_timeout: float = 1800.0
-    """Seconds a session may stay without a run before it closes."""
-    stream_buffer: int = 256
-    """Model events a live run holds for its consumer before the run waits for it."""
-
-    def __post_init__(self) -> None:
-        if self.max_depth < 0:
-            raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
-        if self.stream_buffer < 1:
-            raise ValueError(f"stream_buffer must be >= 1, got {self.stream_buffer}")
-        for name in ("cleanup_timeout", "approval_timeout", "session_idle_timeout"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
-
-    @classmethod
-    def from_settings(
-        cls, settings: LlmDoSettings | Mapping[str, Any] | None = None, **overrides: Any
-    ) -> RuntimeConfig:
-        """Config from settings, or a mapping such as a container's `config()` (missing keys come
-        from the environment), or the environment when omitted; keyword overrides win."""
-        if isinstance(settings, Mapping):
-            values = _from_mapping(settings)
-        else:
-            source = settings if settings is not None else LlmDoSettings()
-            values = {name: getattr(source, name) for name in _RUNTIME_FIELDS}
-        values.update(overrides)
-        return cls(**values)
-
-    @classmethod
-    def from_container(cls, container: object, **overrides: Any) -> RuntimeConfig:
-        """Config from a container's `config` provider (an `AgentContainer`'s holds its settings),
-        or from the environment when it has none; keyword overrides win."""
-        provider = getattr(container, "config", None)
-        values = provider() if isinstance(provider, providers.Configuration) else None
-        return cls.from_settings(values if isinstance(values, Mapping) and values else None, **overrides)
-
-
-_RUNTIME_FIELDS = tuple(item.name for item in fields(RuntimeConfig))
-"""The settings a `RuntimeConfig` is built from: its own fields, each one of `LlmDoSettings`."""
-
-
-def _from_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
+def settings_values(mapping: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings `names`, validated, from `mapping` (a container's `config()`), the rest from the environment;
+    `InvalidSettings` lists every bad value (`config.NAME=...`)."""
     values: dict[str, Any] = {}
     problems: list[str] = []
     scratch = LlmDoSettings.model_construct()
-    for name in _RUNTIME_FIELDS:
+    for name in names:
         if name not in mapping:
             continue
         value = mapping[name]
@@ -328,8 +263,8 @@ def _from_mapping(mapping: Mapping[str, Any]) -> dict[str, Any]:
             values[name] = getattr(scratch, name)
     if problems:
         raise InvalidSettings(problems)
-    if len(values) < len(_RUNTIME_FIELDS):
+    if len(values) < len(names):
         environment = LlmDoSettings()
-        for name in _RUNTIME_FIELDS:
+        for name in names:
             values.setdefault(name, getattr(environment, name))
     return values

@@ -16,6 +16,7 @@ from typing import Any
 
 from dependency_injector import providers
 
+from .._compat import context_local_provide
 from ..errors import ScopeError
 from ..scopes import CURRENT_BOX, Box
 
@@ -97,7 +98,7 @@ class SessionLocalSingleton(_BoxLocal):
     _in_session = True
 
 
-_base_provide: Any = getattr(providers.ContextLocalSingleton, "_provide")  # noqa: B009 (untyped Cython method)
+_base_provide = context_local_provide()
 
 
 def _settled(values: dict[object, Any], provider: providers.Provider[Any], future: asyncio.Future[Any]) -> None:

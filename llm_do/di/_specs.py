@@ -13,7 +13,7 @@ from ..errors import ScopeMismatch
 from ..scopes import Scope, built
 from ._singletons import SessionLocalSingleton
 
-__all__ = ["ToolsetSpec", "scope_of_provider"]
+__all__ = ["ToolsetSource", "ToolsetSpec", "scope_of_provider"]
 
 
 # Order matters: SessionLocalSingleton is a ContextLocalSingleton, which is a BaseSingleton too.
@@ -141,3 +141,7 @@ def _check_override(provider: providers.Provider[Any], declared: Scope, name: st
             f"{type(overriding).__name__} ({actual}); override it with a provider of the same scope "
             f"(a {kind}) so instances keep their lifetime"
         )
+
+
+ToolsetSource = ToolsetSpec | providers.Provider[Any] | Callable[[], Any]
+"""A toolset spec, a provider (scope from its kind), or a plain factory (per call)."""

@@ -1,4 +1,7 @@
-"""The files room."""
+"""Files read safely: attachments handed to agents, paths confined to a root, and the limits on both.
+
+May import: errors.
+"""
 
 from __future__ import annotations
 

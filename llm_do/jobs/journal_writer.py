@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from contextvars import Context
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import OperationalError
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..scopes import system_task
 
 __all__ = ["JournalWriter"]
 
@@ -52,7 +53,7 @@ class JournalWriter:
         batch = _Batch(rows, stale, loop.create_future())
         self._pending.append(batch)
         if self._task is None or self._task.done():
-            self._task = loop.create_task(self._write_pending(), context=Context())
+            self._task = system_task(self._write_pending)  # nothing of the writing run's context
         await batch.done
 
     async def _write_pending(self) -> None:

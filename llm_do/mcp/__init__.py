@@ -4,6 +4,8 @@ Needs the `mcp` extra (`pip install 'llm-do[mcp]'`). A plain pydantic-ai `MCPToo
 provider is owned by an `McpServer` with that provider's scope; `confined_roots` gives the directories
 to offer one as MCP roots; see docs/mcp.md. Each name is imported when first used, so that checking
 a project's MCP roots (`llm_do.mcp.roots`, standard library only) never imports fastmcp.
+
+May import: errors, scopes, process.
 """
 
 from __future__ import annotations

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +24,10 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
+from .._compat import handshake_timeout_off
 from .._urls import shown_url, with_url_shown
-from ..errors import ScopeError, ToolsetError
+from ..errors import ScopeError, ToolsetError, causes
+from ..scopes import system_task
 from .logs import route_server_logs
 from .stdio import OwnedStdioTransport, ServerCommandNotFound
 
@@ -153,9 +154,7 @@ class McpServer(AbstractToolset[Any]):
             toolset.client.transport = transport
         self.transport = transport
         route_server_logs(toolset, name)  # its log notifications to `llm_do.mcp.servers.NAME`, at their level
-        if hasattr(toolset.client, "_init_timeout"):
-            # The process's own start-up counts against the handshake's timeout: `startup_timeout` rules.
-            toolset.client._init_timeout = None
+        handshake_timeout_off(toolset.client)  # the process's start-up counts against it: `startup_timeout` rules
         self._conn: _Connection | None = None
         self._lock: asyncio.Lock | None = None
         self._failures = 0
@@ -342,9 +341,8 @@ class McpServer(AbstractToolset[Any]):
 
     async def _start(self) -> _Connection:
         conn = _Connection()
-        conn.task = asyncio.get_running_loop().create_task(
-            self._own(conn), name=f"llm-do MCP server {self.name}", context=contextvars.Context()
-        )
+        # A system task: the server outlives the call that started it, and must keep nothing of its context.
+        conn.task = system_task(self._own, conn, name=f"llm-do MCP server {self.name}")
         try:
             await asyncio.shield(conn.ready)  # the owner task times its own start: no timer in this context
         except BaseException as error:
@@ -477,7 +475,7 @@ class McpServer(AbstractToolset[Any]):
 
     async def _start_error(self, error: BaseException) -> McpServerError:
         transport = self.transport
-        if any(isinstance(item, ServerCommandNotFound) for item in _chain(error)):
+        if any(isinstance(item, ServerCommandNotFound) for item in causes(error)):
             command = transport.command if isinstance(transport, OwnedStdioTransport) else self.target
             return McpServerError(
                 self.name,
@@ -581,24 +579,8 @@ async def start_servers(toolsets: Iterable[AbstractToolset[Any]]) -> None:
         raise McpServersError(errors)
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    stack = [error]
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        yield item
-        if isinstance(item, BaseExceptionGroup):
-            stack.extend(item.exceptions)
-        for linked in (item.__cause__, item.__context__):
-            if linked is not None:
-                stack.append(linked)
-
-
 def _connection_closed(error: BaseException) -> bool:
-    return any(getattr(item, "code", None) == _CONNECTION_CLOSED for item in _chain(error))
+    return any(getattr(item, "code", None) == _CONNECTION_CLOSED for item in causes(error))
 
 
 def _is_fastmcp_stdio(transport: object) -> bool:

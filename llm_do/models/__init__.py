@@ -4,6 +4,8 @@
 model = RecordingModel(real_model, "session.json")   # record while running for real
 model = ReplayModel.from_file("session.json")        # then answer from the file, offline
 ```
+
+May import: errors, scopes, files, tracing, run.
 """
 
 from .journal import Journal, JournalEntry, JournalModel, JournalStore, JournalUnreachable, WentLive

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Sequence
-from contextvars import Context
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 from weakref import WeakKeyDictionary
@@ -28,6 +27,7 @@ from pydantic_ai.settings import ModelSettings
 from .. import tracing
 from ..errors import LlmDoError
 from ..run import CallScope, current_scope
+from ..scopes import system_task, system_timer
 from .keys import KeyCache, RequestKey, current_chain, request_key
 from .observed import ObservedModel
 from .recording import RecordedResponse
@@ -262,12 +262,12 @@ class Journal:
             return
         self._pending.append(_Kept(place, request, response, place.call.stale_from == place.position))
         if (self._writer is None or self._writer.done()) and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(WRITE_DELAY, self._start_writer)
+            self._timer = system_timer(WRITE_DELAY, self._start_writer)  # the run's context is not kept meanwhile
 
     def _start_writer(self) -> None:
         self._timer = None
         if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._write_pending(), context=Context())
+            self._writer = system_task(self._write_pending)
 
     async def settled(self) -> None:
         """Wait until every response kept so far is written (or its write failed)."""

@@ -44,6 +44,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestParameters
 
+from ..errors import shortened
 from ..files import METADATA_KEY, AttachmentInfo
 from ..run import current_scope
 
@@ -279,11 +280,6 @@ def _attachments(messages: list[ModelMessage]) -> tuple[AttachmentInfo, ...]:
     )
 
 
-def _shorten(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
-
-
 def _latest_prompt(messages: list[ModelMessage]) -> str | None:
     for message in reversed(messages):
         if isinstance(message, ModelRequest):
@@ -305,11 +301,11 @@ def _asked(messages: list[ModelMessage]) -> str:
     last = messages[-1] if messages else None
     if isinstance(last, ModelRequest):
         returns = [
-            f"{part.tool_name} -> {_shorten(str(part.content))}"
+            f"{part.tool_name} -> {shortened(part.content, _SHOWN, one_line=True)}"
             for part in last.parts
             if isinstance(part, ToolReturnPart | RetryPromptPart)
         ]
         if returns:
-            return _shorten("tool returns: " + "; ".join(returns))
+            return shortened("tool returns: " + "; ".join(returns), _SHOWN, one_line=True)
     prompt = _latest_prompt(messages)
-    return "prompt " + repr(_shorten(prompt)) if prompt is not None else "(no prompt)"
+    return "prompt " + repr(shortened(prompt, _SHOWN, one_line=True)) if prompt is not None else "(no prompt)"

@@ -217,8 +217,12 @@ def _response_of(step: ScriptStep) -> ModelResponse:
 
 
 def _stored(response: ModelResponse) -> ModelResponse:
-    """The response as a recording keeps it: without provider details (raw vendor data)."""
-    return replace(response, provider_details=None) if response.provider_details else response
+    """The response as a recording keeps it: without what replay does not need and a shared file should not hold,
+    the endpoint's address (`provider_url`: an internal gateway, a token in a URL), the provider's id of the response
+    and its raw vendor data (`provider_details`)."""
+    if response.provider_url is None and response.provider_response_id is None and response.provider_details is None:
+        return response
+    return replace(response, provider_url=None, provider_response_id=None, provider_details=None)
 
 
 class Recording:

@@ -1,6 +1,8 @@
 """Agent projects: `.worker` files, Python modules and a container, loaded into a ready `Runtime`.
 
 See docs/projects.md. `load_project(path)` is the entry point; the rest is for tools built on it.
+
+May import: errors, scopes, files, approvals, guards, di, results, toolkit, sessions, mcp, run, models.
 """
 
 from .build import DEFAULT_CONTAINER, Project, load_project

@@ -20,6 +20,7 @@ from ..approvals import Approver, PolicySettings, ToolPolicy
 from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec
 from ..errors import ConfigurationError
 from ..files import Attachment
+from ..guards import ModelRules
 from ..results import RunResult
 from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
 from ..scopes import Scope
@@ -414,8 +415,22 @@ class _Builder:
         if model is not None:
             self.problems.extend(worker_native_problems(spec.name, agent, model, spec.problem))
         self.agents[spec.name] = AgentEntry(
-            agent, name=spec.name, toolsets=names, schema_in=schema_in, description=spec.description
+            agent,
+            name=spec.name,
+            toolsets=names,
+            schema_in=schema_in,
+            description=spec.description,
+            rules=self._rules(spec),
+            takes_attachments=spec.takes_attachments,
         )
+
+    def _rules(self, spec: WorkerSpec) -> ModelRules:
+        """The worker's model rules: what its file sets, over what `project.toml` sets (over the settings)."""
+        project = self.layout.rules or {}
+        config = self.layout.config_file.name if self.layout.config_file is not None else "project.toml"
+        origins = {name: _origin(name, config) for name in project}
+        origins.update({name: _origin(name, spec.file.name) for name in spec.rules})
+        return ModelRules({**project, **spec.rules}, origins)
 
     def _spec_of(self, name: str, providers: Mapping[str, Any], modules: ProjectModules) -> ToolsetSpec | None:
         if name in self.toolsets:  # a project module's toolset or an MCP server
@@ -511,6 +526,11 @@ class _Builder:
                 )
             )
         return name
+
+
+def _origin(name: str, file: str) -> str:
+    """Where a file set a model rule, as an error names it: `limits.max_tokens in clerk.worker`."""
+    return f"{name if name in ('suspect_output', 'text_tool_calls') else 'limits.' + name} in {file}"
 
 
 def _with_servers(spec: WorkerSpec, servers: Mapping[str, Declared]) -> WorkerSpec:

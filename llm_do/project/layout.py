@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
+from ..guards import ModelLimits, SuspectOutput
 from .problems import Problem, ProjectError, raise_if_any
 
 __all__ = ["CONFIG_FILE", "ProjectLayout", "discover_project"]
@@ -20,6 +23,10 @@ _KEYS = {
     "input": "the input of the default entry when none is given: a text, or a table for an input model",
     "mcp_servers": "MCP servers by toolset name: [mcp_servers.NAME] with command/args/env/cwd or url/headers",
     "mcp_config": "JSON files of MCP servers in the mcpServers format (pydantic-ai's load_mcp_toolsets)",
+    "limits": "limits on every worker's model: [limits] with max_tokens, request_timeout, run_timeout, run_requests, "
+    "run_tokens (0: none)",
+    "suspect_output": "a final reply that looks like an unexecuted tool call or an echoed prompt: 'flag' or 'retry'",
+    "text_tool_calls": "true: run a reply that is only a JSON call to one of the worker's tools as that call",
 }
 
 
@@ -37,6 +44,8 @@ class ProjectLayout:
     """The raw `[mcp_servers]` table of `project.toml`, checked when the project is built."""
     mcp_config: Any = None
     """The raw `mcp_config` list of `project.toml`."""
+    rules: Any = None
+    """What `limits`, `suspect_output` and `text_tool_calls` of `project.toml` set, by name (checked)."""
 
     def line_of(self, key: str) -> int | None:
         """The line of a top-level key in `project.toml`, when there is one."""
@@ -80,6 +89,7 @@ def discover_project(path: Path | str) -> ProjectLayout:
             layout.config_file,
             layout.mcp_servers,
             layout.mcp_config,
+            layout.rules,
         )
     return layout
 
@@ -110,10 +120,50 @@ def _from_config(root: Path, config: Path) -> ProjectLayout:
     if entry is not None and not isinstance(entry, str):
         problems.append(Problem(config, _line_of(text, "entry"), f"entry must be a name, got {entry!r}"))
         entry = None
+    rules = _rules(config, text, values, problems)
     raise_if_any(problems)
     return ProjectLayout(
-        root, workers, modules, entry, values.get("input"), config, values.get("mcp_servers"), values.get("mcp_config")
+        root,
+        workers,
+        modules,
+        entry,
+        values.get("input"),
+        config,
+        values.get("mcp_servers"),
+        values.get("mcp_config"),
+        rules,
     )
+
+
+def _rules(config: Path, text: str, values: dict[str, Any], problems: list[Problem]) -> dict[str, Any]:
+    """What `[limits]`, `suspect_output` and `text_tool_calls` set, each checked (a wrong one is a problem)."""
+    given: dict[str, Any] = {}
+    limits = values.get("limits")
+    if limits is not None:
+        try:
+            checked = ModelLimits.model_validate(limits)
+        except ValidationError as error:
+            for item in error.errors():
+                where = ".".join(map(str, ("limits", *item["loc"])))
+                problems.append(
+                    Problem(config, _line_of(text, "limits"), f"{where}: {item['msg']} (got {item['input']!r})")
+                )
+        else:
+            given.update({name: getattr(checked, name) for name in checked.model_fields_set})
+    checks: tuple[tuple[str, TypeAdapter[Any]], ...] = (
+        ("suspect_output", TypeAdapter(SuspectOutput)),
+        ("text_tool_calls", TypeAdapter(bool)),
+    )
+    for key, adapter in checks:
+        if key not in values:
+            continue
+        try:
+            given[key] = adapter.validate_python(values[key], strict=True)
+        except ValidationError as error:
+            problems.append(
+                Problem(config, _line_of(text, key), f"{key}: {error.errors()[0]['msg']} (got {values[key]!r})")
+            )
+    return given
 
 
 def _files(root: Path, config: Path, text: str, key: str, given: Any, problems: list[Problem]) -> tuple[Path, ...]:
@@ -135,5 +185,6 @@ def _files(root: Path, config: Path, text: str, key: str, given: Any, problems: 
 
 
 def _line_of(text: str, key: str) -> int | None:
-    match = re.search(rf"^\s*\"?{re.escape(key)}\"?\s*=", text, re.MULTILINE)
+    name = rf"\"?{re.escape(key)}\"?"
+    match = re.search(rf"^[ \t]*(?:{name}[ \t]*=|\[[ \t]*{name}[ \t]*\])", text, re.MULTILINE)
     return None if match is None else text.count("\n", 0, match.start()) + 1

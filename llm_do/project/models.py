@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 from pydantic_ai.exceptions import UserError
@@ -23,6 +24,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 
 from ..errors import ConfigurationError
+from ..models.observed import ObservedModel
 from ..models.replay import ReplayModel
 
 __all__ = ["DeferredModel", "MissingApiKey", "matches_any", "model_id", "model_problem", "resolve_model"]
@@ -44,13 +46,15 @@ class MissingApiKey(ConfigurationError):
 
 
 class DeferredModel(WrapperModel):
-    """A model built from its name the first time it is used (at run time), then kept."""
+    """A model built from its name the first time it is used (at run time), then kept. `endpoint_setting` names
+    the setting that gave its server's address, if one did (`LLM_DO_OPENAI_BASE_URL`)."""
 
-    def __init__(self, name: str, build: Callable[[], Model]) -> None:
+    def __init__(self, name: str, build: Callable[[], Model], endpoint_setting: str | None = None) -> None:
         Model.__init__(self)  # not WrapperModel's: it would build the model now
         self._name = name
         self._build = build
         self._built: Model | None = None
+        self.endpoint_setting = endpoint_setting
 
     @property
     def wrapped(self) -> Model:
@@ -93,7 +97,8 @@ def resolve_model(name: str, *, root: Path, settings: Mapping[str, Any] | None =
     settings = settings or {}
     base_url, api_key = settings.get("openai_base_url"), settings.get("openai_api_key")
     if name.startswith(_OPENAI_KINDS) and (base_url or api_key):
-        return DeferredModel(name, lambda: infer_model(name, provider_factory=_openai(base_url, api_key)))
+        setting = "LLM_DO_OPENAI_BASE_URL" if base_url else None
+        return DeferredModel(name, lambda: _openai_model(name, base_url, api_key), setting)
     return DeferredModel(name, lambda: infer_model(name))
 
 
@@ -132,9 +137,12 @@ def model_problem(name: str, *, installed: bool = False) -> str | None:
 
 
 def model_id(model: Model | str) -> str:
-    """`provider:name` of a model, as `compatible_models` patterns see it."""
+    """`provider:name` of a model, as `compatible_models` patterns see it; a model that records or journals
+    another (`--record`) is named as the model it wraps."""
     if isinstance(model, str):
         return model
+    while isinstance(model, ObservedModel):
+        model = model.wrapped
     if isinstance(model, DeferredModel):
         return model._name
     name = model.model_name
@@ -144,6 +152,20 @@ def model_id(model: Model | str) -> str:
 def matches_any(model: Model | str, patterns: tuple[str, ...]) -> bool:
     """Whether the model's id matches one of the glob patterns (`openai:*`, `*:gpt-5*`, ...)."""
     return any(fnmatch.fnmatchcase(model_id(model), pattern) for pattern in patterns)
+
+
+def _openai_model(name: str, base_url: Any, api_key: Any) -> Model:
+    """An `openai*:` model on the server `base_url` names. A chat model on a server that is not OpenAI's is sent
+    its token limit as `max_tokens`, the field OpenAI-compatible servers (llama.cpp, Ollama, vLLM) all read, rather
+    than OpenAI's newer `max_completion_tokens`."""
+    if name.startswith("openai-chat:") and base_url and urlsplit(str(base_url)).hostname != "api.openai.com":
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.profiles.openai import OpenAIModelProfile
+
+        profile = OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False)
+        provider = _openai(base_url, api_key)("openai-chat")
+        return OpenAIChatModel(name.removeprefix("openai-chat:"), provider=provider, profile=profile)
+    return infer_model(name, provider_factory=_openai(base_url, api_key))
 
 
 def _openai(base_url: Any, api_key: Any) -> Callable[[str], Provider[Any]]:

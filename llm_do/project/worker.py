@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_ai.settings import ModelSettings
 
 from ..approvals import PolicySettings
+from ..guards import ModelLimits, SuspectOutput
 from .native import NativeOptions, parse_native_tools
 from .problems import Problem, ProjectError
 
-__all__ = ["FIELDS", "WorkerSpec", "check_worker", "check_worker_file", "parse_worker", "read_worker"]
+__all__ = ["FIELDS", "WorkerSpec", "check_worker", "check_worker_file", "given_rules", "parse_worker", "read_worker"]
 
 Loc = tuple[str | int, ...]
 
@@ -41,6 +42,10 @@ FIELDS: dict[str, str] = {
     "mcp_servers": "MCP servers this worker uses, by toolset name: {NAME: {command: ..., args: [...]}} or {url: ...}",
     "native_tools": "the model provider's own tools: [web_search, web_fetch, code_execution, image_generation], "
     "or a mapping of them to options",
+    "limits": "limits on its model: {max_tokens, request_timeout, run_timeout, run_requests, run_tokens} (0: none)",
+    "suspect_output": "a final reply that looks like an unexecuted tool call or an echoed prompt: flag or retry",
+    "text_tool_calls": "true: run a reply that is only a JSON call to one of its tools as that call",
+    "takes_attachments": "true: agents calling it as a tool are always offered its attachments parameter",
 }
 """Every frontmatter key a worker file may use, and what it is for."""
 
@@ -55,6 +60,10 @@ _HINTS: dict[str, str] = {
     "model_settings": "write a mapping, like model_settings: {temperature: 0.2}",
     "approvals": "write approvals: {TOOLSET: {default: allow|ask|deny, tools: {TOOL: allow|ask|deny}}}",
     "mcp_servers": "write mcp_servers: {NAME: {command: python, args: [server.py], scope: per_call}}",
+    "limits": "write limits: {max_tokens: 2048, request_timeout: 300, run_requests: 20}",
+    "suspect_output": "write suspect_output: flag, or suspect_output: retry",
+    "text_tool_calls": "write text_tool_calls: true, or false",
+    "takes_attachments": "write takes_attachments: true, or false",
 }
 
 
@@ -77,6 +86,9 @@ class WorkerSpec:
     """MCP server declarations by toolset name, as written (checked when the project is built)."""
     native_tools: Mapping[str, NativeOptions] = field(default_factory=dict, hash=False)
     """The provider's own tools this worker's agent sends, by name, with their options (see `project.native`)."""
+    rules: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """What `limits`, `suspect_output` and `text_tool_calls` set, by name (`max_tokens`, ..., `suspect_output`)."""
+    takes_attachments: bool = False
     lines: Mapping[Loc, int] = field(default_factory=dict, hash=False, repr=False)
     invalid: frozenset[str] = frozenset()
     """Keys whose values were wrong (each reported as a problem), left at their defaults here."""
@@ -108,6 +120,10 @@ class _Frontmatter(BaseModel):
     approvals: dict[str, PolicySettings] = {}
     mcp_servers: dict[str, Any] = {}
     native_tools: Any = None  # checked by parse_native_tools, with the line of each name and option
+    limits: ModelLimits | None = None
+    suspect_output: SuspectOutput | None = None
+    text_tool_calls: bool | None = None
+    takes_attachments: bool = False
 
     @field_validator("name")
     @classmethod
@@ -144,6 +160,17 @@ class _Frontmatter(BaseModel):
     def _reference(cls, value: str) -> str:
         if not _REFERENCE.match(value):
             raise ValueError(f"{value!r} is not a reference to a class")
+        return value
+
+    @field_validator("limits", mode="before")
+    @classmethod
+    def _limits(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for key in value:
+                if key not in ModelLimits.model_fields:
+                    close = difflib.get_close_matches(str(key), ModelLimits.model_fields, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise ValueError(f"unknown limit {key!r}{hint}; known: {', '.join(ModelLimits.model_fields)}")
         return value
 
     @field_validator("model_settings")
@@ -253,9 +280,23 @@ def check_worker(text: str, *, file: Path) -> tuple[WorkerSpec | None, list[Prob
         approvals=dict(front_matter.approvals),
         mcp_servers=dict(front_matter.mcp_servers),
         native_tools=native_tools,
+        rules=given_rules(front_matter.limits, front_matter.suspect_output, front_matter.text_tool_calls),
+        takes_attachments=front_matter.takes_attachments,
         lines=where,
         invalid=frozenset(wrong),
     ), problems
+
+
+def given_rules(
+    limits: ModelLimits | None, suspect_output: SuspectOutput | None, text_tool_calls: bool | None
+) -> dict[str, Any]:
+    """The model rules a file sets (the limits it names, and the two checks when given), by name."""
+    given: dict[str, Any] = {name: getattr(limits, name) for name in limits.model_fields_set} if limits else {}
+    if suspect_output is not None:
+        given["suspect_output"] = suspect_output
+    if text_tool_calls is not None:
+        given["text_tool_calls"] = text_tool_calls
+    return given
 
 
 def _walk(node: yaml.Node | None, loc: Loc, where: dict[Loc, int], file: Path) -> list[Problem]:

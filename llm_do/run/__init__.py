@@ -1,4 +1,9 @@
-"""The run room."""
+"""The core every run goes through: the `Runtime` that launches runs, what it resolves at load, the run's
+scope, each call's scope, entries (agents and functions), how a call lends its toolsets to pydantic-ai, the gate
+that applies approvals to each tool call, and live runs.
+
+May import: errors, scopes, files, approvals, guards, di, results, events, toolkit, sessions, tracing, mcp.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +35,6 @@ if TYPE_CHECKING:
         Lending as Lending,
         LentGroup as LentGroup,
         LentToolset as LentToolset,
-        current_run_context as current_run_context,
     )
     from ._live import (
         ApprovalNotPending as ApprovalNotPending,
@@ -39,11 +43,11 @@ if TYPE_CHECKING:
         open_stream as open_stream,
     )
     from ._plan import (
-        CapturablePerRunWarning as CapturablePerRunWarning,
-        Loaded as Loaded,
-        ToolsetSource as ToolsetSource,
+        GlobalScope as GlobalScope,
+        Plan as Plan,
     )
     from ._run_scope import (
+        Globals as Globals,
         RunHost as RunHost,
         RunScope as RunScope,
     )
@@ -80,7 +84,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Lending",
         "LentGroup",
         "LentToolset",
-        "current_run_context",
     ),
     "_live": (
         "ApprovalNotPending",
@@ -89,11 +92,11 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "open_stream",
     ),
     "_plan": (
-        "CapturablePerRunWarning",
-        "Loaded",
-        "ToolsetSource",
+        "GlobalScope",
+        "Plan",
     ),
     "_run_scope": (
+        "Globals",
         "RunHost",
         "RunScope",
     ),

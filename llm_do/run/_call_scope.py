@@ -10,7 +10,7 @@ import asyncio
 import functools
 from collections.abc import Sequence
 from contextvars import Token
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
@@ -18,12 +18,12 @@ from pydantic import BaseModel
 from pydantic_ai import RunContext
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
-from ..approvals import Approvals, Approver, Grants
+from .._compat import current_run_context
+from ..approvals import Approvals, Approver, CallFacts, Grants
 from ..di import RuntimeConfig, ToolsetSpec
 from ..errors import MaxDepthExceeded, ScopeError, ToolsetError
 from ..events import CallEnded, CallStarted, CallTag
@@ -31,7 +31,7 @@ from ..files import Attachment, AttachmentError, check_call, check_count, normal
 from ..results import CallRecord, LogEntry, RunState, outcome_of, usage_of
 from ..scopes import CURRENT_SINK, Observer, Scope, ScopeOwner, Sink
 from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
-from ._lending import Lending, current_run_context
+from ._lending import Lending
 from ._run_scope import RunScope
 from ._servers import start_servers
 
@@ -161,6 +161,8 @@ class CallScope:
         """The whole conversation after this call, including `message_history`."""
         self.attachments = attachments
         """The files this call received (its entry's agent is sent them with its prompt)."""
+        self.warnings: list[str] = []
+        """What this call's record says about its model's replies (`CallRecord.warnings`)."""
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._owner = ScopeOwner(Scope.PER_CALL, host.config.cleanup_timeout, run.owner)
@@ -305,6 +307,7 @@ class CallScope:
             outcome=outcome_of(exc),
             usage=usage_of(self.messages),
             attachments=tuple(attachment.info for attachment in self.attachments) if self.attachments else (),
+            warnings=tuple(self.warnings),
         )
         state.calls.append(record)
         if self.messages:
@@ -356,8 +359,13 @@ class CallScope:
         args: dict[str, Any] = {"input": input_data}
         if handed:
             args["attachments"] = [attachment.name for attachment in handed]
-        asked_as = await self._lending.gate().authorize(name, name, args, handed)
-        return await self.call_child(name, input_data, attachments=handed, asked_as=asked_as)
+        gate = self._lending.gate()
+        asked_as = gate.python_call_id(name, name)
+        names = args.get("attachments", ())
+        facts = CallFacts(name, name, args, asked_as, tool_call=False, attachments=names, shown=handed, direct=True)
+        return await gate.call(
+            facts, lambda approved: self.call_child(name, input_data, attachments=handed, asked_as=asked_as)
+        )
 
     async def attachments_named(self, names: Sequence[str | Attachment]) -> tuple[Attachment, ...]:
         """The attachments `names` stand for, checked against the call limits.
@@ -386,7 +394,7 @@ class CallScope:
 
     async def attachments_for(self, tool_call_id: str | None, names: Sequence[str]) -> tuple[Attachment, ...]:
         """The attachments a model's call to an entry hands over: those its approver was shown, else `names`."""
-        shown = self._lending.gate().attached(tool_call_id) if tool_call_id else None
+        shown = self._lending.attached(tool_call_id) if tool_call_id else None
         return shown if shown is not None else await self.attachments_named(names)
 
     def check_depth(self, name: str) -> None:
@@ -421,30 +429,19 @@ class CallScope:
         The call is gated by the approval policy of the tool's toolset, like a model's call; a
         denial raises `ApprovalDenied` (there is no model to tell).
         """
-        gate = self._lending.gate()
-        call_id = gate.direct_call_id()
+        call_id = self._lending.gate().direct_call_id()
         ctx: RunContext[Any] = RunContext(
             deps=self, model=_direct_model(), usage=self.state.usage, tool_name=name, tool_call_id=call_id, prompt=None
         )
         available: list[str] = []
-        try:
-            for toolset in self.toolsets:
-                tools = await toolset.get_tools(ctx)
-                found = tools.get(name)
-                if found is None:
-                    available.extend(tools)
-                    continue
-                validated = found.args_validator.validate_python(args or {})
-                try:
-                    return await toolset.call_tool(name, validated, ctx, found)
-                except ApprovalRequired:
-                    # The same resolution as in an agent run, answered here instead of by the capability.
-                    if not await gate.settle_direct(call_id):
-                        raise
-                validated = found.args_validator.validate_python(args or {})
-                return await toolset.call_tool(name, validated, replace(ctx, tool_call_approved=True), found)
-        finally:
-            gate.forget_direct(call_id)
+        for lent in self._lending.lent:
+            tools = await lent.get_tools(ctx)
+            found = tools.get(name)
+            if found is None:
+                available.extend(tools)
+                continue
+            validated = found.args_validator.validate_python(args or {})
+            return await lent.call_direct(name, validated, ctx, found)
         raise ToolsetError(
             f"entry {self.entry.name!r} has no tool {name!r}; its tools are: {', '.join(sorted(available)) or 'none'}"
         )

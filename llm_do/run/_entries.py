@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
-from types import MethodType
+from dataclasses import replace
 from typing import Annotated, Any, TypeVar, overload
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 from pydantic_ai import Agent, RunContext, Tool, capture_run_messages
 from pydantic_ai.messages import ModelMessage
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+from pydantic_ai.tools import ToolDefinition, ToolPrepareFunc
+from pydantic_ai.toolsets import FunctionToolset
 
+from .._compat import alone_with, leaves_out_empty_own_toolset, no_longer_alone
 from ..errors import ToolsetError
-from ..events import AgentStarted
+from ..events import AgentStarted, CallWarning
 from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
+from ..guards import ModelGuard, ModelRules
 from ._call_scope import CallScope, Entry
 
 __all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset"]
@@ -83,14 +85,20 @@ class AgentEntry(_Described):
         toolsets: Sequence[str] = (),
         schema_in: type[BaseModel] | None = None,
         description: str | None = None,
+        rules: ModelRules | None = None,
+        takes_attachments: bool = False,
     ) -> None:
         super().__init__(name=name, toolsets=toolsets, schema_in=schema_in, description=description)
         self.agent = agent
+        self.rules = rules or ModelRules()
+        """Limits and reply checks of this entry's model over the runtime's (see `llm_do.guards`)."""
+        self.takes_attachments = takes_attachments
+        """Whether another agent calling this entry as a tool is always offered its `attachments` parameter."""
         if agent.name is None:
             agent.name = name
         self._renamed = agent.name != name
         """The agent carries another name (another entry's, say): each run overrides it with this one."""
-        self._alone = _leaves_out_its_empty_toolset(agent)
+        self._alone = leaves_out_empty_own_toolset(agent)
         """The call's toolsets can be the only ones of the agent's runs when it has no tool of its own."""
 
     def _prompt(self, input_data: Any) -> Any:
@@ -118,67 +126,41 @@ class AgentEntry(_Described):
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
             renamed.__enter__()
-        alone = _ALONE.set(agent) if self._alone and scope.toolsets else None
+        alone = alone_with(agent) if self._alone and scope.toolsets else None
+        rules = self.rules.over(scope.config.rules)
+        told = None if sink is None else lambda warning: sink.emit(CallWarning(scope.tag(), warning))
+        guard = ModelGuard(self._name, agent, rules, model if agent.model is None else agent.model, told)
         try:
-            with capture_run_messages() as captured:
+            with capture_run_messages() as captured, guard.watching():
                 try:
-                    result = await agent.run(
-                        prompt,
-                        message_history=scope.message_history,
-                        toolsets=scope.toolsets,
-                        capabilities=scope.capabilities,
-                        deps=scope,
-                        usage=scope.state.usage,
-                        model=model,
-                        event_stream_handler=scope.event_stream_handler,
-                    )
-                except BaseException:
+                    async with guard.run_deadline():
+                        result = await agent.run(
+                            prompt,
+                            message_history=scope.message_history,
+                            toolsets=scope.toolsets,
+                            capabilities=guard.capabilities(scope.capabilities),
+                            deps=scope,
+                            usage=scope.state.usage,
+                            usage_limits=guard.usage_limits,
+                            model=guard.model,
+                            event_stream_handler=scope.event_stream_handler,
+                        )
+                except BaseException as error:
                     scope.messages = _added(captured, scope.message_history)  # for the call's usage and log
+                    limit = guard.limit_error(error)
+                    if limit is not None:
+                        raise limit from error
                     raise
+                scope.messages = result.new_messages()
+                scope.all_messages = list(result.all_messages())  # pydantic-ai's list is emptied when the call ends
+                guard.checked(result.output, scope.all_messages)
         finally:
             if alone is not None:
-                _ALONE.reset(alone)
+                no_longer_alone(alone)
             if renamed is not None:
                 renamed.__exit__(None, None, None)
-        scope.messages = result.new_messages()
-        scope.all_messages = list(result.all_messages())  # pydantic-ai's own list is emptied when the call ends
+            scope.warnings.extend(guard.warnings)  # what the call's record says of its replies
         return result.output
-
-
-_ALONE: ContextVar[Agent[Any, Any] | None] = ContextVar("llm_do.alone", default=None)
-"""The agent whose run llm-do is starting with a call's toolsets (see `_leaves_out_its_empty_toolset`)."""
-
-
-def _leaves_out_its_empty_toolset(agent: Agent[Any, Any]) -> bool:
-    """Have `agent` leave its own function toolset out of the runs llm-do starts, while it holds no tool.
-
-    pydantic-ai combines a run's toolsets with the agent's own function toolset (where `@agent.tool` and
-    `tools=` put theirs), and starts a task group per model request to list several toolsets: for an
-    agent with no tool of its own, that is all its toolset brings. Reads pydantic-ai's internals (2.68):
-    `Agent._build_toolset_list`, whose first toolset is the agent's own. False when they moved (the runs
-    then keep it, as pydantic-ai does); tests/test_entries_agent_tools.py fails then.
-    """
-    if _BUILD is None or getattr(type(agent), "_build_toolset_list", None) is not _BUILD:
-        return False  # gone, or a subclass's own
-    installed = vars(agent).get("_build_toolset_list")
-    if installed is None or getattr(installed, "__func__", None) is _without_empty_own:
-        if getattr(installed, "__self__", None) is not agent:  # (a copy of an agent keeps the original's)
-            vars(agent)["_build_toolset_list"] = MethodType(_without_empty_own, agent)
-        return True
-    return False  # someone else's
-
-
-def _without_empty_own(agent: Agent[Any, Any], *args: Any, **kwargs: Any) -> list[AbstractToolset[Any]]:
-    """The agent's toolsets, less its own function toolset when empty and llm-do is starting its run."""
-    toolsets: list[AbstractToolset[Any]] = _BUILD(agent, *args, **kwargs)
-    if _ALONE.get() is agent and not kwargs.get("ignore_overrides") and toolsets:
-        own = toolsets[0]
-        if isinstance(own, FunctionToolset) and not own.tools and not own._instructions:
-            del toolsets[0]
-    return toolsets
-
-
-_BUILD: Any = getattr(Agent, "_build_toolset_list", None)
 
 
 def _added(captured: list[ModelMessage], history: list[ModelMessage] | None) -> list[ModelMessage]:
@@ -199,9 +181,12 @@ class FunctionEntry(_Described):
         toolsets: Sequence[str] = (),
         schema_in: type[BaseModel] | None = None,
         description: str | None = None,
+        takes_attachments: bool = False,
     ) -> None:
         super().__init__(name=name, toolsets=toolsets, schema_in=schema_in, description=description)
         self.func = func
+        self.takes_attachments = takes_attachments
+        """Whether an agent calling this entry as a tool is always offered its `attachments` parameter."""
 
     async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
         if self._schema_in is not None:
@@ -218,6 +203,7 @@ def entry(
     toolsets: Sequence[str] = (),
     schema_in: type[BaseModel] | None = None,
     description: str | None = None,
+    takes_attachments: bool = False,
 ) -> Callable[[Callable[[CallScope, Any], Awaitable[Any]]], FunctionEntry]: ...
 def entry(
     func: Callable[[CallScope, Any], Awaitable[Any]] | None = None,
@@ -227,13 +213,19 @@ def entry(
     toolsets: Sequence[str] = (),
     schema_in: type[BaseModel] | None = None,
     description: str | None = None,
+    takes_attachments: bool = False,
 ) -> FunctionEntry | Callable[[Callable[[CallScope, Any], Awaitable[Any]]], FunctionEntry]:
     """Turn an async function `(scope, input)` into an entry; name and description default to its own."""
 
     def wrap(f: Callable[[CallScope, Any], Awaitable[Any]]) -> FunctionEntry:
         doc = (f.__doc__ or "").strip() or None
         return FunctionEntry(
-            f, name=name or f.__name__, toolsets=toolsets, schema_in=schema_in, description=description or doc
+            f,
+            name=name or f.__name__,
+            toolsets=toolsets,
+            schema_in=schema_in,
+            description=description or doc,
+            takes_attachments=takes_attachments,
         )
 
     return wrap(func) if func is not None else wrap
@@ -243,8 +235,9 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
     """A stateless toolset with one tool that runs `target` as a child call of the calling scope.
 
     The tool takes the entry's input (`input`, or the fields of its `schema_in` model) and
-    `attachments`: names of files to hand over (see docs/attachments.md). Like every toolset a scope
-    lends out, it is gated by the approval policy of its name (the entry's).
+    `attachments`: names of files to hand over (see docs/attachments.md), offered to the calling model when
+    the entry takes files (`takes_attachments`) or the caller received some to hand on. Like every toolset a
+    scope lends out, it is gated by the approval policy of its name (the entry's).
     """
     schema_in = target.schema_in
     takes = schema_in is None or "attachments" not in schema_in.model_fields  # else the entry's own field wins
@@ -270,7 +263,27 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
     description = target.description or f"Ask the {target.name!r} agent to do a task and return its answer."
     # The typed tool takes one model, which pydantic-ai hands over as its `input` argument.
     metadata = {TAKES_ATTACHMENTS: True if schema_in is None else "input"} if takes else None
-    return FunctionToolset([Tool(call, name=target.name, description=description, takes_ctx=True, metadata=metadata)])
+    offered = not takes or getattr(target, "takes_attachments", False)  # else only to a caller holding files
+    prepare: ToolPrepareFunc[Any] | None = None if offered else _attachments_when_held
+    tool: Tool[Any] = Tool(
+        call, name=target.name, description=description, takes_ctx=True, metadata=metadata, prepare=prepare
+    )
+    return FunctionToolset([tool])
+
+
+def _attachments_when_held(ctx: RunContext[Any], definition: ToolDefinition) -> ToolDefinition:
+    """A tool's `prepare`: its `attachments` parameter is offered only to a caller that received files to hand on.
+
+    An entry that does not take files (`takes_attachments`) gets none from a caller that has none: a small model
+    offered the parameter fills it with `[]`, or drops the question for it. A call that passes it anyway is still
+    accepted (its files are read and handed over as usual)."""
+    if getattr(ctx.deps, "attachments", ()):
+        return definition
+    schema = dict(definition.parameters_json_schema)
+    schema["properties"] = {k: v for k, v in schema.get("properties", {}).items() if k != "attachments"}
+    if "required" in schema:
+        schema["required"] = [name for name in schema["required"] if name != "attachments"]
+    return replace(definition, parameters_json_schema=schema)
 
 
 @functools.cache

@@ -1,18 +1,20 @@
 """Gates: apply the runtime's approvals to the tool calls of one call scope.
 
-Every toolset a scope lends out passes its calls to the scope's `CallGate`, keyed by its toolset name.
-A call that needs a decision is deferred to pydantic-ai's `HandleDeferredToolCalls` capability when
-the call's toolsets can ask or deny, else decided in place (see docs/approvals.md, "How it is built on pydantic-ai").
+A gated call enters the scope's `CallGate` as one `CallFacts` value, with how to run it, through
+`CallGate.call`: the calls of every toolset the scope lends out (the facts worked out by the lending)
+and the calls made from Python (`CallScope.call_tool`, `CallScope.call_agent`). A model's call that needs
+a decision is deferred to pydantic-ai's `HandleDeferredToolCalls` capability when the call's toolsets
+can ask or deny, else decided in place (see docs/approvals.md, "How it is built on pydantic-ai").
 """
 
 from __future__ import annotations
 
 import itertools
 from asyncio import CancelledError
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
@@ -24,6 +26,7 @@ from ..approvals import (
     ApprovalRequest,
     Approvals,
     Approver,
+    CallFacts,
     Grants,
     SessionKey,
     Verdict,
@@ -66,32 +69,29 @@ class _Pending:
 
 
 class CallGate:
-    """One call scope's side of approvals: wraps its toolsets and resolves their deferred calls."""
+    """One call scope's side of approvals: decides, asks for and runs its gated calls (`call`), and resolves the
+    calls it deferred to pydantic-ai (`resolve`)."""
 
     __slots__ = (
         "_attached",
         "_capability",
-        "_direct",
         "_direct_ids",
         "_grants",
         "_pending",
         "approvals",
-        "call",
         "deferring",
-        "entry_tools",
+        "scope",
     )
 
-    def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
+    def __init__(self, approvals: Approvals, scope: GatedCall) -> None:
         self.approvals = approvals
-        self.call = call
-        self.entry_tools = entry_tools
+        self.scope = scope
         self.deferring = False
-        """True when the call's agent runs get `capabilities()`: gated calls are then deferred to it."""
+        """True when the call's agent runs get `capabilities()`: a model's gated calls are then deferred to it."""
         self._capability: HandleDeferredToolCalls[Any] | None = None
         self._pending: dict[str, _Pending] = {}
         self._grants: dict[str, SessionKey] = {}
         self._direct_ids: itertools.count[int] | None = None
-        self._direct: set[str] = set()
         self._attached: dict[str, tuple[Attachment, ...]] = {}
         """Attachments read to show an approver, by tool call id: the call, once approved, sends these."""
 
@@ -106,7 +106,6 @@ class CallGate:
     def clear(self) -> None:
         self._pending.clear()
         self._grants.clear()
-        self._direct.clear()
         self._attached.clear()
         self._capability = None
 
@@ -115,85 +114,77 @@ class CallGate:
         return self._attached.pop(call_id, None)
 
     def direct_call_id(self) -> str:
-        """A tool call id for a call made from Python; its gated calls are always deferred to `settle_direct`."""
-        call_id = f"direct_{self._next_direct()}"  # unique in the call; the call's path makes it unique in the run
-        self._direct.add(call_id)
-        return call_id
+        """The id of a tool call made from Python (`CallScope.call_tool`): unique in the call, and the call's path
+        makes it unique in the run."""
+        return f"direct_{self._next_direct()}"
 
-    def forget_direct(self, call_id: str) -> None:
-        self._direct.discard(call_id)
+    def python_call_id(self, toolset: str, tool: str) -> str:
+        """What a call made from Python without a tool call (`CallScope.call_agent`) is known by among this call's
+        own (`python:toolset.tool#n`, by its order): a child call it starts takes it as its place in the run, so
+        siblings' questions never share an id."""
+        return f"python:{toolset}.{tool}#{self._next_direct()}"
 
-    def _defers(self, call_id: str) -> bool:
-        return self.deferring or call_id in self._direct
+    async def call(self, facts: CallFacts, run: Callable[[bool], Awaitable[Any]]) -> Any:
+        """Decide the call, ask for it when it must, and run it: the tool's result, or the denial a model reads.
 
-    async def check(
-        self,
-        toolset: str,
-        tool: str,
-        args: dict[str, Any],
-        ctx: RunContext[Any],
-        *,
-        requires_approval: bool,
-        annotations: Mapping[str, Any] | None = None,
-        attachments: Sequence[str] | None = None,
-    ) -> ToolDenied | None:
-        """Before a call runs: None to run it, a denial to return instead; raises `ApprovalRequired` to ask.
+        `run(approved)` runs the tool, `approved` as pydantic-ai's `tool_call_approved`. A model's call that needs
+        an answer is deferred to the capability when the gate defers (`ApprovalRequired` is raised; pydantic-ai
+        runs it again approved); any other is decided here. A tool that asks for approval itself is decided here,
+        and run again approved. A denial raises `ApprovalDenied` for a call made from Python, or with
+        `approval_on_deny='raise'`."""
+        approved = facts.approved
+        if not facts.asked:
+            if not (approved and self._granted(facts)):
+                verdict = await self.approvals.evaluate(facts)
+                if verdict.decision != "allow":
+                    denial = await self._decide(facts, verdict, await self._shown(facts, verdict))
+                    if denial is not None:
+                        return denial
+                    approved = approved or facts.direct  # a model's call decided here keeps pydantic-ai's flag
+            try:
+                return await run(approved)
+            except ApprovalRequired:
+                if approved or not facts.tool_call:
+                    raise
+        denial = await self._decide(facts, Verdict("ask", f"tool {facts.tool!r} asked for approval"), ())
+        if denial is not None:
+            return denial
+        return await run(True)
 
-        `attachments` names the files the call hands over (None: the tool takes none): when it needs
-        approval they are read here (an `AttachmentError` is the call's failure), shown to the
-        approver, and kept for the call. An empty list is left out of the arguments policies see."""
-        if toolset in self.entry_tools:
-            self.call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
-        if annotations is not None and not self.approvals.annotated(toolset):
-            annotations = None  # a declared policy decides, not the tool's MCP annotations
-        if not requires_approval and annotations is None and not self.approvals.may_gate(toolset):
-            return None  # its policy allows every call and the tool does not ask
-        if attachments is not None and not attachments:
-            args = {key: value for key, value in args.items() if key != "attachments"}
-        call_id = ctx.tool_call_id or ""
-        if ctx.tool_call_approved and self._grants.get(call_id) == session_key(toolset, tool, args):
-            del self._grants[call_id]  # approved here, for exactly these arguments, once
-            return None
-        verdict = await self.approvals.evaluate(
-            toolset,
-            tool,
-            args,
-            requires_approval=requires_approval,
-            annotations=annotations,
-            attachments=bool(attachments),
-        )
-        if verdict.decision == "allow":
-            return None
-        shown: tuple[Attachment, ...] = ()
-        if attachments and verdict.decision == "ask":
-            shown = self._attached[call_id] = await self.call.attachments_named(attachments)
-        request = self._request(toolset, tool, args, verdict.reason or verdict.decision, call_id, shown)
-        return await self._defer_or_decide(call_id, request, verdict, ctx.tool_call_approved)
+    async def _shown(self, facts: CallFacts, verdict: Verdict) -> tuple[Attachment, ...]:
+        """The files to show with the question: read for an approver to see (an `AttachmentError` is the call's
+        failure), and kept for the call, which sends these once approved."""
+        if facts.shown is not None:
+            return facts.shown
+        if not facts.attachments or verdict.decision != "ask":
+            return ()
+        shown = self._attached[facts.call_id] = await self.scope.attachments_named(facts.attachments)
+        return shown
 
-    def defer(self, call_id: str, request: ApprovalRequest, verdict: Verdict) -> NoReturn:
-        """Remember the call and raise `ApprovalRequired` so pydantic-ai hands it to `resolve`."""
-        self._pending[call_id] = _Pending(request, verdict, session_key(request.toolset, request.tool, request.args))
-        raise ApprovalRequired(
-            metadata={"llm_do": {"toolset": request.toolset, "decision": verdict.decision, "reason": verdict.reason}}
-        )
+    def _granted(self, facts: CallFacts) -> bool:
+        """Whether the capability approved this call, for exactly these arguments (the grant is used up)."""
+        grant = self._grants.get(facts.call_id)
+        if grant is None or grant != session_key(facts.toolset, facts.tool, facts.args):
+            return False
+        del self._grants[facts.call_id]
+        return True
 
-    async def tool_asked(self, toolset: str, tool: str, args: dict[str, Any], call_id: str) -> ToolDenied | None:
-        """The tool raised `ApprovalRequired` itself: an `ask` verdict. Deferred when the gate defers;
-        otherwise decided here: None to run the call again as approved, or the denial to return."""
-        request = self._request(toolset, tool, args, f"tool {tool!r} asked for approval", call_id)
-        return await self._defer_or_decide(call_id, request, Verdict("ask", request.reason), False)
-
-    async def _defer_or_decide(
-        self, call_id: str, request: ApprovalRequest, verdict: Verdict, approved: bool
-    ) -> ToolDenied | None:
-        """Defer the call when the gate defers, else decide it here: None to run it, or the denial. A call
-        `approved` by something else (another capability, results passed into the run) is decided here."""
-        if not approved and self._defers(call_id):
-            self.defer(call_id, request, verdict)
+    async def _decide(self, facts: CallFacts, verdict: Verdict, shown: tuple[Attachment, ...]) -> ToolDenied | None:
+        """Defer the call when the gate defers it, else decide it here: None to run it, or the denial. A call
+        approved by something else (another capability, results passed into the run) is decided here."""
+        request = self._request(facts, verdict.reason or verdict.decision, shown)
+        call_id = facts.call_id
+        if self.deferring and not facts.direct and not facts.approved:
+            self._pending[call_id] = _Pending(request, verdict, session_key(facts.toolset, facts.tool, request.args))
+            raise ApprovalRequired(
+                metadata={"llm_do": {"toolset": facts.toolset, "decision": verdict.decision, "reason": verdict.reason}}
+            )
         self._pending.pop(call_id, None)
         why = await self._settle(request, verdict)
         if why is None:
             return None
+        if facts.direct:
+            raise ApprovalDenied(request, why)
         self._attached.pop(call_id, None)
         return ToolDenied(self._message(request, why))
 
@@ -213,52 +204,12 @@ class CallGate:
                 approvals[call.tool_call_id] = ToolDenied(self._message(pending.request, why))
         return DeferredToolResults(approvals=approvals) if approvals else None
 
-    async def settle_direct(self, call_id: str) -> bool:
-        """Decide a deferred direct call: True when approved (a grant is recorded); raises `ApprovalDenied`."""
-        pending = self._pending.pop(call_id, None)
-        if pending is None:
-            return False
-        why = await self._settle(pending.request, pending.verdict)
-        if why is not None:
-            raise ApprovalDenied(pending.request, why)
-        self._grants[call_id] = pending.key
-        return True
-
-    async def authorize(
-        self, toolset: str, tool: str, args: dict[str, Any], attachments: tuple[Attachment, ...] = ()
-    ) -> str:
-        """Gate a call made directly from Python (no model to tell): raises `ApprovalDenied` when denied.
-
-        Returns what the call is known by among this call's own (`python:toolset.tool#n`, by its order):
-        a child call it starts takes it as its place in the run, so siblings' questions never share an id."""
-        verdict = await self.approvals.evaluate(
-            toolset, tool, args, requires_approval=False, attachments=bool(attachments)
-        )
-        asked_as = f"python:{toolset}.{tool}#{self._next_direct()}"
-        if verdict.decision == "allow":
-            return asked_as  # nothing to ask: no question is announced
-        reason = verdict.reason or verdict.decision
-        request = self._request(toolset, tool, args, reason, asked_as, attachments, from_python=True)
-        why = await self._settle(request, verdict)
-        if why is not None:
-            raise ApprovalDenied(request, why)
-        return asked_as
-
-    def _request(
-        self,
-        toolset: str,
-        tool: str,
-        args: dict[str, Any],
-        reason: str,
-        asked_as: str,
-        attachments: tuple[Attachment, ...] = (),
-        *,
-        from_python: bool = False,
-    ) -> ApprovalRequest:
-        """The question about one call, which the call is known by `asked_as`: the model's tool call id, or for a
-        call made from Python (`from_python`), which has none, its order among this call's own."""
-        call = self.call
+    def _request(self, facts: CallFacts, reason: str, attachments: tuple[Attachment, ...]) -> ApprovalRequest:
+        """The question about one call, which is known by `facts.call_id`: the model's tool call id, or for a call
+        made from Python without one, its order among this call's own."""
+        call = self.scope
         chain = call.chain()
+        toolset, tool, args = facts.toolset, facts.tool, facts.args
         shown = ", ".join(f"{name}={_short(value)}" for name, value in args.items())
         description = f"{' > '.join(chain)} wants to run {toolset}.{tool}({shown}): {reason}"
         infos = tuple(attachment.info for attachment in attachments)
@@ -273,9 +224,9 @@ class CallGate:
             args=MappingProxyType(dict(args)),
             reason=reason,
             description=description,
-            approval_id=approval_id(call.path(), asked_as),
+            approval_id=approval_id(call.path(), facts.call_id),
             call_id=call.id,
-            tool_call_id=None if from_python else asked_as,
+            tool_call_id=facts.call_id if facts.tool_call else None,
             attachments=infos,
         )
 
@@ -287,7 +238,7 @@ class CallGate:
     async def _settle(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
         """None when the call may run, else why not; the call's observers hear the decision, and the question
         before it when there is one to answer (a call its policy denies, or that the mode decides, asks nobody)."""
-        call = self.call
+        call = self.scope
         sink = call.sink
         if sink is not None and self.approvals.asks(verdict):
             sink.emit(ApprovalRequested(sink.call, request, verdict.decision))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -20,12 +20,16 @@ from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
-from ..approvals import Approvals
+from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
+from ..approvals import Approvals, CallFacts
 from ..files import TAKES_ATTACHMENTS, names_in
 from ..toolkit import ReadableArguments, Toolset
 from ._gate import CallGate, GatedCall
 
-__all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending", "current_run_context"]
+if TYPE_CHECKING:
+    from ..files import Attachment
+
+__all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending"]
 
 _REQUIRES_APPROVAL = "llm_do.requires_approval"
 _PLAIN: dict[type, bool] = {}
@@ -35,25 +39,31 @@ class Lending:
     """One call's loans to pydantic-ai: the wrappers, the approval gate (made on first use), and the
     run contexts pydantic-ai made for them, which a callback scheduled by a tool may keep."""
 
-    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_lent", "_seen")
+    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_gating", "_lent", "_seen")
 
     def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
         self._approvals = approvals
         self._call = call
         self._entry_tools = entry_tools
         self._gate: CallGate | None = None
+        self._gating = approvals.gating
         self._lent: list[LentToolset | LentGroup] = []
         self._seen: list[RunContext[Any]] = []
 
     def gate(self) -> CallGate:
         gate = self._gate
         if gate is None:
-            gate = self._gate = CallGate(self._approvals, self._call, self._entry_tools)
+            gate = self._gate = CallGate(self._approvals, self._call)
         return gate
 
-    def may_gate(self, toolset: str) -> bool:
-        """Whether a call to `toolset` may need the gate: its policy can ask or deny, or it calls an entry."""
-        return self._approvals.may_gate(toolset) or toolset in self._entry_tools
+    @property
+    def lent(self) -> Sequence[LentToolset | LentGroup]:
+        """The wrappers lent for this call's toolsets, in their order."""
+        return self._lent
+
+    def attached(self, call_id: str) -> tuple[Attachment, ...] | None:
+        """The attachments an approver was shown for this call (taken once), or None if none was asked."""
+        return None if self._gate is None else self._gate.attached(call_id)
 
     def capabilities(self) -> list[AbstractCapability[Any]]:
         return [] if self._gate is None else self._gate.capabilities()
@@ -91,7 +101,7 @@ class Lending:
         the run. Empty all of them."""
         for ctx in self._seen:
             ctx.messages.clear()
-            _forget_driving_task(ctx)
+            forget_driving_task(ctx)
             ctx.tool_manager = None  # the run's tools, toolsets and capabilities
             ctx.prompt = None
         self._seen = []
@@ -102,43 +112,71 @@ class Lending:
             self._gate.clear()
             self._gate = None
 
+    async def call(
+        self,
+        toolset: str,
+        inner: AbstractToolset[Any],
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[Any],
+        tool: ToolsetTool[Any],
+        *,
+        direct: bool = False,
+    ) -> Any:
+        """Call `inner`'s tool `name` (lent as `toolset`) through the gate when anything can ask for it; `direct`
+        for a call made from Python (`CallScope.call_tool`)."""
+        self.saw_current()
+        if toolset in self._entry_tools:
+            self._call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
 
-async def _call_gated(
-    lending: Lending,
-    toolset_name: str,
-    inner: AbstractToolset[Any],
-    name: str,
-    tool_args: dict[str, Any],
-    ctx: RunContext[Any],
-    tool: ToolsetTool[Any],
-) -> Any:
-    """Call `inner`'s tool `name` once the gate allows it, deciding approvals it asks for itself."""
-    lending.saw_current()
-    metadata = tool.tool_def.metadata or {}
-    requires_approval = bool(metadata.get(_REQUIRES_APPROVAL))
-    # An MCP tool carries its annotations (None when it has none): without a declared policy, they decide.
-    annotations = (metadata.get("annotations") or {}) if "annotations" in metadata else None
-    if requires_approval or annotations is not None or lending.may_gate(toolset_name):  # else nothing can ask
-        denial = await lending.gate().check(
-            toolset_name,
+        metadata = tool.tool_def.metadata
+        facts = None
+        if metadata or toolset in self._gating:
+            facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
+        if facts is None:  # nothing can ask for the call, unless the tool does
+            try:
+                return await inner.call_tool(name, tool_args, ctx, tool)
+            except ApprovalRequired:
+                if ctx.tool_call_approved:
+                    raise
+            facts = CallFacts(toolset, name, tool_args, ctx.tool_call_id or "", direct=direct, asked=True)
+
+        async def run(approved: bool) -> Any:
+            called = replace(ctx, tool_call_approved=True) if approved and not ctx.tool_call_approved else ctx
+            return await inner.call_tool(name, tool_args, called, tool)
+
+        return await self.gate().call(facts, run)
+
+    def _facts(
+        self,
+        toolset: str,
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[Any],
+        metadata: dict[str, Any],
+        direct: bool,
+    ) -> CallFacts | None:
+        """The facts of a call the gate must see, or None when nothing but the tool itself can ask for it."""
+        requires_approval = bool(metadata.get(_REQUIRES_APPROVAL))
+        annotations: dict[str, Any] | None = None
+        if "annotations" in metadata and self._approvals.annotated(toolset):
+            annotations = metadata["annotations"] or {}  # an MCP tool's: without a declared policy, they decide
+        if not requires_approval and annotations is None and toolset not in self._gating:
+            return None  # its policy allows every call and the tool does not ask
+        names = names_in(tool_args, metadata.get(TAKES_ATTACHMENTS))
+        if names is not None and not names:  # an empty list of attachments is left out of what policies see
+            tool_args = {key: value for key, value in tool_args.items() if key != "attachments"}
+        return CallFacts(
+            toolset,
             name,
             tool_args,
-            ctx,
+            ctx.tool_call_id or "",
             requires_approval=requires_approval,
             annotations=annotations,
-            attachments=names_in(tool_args, metadata.get(TAKES_ATTACHMENTS)),
+            attachments=names or (),
+            approved=ctx.tool_call_approved,
+            direct=direct,
         )
-        if denial is not None:
-            return denial
-    try:
-        return await inner.call_tool(name, tool_args, ctx, tool)
-    except ApprovalRequired:
-        if ctx.tool_call_approved:
-            raise
-        denial = await lending.gate().tool_asked(toolset_name, name, tool_args, ctx.tool_call_id or "")
-    if denial is not None:
-        return denial
-    return await inner.call_tool(name, tool_args, replace(ctx, tool_call_approved=True), tool)
 
 
 def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -> dict[str, ToolsetTool[Any]]:
@@ -152,7 +190,7 @@ def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -
             tool_def = replace(
                 tool_def, kind="function", metadata={**(tool_def.metadata or {}), _REQUIRES_APPROVAL: True}
             )
-        if tool_def.toolset_id is None and (chosen := _chosen_id(item.toolset)) is not None:
+        if tool_def.toolset_id is None and (chosen := explicit_toolset_id(item.toolset)) is not None:
             tool_def = replace(tool_def, toolset_id=chosen)  # as pydantic-ai stamps a toolset's own tools
         validator = item.args_validator
         if validator.__class__ is not ReadableArguments:  # (a Toolset's tools have theirs already)
@@ -160,11 +198,6 @@ def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -
             validator.inner = item.args_validator
         tools[tool_name] = replace(item, toolset=lender, tool_def=tool_def, args_validator=validator)
     return tools
-
-
-def _chosen_id(toolset: AbstractToolset[Any]) -> str | None:
-    """The `id` chosen for `toolset` (not one derived, as an `MCPToolset` derives one from its URL)."""
-    return toolset._explicit_id  # private: what pydantic-ai's CombinedToolset stamps on the tools it combines
 
 
 @dataclass
@@ -189,7 +222,13 @@ class GatedToolset(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        return await _call_gated(self.lending, self.name, self.wrapped, name, tool_args, ctx, tool)
+        return await self.lending.call(self.name, self.wrapped, name, tool_args, ctx, tool)
+
+    async def call_direct(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        """`call_tool` for a call made from Python (`CallScope.call_tool`)."""
+        return await self.lending.call(self.name, self.wrapped, name, tool_args, ctx, tool, direct=True)
 
 
 @dataclass
@@ -258,7 +297,14 @@ class LentGroup(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         toolset_name, member = self._owners[name]
-        return await _call_gated(self.lending, toolset_name, member, name, tool_args, ctx, tool)
+        return await self.lending.call(toolset_name, member, name, tool_args, ctx, tool)
+
+    async def call_direct(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        """`call_tool` for a call made from Python (`CallScope.call_tool`)."""
+        toolset_name, member = self._owners[name]
+        return await self.lending.call(toolset_name, member, name, tool_args, ctx, tool, direct=True)
 
     def let_go(self) -> None:
         self.members = ()
@@ -282,21 +328,3 @@ def _is_plain(toolset: AbstractToolset[Any]) -> bool:
             and (issubclass(cls, FunctionToolset) or cls.get_instructions is AbstractToolset.get_instructions)
         )
     return plain
-
-
-def current_run_context() -> RunContext[Any] | None:
-    """The `RunContext` pydantic-ai made current (around a model request or a tool call), if any.
-
-    Its getter is not re-exported, so a pydantic-ai without it gives None."""
-    try:
-        from pydantic_ai._run_context import get_current_run_context
-    except ImportError:  # pragma: no cover - depends on pydantic-ai's internals
-        return None
-    return get_current_run_context()
-
-
-def _forget_driving_task(ctx: RunContext[Any]) -> None:
-    """The agent run has ended: its cancellation controller no longer needs the task that drove it."""
-    cancellation = getattr(ctx, "_cancellation", None)
-    if cancellation is not None and hasattr(cancellation, "_owner"):
-        cancellation._owner = None

@@ -11,6 +11,7 @@ teardown.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -32,6 +33,7 @@ from ..events import (
     CallEvent,
     CallStarted,
     CallTag,
+    CallWarning,
     Event,
     HandleClosed,
     HandleOpened,
@@ -50,7 +52,7 @@ logger = logging.getLogger("llm_do")
 
 _STREAMED: frozenset[type[Event]] = frozenset(
     {CallStarted, AgentStarted, CallEnded, ApprovalRequested, ApprovalDecided, HandleOpened, HandleClosed}
-    | {HandleRolledBack}
+    | {HandleRolledBack, CallWarning}
 )
 """llm-do's own events a live run passes on (the scopes' bookkeeping stays with tracing and leak checks)."""
 
@@ -164,14 +166,12 @@ class LiveRun:
         if self._approver is None or answer.done():
             return await answer
         asking = asyncio.ensure_future(ask_approver(self._approver, request))
+        asking.add_done_callback(functools.partial(_relay, answer))  # the approver answers it, unless `decide` did
         try:
-            await asyncio.wait((asking, answer), return_when=asyncio.FIRST_COMPLETED)
+            return await answer
         finally:
             if not asking.done():
                 asking.cancel()
-        if answer.done():
-            return answer.result()
-        return asking.result()
 
     async def handle(self, ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
         """The `event_stream_handler` of every agent run in the run: each event joins the stream, tagged."""
@@ -263,6 +263,22 @@ class GuardedHandler:
                     "(logged once per run)",
                     self.handler,
                 )
+
+
+def _relay(answer: asyncio.Future[Approval], asking: asyncio.Future[Approval]) -> None:
+    """The stream's approver has answered (or failed): that is the question's answer, unless it has one already."""
+    if answer.done():
+        if not asking.cancelled():
+            asking.exception()  # retrieved: an approver's failure after the answer is of no use
+        return
+    if asking.cancelled():
+        answer.cancel()  # the approver was cancelled by another than this live run
+        return
+    error = asking.exception()
+    if error is None:
+        answer.set_result(asking.result())
+    else:
+        answer.set_exception(error)
 
 
 def _tag_of(ctx: RunContext[Any]) -> CallTag:

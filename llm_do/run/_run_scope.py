@@ -8,17 +8,16 @@ or task captured during the run reaches the run's objects afterwards.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
 
-from dependency_injector import providers
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from ..approvals import Approver, Grants
-from ..di import RuntimeConfig
+from ..di import ContainerParts, Resources, RuntimeConfig
 from ..errors import ScopeError
 from ..events import RunEnded, RunStarted
 from ..results import RunReport, RunResult, RunState, outcome_of
@@ -37,24 +36,26 @@ from ..scopes import (
 from ..sessions import Session
 from ._servers import owned
 
-__all__ = ["RunHost", "RunScope"]
+__all__ = ["Globals", "RunHost", "RunScope"]
 
 
 class RunHost(Protocol):
-    """What a run needs from the runtime that loaded its entries."""
+    """What a run needs from the plan of the runtime that loaded its entries."""
 
     @property
     def config(self) -> RuntimeConfig: ...
     @property
-    def globals(self) -> ScopeOwner: ...
-    @property
-    def per_run(self) -> tuple[tuple[str, providers.Provider[Any]], ...]: ...
-    @property
-    def per_session(self) -> tuple[tuple[str, providers.Provider[Any]], ...]: ...
-    @property
-    def context_locals(self) -> tuple[providers.Provider[Any], ...]: ...
+    def parts(self) -> ContainerParts: ...
     async def new_state(self) -> RunState: ...
-    def note_resource_overrides(self) -> None: ...
+
+
+class Globals(Protocol):
+    """What a run needs from the runtime's global scope: the owner of the global objects, the resources."""
+
+    @property
+    def owner(self) -> ScopeOwner: ...
+    @property
+    def resources(self) -> Resources: ...
 
 
 class Named(Protocol):
@@ -66,6 +67,7 @@ class RunScope:
     """One run: its owner (the per-run objects), its `RunState`, its box, and who observes it."""
 
     __slots__ = (
+        "_globals",
         "_grants",
         "_state",
         "approver",
@@ -84,6 +86,7 @@ class RunScope:
     def __init__(
         self,
         host: RunHost,
+        globals_: Globals,
         entry: Named,
         observers: tuple[Observer, ...] | None,
         *,
@@ -91,6 +94,7 @@ class RunScope:
         session: Session | None = None,
     ) -> None:
         self.host = host
+        self._globals = globals_
         self.approver = approver
         """Who answers the run's approvals (the run's own, else its session's, else the runtime's)."""
         self.session = session
@@ -98,7 +102,7 @@ class RunScope:
         self._grants = None if session is None else session.grants
         self.entry = entry
         self.owner = ScopeOwner(
-            Scope.PER_RUN, host.config.cleanup_timeout, host.globals if session is None else session.owner
+            Scope.PER_RUN, host.config.cleanup_timeout, globals_.owner if session is None else session.owner
         )
         self.handler: EventStreamHandler[Any] | None = None
         """The `event_stream_handler` of the run's agent runs (a live run's, the runtime's), if any."""
@@ -138,27 +142,28 @@ class RunScope:
 
     async def __aenter__(self) -> RunScope:
         host = self.host
-        host.note_resource_overrides()
+        parts = host.parts
+        self._globals.resources.note_overrides()
         session = self.session
         self.box = open_run_box(None if session is None else session.box)
         sink = self.owner.sink
         if sink is not None:
             CURRENT_SINK.set(sink)  # the run's own task: nothing to restore
             sink.emit(RunStarted(self.entry.name))
-        for provider in host.context_locals:
-            provider.reset()  # type: ignore[attr-defined]
+        for provider in parts.context_locals:
+            provider.reset()
         try:
             self._state = await host.new_state()
-            if host.per_session and (session is None or not session.built):
+            if parts.per_session and (session is None or not session.built):
                 # made by a session's first run, owned by the session (a run given none is its own session), in
                 # a context of no run: the tasks and timers they start must not keep this run (or its caller's
                 # context) for the session's life
                 owner, box = (self.owner, self.box) if session is None else (session.owner, session.box)
-                making = _adopt(owner, host.per_session, "per-session", sink)
+                making = _adopt(owner, parts.per_session, "per-session", sink)
                 await asyncio.get_running_loop().create_task(making, context=session_context(box))
                 if session is not None:
                     session.built = True
-            await _adopt(self.owner, host.per_run, "per-run", sink)
+            await _adopt(self.owner, parts.per_run, "per-run", sink)
         except BaseException as error:
             await self._end(error)
             raise
@@ -188,8 +193,8 @@ class RunScope:
             owner.named = {}
             if owner.sink is not None:
                 owner.sink.close()
-            for provider in self.host.context_locals:
-                provider.reset()  # type: ignore[attr-defined]
+            for provider in self.host.parts.context_locals:
+                provider.reset()
         if interrupted:
             raise asyncio.CancelledError
 
@@ -213,7 +218,7 @@ class RunScope:
 
 
 async def _adopt(
-    owner: ScopeOwner, provided: tuple[tuple[str, providers.Provider[Any]], ...], scope: str, sink: Sink | None
+    owner: ScopeOwner, provided: tuple[tuple[str, Callable[[], Any]], ...], scope: str, sink: Sink | None
 ) -> None:
     """Resolve each (name, provider) and have `owner` adopt what it builds, under that name."""
     for name, provider in provided:

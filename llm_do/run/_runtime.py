@@ -7,10 +7,9 @@ import contextvars
 import gc
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 from typing import Any
 
-from dependency_injector import containers
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Tracer, TracerProvider
 from pydantic_ai.agent import EventStreamHandler
@@ -19,16 +18,16 @@ from pydantic_ai.usage import RunUsage
 
 from .. import tracing
 from ..approvals import Approver, ToolPolicy, Verdict, check_approver
-from ..di import RuntimeConfig
-from ..errors import ConfigurationError, ScopeError
+from ..di import Container, RuntimeConfig, ToolsetSource
+from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
 from ..scopes import Observer, Sink, current_box, trackers, wait_out
-from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError
+from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError, SessionRegistry
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope, Entry
 from ._live import GuardedHandler, LiveRun, open_stream
-from ._plan import Loaded, ToolsetSource
+from ._plan import GlobalScope, Plan
 from ._run_scope import RunScope
 
 __all__ = ["Runtime"]
@@ -51,7 +50,7 @@ class Runtime:
 
     def __init__(
         self,
-        container: containers.Container | None = None,
+        container: Container | None = None,
         *,
         entries: Iterable[Entry] = (),
         toolsets: Mapping[str, ToolsetSource] | None = None,
@@ -66,7 +65,7 @@ class Runtime:
         self.config = config if config is not None else RuntimeConfig.from_container(container)
         self.usage = RunUsage()
         """Usage summed over every run of this runtime."""
-        self._loaded = Loaded(
+        self._plan = Plan(
             container,
             entries=entries,
             toolsets=toolsets,
@@ -75,6 +74,7 @@ class Runtime:
             approver=approver,
             event_stream_handler=event_stream_handler,
         )
+        self._globals = GlobalScope(container, self.config.cleanup_timeout)
         self._tracing = tracing.Tracing(tracer_provider)
         self.history_store: HistoryStore = history_store if history_store is not None else InMemoryHistoryStore()
         """Where sessions keep their conversations between runs (and restarts, with a persistent store)."""
@@ -82,39 +82,39 @@ class Runtime:
         self._abandoned = False
         self._running: dict[asyncio.Task[RunResult], RunScope] = {}
         """The runs in flight: each one's task and scope."""
-        self._sessions: dict[str, Session] = {}
-        self._closing_sessions: set[asyncio.Future[None]] = set()
-        self._closing_ids: dict[str, tuple[Session, asyncio.Future[None]]] = {}
-        """The closing of each session id still closing: the id opens again once it is done."""
+        self._sessions = SessionRegistry(
+            self,
+            self._globals.owner,
+            cleanup_timeout=self.config.cleanup_timeout,
+            idle_timeout=self.config.session_idle_timeout,
+        )
 
     @property
     def entry_tools(self) -> frozenset[str]:
         """Toolset names that call another entry (agent-as-tool)."""
-        return self._loaded.entry_tools
+        return self._plan.entry_tools
 
     @property
     def capturable(self) -> tuple[str, ...]:
         """Per-run providers whose instances a context snapshot taken during a run can keep alive."""
-        return self._loaded.capturable
+        return self._plan.parts.capturable
 
     def entry(self, name: str) -> Entry:
         """The loaded entry called `name`."""
-        return self._loaded.entry(name)
+        return self._plan.entry(name)
 
     def policy(self, toolset: str) -> ToolPolicy:
         """The approval policy of toolset `toolset`, settings overrides included (all-allow when none is
         declared). The tools of an MCP toolset without a declared policy are decided by their annotations
         instead, with the overrides on top: `verdict` tells, tool by tool."""
-        return self._loaded.approvals.policy(toolset)
+        return self._plan.approvals.policy(toolset)
 
     def verdict(
         self, toolset: str, tool: str, *, requires_approval: bool = False, annotations: Mapping[str, Any] | None = None
     ) -> Verdict:
         """The verdict a call to `tool` of `toolset` gets before the policy's rule (if any) sees its arguments.
         For an MCP tool, pass its annotations (`{}` when it has none): without a declared policy they decide."""
-        return self._loaded.approvals.verdict(
-            toolset, tool, requires_approval=requires_approval, annotations=annotations
-        )
+        return self._plan.approvals.verdict(toolset, tool, requires_approval=requires_approval, annotations=annotations)
 
     # -- running ---------------------------------------------------------------
 
@@ -125,43 +125,12 @@ class Runtime:
         the history the runtime's `history_store` has for that id. `approver`, when given, answers the
         session's approvals (unless a run has its own). See docs/sessions.md.
         """
-        if approver is not None:
-            check_approver(approver)
-        while True:
-            if self._closed:  # (checked again after a load: the runtime may have closed meanwhile)
-                raise RuntimeError("this Runtime is closed; create a new one")
-            closing = self._closing_ids.get(session_id)
-            if closing is not None:  # its run may still be going: one run at a time, its history saved first
-                if closing[0].running_here():
-                    raise SessionBusy(session_id)  # (from within that run: waiting would wait for itself)
-                await asyncio.wait((closing[1],))
-                continue
-            session = self._sessions.get(session_id)
-            if session is None or session.closed:
-                session = self._sessions[session_id] = Session(
-                    self,
-                    session_id,
-                    globals_owner=self._loaded.globals,
-                    cleanup_timeout=self.config.cleanup_timeout,
-                    idle_timeout=self.config.session_idle_timeout,
-                )
-            try:
-                await session.load()
-            except BaseException:
-                if not session.loaded:  # never used: close it, or its id stays open without an idle clock
-                    session.start_closing()
-                raise
-            if not session.closed:  # (it may have idled out while its history loaded)
-                break
-        if approver is not None:
-            session.approver = approver
-        session.arm()  # opening it counts as activity: its idle clock starts again
-        return session
+        return await self._sessions.open(session_id, approver)
 
     @property
     def sessions(self) -> Mapping[str, Session]:
         """The sessions open now, by id."""
-        return MappingProxyType(self._sessions)
+        return self._sessions.sessions
 
     async def run(
         self,
@@ -257,11 +226,11 @@ class Runtime:
         live: LiveRun | None = None,
     ) -> RunResult:
         if self._closed:
-            raise RuntimeError("this Runtime is closed; create a new one")
+            raise RuntimeClosed
         if approver is not None:
             check_approver(approver)
         name = entry if isinstance(entry, str) else entry.name
-        target = self._loaded.entry(name)
+        target = self._plan.entry(name)
         if not isinstance(entry, str) and entry is not target:
             raise ConfigurationError(f"entry {name!r} is not the one this runtime loaded under that name")
         handed = tuple(attachments)
@@ -271,7 +240,7 @@ class Runtime:
             check_call(handed, self.config.attachments)
         held = None if session is None else await self._free_session(session, message_history)
         if self._closed:  # it closed while the session's history loaded: this run never starts
-            raise RuntimeError("this Runtime is closed; create a new one")
+            raise RuntimeClosed
         run = self._run_scope(target, held, approver, live)
         task = asyncio.get_running_loop().create_task(
             self._run(run, target, input_data, message_history, trace_parent, handed),
@@ -308,7 +277,7 @@ class Runtime:
         """The session a run is to hold, checked before anything starts: open, this runtime's, not busy."""
         if isinstance(session, str):
             session = await self.session(session)
-        elif self._sessions.get(session.id) is not session:
+        elif not self._sessions.holds(session):
             raise SessionError(
                 f"session {session.id!r} is {'closed' if session.closed else 'not one of this runtime'}; "
                 f"open it with runtime.session({session.id!r})"
@@ -326,16 +295,15 @@ class Runtime:
         self, target: Entry, session: Session | None, approver: Approver | None, live: LiveRun | None
     ) -> RunScope:
         """The scope of a run starting now, with its observers, approver and event stream handler."""
-        loaded = self._loaded
+        plan = self._plan
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not trackers and live is None else self._observers(tracer, live)
         if session is not None:
             approver = approver or session.approver
         # A live run answers the run's approvals (asking the stream's own approver too).
-        run = RunScope(
-            loaded, target, observers, approver=live or approver or loaded.approvals.approver, session=session
-        )
-        handler = loaded.event_stream_handler
+        approver = live or approver or plan.approvals.approver
+        run = RunScope(plan, self._globals, target, observers, approver=approver, session=session)
+        handler = plan.event_stream_handler
         if live is not None and live.model_events:
             run.handler = live.handler(handler)
         elif handler is not None:
@@ -360,7 +328,7 @@ class Runtime:
         try:
             async with (
                 run,
-                CallScope(self._loaded, target, run, message_history=message_history, attachments=attachments) as scope,
+                CallScope(self._plan, target, run, message_history=message_history, attachments=attachments) as scope,
             ):
                 run.output = await target.run_turn(scope, input_data)
                 run.messages = scope.all_messages
@@ -403,7 +371,7 @@ class Runtime:
                 "Close the runtime from the code that opened it, after its runs return (a tool can end its "
                 "own session instead: Session.aclose() closes it once the run ends)."
             )
-        self._closed = True
+        self._closed = self._sessions.closed = True
         try:
             if self._running:
                 await asyncio.wait(set(self._running))
@@ -415,44 +383,19 @@ class Runtime:
             raise
         finally:
             try:
-                interrupted = await self._close_sessions()
-                globals_ = self._loaded.globals
-                globals_.sink = self.background_sink()
-                await globals_.close(None)
+                interrupted = await self._sessions.aclose()  # before the globals they use, whatever is cancelled
             finally:
-                await self._loaded.shutdown_resources()
+                await self._globals.close(self.background_sink())
         if interrupted is not None:  # the sessions were torn down first; the cancellation is not ours to drop
             raise interrupted
         # The loop still holds the last finished run's task (and so its result) until it turns.
         await (_release_abandoned() if self._abandoned else asyncio.sleep(0))
 
-    async def _close_sessions(self) -> asyncio.CancelledError | None:
-        """Tear down every open session (their runs have ended), whatever else is cancelled: sessions
-        are torn down before the globals they use. The cancellation that arrived meanwhile, if any."""
-        for session in list(self._sessions.values()):
-            session.start_closing()
-        return await wait_out(self._closing_sessions)
-
-    # -- what sessions ask of their runtime (the SessionHost protocol) ---------------------------
+    # -- what its sessions ask of their runtime (the SessionRuntime protocol) ---------------------
 
     def background_sink(self) -> Sink | None:
         """Who observes what is released outside any run (sessions, globals): leak tracking, when on."""
         return Sink(None, tuple(trackers)) if trackers else None
-
-    def closing(self, session: Session, task: asyncio.Future[None]) -> None:
-        """A session started closing in `task`: no longer open (its id opens a new session), and waited
-        for when the runtime closes."""
-        if self._sessions.get(session.id) is session:
-            del self._sessions[session.id]
-        self._closing_sessions.add(task)
-        self._closing_ids[session.id] = (session, task)
-        task.add_done_callback(self._closing_sessions.discard)
-        task.add_done_callback(lambda _: self._closed_id(session))
-
-    def _closed_id(self, session: Session) -> None:
-        closing = self._closing_ids.get(session.id)
-        if closing is not None and closing[0] is session:
-            del self._closing_ids[session.id]
 
     async def __aenter__(self) -> Runtime:
         return self

@@ -1,4 +1,13 @@
-"""The scopes room."""
+"""Lifetimes, the one mechanism: scopes, the objects each level owns and their teardown, run and session boxes,
+the event bus, and the helpers for tasks that must not keep a run's context.
+
+Every scope level (global, session, run, call) is a `ScopeOwner`: it makes each spec's object once for its
+level, enters it, and releases what it owns in reverse order when it closes (`Teardown`: on success, error
+and cancellation, never masking the body's outcome). What happens is announced on the bus (`Sink`) to the
+run's observers. Nothing here knows pydantic-ai or dependency-injector.
+
+May import: errors.
+"""
 
 from __future__ import annotations
 
@@ -33,16 +42,20 @@ if TYPE_CHECKING:
         Scope as Scope,
     )
     from ._tasks import (
+        SystemTasks as SystemTasks,
         built as built,
         dropped as dropped,
         is_awaitable as is_awaitable,
+        system_task as system_task,
+        system_timeout as system_timeout,
+        system_timer as system_timer,
+        wait_out as wait_out,
     )
     from ._teardown import (
         HandleMap as HandleMap,
         Teardown as Teardown,
         logger as logger,
         no_op_context as no_op_context,
-        wait_out as wait_out,
     )
     from ._tracking import (
         Adoption as Adoption,
@@ -75,16 +88,20 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_scope": ("Scope",),
     "_tasks": (
+        "SystemTasks",
         "built",
         "dropped",
         "is_awaitable",
+        "system_task",
+        "system_timeout",
+        "system_timer",
+        "wait_out",
     ),
     "_teardown": (
         "HandleMap",
         "Teardown",
         "logger",
         "no_op_context",
-        "wait_out",
     ),
     "_tracking": (
         "Adoption",

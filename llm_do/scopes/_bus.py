@@ -5,7 +5,8 @@ opened) to the `Sink` of the call (or run) they belong to. A sink forwards each 
 observers: tracing, leak tracking and a live stream are observers. The current call's sink is in the
 context variable `CURRENT_SINK`, which is None when nobody observes the run: an unobserved run pays one
 lookup where an event would be announced, and nothing more. A sink is emptied when its call ends, so that
-a callback that captured the call's context afterwards reaches nothing.
+a callback that captured the call's context afterwards reaches nothing. An observer that raises cannot
+break the run (as trio's instruments): it is logged on the `llm_do` logger and hears nothing more of it.
 
 The scopes' own bookkeeping (an object adopted, a teardown ended or failed, objects handed over) is
 defined here; the run's vocabulary (calls, approvals, handles, streamed events) is `llm_do.events`.
@@ -13,9 +14,10 @@ defined here; the run's vocabulary (calls, approvals, handles, streamed events) 
 
 from __future__ import annotations
 
+import logging
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from ._scope import Scope
 
@@ -30,6 +32,8 @@ __all__ = [
     "Sink",
     "TeardownEnded",
 ]
+
+logger = logging.getLogger("llm_do")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,23 +99,35 @@ class HandedOver(Event):
 
 class Observer(Protocol):
     """Hears the events of the runs it observes. `notify` runs in the task where the event happened,
-    synchronously: it must not block, and it must not raise."""
+    synchronously: it must not block. One that raises is logged and hears nothing more of that run."""
 
     def notify(self, event: Event) -> None: ...
 
 
 class Sink:
-    """Where one call (or run) announces its events: its tag and the run's observers."""
+    """Where one call (or run) announces its events: its tag and the run's observers.
+
+    A run's sink holds each observer in an `_Isolated` cell that its calls' sinks share (a call's sink is
+    made from them), so an observer dropped for raising is dropped for the whole run."""
 
     __slots__ = ("call", "observers")
 
     def __init__(self, call: CallTag | None, observers: tuple[Observer, ...]) -> None:
         self.call = call
-        self.observers = observers
+        for observer in observers:  # (a call's sink gets its run's cells: kept as they are)
+            if type(observer) is not _Isolated:
+                observers = tuple(held if type(held) is _Isolated else _Isolated(held) for held in observers)
+                break
+        self.observers = cast(tuple[_Isolated, ...], observers)
 
     def emit(self, event: Event) -> None:
-        for observer in self.observers:
-            observer.notify(event)
+        for held in self.observers:
+            observer = held.observer
+            if observer is not None:
+                try:
+                    observer.notify(event)
+                except Exception:
+                    held.drop(event)
 
     def close(self) -> None:
         """The call has ended: a context snapshot that still holds this sink reaches no observer."""
@@ -119,6 +135,29 @@ class Sink:
 
     def __repr__(self) -> str:
         return f"Sink({self.call.id if self.call is not None else 'run'}, observers={len(self.observers)})"
+
+
+class _Isolated:
+    """One observer as the sinks of one run hold it: one that raises is logged and dropped, so that it cannot
+    stop what announced the event (a teardown reporting a failed cleanup goes on to the next cleanup)."""
+
+    __slots__ = ("observer",)
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer: Observer | None = observer
+
+    def notify(self, event: Event) -> None:
+        observer = self.observer
+        if observer is not None:
+            try:
+                observer.notify(event)
+            except Exception:
+                self.drop(event)
+
+    def drop(self, event: Event) -> None:
+        """The observer raised hearing `event` (the exception being handled): logged, and it hears no more."""
+        observer, self.observer = self.observer, None
+        logger.exception("observer %r raised on %s; it hears nothing more of this run", observer, type(event).__name__)
 
 
 CURRENT_SINK: ContextVar[Sink | None] = ContextVar("llm_do_sink", default=None)

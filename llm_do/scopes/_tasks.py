@@ -1,13 +1,36 @@
-"""Awaiting what providers build, and futures whose outcome nobody needs."""
+"""asyncio helpers: awaiting what providers build, waiting tasks out, and the runtime's system tasks and timers.
+
+A system task (after trio's `spawn_system_task`) is started in an empty context: whoever starts it (a
+run's task, a timer's callback) lends it nothing, so it keeps no run's objects alive for as long as it
+runs, and no run's context variables (a box, a sink, a span) reach it. An owner that must wait for its
+system tasks when it closes keeps them in `SystemTasks`. A system timer is armed in an empty context for
+the same reason: a timer keeps the context it was armed in until it is due, even once cancelled
+(docs/scopes.md, "What a run leaves behind").
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from types import GeneratorType
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple, Unpack, cast
 
-__all__ = ["built", "dropped", "is_awaitable"]
+__all__ = [
+    "SystemTasks",
+    "built",
+    "dropped",
+    "is_awaitable",
+    "system_task",
+    "system_timeout",
+    "system_timer",
+    "wait_out",
+]
+
+T = TypeVar("T")
+Args = TypeVarTuple("Args")
 
 
 async def built(value: Any) -> Any:
@@ -40,3 +63,79 @@ def is_awaitable(value: object) -> bool:
     if hasattr(type(value), "__await__"):
         return True
     return isinstance(value, GeneratorType) and inspect.isawaitable(value)  # a @types.coroutine generator
+
+
+async def wait_out(tasks: Collection[asyncio.Future[Any]]) -> asyncio.CancelledError | None:
+    """Wait until each of `tasks` is done, whatever else is cancelled meanwhile: teardown comes first.
+    Returns the cancellation that arrived meanwhile, if any, for the caller to re-raise as it came (anyio
+    knows its own by their message). `tasks` is read again before each wait, so a task added to it
+    meanwhile is waited for too.
+
+    Done tasks are left out before each wait: `asyncio.wait` suspends once even on a done task, and a
+    task in a cancelled anyio scope (a Starlette response) is cancelled again at every suspension."""
+    cancelled = None
+    while pending := [task for task in tasks if not task.done()]:
+        try:
+            await asyncio.wait(pending)
+        except asyncio.CancelledError as error:
+            cancelled = error
+    return cancelled
+
+
+def system_task(
+    async_fn: Callable[[Unpack[Args]], Awaitable[T]], *args: *Args, name: str | None = None
+) -> asyncio.Task[T]:
+    """Start `async_fn(*args)` as a system task: called, then run, in an empty context of its own."""
+    context = contextvars.Context()
+    work: Awaitable[T] = context.run(async_fn, *args)
+    coroutine = work if asyncio.iscoroutine(work) else _awaited(work)
+    return asyncio.get_running_loop().create_task(cast(Coroutine[Any, Any, T], coroutine), name=name, context=context)
+
+
+async def _awaited(work: Awaitable[T]) -> T:
+    return await work
+
+
+class SystemTasks:
+    """The system tasks one owner keeps until they end and waits out when it closes (trio's system nursery,
+    whose tasks are cancelled instead)."""
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(
+        self, async_fn: Callable[[Unpack[Args]], Awaitable[T]], *args: *Args, name: str | None = None
+    ) -> asyncio.Task[T]:
+        """Start `async_fn(*args)` as a system task of this owner's."""
+        task = system_task(async_fn, *args, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def wait(self) -> asyncio.CancelledError | None:
+        """Wait until every task has ended, those started meanwhile too, whatever is cancelled meanwhile
+        (`wait_out`); the cancellation that arrived meanwhile, if any."""
+        return await wait_out(self._tasks)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __repr__(self) -> str:
+        return f"SystemTasks({len(self._tasks)} running)"
+
+
+def system_timer(delay: float, callback: Callable[[Unpack[Args]], object], *args: *Args) -> asyncio.TimerHandle:
+    """`loop.call_later(delay, callback, *args)`, armed in an empty context: the timer keeps nothing of the
+    caller's until it is due, and `callback` runs with nothing of it."""
+    return asyncio.get_running_loop().call_later(delay, callback, *args, context=contextvars.Context())
+
+
+@contextlib.asynccontextmanager
+async def system_timeout(seconds: float) -> AsyncIterator[asyncio.Timeout]:
+    """`asyncio.timeout(seconds)` whose timer is armed in an empty context (a cancelled timer stays in the
+    event loop until its deadline, and must hold nothing of the caller's)."""
+    async with asyncio.timeout(None) as timeout:
+        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
+        yield timeout

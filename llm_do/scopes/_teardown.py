@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._bus import FinalizerFailed, Sink
 from ._tasks import is_awaitable
 
-__all__ = ["HandleMap", "Teardown", "logger", "no_op_context", "wait_out"]
+__all__ = ["HandleMap", "Teardown", "logger", "no_op_context"]
 
 logger = logging.getLogger("llm_do")
 
@@ -194,23 +194,6 @@ def _failed(label: str, error: BaseException, sink: Sink | None) -> None:
     logger.error("cleanup of %s failed", label, exc_info=error)
     if sink is not None:
         sink.emit(FinalizerFailed(label, error))
-
-
-async def wait_out(tasks: Collection[asyncio.Future[Any]]) -> asyncio.CancelledError | None:
-    """Wait until each of `tasks` is done, whatever else is cancelled meanwhile: teardown comes first.
-    Returns the cancellation that arrived meanwhile, if any, for the caller to re-raise as it came (anyio
-    knows its own by their message). `tasks` is read again before each wait, so a task added to it
-    meanwhile is waited for too.
-
-    Done tasks are left out before each wait: `asyncio.wait` suspends once even on a done task, and a
-    task in a cancelled anyio scope (a Starlette response) is cancelled again at every suspension."""
-    cancelled = None
-    while pending := [task for task in tasks if not task.done()]:
-        try:
-            await asyncio.wait(pending)
-        except asyncio.CancelledError as error:
-            cancelled = error
-    return cancelled
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

@@ -1,4 +1,8 @@
-"""The sessions room."""
+"""Sessions: one conversation across runs, opened by an id; its objects, approvals, history and usage, and
+where histories are kept (`HistoryStore`: in memory, PostgreSQL).
+
+May import: errors, scopes, approvals, results.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +21,15 @@ if TYPE_CHECKING:
     from ._postgres import (
         PostgresHistoryStore as PostgresHistoryStore,
     )
+    from ._registry import (
+        SessionRegistry as SessionRegistry,
+    )
     from ._session import (
         Session as Session,
         SessionBusy as SessionBusy,
         SessionError as SessionError,
         SessionHost as SessionHost,
+        SessionRuntime as SessionRuntime,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -33,11 +41,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StoredHistory",
     ),
     "_postgres": ("PostgresHistoryStore",),
+    "_registry": ("SessionRegistry",),
     "_session": (
         "Session",
         "SessionBusy",
         "SessionError",
         "SessionHost",
+        "SessionRuntime",
     ),
 }
 """Each private module of the room, and the names it gives the other rooms."""

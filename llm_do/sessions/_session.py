@@ -10,26 +10,23 @@ one run at a time. It closes when the application closes it, when it has been id
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from ..approvals import Approver, Grants
 from ..errors import LlmDoError
-from ..scopes import Box, Scope, ScopeOwner, Sink, current_box, session_context
+from ..scopes import Box, Scope, ScopeOwner, Sink, current_box, session_context, system_task, system_timer
 from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
 
 if TYPE_CHECKING:
     from ..results import RunResult
 
-__all__ = ["Session", "SessionBusy", "SessionError", "SessionHost"]
-
-T = TypeVar("T")
+__all__ = ["Session", "SessionBusy", "SessionError", "SessionHost", "SessionRuntime"]
 
 
 class SessionError(LlmDoError):
@@ -48,15 +45,20 @@ class SessionBusy(SessionError):
         )
 
 
-class SessionHost(Protocol):
-    """What a session needs from the runtime that opened it."""
+class SessionRuntime(Protocol):
+    """What a session needs from the runtime it belongs to."""
 
     @property
     def history_store(self) -> HistoryStore: ...
     @property
     def run(self) -> Callable[..., Awaitable[RunResult]]: ...
     def background_sink(self) -> Sink | None: ...
-    def closing(self, session: Session, task: asyncio.Future[None]) -> None: ...
+
+
+class SessionHost(SessionRuntime, Protocol):
+    """What a session needs from the registry that opened it: its runtime's, and a closing it waits out."""
+
+    def closing(self, session: Session, close: Callable[[], Awaitable[None]]) -> asyncio.Task[None]: ...
 
 
 class Session:
@@ -168,7 +170,9 @@ class Session:
 
     async def _stored(self) -> StoredHistory:
         store = self._open_host().history_store
-        stored = await _outside_any_run(store.load(self.id))
+        # In a system task: a connection pool's timers keep the context of the task that last released a
+        # connection, and a run's must not outlive the run.
+        stored = await system_task(store.load, self.id)
         if not isinstance(stored, StoredHistory):
             raise HistoryError(
                 f"history store {store!r}: load({self.id!r}) returned {type(stored).__name__}, not a StoredHistory; "
@@ -208,7 +212,8 @@ class Session:
         messages = list(messages)
         host = self._host  # (still there while the session closes: it waits for this run)
         if host is not None:
-            saved = await _outside_any_run(host.history_store.save(self.id, messages, version=self.version))
+            save = functools.partial(host.history_store.save, self.id, messages, version=self.version)
+            saved = await system_task(save)  # in a system task, as in `_stored`
             if saved is None:
                 raise HistoryConflict(self.id, messages)
             self.version = saved
@@ -220,9 +225,8 @@ class Session:
             return
         if self._timer is not None:
             self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        # In an empty context: a timer keeps its context alive until it is due.
-        self._timer = contextvars.Context().run(loop.call_later, self._idle_timeout, self._idled)
+        # In an empty context: a timer keeps the context it was armed in (a run's) until it is due.
+        self._timer = system_timer(self._idle_timeout, self._idled)
 
     def _idled(self) -> None:
         self._timer = None
@@ -230,13 +234,13 @@ class Session:
             self.start_closing()  # never a busy session: its run re-arms the clock when it ends
 
     def start_closing(self) -> asyncio.Future[None]:
-        """Start closing the session (once), in a task of its own that its runtime waits for."""
+        """Start closing the session (once), in a system task of its registry's, which its runtime waits out."""
         if self._closing is None:
             self._closed = True
-            # In an empty context: whoever asked (a run's task, a timer) must not reach the teardown.
-            self._closing = contextvars.Context().run(asyncio.ensure_future, self._close())
-            if self._host is not None:
-                self._host.closing(self, self._closing)
+            host = self._host
+            assert host is not None  # (only the closing lets go of it)
+            # A system task: whoever asked (a run's task, a timer) must not reach the teardown.
+            self._closing = host.closing(self, self._close)
         return self._closing
 
     async def aclose(self) -> None:
@@ -288,10 +292,3 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "busy" if self.busy else "idle"
         return f"Session({self.id!r}, {state})"
-
-
-async def _outside_any_run(awaitable: Awaitable[T]) -> T:
-    """Await a store operation in an empty context: a connection pool's timers keep the context of the
-    task that last released a connection, and a run's must not outlive the run."""
-    task = contextvars.Context().run(asyncio.ensure_future, awaitable)
-    return await task

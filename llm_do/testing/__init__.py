@@ -3,6 +3,8 @@
 Everything here works without pytest. Installed, llm-do is also a pytest plugin (entry point
 `llm_do`) with the fixtures `llm_do_container`, `llm_do_entries`, `llm_do_runtime`,
 `llm_do_script`, `llm_do_override` and `llm_do_leaks`; see docs/testing.md.
+
+May import: llm_do, scopes, results, toolkit.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 
 from dependency_injector import providers
 
+from llm_do._compat import configuration_root
+
 __all__ = ["Overrides", "override"]
 
 T = TypeVar("T")
@@ -32,7 +34,7 @@ class Overrides:
     def __call__(self, provider: providers.Provider[Any], replacement: T) -> T:
         """Override `provider` with `replacement` (a provider, or a value served as-is); return it."""
         target: providers.Provider[Any] = (
-            provider._get_root() if isinstance(provider, providers.ConfigurationOption) else provider
+            configuration_root(provider) if isinstance(provider, providers.ConfigurationOption) else provider
         )
         provider.override(replacement)
         overriding = target.last_overriding

@@ -18,6 +18,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
+from llm_do.errors import shortened
+
 __all__ = ["Returned", "ScriptError", "ScriptedModel", "Step", "ToolCall", "Turn", "returned", "tool_call"]
 
 
@@ -213,7 +215,7 @@ def _resolve(value: Any, turn: Turn) -> Any:
 
 def _describe(step: Step) -> str:
     if isinstance(step, str):
-        return repr(_short(step))
+        return repr(shortened(step, 120))
     if isinstance(step, ToolCall):
         return f"tool_call({step.tool!r})"
     if isinstance(step, ModelResponse):
@@ -230,14 +232,9 @@ def _last_request(messages: Sequence[ModelMessage]) -> str:
     seen: list[str] = []
     for part in last.parts:
         if isinstance(part, UserPromptPart):
-            seen.append(f"prompt {_short(part.content)!r}")
+            seen.append(f"prompt {shortened(part.content, 120)!r}")
         elif isinstance(part, ToolReturnPart):
-            seen.append(f"{part.tool_name} returned {_short(part.content)!r}")
+            seen.append(f"{part.tool_name} returned {shortened(part.content, 120)!r}")
         elif isinstance(part, RetryPromptPart):
-            seen.append(f"retry for {part.tool_name or 'the output'}: {_short(part.content)!r}")
+            seen.append(f"retry for {part.tool_name or 'the output'}: {shortened(part.content, 120)!r}")
     return f"the agent's last request had: {'; '.join(seen) or 'nothing'}"
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) else str(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,4 +1,8 @@
-"""The toolkit room."""
+"""For toolset authors: `Toolset` and `@tool` (schemas described once per class), `Handles` (state a model
+refers to by handle), and validation errors a model can always read.
+
+May import: errors, scopes, approvals, events.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._handles import (
         Handles as Handles,
+        UnknownHandle as UnknownHandle,
         live_handle_maps as live_handle_maps,
         open_handles as open_handles,
     )
@@ -24,6 +29,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_handles": (
         "Handles",
+        "UnknownHandle",
         "live_handle_maps",
         "open_handles",
     ),

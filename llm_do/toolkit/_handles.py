@@ -9,15 +9,20 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from ..errors import UnknownHandle
+from pydantic_ai.exceptions import ToolFailed
+
 from ..events import HandleClosed, HandleOpened, HandleRolledBack
 from ..scopes import CURRENT_SINK, HandleMap
 
-__all__ = ["Handles", "live_handle_maps", "open_handles"]
+__all__ = ["Handles", "UnknownHandle", "live_handle_maps", "open_handles"]
 
 T = TypeVar("T")
 _live: weakref.WeakSet[Handles[Any]] = weakref.WeakSet()
 _logger = logging.getLogger("llm_do")
+
+
+class UnknownHandle(ToolFailed):
+    """A tool was given a handle that is not open in this toolset; the model sees the message."""
 
 
 class Handles(HandleMap, Generic[T]):
@@ -31,10 +36,14 @@ class Handles(HandleMap, Generic[T]):
     never committed.
     """
 
-    def __init__(self, prefix: str, *, on_forget: Callable[[T], Any] | None = None) -> None:
+    def __init__(
+        self, prefix: str, *, on_forget: Callable[[T], Any] | None = None, opened_by: str | None = None
+    ) -> None:
         if not prefix.isidentifier():
             raise ValueError(f"handle prefix must be an identifier like 'txn', got {prefix!r}")
         self.prefix = prefix
+        self.opened_by = opened_by
+        """The tool that opens these handles (`begin`), which an unknown handle's message names."""
         self._on_forget = on_forget
         self._open: dict[str, T] = {}
         _live.add(self)
@@ -103,12 +112,21 @@ class Handles(HandleMap, Generic[T]):
         return None
 
     def _unknown(self, handle: object) -> UnknownHandle:
+        """What a model reads for a handle that is not open: the open ones to pass instead, or how to open one
+        (a small model makes handles up, like 'txn_1', or passes one before any was opened)."""
+        opener = self.opened_by
         if self._open:
-            listing = f"Open {self.prefix} handles: {', '.join(self._open)}."
+            how = f"; pass a handle exactly as {opener} returned it" if opener else ""
+            listing = f"{how}. Open {self.prefix} handles: {', '.join(self._open)}."
+        elif opener:
+            listing = (
+                f". No {self.prefix} handle is open: call {opener} first, then pass the handle it returns "
+                f"(like '{self.prefix}_1a2b3c4d')."
+            )
         else:
-            listing = f"No {self.prefix} handle is open; open one first."
+            listing = f". No {self.prefix} handle is open; open one first."
         return UnknownHandle(
-            f"Unknown handle {handle!r}: it is not open here (never opened, or already closed). {listing}"
+            f"Unknown handle {handle!r}: it is not open here (never opened, or already closed){listing}"
         )
 
     def __repr__(self) -> str:

@@ -34,7 +34,7 @@ class _ToolOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class _Described:
+class _ToolDescription:
     method: str
     tool_def: ToolDefinition
     validator: Any
@@ -78,7 +78,7 @@ class Toolset(AbstractToolset[Any]):
     """
 
     default_policy: ClassVar[ToolPolicy | None] = None
-    _llm_do_described: ClassVar[dict[str, _Described] | None] = None
+    _llm_do_described: ClassVar[dict[str, _ToolDescription] | None] = None
     _llm_do_tool_names: ClassVar[frozenset[str] | None] = None
     _llm_do_asks: ClassVar[bool | None] = None
 
@@ -105,7 +105,7 @@ class Toolset(AbstractToolset[Any]):
         return asks
 
     @classmethod
-    def _described(cls) -> dict[str, _Described]:
+    def _described(cls) -> dict[str, _ToolDescription]:
         described = cls.__dict__.get("_llm_do_described")
         if described is None:
             described = {}
@@ -146,7 +146,7 @@ def _marked_methods(cls: type) -> dict[str, _ToolOptions]:
     return marked
 
 
-def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _Described:
+def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _ToolDescription:
     signature = inspect.signature(method)
     parameters = list(signature.parameters.values())[1:]  # drop self
     for parameter in parameters:
@@ -164,7 +164,7 @@ def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _
         description=options.description,
         requires_approval=options.requires_approval,
     )
-    return _Described(
+    return _ToolDescription(
         method=attr,
         tool_def=described.tool_def,
         validator=ReadableArguments(described.function_schema.validator),

@@ -1,4 +1,7 @@
-"""Built-in toolsets. Their providers are declared in `containers.builtins.BuiltinToolsets`."""
+"""Built-in toolsets. Their providers are declared in `containers.builtins.BuiltinToolsets`.
+
+May import: errors, scopes, files, approvals, toolkit, process.
+"""
 
 from ..files import ALLOWED_PATHS, ConfinedRoot, FilesystemSettings, PathRefused
 from .connect import database_from_url, open_database

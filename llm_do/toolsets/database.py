@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar
+
+from ..scopes import SystemTasks, system_task
 
 __all__ = [
     "TRANSACTION_CONTROL_REFUSED",
@@ -173,32 +174,21 @@ class Database(abc.ABC):
 
 
 async def in_fresh_context(make: Callable[[], Awaitable[T]], undo: Callable[[T], Awaitable[Any]] | None = None) -> T:
-    """`await make()` in a task with an empty context.
+    """`await make()` in a system task (an empty context).
 
     Event-loop handles made meanwhile (a connection's socket reader, a timeout's timer, which
     lingers in the loop after it is cancelled) then hold nothing of the calling run. If the caller
     is cancelled just as the task completes, `undo(result)` gives back what it got.
     """
 
-    async def run() -> T:
-        return await make()
-
-    task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
+    task = system_task(make)
     try:
         return await task
     except asyncio.CancelledError:
         if undo is not None and task.done() and not task.cancelled() and task.exception() is None:
-            _in_background(undo(task.result()))
+            _undoing.spawn(undo, task.result())
         raise
 
 
-_background: set[asyncio.Task[Any]] = set()
-
-
-def _in_background(work: Awaitable[Any]) -> None:
-    async def run() -> None:
-        await work
-
-    task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
-    _background.add(task)
-    task.add_done_callback(_background.discard)
+_undoing = SystemTasks()
+"""What callers cancelled as their task completed give back (kept until done; nobody waits for them)."""

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import asyncpg
@@ -28,6 +27,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from .._urls import scrubbed
 from ..errors import ConfigurationError
+from ..scopes import system_timeout
 from .database import (
     TRANSACTION_CONTROL_REFUSED,
     Column,
@@ -125,15 +125,6 @@ def _described(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-@contextlib.asynccontextmanager
-async def _within(seconds: float) -> AsyncIterator[None]:
-    """`asyncio.timeout(seconds)` whose timer is made in an empty context: a cancelled timer stays in
-    the event loop until its deadline, and must hold nothing of the run that ran the statement."""
-    async with asyncio.timeout(None) as timeout:
-        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
-        yield
-
-
 _AS_TEXT = ("date", "time", "timetz", "timestamp", "timestamptz", "interval", "numeric", "uuid", "json", "jsonb")
 
 
@@ -178,7 +169,7 @@ class PostgresConnection(Connection):
             if in_transaction and not self.raw.is_in_transaction():
                 raise SqlError("the transaction no longer exists in the database", "ended")
             try:
-                async with _within(deadline):
+                async with system_timeout(deadline):  # no timer keeps the run that ran the statement
                     return await work()
             except asyncpg.PostgresError as error:
                 if _ends_connection(error):
@@ -348,7 +339,7 @@ class PostgresConnection(Connection):
                 return None
             try:
                 if self.raw.is_in_transaction():  # else asyncpg's reset complains about an open transaction
-                    async with _within(self._rollback_deadline):
+                    async with system_timeout(self._rollback_deadline):
                         await self.raw.execute("ROLLBACK")
                 await give(self.raw)
             except BaseException as error:

@@ -98,7 +98,7 @@ class SqlToolset(Toolset):
         self.database = database
         self.max_rows = max_rows
         self.max_bytes = max_bytes
-        self.txns: Handles[Transaction] = Handles("txn", on_forget=Transaction.forget)  # rolled back
+        self.txns: Handles[Transaction] = Handles("txn", on_forget=Transaction.forget, opened_by="begin")
         self.lost: dict[str, str] = {}
         """Handles closed because their connection failed, and what happened."""
 
@@ -130,7 +130,11 @@ class SqlToolset(Toolset):
         """Run one statement that returns rows (SELECT, WITH, ... RETURNING) in transaction `txn`.
         Write every value as a placeholder $1, $2, ... and pass the values in `params` (params[0] is $1).
         Returns {"columns": [...], "rows": [{column: value}, ...]}; when only the first rows fit, a
-        "truncated" entry says so: narrow the query (WHERE, fewer columns) or page it (LIMIT/OFFSET)."""
+        "truncated" entry says so: narrow the query (WHERE, fewer columns) or page it (LIMIT/OFFSET).
+
+        Args:
+            txn: The handle `begin` returned, exactly as it was written (like txn_1a2b3c4d).
+        """
         _check_text("query", sql, params)
         result = await self._in_transaction("query", txn, sql, lambda c: c.fetch(sql, params or [], self.max_rows))
         return self._shaped(result)
@@ -139,14 +143,22 @@ class SqlToolset(Toolset):
     async def execute(self, txn: str, sql: str, params: list[Param] | None = None) -> dict[str, int]:
         """Run one statement that changes data or schema (INSERT, UPDATE, DELETE, CREATE, ...) in
         transaction `txn`, with placeholders $1, $2, ... bound to `params` (params[0] is $1).
-        Returns {"rows_affected": n}. Nothing is saved until commit."""
+        Returns {"rows_affected": n}. Nothing is saved until commit.
+
+        Args:
+            txn: The handle `begin` returned, exactly as it was written (like txn_1a2b3c4d).
+        """
         _check_text("execute", sql, params)
         count = await self._in_transaction("execute", txn, sql, lambda c: c.execute(sql, params or []))
         return {"rows_affected": count}
 
     @tool
     async def commit(self, txn: str) -> str:
-        """Commit transaction `txn`: its changes are saved and visible to others. The handle is closed."""
+        """Commit transaction `txn`: its changes are saved and visible to others. The handle is closed.
+
+        Args:
+            txn: The handle `begin` returned, exactly as it was written (like txn_1a2b3c4d).
+        """
         transaction = self._get("commit", txn)
         async with transaction.lock:
             self._check_usable("commit", transaction, txn)
@@ -187,7 +199,11 @@ class SqlToolset(Toolset):
 
     @tool
     async def rollback(self, txn: str) -> str:
-        """Roll back transaction `txn`: everything it changed is undone. The handle is closed."""
+        """Roll back transaction `txn`: everything it changed is undone. The handle is closed.
+
+        Args:
+            txn: The handle `begin` returned, exactly as it was written (like txn_1a2b3c4d).
+        """
         if txn in self.lost:
             raise ToolFailed(self._lost_text("rollback", txn))
         transaction = self.txns.pop(txn)

@@ -9,6 +9,8 @@ Helpers for carrying a trace across processes (a web request that defers a job, 
 
     carrier = inject_trace_context()          # {"traceparent": "00-...", ...}: store it with the job
     await runtime.run("clerk", prompt, trace_parent=carrier)   # in the worker: the run continues the trace
+
+May import: scopes, events.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..approvals import CHOICES
-from ..errors import LlmDoError
+from ..errors import LlmDoError, shortened
 
 if TYPE_CHECKING:
     import asyncpg
@@ -171,7 +171,7 @@ class DecisionRelay:
     def hold(self, session_id: str, run: Decidable) -> Iterator[None]:
         """Decisions for `session_id` reach `run` while the block runs (from this process or another)."""
         if session_id in self._held:
-            raise LlmDoError(f"DecisionRelay: session {_short(session_id)} already has a live run held in this process")
+            raise LlmDoError(f"DecisionRelay: session {_shown(session_id)} already has a live run held in this process")
         self._held[session_id] = run
         try:
             yield
@@ -191,10 +191,10 @@ class DecisionRelay:
         if no process applied it within `reply_timeout`. The caller checks who may decide.
         """
         if choice not in CHOICES:
-            raise LlmDoError(f"decision {choice!r} for {_short(approval_id)}: choose one of {', '.join(CHOICES)}")
+            raise LlmDoError(f"decision {choice!r} for {_shown(approval_id)}: choose one of {', '.join(CHOICES)}")
         if note is not None and _size(_encoded(note)) > _NOTE_LIMIT:
             raise LlmDoError(
-                f"the note of the decision on {_short(approval_id)} is longer than {_NOTE_LIMIT} bytes "
+                f"the note of the decision on {_shown(approval_id)} is longer than {_NOTE_LIMIT} bytes "
                 "(as UTF-8 JSON); shorten it"
             )
         local = self._held.get(session_id)
@@ -203,7 +203,7 @@ class DecisionRelay:
             return
         if not self.connected:
             raise DecisionUndelivered(
-                f"decision on {_short(approval_id)} (session {_short(session_id)}) not sent: the relay's connection to "
+                f"decision on {_shown(approval_id)} (session {_shown(session_id)}) not sent: the relay's connection to "
                 "PostgreSQL is down (reconnecting); try again"
             )
         request = uuid.uuid4().hex
@@ -220,7 +220,7 @@ class DecisionRelay:
         if size > _PAYLOAD_LIMIT:
             sizes = ", ".join(f"{name} {_size(_encoded(message[name]))}" for name in ("session", "approval_id", "note"))
             raise LlmDoError(
-                f"decision on {_short(approval_id)} (session {_short(session_id)}) not sent: as a PostgreSQL NOTIFY "
+                f"decision on {_shown(approval_id)} (session {_shown(session_id)}) not sent: as a PostgreSQL NOTIFY "
                 f"payload it takes {size} bytes, and NOTIFY takes at most {_PAYLOAD_LIMIT} (bytes as JSON: "
                 f"{sizes}); shorten the note, or use shorter session ids"
             )
@@ -232,13 +232,13 @@ class DecisionRelay:
                 reply = await asyncio.wait_for(answer, self.reply_timeout)
             except TimeoutError:
                 raise DecisionUndelivered(
-                    f"decision on {_short(approval_id)} not applied: no process holds a live run of session "
-                    f"{_short(session_id)} (nobody answered within {self.reply_timeout:g}s)"
+                    f"decision on {_shown(approval_id)} not applied: no process holds a live run of session "
+                    f"{_shown(session_id)} (nobody answered within {self.reply_timeout:g}s)"
                 ) from None
         finally:
             self._waiting.pop(request, None)
         if not reply.get("ok"):
-            raise DecisionRefused(str(reply.get("error") or f"decision on {_short(approval_id)} refused"))
+            raise DecisionRefused(str(reply.get("error") or f"decision on {_shown(approval_id)} refused"))
 
     async def _notify(self, channel: str, payload: str) -> None:
         async with self._send_lock:
@@ -316,6 +316,6 @@ def _fitted(reply: dict[str, Any]) -> str:
     return payload
 
 
-def _short(text: str, limit: int = 60) -> str:
-    shown = repr(text)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+def _shown(text: str) -> str:
+    """An id as a message shows it: quoted, at most 60 characters."""
+    return shortened(text, 60, quoted=True)

@@ -1,0 +1,210 @@
+"""Every read of a third-party library's internals, in one place, each with the version it was checked on.
+
+pydantic-ai, dependency-injector and fastmcp offer no public way to do what these do; each says what it
+reads and why llm-do needs it. When a release moves one, llm-do does a little less (a warning says what)
+rather than fail runs, and tests/test_compat.py fails, so that the next release of llm-do follows it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from types import MethodType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.toolsets import AbstractToolset
+
+__all__ = [
+    "CHECKED_ON",
+    "InternalMissing",
+    "NOT_RUN_RESULTS",
+    "alone_with",
+    "configuration_root",
+    "context_local_provide",
+    "current_run_context",
+    "explicit_toolset_id",
+    "forget_driving_task",
+    "handshake_timeout_off",
+    "leaves_out_empty_own_toolset",
+    "no_longer_alone",
+]
+
+CHECKED_ON = {"pydantic-ai-slim": "2.68.0", "dependency-injector": "4.49.1", "fastmcp": "4.2.3"}
+"""The versions every read below was checked on."""
+
+
+class InternalMissing(RuntimeWarning):
+    """An internal of a library that llm-do reads is not where it was: llm-do does less (the message says what)."""
+
+
+def _missing(what: str, consequence: str) -> None:
+    warnings.warn(
+        f"{what} is not there in the installed version (checked on {CHECKED_ON}): {consequence}. "
+        "Upgrade llm-do, or install a version of the library it was checked on.",
+        InternalMissing,
+        stacklevel=3,
+    )
+
+
+# -- pydantic-ai 2.68 --------------------------------------------------------------------------------------
+
+
+def _no_run_context() -> None:
+    return None
+
+
+def _run_context_getter() -> Callable[[], Any]:
+    """pydantic-ai's getter of the current `RunContext` (`pydantic_ai._run_context.get_current_run_context`), found
+    once; a stand-in that finds none, with a warning, when it is not there."""
+    global _get_run_context
+    try:
+        from pydantic_ai._run_context import get_current_run_context
+    except ImportError:
+        _missing(
+            "pydantic_ai._run_context.get_current_run_context",
+            "tools cannot find their CallScope outside `deps`, and what a tool's callbacks keep of a call is "
+            "not emptied when it ends",
+        )
+        _get_run_context = _no_run_context
+    else:
+        _get_run_context = get_current_run_context
+    return _get_run_context
+
+
+_get_run_context: Callable[[], Any] | None = None
+
+
+def current_run_context() -> RunContext[Any] | None:
+    """The `RunContext` pydantic-ai made current around a model request or a tool call, if any (its getter is
+    not re-exported)."""
+    getter = _get_run_context or _run_context_getter()
+    result: RunContext[Any] | None = getter()
+    return result
+
+
+def forget_driving_task(ctx: RunContext[Any]) -> None:
+    """An agent run has ended: its cancellation controller (`RunContext._cancellation`) no longer needs the task
+    that drove it (`_owner`), which a copy of the context kept by a tool's callback would otherwise keep alive."""
+    cancellation = getattr(ctx, "_cancellation", None)
+    if cancellation is not None and hasattr(cancellation, "_owner"):
+        cancellation._owner = None
+
+
+def explicit_toolset_id(toolset: AbstractToolset[Any]) -> str | None:
+    """The `id` chosen for `toolset` (`_explicit_id`), not one derived (as an `MCPToolset` derives one from its
+    URL): what pydantic-ai's `CombinedToolset` stamps on the tools it combines."""
+    return toolset._explicit_id
+
+
+_ALONE: ContextVar[Any] = ContextVar("llm_do.alone", default=None)
+"""The agent whose run llm-do is starting with a call's toolsets alone (see `leaves_out_empty_own_toolset`)."""
+
+
+def _toolset_list_builder() -> Any:
+    """`Agent._build_toolset_list`, found once (False when it is not there)."""
+    global _build, _function_toolset
+    from pydantic_ai import Agent
+    from pydantic_ai.toolsets import FunctionToolset
+
+    _function_toolset = FunctionToolset
+    _build = getattr(Agent, "_build_toolset_list", False)
+    if _build is False:
+        _missing(
+            "pydantic_ai.Agent._build_toolset_list",
+            "an agent with no tool of its own lists its empty toolset beside the call's at every model request",
+        )
+    return _build
+
+
+_build: Any = None
+_function_toolset: Any = None
+
+
+def leaves_out_empty_own_toolset(agent: Agent[Any, Any]) -> bool:
+    """Have `agent` leave its own function toolset out of the runs started inside `alone_with(agent)`, while
+    that toolset holds no tool.
+
+    pydantic-ai lists a run's toolsets beside the agent's own function toolset (where `@agent.tool` and `tools=`
+    put theirs) and starts a task group per model request to list more than one: for an agent with no tool of
+    its own, that is all its toolset brings. `Agent._build_toolset_list` (2.68) puts the agent's own first; it is
+    wrapped on this agent alone. False when it moved, or was replaced by a subclass or someone else: runs then
+    keep the empty toolset, as pydantic-ai does.
+    """
+    build = _build if _build is not None else _toolset_list_builder()
+    if build is False or getattr(type(agent), "_build_toolset_list", None) is not build:
+        return False  # gone, or a subclass's own
+    installed = vars(agent).get("_build_toolset_list")
+    if installed is None or getattr(installed, "__func__", None) is _without_empty_own:
+        if getattr(installed, "__self__", None) is not agent:  # (a copy of an agent keeps the original's)
+            vars(agent)["_build_toolset_list"] = MethodType(_without_empty_own, agent)
+        return True
+    return False  # someone else's
+
+
+def _without_empty_own(agent: Agent[Any, Any], *args: Any, **kwargs: Any) -> list[AbstractToolset[Any]]:
+    """The agent's toolsets, less its own function toolset when it is empty and llm-do is starting its run."""
+    toolsets: list[AbstractToolset[Any]] = _build(agent, *args, **kwargs)
+    if _ALONE.get() is agent and not kwargs.get("ignore_overrides") and toolsets:
+        own = toolsets[0]
+        if isinstance(own, _function_toolset) and not own.tools and not getattr(own, "_instructions", True):
+            del toolsets[0]
+    return toolsets
+
+
+def alone_with(agent: Agent[Any, Any]) -> Token[Any]:
+    """The runs of `agent` started from here on (in this context) list the call's toolsets alone."""
+    return _ALONE.set(agent)
+
+
+def no_longer_alone(token: Token[Any]) -> None:
+    """Undo `alone_with`."""
+    _ALONE.reset(token)
+
+
+NOT_RUN_RESULTS = frozenset(
+    {
+        "Final result processed.",
+        "Output not used as the final result - addressing tool retries from this round first.",
+        "Output tool not used - a final result was already processed.",
+        "Output tool processed, but its value will not be the final result of the agent run.",
+        "Output tool not used - output function execution failed.",
+        "Output tool not used - output failed validation.",
+        "Tool not executed - a final result was already processed.",
+    }
+)
+"""What pydantic-ai writes as the successful result of a tool call it did not count as run (an output tool's
+call, or a call skipped once a final result was found): the `_FINAL_RESULT...`, `_OUTPUT_...` and
+`_TOOL_SKIPPED...` strings of `pydantic_ai._tool_execution`."""
+
+
+# -- dependency-injector 4.49 --------------------------------------------------------------------------------
+
+
+def context_local_provide() -> Callable[..., Any]:
+    """`ContextLocalSingleton._provide`: how the base class resolves (and caches in its ContextVar), which
+    `RunLocalSingleton` runs in a throwaway context and keeps in the run's box instead (an untyped Cython method)."""
+    from dependency_injector import providers
+
+    provide: Callable[..., Any] = getattr(providers.ContextLocalSingleton, "_provide")  # noqa: B009
+    return provide
+
+
+def configuration_root(option: Any) -> Any:
+    """The `Configuration` an option belongs to (`ConfigurationOption._get_root`): where an override of the
+    option is recorded, so that it can be undone."""
+    return option._get_root()
+
+
+# -- fastmcp 4.2 ------------------------------------------------------------------------------------------------
+
+
+def handshake_timeout_off(client: Any) -> bool:
+    """Turn off the client's own time limit on the MCP handshake (`Client._init_timeout`): the server process's
+    start-up counts against it, and llm-do's `startup_timeout` bounds both. False when the client has none."""
+    if not hasattr(client, "_init_timeout"):
+        return False
+    client._init_timeout = None
+    return True

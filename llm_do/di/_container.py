@@ -1,0 +1,139 @@
+"""What a runtime reads of a dependency-injector container once, at load: its per-run and per-session providers,
+its `run_state`, its approval policies and its `Resource`s, which the runtime shuts down when it closes."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from dependency_injector import containers, providers
+
+from ..errors import ConfigurationError
+from ._singletons import RunLocalSingleton, SessionLocalSingleton
+
+__all__ = ["CapturablePerRunWarning", "Container", "ContainerParts", "Resources"]
+
+Container = containers.Container
+"""A dependency-injector container, as the runtime takes it (the other rooms never import dependency-injector)."""
+
+_NONE: Mapping[str, providers.Provider[Any]] = MappingProxyType({})
+
+
+class CapturablePerRunWarning(UserWarning):
+    """Per-run providers declared as plain `ContextLocalSingleton`: a context snapshot can keep their instances."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerParts:
+    """The parts of a container a runtime works with, read once (a runtime without a container has none)."""
+
+    by_name: Mapping[str, providers.Provider[Any]] = field(default_factory=lambda: _NONE)
+    """The container's providers by name: toolsets are looked up here."""
+    run_state: providers.Provider[Any] | None = None
+    """The `run_state` provider, when it is per-run: it makes each run's `RunState`."""
+    per_run: tuple[tuple[str, providers.Provider[Any]], ...] = ()
+    """(name, provider) of every per-run provider but `run_state`, resolved at each run's start."""
+    per_session: tuple[tuple[str, providers.Provider[Any]], ...] = ()
+    """(name, provider) of every `SessionLocalSingleton`, resolved when a session's first run starts."""
+    context_locals: tuple[providers.ContextLocalSingleton[Any], ...] = ()
+    """Plain `ContextLocalSingleton`s: reset at each run's start and end."""
+    capturable: tuple[str, ...] = ()
+    """Names of per-run providers whose instances a context snapshot can keep alive after a run."""
+    policies: Mapping[str, Any] | None = field(default=None, hash=False)
+    """What the container's `approval_policies` provider built, if it has one."""
+
+    @classmethod
+    def of(cls, container: Container | None) -> ContainerParts:
+        """Read `container`; warns (`CapturablePerRunWarning`) about per-run providers a snapshot can keep."""
+        if container is None:
+            return cls()
+        by_name = dict(container.providers)
+        names = {id(provider): name for name, provider in by_name.items()}
+        run_state = by_name.get("run_state")
+        if not isinstance(run_state, providers.ContextLocalSingleton):
+            run_state = None
+        per_run: list[tuple[str, providers.Provider[Any]]] = []
+        per_session: list[tuple[str, providers.Provider[Any]]] = []
+        plain: list[providers.ContextLocalSingleton[Any]] = []
+        for provider in container.traverse(types=[providers.ContextLocalSingleton]):
+            name = names.get(id(provider), _described(provider))
+            if isinstance(provider, SessionLocalSingleton):
+                per_session.append((name, provider))
+                continue
+            if not isinstance(provider, RunLocalSingleton):
+                plain.append(provider)
+            if provider is not run_state:
+                per_run.append((name, provider))
+        capturable = tuple(names.get(id(provider), _described(provider)) for provider in plain)
+        if capturable:
+            warnings.warn(
+                f"per-run provider(s) {', '.join(map(repr, capturable))} are plain ContextLocalSingletons: "
+                "a callback or task started during a run (a connection pool's idle timer, say) keeps their "
+                "instances alive after the run. Declare them with llm_do.RunLocalSingleton, which the run "
+                "empties when it ends.",
+                CapturablePerRunWarning,
+                stacklevel=4,
+            )
+        return cls(
+            MappingProxyType(by_name),
+            run_state,
+            tuple(per_run),
+            tuple(per_session),
+            tuple(plain),
+            capturable,
+            _policies(by_name.get("approval_policies")),
+        )
+
+
+def _policies(provider: providers.Provider[Any] | None) -> Mapping[str, Any] | None:
+    if provider is None:
+        return None
+    built = provider()
+    if not isinstance(built, Mapping):
+        raise ConfigurationError(
+            f"the container's approval_policies provider built {type(built).__qualname__}; "
+            "declare it as providers.Dict(toolset_name=ToolPolicy(...), ...)"
+        )
+    return built
+
+
+class Resources:
+    """A container's `Resource` providers, and those overriding them, to shut down when the runtime closes."""
+
+    def __init__(self, container: Container | None) -> None:
+        self._container = container
+        self._seen: list[tuple[providers.Provider[Any], Any]] = (
+            []
+            if container is None
+            else [(provider, provider.last_overriding) for provider in container.traverse(types=[providers.Resource])]
+        )
+
+    def note_overrides(self) -> None:
+        """Remember `Resource` overrides made since load, so closing shuts them down even once reset."""
+        for index, (provider, seen) in enumerate(self._seen):
+            current = provider.last_overriding
+            if current is not seen:
+                self._seen[index] = (provider, current)
+                if isinstance(current, providers.Resource):
+                    self._seen.append((current, current.last_overriding))
+
+    async def shutdown(self) -> None:
+        """Shut down the container's `Resource`s and any overriding one that was in use."""
+        if self._container is None:
+            return
+        result = self._container.shutdown_resources()
+        if result is not None:
+            await result
+        for provider, _ in self._seen:
+            if isinstance(provider, providers.Resource) and provider.initialized:
+                done = provider.shutdown()
+                if done is not None:
+                    await done
+
+
+def _described(provider: providers.Provider[Any]) -> str:
+    provides = getattr(provider, "provides", None)
+    return f"{type(provider).__name__}({getattr(provides, '__qualname__', provides)!r})"

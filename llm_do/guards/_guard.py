@@ -1,0 +1,414 @@
+"""`ModelGuard`: what every agent run of an entry is held to, and what it says about its reply.
+
+`AgentEntry` runs its agent through a guard, which
+
+- gives the model `GuardedModel`, whose settings carry the default `max_tokens` beneath the model's and the
+  agent's own, which ends a request (a streamed reply included) at `request_timeout` unless the settings name
+  one, and whose failed connection names the server's address (a password in it hidden), the setting that
+  named it and how long the client tried;
+- passes pydantic-ai the run's `UsageLimits` (`run_requests`, `run_tokens`) and ends the outermost agent run
+  at `run_timeout`;
+- turns pydantic-ai's limit errors into `LimitExceeded` errors naming the limit and its setting;
+- flags a final reply that looks like an unexecuted tool call or an echoed prompt (`textcalls`), and with
+  `suspect_output=retry` asks the model again, or with `text_tool_calls` runs the call it wrote as JSON: those
+  two need pydantic-ai's `after_model_request` hook, a capability, passed only when one of them is on.
+
+Both deadlines are timers armed in an empty context: a cancelled timer stays in the event loop until its
+deadline, and must keep nothing of the run (pydantic-ai's own `request_timeout` and run `timeout` arm theirs in
+the run's context). The guard of the agent run now going is current in a context variable, where its
+`GuardedModel` finds it. An `Agent.override(model=...)` (a job's journal model) replaces the guard's model for
+the run: the run's limits and checks still hold, but not the default `max_tokens` and `request_timeout`, nor
+the named unreachable server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic_ai import Agent, ModelRetry, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import (
+    ModelConnectionError,
+    ModelRequestTimeout,
+    OutputTokenLimitExceeded,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse, infer_model
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import UsageLimits
+
+from .._compat import current_run_context
+from ._limits import (
+    LimitExceeded,
+    ModelRules,
+    ReplyTooLong,
+    RequestTookTooLong,
+    RunOverLimit,
+    RunTookTooLong,
+)
+from ._text_calls import named_calls, sent_texts, suspicion, written_call
+
+__all__ = ["GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of", "shown_url"]
+
+_CURRENT: ContextVar[ModelGuard | None] = ContextVar("llm_do_model_guard", default=None)
+
+
+class ModelUnreachable(ModelConnectionError):
+    """The model's server could not be reached (or its reply could not be read): the message names its address,
+    the setting that named it and how long the client tried."""
+
+
+class RepliesRefused(UnexpectedModelBehavior):
+    """With `suspect_output=retry`, the model's replies kept looking like unexecuted tool calls or echoed prompts
+    until its output retries ran out."""
+
+
+@asynccontextmanager
+async def _deadline(seconds: float | None) -> AsyncIterator[asyncio.Timeout | None]:
+    """`asyncio.timeout(seconds)` whose timer is armed in an empty context (nothing when `seconds` is None)."""
+    if seconds is None:
+        yield None
+        return
+    async with asyncio.timeout(None) as timeout:
+        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
+        yield timeout
+
+
+def shown_url(url: str) -> str:
+    """`url` with the password of its user part hidden (`http://me:***@host/v1`)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def endpoint_of(model: Model) -> tuple[str | None, str | None]:
+    """The server `model` sends its requests to (its base URL, if it has one) and the setting that named it:
+    an `endpoint_setting` a wrapper declares (`LLM_DO_OPENAI_BASE_URL`), else `OPENAI_BASE_URL` when that is the
+    address, else None (given in code, or the provider's default)."""
+    setting: str | None = None
+    current: Model = model
+    while True:
+        setting = setting or getattr(current, "endpoint_setting", None)
+        if not isinstance(current, WrapperModel):
+            break
+        current = current.wrapped
+    try:
+        url = model.base_url
+    except Exception:  # a model that cannot be built says why elsewhere
+        url = None
+    if setting is None and url and os.environ.get("OPENAI_BASE_URL", "").rstrip("/") == url.rstrip("/"):
+        setting = "OPENAI_BASE_URL"
+    return url, setting
+
+
+class GuardedModel(WrapperModel):
+    """A model held by the guard of the agent run now going (if any): its default settings beneath the model's
+    own, its connection failures explained, its requests and replies noted for the guard's checks. A model named
+    by a string is built when first used (an `Agent.override` may mean it never is)."""
+
+    def __init__(self, wrapped: Model | str) -> None:
+        super().__init__(wrapped if isinstance(wrapped, Model) else _Named(wrapped))
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        own = self.wrapped.settings
+        guard = _CURRENT.get()
+        if guard is None or not guard.defaults:
+            return own
+        merged: dict[str, Any] = {**guard.defaults, **(own or {})}
+        return merged  # type: ignore[return-value]
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        started = time.monotonic()
+        guard = _CURRENT.get()
+        seconds = guard.request_deadline(model_settings) if guard is not None else None
+        try:
+            async with _deadline(seconds) as deadline:
+                response = await super().request(messages, model_settings, model_request_parameters)
+        except ModelConnectionError as error:
+            raise self._unreachable(error, started) from error
+        except TimeoutError as error:
+            raise self._too_long(error, deadline, guard, seconds) from error
+        _noted(model_request_parameters, response)
+        return response
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        started = time.monotonic()
+        guard = _CURRENT.get()
+        seconds = guard.request_deadline(model_settings) if guard is not None else None
+        try:
+            async with (
+                _deadline(seconds) as deadline,
+                super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream,
+            ):
+                yield stream  # the deadline covers reading the stream to its end
+        except ModelConnectionError as error:
+            if isinstance(error, ModelUnreachable):
+                raise
+            raise self._unreachable(error, started) from error
+        except TimeoutError as error:
+            raise self._too_long(error, deadline, guard, seconds) from error
+        _noted(model_request_parameters, stream.get())
+
+    def _too_long(
+        self, error: TimeoutError, deadline: asyncio.Timeout | None, guard: ModelGuard | None, seconds: float | None
+    ) -> Exception:
+        """The guard's `RequestTookTooLong` when its deadline ran out; any other timeout as it was."""
+        if deadline is None or not deadline.expired() or guard is None or seconds is None:
+            return error
+        return RequestTookTooLong(guard.entry, self.model_name, seconds, guard.rules.origin("request_timeout"))
+
+    def _unreachable(self, error: ModelConnectionError, started: float) -> ModelUnreachable:
+        url, setting = endpoint_of(self.wrapped)
+        where = shown_url(url.rstrip("/")) if url else "its server"
+        named = f" (set by {setting})" if setting else " (the model's provider default)" if url else ""
+        cause = _innermost(error)
+        reading = getattr(error, "phase", None) == "read"
+        what = "lost the connection to" if reading else "could not connect to"
+        fix = f"set {setting} to the address of a server that runs" if setting else "give the model another address"
+        guard = _CURRENT.get()
+        of = f" of entry {guard.entry!r}" if guard is not None else ""
+        message = (
+            f"{what} the model server at {where}{named} for model {self.model_name!r}{of}: {cause}; "
+            f"tried for {time.monotonic() - started:.1f} s, the client's retries included. "
+            f"Start the server, or {fix}."
+        )
+        unreachable = ModelUnreachable(self.model_name, message, phase=getattr(error, "phase", None))
+        return unreachable
+
+
+class _Named(WrapperModel):
+    """A model named by a string, built when first used."""
+
+    def __init__(self, name: str) -> None:
+        Model.__init__(self)  # not WrapperModel's: it would build the model now
+        self._name = name
+        self._built: Model | None = None
+
+    @property
+    def wrapped(self) -> Model:
+        if self._built is None:
+            self._built = infer_model(self._name)
+        return self._built
+
+    @wrapped.setter
+    def wrapped(self, model: Model) -> None:
+        self._built = model
+
+
+def _innermost(error: BaseException) -> str:
+    """What the deepest cause says (`connection refused (Connect call failed ('127.0.0.1', 9))`), else the error."""
+    found: BaseException = error
+    seen = {id(found)}
+    while True:
+        below = found.__cause__ or found.__context__
+        if below is None or id(below) in seen:
+            break
+        found = below
+        seen.add(id(found))
+    text = " ".join(str(found.strerror if isinstance(found, OSError) and found.strerror else found).split())
+    names: dict[type[BaseException], str] = {ConnectionRefusedError: "connection refused", TimeoutError: "timed out"}
+    named = names.get(type(found))
+    if named is not None and named not in text.lower():
+        text = f"{named} ({text})" if text else named
+    return text or type(found).__name__
+
+
+def _noted(params: ModelRequestParameters, response: ModelResponse) -> None:
+    guard = _CURRENT.get()
+    if guard is not None:
+        guard.tools = frozenset(tool.name for tool in params.function_tools)
+        guard.last = response
+
+
+class ModelGuard:
+    """What one agent run of an entry is held to (`rules`) and what it noted; `warnings` are what the call's
+    record, its events and the command say about its reply."""
+
+    def __init__(
+        self,
+        entry: str,
+        agent: Agent[Any, Any],
+        rules: ModelRules,
+        model: Model | str | None,
+        told: Callable[[str], None] | None = None,
+    ) -> None:
+        self.entry = entry
+        self.told = told
+        """Told each warning as it is found (the call's event)."""
+        self.rules = rules
+        own = agent.model_settings if isinstance(agent.model_settings, Mapping) else {}
+        self.own_settings = frozenset(own)
+        """Model settings the agent names itself: they win over the guard's defaults."""
+        self.defaults: dict[str, Any] = {}
+        if rules.value("max_tokens"):
+            self.defaults["max_tokens"] = rules.value("max_tokens")
+        self.request_timeout: float | None = float(rules.value("request_timeout")) or None
+        self.model = None if model is None else GuardedModel(model)
+        self.tools: frozenset[str] = frozenset()
+        self.last: ModelResponse | None = None
+        self.warnings: list[str] = []
+        self.timeout: float | None = None
+        if current_run_context() is None and rules.value("run_timeout"):
+            self.timeout = float(rules.value("run_timeout"))  # a nested agent run ends with the run that asked it
+        requests, tokens = rules.value("run_requests"), rules.value("run_tokens")
+        self.usage_limits = UsageLimits(request_limit=requests or None, total_tokens_limit=tokens or None)
+
+    def warn(self, warning: str) -> None:
+        self.warnings.append(warning)
+        if self.told is not None:
+            self.told(warning)
+
+    def capabilities(self, given: Sequence[AbstractCapability[Any]]) -> list[AbstractCapability[Any]]:
+        """The run's capabilities: `given`, and the reply check when retries or tolerant calls are on."""
+        if self.rules.suspect_output == "retry" or self.rules.text_tool_calls:
+            return [*given, ReplyCheck(self)]
+        return list(given)
+
+    @asynccontextmanager
+    async def run_deadline(self) -> AsyncIterator[None]:
+        """The outermost agent run's `run_timeout`: past it the run is cancelled and `RunTookTooLong` raised."""
+        try:
+            async with _deadline(self.timeout) as timeout:
+                yield
+        except TimeoutError as error:
+            if timeout is None or not timeout.expired() or self.timeout is None:
+                raise
+            raise RunTookTooLong(self.entry, self.timeout, self.rules.origin("run_timeout")) from error
+
+    def request_deadline(self, settings: ModelSettings | None) -> float | None:
+        """The seconds a request may take, unless its settings name a `request_timeout` (pydantic-ai's, then)."""
+        return None if settings and settings.get("request_timeout") is not None else self.request_timeout
+
+    @contextmanager
+    def watching(self) -> Iterator[ModelGuard]:
+        """The guard is current while its agent runs; then it lets go of all but its warnings (a copy of the run's
+        context that outlives it, in a timer or a thread, still refers to the guard)."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+            self.last, self.model, self.told = None, None, None
+
+    def limit_error(self, error: BaseException) -> Exception | None:
+        """The error that pydantic-ai's `error` stands for, naming the limit or the check and its setting
+        (`LimitExceeded`, `RepliesRefused`); None for others."""
+        if isinstance(error, LimitExceeded | RepliesRefused):
+            return None
+        rules = self.rules
+        refused = [warning for warning in self.warnings if warning.endswith("(suspect_output=retry)")]
+        if refused and isinstance(error, UnexpectedModelBehavior) and "Exceeded maximum" in str(error):
+            return RepliesRefused(
+                f"entry {self.entry!r}: the model's replies kept looking like unexecuted tool calls or echoed "
+                f"prompts until its retries ran out ({error}; suspect_output=retry, set by "
+                f"{rules.origin('suspect_output')}). The last: {refused[-1]}. Give the model clearer instructions, "
+                "use one that calls tools, or let text_tool_calls run the calls it writes as JSON "
+                "(docs/local-models.md)."
+            )
+        if isinstance(error, ModelRequestTimeout) and error.setting == "request_timeout":
+            return RequestTookTooLong(self.entry, error.model_name, error.timeout, self._origin("request_timeout"))
+        if isinstance(error, UsageLimitExceeded):
+            limit = "run_requests" if "request_limit" in str(error) else "run_tokens"
+            if "request_limit" in str(error) or "total_tokens_limit" in str(error):
+                detail = str(error).split(". Consider")[0]
+                return RunOverLimit(self.entry, limit, rules.value(limit), rules.origin(limit), detail)
+        mine = "max_tokens" in self.defaults and "max_tokens" not in self.own_settings
+        if isinstance(error, OutputTokenLimitExceeded) and mine:
+            detail = "a tool call was cut off" if "tool call" in str(error) else "it held no usable output"
+            return ReplyTooLong(self.entry, self.defaults["max_tokens"], rules.origin("max_tokens"), detail)
+        return None
+
+    def _origin(self, name: str) -> str:
+        return "the agent's model_settings" if name in self.own_settings else self.rules.origin(name)
+
+    def checked(self, output: Any, messages: Sequence[ModelMessage]) -> list[str]:
+        """What to say about the run's final reply (its `output` and whole conversation), added to `warnings`."""
+        if isinstance(output, str):
+            reason = suspicion(output, self.tools, messages)
+            if reason is not None:
+                self.warn(reason)
+        final = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+        if final is not None and final.finish_reason == "length":
+            cap = self.defaults.get("max_tokens") if "max_tokens" not in self.own_settings else None
+            where = f" max_tokens={cap} ({self.rules.origin('max_tokens')})" if cap else " its token limit"
+            self.warn(f"the reply was cut off at{where}: the output is incomplete")
+        return self.warnings
+
+
+class ReplyCheck(AbstractCapability[Any]):
+    """Looks at each reply that would end the run as text: runs the tool call it is written as (`text_tool_calls`),
+    or asks the model again when it looks like an unexecuted call or an echoed prompt (`suspect_output=retry`)."""
+
+    def __init__(self, guard: ModelGuard) -> None:
+        self.guard = guard
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        params = request_context.model_request_parameters
+        if not response.parts or any(not isinstance(part, TextPart) for part in response.parts):
+            return response
+        text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
+        tools = frozenset(tool.name for tool in params.function_tools)
+        guard, rules = self.guard, self.guard.rules
+        number = sum(isinstance(message, ModelResponse) for message in ctx.messages) + 1
+        if rules.text_tool_calls:  # a call of an output tool (`final_result`) counts too: it gives the output
+            callable_tools = tools | {tool.name for tool in params.output_tools}
+            call = written_call(text, callable_tools, sent_texts(ctx.messages))
+            if call is not None:
+                name, arguments = call
+                guard.warn(
+                    f"reply {number} was a call to tool {name!r} written as JSON text; it was run as that call "
+                    f"(text_tool_calls, {rules.origin('text_tool_calls')})"
+                )
+                return replace(response, parts=[ToolCallPart(name, arguments)])
+        if rules.suspect_output == "retry" and params.allow_text_output:
+            reason = suspicion(text, tools, ctx.messages)
+            if reason is not None:
+                guard.warn(f"reply {number}: {reason}; the model was asked again (suspect_output=retry)")
+                raise ModelRetry(_steer(reason, tools, len(named_calls(text, tools))))
+        return response
+
+
+def _steer(reason: str, tools: frozenset[str], calls: int) -> str:
+    """What the model reads when its reply is refused: why, and what to do instead (one call at a time, when it
+    wrote out a whole plan of calls)."""
+    listed = ", ".join(sorted(tools)) or "none"
+    one_by_one = (
+        f" You wrote {calls} calls at once: call one tool, wait for its result, then the next, because a later "
+        "call needs what an earlier one returns (a handle, a value); never make such values up."
+        if calls > 1
+        else ""
+    )
+    return (
+        f"Your reply was not used: {reason.replace('the reply', 'it', 1)}. To use a tool, call it through "
+        f"function calling (your tools: {listed}), not by writing the call in your reply.{one_by_one} When you "
+        "have the answer, reply with the answer itself, in plain words."
+    )
