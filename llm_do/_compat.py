@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from types import MethodType
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ __all__ = [
     "CHECKED_ON",
     "InternalMissing",
     "NOT_RUN_RESULTS",
-    "alone_with",
+    "RUN_ALONE",
     "configuration_root",
     "context_local_provide",
     "current_run_context",
@@ -29,7 +29,6 @@ __all__ = [
     "forget_driving_task",
     "handshake_timeout_off",
     "leaves_out_empty_own_toolset",
-    "no_longer_alone",
 ]
 
 CHECKED_ON = {"pydantic-ai-slim": "2.68.0", "dependency-injector": "4.49.1", "fastmcp": "4.2.3"}
@@ -99,23 +98,19 @@ def explicit_toolset_id(toolset: AbstractToolset[Any]) -> str | None:
     return toolset._explicit_id
 
 
-_ALONE: ContextVar[Any] = ContextVar("llm_do.alone", default=None)
-"""The agent whose run llm-do is starting with a call's toolsets alone (see `leaves_out_empty_own_toolset`)."""
+RUN_ALONE: ContextVar[Any] = ContextVar("llm_do.run_alone", default=None)
+"""The agent llm-do is starting a run of, with a call's toolsets: see `leaves_out_empty_own_toolset`."""
 
 
 def _toolset_list_builder() -> Any:
-    """`Agent._build_toolset_list`, found once (False when it is not there)."""
+    """`Agent._build_toolset_list` (False when it is not there), and `FunctionToolset`, found once."""
     global _build, _function_toolset
     from pydantic_ai import Agent
     from pydantic_ai.toolsets import FunctionToolset
 
-    _function_toolset = FunctionToolset
-    _build = getattr(Agent, "_build_toolset_list", False)
+    _function_toolset, _build = FunctionToolset, getattr(Agent, "_build_toolset_list", False)
     if _build is False:
-        _missing(
-            "pydantic_ai.Agent._build_toolset_list",
-            "an agent with no tool of its own lists its empty toolset beside the call's at every model request",
-        )
+        _missing("pydantic_ai.Agent._build_toolset_list", "agents list their empty toolset at each model request")
     return _build
 
 
@@ -124,44 +119,31 @@ _function_toolset: Any = None
 
 
 def leaves_out_empty_own_toolset(agent: Agent[Any, Any]) -> bool:
-    """Have `agent` leave its own function toolset out of the runs started inside `alone_with(agent)`, while
-    that toolset holds no tool.
+    """Have the runs of `agent` started while `RUN_ALONE` holds it leave out its own function toolset when empty.
 
-    pydantic-ai lists a run's toolsets beside the agent's own function toolset (where `@agent.tool` and `tools=`
-    put theirs) and starts a task group per model request to list more than one: for an agent with no tool of
-    its own, that is all its toolset brings. `Agent._build_toolset_list` (2.68) puts the agent's own first; it is
-    wrapped on this agent alone. False when it moved, or was replaced by a subclass or someone else: runs then
-    keep the empty toolset, as pydantic-ai does.
+    pydantic-ai lists a run's toolsets beside the agent's own (where `@agent.tool` and `tools=` put theirs) and
+    starts a task group per model request to list more than one. `Agent._build_toolset_list` (2.68) puts the
+    agent's own first; it is wrapped on this agent alone. False when it moved, or a subclass or someone else
+    replaced it: runs then keep the empty toolset, as pydantic-ai does.
     """
     build = _build if _build is not None else _toolset_list_builder()
     if build is False or getattr(type(agent), "_build_toolset_list", None) is not build:
-        return False  # gone, or a subclass's own
+        return False
     installed = vars(agent).get("_build_toolset_list")
     if installed is None or getattr(installed, "__func__", None) is _without_empty_own:
         if getattr(installed, "__self__", None) is not agent:  # (a copy of an agent keeps the original's)
             vars(agent)["_build_toolset_list"] = MethodType(_without_empty_own, agent)
         return True
-    return False  # someone else's
+    return False
 
 
 def _without_empty_own(agent: Agent[Any, Any], *args: Any, **kwargs: Any) -> list[AbstractToolset[Any]]:
-    """The agent's toolsets, less its own function toolset when it is empty and llm-do is starting its run."""
     toolsets: list[AbstractToolset[Any]] = _build(agent, *args, **kwargs)
-    if _ALONE.get() is agent and not kwargs.get("ignore_overrides") and toolsets:
+    if RUN_ALONE.get() is agent and not kwargs.get("ignore_overrides") and toolsets:
         own = toolsets[0]
         if isinstance(own, _function_toolset) and not own.tools and not getattr(own, "_instructions", True):
             del toolsets[0]
     return toolsets
-
-
-def alone_with(agent: Agent[Any, Any]) -> Token[Any]:
-    """The runs of `agent` started from here on (in this context) list the call's toolsets alone."""
-    return _ALONE.set(agent)
-
-
-def no_longer_alone(token: Token[Any]) -> None:
-    """Undo `alone_with`."""
-    _ALONE.reset(token)
 
 
 NOT_RUN_RESULTS = frozenset(

@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
-
-from ._compat import NOT_RUN_RESULTS
 
 if TYPE_CHECKING:
     from .files import AttachmentInfo
@@ -29,7 +27,6 @@ __all__ = [
     "outcome_of",
     "run_report",
     "usage_json",
-    "usage_of",
 ]
 
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
@@ -152,31 +149,6 @@ def attach_report(error: BaseException, report: RunReport) -> None:
     """Attach a run's report to the exception it raised (the exception is otherwise unchanged)."""
     with contextlib.suppress(AttributeError):  # a type without a __dict__: the report is lost, not the error
         setattr(error, _REPORT, report)
-
-
-def usage_of(messages: list[ModelMessage] | tuple[ModelMessage, ...]) -> RunUsage:
-    """Requests and tokens of the model responses among `messages`, and the tool calls that ran.
-
-    A tool call counts as pydantic-ai counts it in `RunUsage.tool_calls`: its result is a
-    `ToolReturnPart` with outcome `success` (failed, retried, denied and interrupted calls do not
-    count), and it is not pydantic-ai's stand-in for an output tool or for a call it skipped.
-    """
-    usage = RunUsage()
-    for message in messages:
-        if isinstance(message, ModelResponse):
-            usage.requests += 1
-            usage.incr(message.usage)
-        elif isinstance(message, ModelRequest):
-            usage.tool_calls += sum(_ran(part) for part in message.parts)
-    return usage
-
-
-def _ran(part: ModelRequestPart) -> bool:
-    return (
-        isinstance(part, ToolReturnPart)
-        and part.outcome == "success"
-        and not (isinstance(part.content, str) and part.content in NOT_RUN_RESULTS)
-    )
 
 
 def usage_json(usage: RunUsage) -> dict[str, int]:

@@ -30,22 +30,22 @@ def test_an_agent_without_tools_of_its_own_lists_the_runs_toolsets_alone() -> No
     assert _compat.leaves_out_empty_own_toolset(agent)
     given = FunctionToolset([], id="given")
     with agent.override(toolsets=[given]):
-        token = _compat.alone_with(agent)
+        token = _compat.RUN_ALONE.set(agent)
         try:
             assert agent._build_toolset_list() == [given]
         finally:
-            _compat.no_longer_alone(token)
+            _compat.RUN_ALONE.reset(token)
         assert agent._build_toolset_list()[1:] == [given]  # outside llm-do's runs, as pydantic-ai lists them
 
     @agent.tool_plain
     def own() -> str:
         return "own"
 
-    token = _compat.alone_with(agent)
+    token = _compat.RUN_ALONE.set(agent)
     try:
         assert len(agent._build_toolset_list()) == 1  # a tool of its own: its toolset stays
     finally:
-        _compat.no_longer_alone(token)
+        _compat.RUN_ALONE.reset(token)
 
 
 async def test_a_tool_finds_the_run_context_and_its_cancellation_owner() -> None:

@@ -80,7 +80,7 @@ def test_the_mechanisms_never_import_the_wiring() -> None:
 
 # -- rooms: each subpackage says in its docstring which rooms it may import, and imports no others ---------
 
-BASE = {"errors", "_lazy", "_urls", "_compat"}
+BASE = {"errors", "_lazy", "_compat"}
 """What every room may use: the errors, the lazy facade, URLs shown without secrets, third-party internals."""
 
 

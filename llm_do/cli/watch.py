@@ -29,7 +29,7 @@ from pydantic_ai.usage import RunUsage
 from ..errors import shortened
 from ..events import AgentStarted, CallEvent, CallTag, CallWarning, Event, ResponseCompleted
 from ..project.models import model_id
-from ..results import usage_of
+from ..run import usage_of
 
 __all__ = ["Board", "LiveCall"]
 

@@ -28,8 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .._urls import scrubbed
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, scrubbed
 from ..files import Attachment, check_call
 from ..run import Runtime
 from ..tracing import current_traceparent

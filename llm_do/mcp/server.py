@@ -25,8 +25,7 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from .._compat import handshake_timeout_off
-from .._urls import shown_url, with_url_shown
-from ..errors import ScopeError, ToolsetError, causes
+from ..errors import ScopeError, ToolsetError, causes, shown_url, with_url_shown
 from ..scopes import system_task
 from .logs import route_server_logs
 from .stdio import OwnedStdioTransport, ServerCommandNotFound

@@ -24,8 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_ai.toolsets import WrapperToolset
 
-from .._urls import shown_url
 from ..di import ToolsetSpec
+from ..errors import shown_url
 from ..scopes import Scope
 from .problems import Problem
 

@@ -59,6 +59,9 @@ if TYPE_CHECKING:
         owning as owning,
         start_servers as start_servers,
     )
+    from ._usage import (
+        usage_of as usage_of,
+    )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_call_scope": (
@@ -106,6 +109,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "owning",
         "start_servers",
     ),
+    "_usage": ("usage_of",),
 }
 """Each private module of the room, and the names it gives the other rooms."""
 

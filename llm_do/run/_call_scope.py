@@ -28,12 +28,13 @@ from ..di import RuntimeConfig, ToolsetSpec
 from ..errors import MaxDepthExceeded, ScopeError, ToolsetError
 from ..events import CallEnded, CallStarted, CallTag
 from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
-from ..results import CallRecord, LogEntry, RunState, outcome_of, usage_of
+from ..results import CallRecord, LogEntry, RunState, outcome_of
 from ..scopes import CURRENT_SINK, Observer, Scope, ScopeOwner, Sink
 from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
 from ._lending import Lending
 from ._run_scope import RunScope
 from ._servers import start_servers
+from ._usage import usage_of
 
 __all__ = ["CallHost", "CallScope", "Entry", "EntryPlan", "ToolsetUse", "current_scope"]
 

@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import ToolDefinition, ToolPrepareFunc
 from pydantic_ai.toolsets import FunctionToolset
 
-from .._compat import alone_with, leaves_out_empty_own_toolset, no_longer_alone
+from .._compat import RUN_ALONE, leaves_out_empty_own_toolset
 from ..errors import ToolsetError
 from ..events import AgentStarted, CallWarning
 from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
@@ -126,7 +126,7 @@ class AgentEntry(_Described):
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
             renamed.__enter__()
-        alone = alone_with(agent) if self._alone and scope.toolsets else None
+        alone = RUN_ALONE.set(agent) if self._alone and scope.toolsets else None
         rules = self.rules.over(scope.config.rules)
         told = None if sink is None else lambda warning: sink.emit(CallWarning(scope.tag(), warning))
         guard = ModelGuard(self._name, agent, rules, model if agent.model is None else agent.model, told)
@@ -156,7 +156,7 @@ class AgentEntry(_Described):
                 guard.checked(result.output, scope.all_messages)
         finally:
             if alone is not None:
-                no_longer_alone(alone)
+                RUN_ALONE.reset(alone)
             if renamed is not None:
                 renamed.__exit__(None, None, None)
             scope.warnings.extend(guard.warnings)  # what the call's record says of its replies

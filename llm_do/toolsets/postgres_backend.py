@@ -25,8 +25,7 @@ from typing import Any, TypeVar
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from .._urls import scrubbed
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, scrubbed
 from ..scopes import system_timeout
 from .database import (
     TRANSACTION_CONTROL_REFUSED,
