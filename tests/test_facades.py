@@ -68,3 +68,13 @@ def test_a_lazy_facades_table_matches_its_imports_for_type_checkers(init: Path) 
                         assert alias.asname == alias.name, f"{init}: re-export {alias.name} as {alias.name}"
                         imported.setdefault(statement.module or "", set()).add(alias.name)
     assert {module: set(names) for module, names in table.items()} == imported
+
+
+@pytest.mark.parametrize("name", ["Session", "RunScope", "CallScope"])
+def test_what_only_the_runtime_makes_has_no_public_constructor(name: str) -> None:
+    import llm_do
+    from llm_do.run import RunScope
+
+    cls = RunScope if name == "RunScope" else getattr(llm_do, name)
+    with pytest.raises(TypeError, match=f"{name} has no public constructor: the runtime makes it"):
+        cls()

@@ -29,7 +29,7 @@ from ..errors import MaxDepthExceeded, ScopeError, ToolsetError
 from ..events import CallEnded, CallStarted, CallTag
 from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of
-from ..scopes import CURRENT_SINK, Observer, Scope, ScopeOwner, Sink
+from ..scopes import CURRENT_SINK, NoPublicConstructor, Observer, Scope, ScopeOwner, Sink
 from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
 from ._lending import Lending
 from ._run_scope import RunScope
@@ -121,7 +121,7 @@ def _direct_model() -> Model:
     return FunctionModel(no_model, model_name="llm-do-direct")
 
 
-class CallScope:
+class CallScope(metaclass=NoPublicConstructor):
     """One invocation of an entry: resolves its toolsets, lends them out, and tears down what it made.
 
     Each toolset comes from the owner of its scope: per-call toolsets are built fresh by the call's
@@ -419,7 +419,7 @@ class CallScope:
         target = self.host.entry(name)
         self.check_depth(name)
         run = self._open_run()
-        async with CallScope(
+        async with CallScope._create(
             self.host, target, run, parent=self, tool_call_id=tool_call_id, attachments=attachments, asked_as=asked_as
         ) as child:
             return await target.run_turn(child, input_data)

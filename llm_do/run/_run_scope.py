@@ -25,6 +25,7 @@ from ..scopes import (
     CURRENT_SINK,
     Box,
     HandedOver,
+    NoPublicConstructor,
     Observer,
     Scope,
     ScopeOwner,
@@ -63,7 +64,7 @@ class Named(Protocol):
     def name(self) -> str: ...
 
 
-class RunScope:
+class RunScope(metaclass=NoPublicConstructor):
     """One run: its owner (the per-run objects), its `RunState`, its box, and who observes it."""
 
     __slots__ = (

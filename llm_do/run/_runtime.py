@@ -302,7 +302,7 @@ class Runtime:
             approver = approver or session.approver
         # A live run answers the run's approvals (asking the stream's own approver too).
         approver = live or approver or plan.approvals.approver
-        run = RunScope(plan, self._globals, target, observers, approver=approver, session=session)
+        run = RunScope._create(plan, self._globals, target, observers, approver=approver, session=session)
         handler = plan.event_stream_handler
         if live is not None and live.model_events:
             run.handler = live.handler(handler)
@@ -328,7 +328,9 @@ class Runtime:
         try:
             async with (
                 run,
-                CallScope(self._plan, target, run, message_history=message_history, attachments=attachments) as scope,
+                CallScope._create(
+                    self._plan, target, run, message_history=message_history, attachments=attachments
+                ) as scope,
             ):
                 run.output = await target.run_turn(scope, input_data)
                 run.messages = scope.all_messages

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Spec as Spec,
     )
     from ._scope import (
+        NoPublicConstructor as NoPublicConstructor,
         Scope as Scope,
     )
     from ._tasks import (
@@ -86,7 +87,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ScopeOwner",
         "Spec",
     ),
-    "_scope": ("Scope",),
+    "_scope": (
+        "NoPublicConstructor",
+        "Scope",
+    ),
     "_tasks": (
         "SystemTasks",
         "built",

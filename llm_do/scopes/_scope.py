@@ -1,10 +1,13 @@
-"""`Scope`: the four lifetimes a resource can have."""
+"""`Scope`: the four lifetimes a resource can have; `NoPublicConstructor` for what only the runtime makes."""
 
 from __future__ import annotations
 
 import enum
+from typing import Any, TypeVar
 
-__all__ = ["Scope"]
+__all__ = ["NoPublicConstructor", "Scope"]
+
+_T = TypeVar("_T")
 
 
 class Scope(enum.Enum):
@@ -21,3 +24,17 @@ class Scope(enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class NoPublicConstructor(type):
+    """A class only llm-do makes (a `Session`, `RunScope`, `CallScope`): calling it raises `TypeError`, and the
+    runtime makes one with `cls._create(...)` (trio's pattern)."""
+
+    def __call__(cls, *args: object, **kwargs: object) -> Any:
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} has no public constructor: the runtime makes it "
+            "(`await runtime.session(...)`, `runtime.run(...)`)"
+        )
+
+    def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
+        return super().__call__(*args, **kwargs)  # type: ignore[misc,no-any-return]

@@ -74,7 +74,7 @@ class SessionRegistry:
                 continue
             session = self._open.get(session_id)
             if session is None or session.closed:
-                session = self._open[session_id] = Session(
+                session = self._open[session_id] = Session._create(
                     self,
                     session_id,
                     globals_owner=self.globals,

@@ -20,7 +20,17 @@ from pydantic_ai.usage import RunUsage
 
 from ..approvals import Approver, Grants
 from ..errors import LlmDoError
-from ..scopes import Box, Scope, ScopeOwner, Sink, current_box, session_context, system_task, system_timer
+from ..scopes import (
+    Box,
+    NoPublicConstructor,
+    Scope,
+    ScopeOwner,
+    Sink,
+    current_box,
+    session_context,
+    system_task,
+    system_timer,
+)
 from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
 
 if TYPE_CHECKING:
@@ -61,7 +71,7 @@ class SessionHost(SessionRuntime, Protocol):
     def closing(self, session: Session, close: Callable[[], Awaitable[None]]) -> asyncio.Task[None]: ...
 
 
-class Session:
+class Session(metaclass=NoPublicConstructor):
     """One conversation: its objects, approvals, history and usage, shared by its runs, one run at a time.
 
     Open it with `await runtime.session(session_id)`; run in it with `await session.run(entry, input)`
