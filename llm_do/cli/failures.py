@@ -87,7 +87,7 @@ def classify(error: BaseException) -> Failure:
         problems = tuple(str(problem) for problem in error.problems)
         count = len(problems)
         return Failure(ERROR, "project", f"llm-do: {count} problem{'s' if count != 1 else ''} found", problems)
-    unavailable = find(error, _loaded("llm_do.approvals._approvals", "ApprovalUnavailable"))
+    unavailable = find(error, _loaded("llm_do.approvals", "ApprovalUnavailable"))
     if unavailable is not None:
         request = unavailable.request
         return Failure(
@@ -96,7 +96,7 @@ def classify(error: BaseException) -> Failure:
             f"entry {request.entry!r} wants to call {request.toolset}.{request.tool}, which needs approval "
             f"({request.reason}), and there is no terminal to ask on; pass --approve-all or --reject-all",
         )
-    attachment = find(error, _loaded("llm_do.files._attachments", "AttachmentError"))
+    attachment = find(error, _loaded("llm_do.files", "AttachmentError"))
     if attachment is not None:
         return Failure(USAGE, "attachment", " ".join(str(attachment).split()))
     missing_key = find(error, _loaded("llm_do.project.models", "MissingApiKey"))
@@ -158,6 +158,8 @@ def find(error: BaseException, kind: type[Any] | None) -> Any:
 
 
 def _loaded(module: str, name: str) -> type[Any] | None:
+    """The class `name` of the public module `module` if that module was imported (a run that never loaded it
+    cannot have raised it): the command's failures are told apart without importing what a run did not."""
     found = sys.modules.get(module)
     value = getattr(found, name, None) if found is not None else None
     return value if isinstance(value, type) else None
