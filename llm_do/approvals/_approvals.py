@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, get_args
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, listing
 from ._facts import CallFacts
 from ._grants import Grants, session_key
 from ._policy import ApprovalMode, ApprovalOnDeny, PolicySettings, ToolPolicy, Verdict
@@ -67,7 +67,7 @@ def _check_names(
             _refuse_native_tool(name)
             raise ConfigurationError(
                 f"an approval policy names toolset {name!r}, which is neither a provider of the container, "
-                f"a runtime toolset, nor an entry (known: {', '.join(sorted(known)) or 'none'}); fix the name "
+                f"a runtime toolset, nor an entry (known: {listing(known)}); fix the name "
                 "so the policy applies (names from LLM_DO_APPROVAL_POLICIES__NAME__... are lowercased)"
             )
         tools = tools_of(name)
@@ -75,7 +75,7 @@ def _check_names(
         if unknown:
             raise ConfigurationError(
                 f"the approval policy of toolset {name!r} names tool(s) {', '.join(map(repr, unknown))}, "
-                f"which it does not have (its tools: {', '.join(sorted(tools or ())) or 'none'}); fix the tool names"
+                f"which it does not have (its tools: {listing(tools or ())}); fix the tool names"
             )
 
 

@@ -28,7 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..errors import ConfigurationError, scrubbed
+from ..errors import ConfigurationError, listing, scrubbed
 from ..files import Attachment, check_call
 from ..run import Runtime
 from ..tracing import current_traceparent
@@ -279,8 +279,9 @@ class JobQueue:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidJobRequest(f"JobQueue.list: limit must be an int of 0 or more, got {limit!r}")
         if entry is not None and entry not in self.entries:
-            declared = ", ".join(sorted(self.entries))
-            raise InvalidJobRequest(f"JobQueue.list: entry {entry!r} is not one of this queue's (declared: {declared})")
+            raise InvalidJobRequest(
+                f"JobQueue.list: entry {entry!r} is not one of this queue's (declared: {listing(self.entries)})"
+            )
         entries = None if entry is None else [entry]
         with _schema_needed():
             return await fetch_records(
@@ -381,7 +382,7 @@ class JobQueue:
         try:
             return self._tasks[entry]
         except KeyError:
-            declared = ", ".join(sorted(self._tasks)) or "none"
+            declared = listing(self._tasks)
             raise ConfigurationError(
                 f"entry {entry!r} may not run as a job: declare it in JobQueue(entries=[...]) (declared: {declared})"
             ) from None

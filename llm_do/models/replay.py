@@ -15,6 +15,7 @@ from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestPar
 from pydantic_ai.native_tools import SUPPORTED_NATIVE_TOOLS, AbstractNativeTool
 from pydantic_ai.settings import ModelSettings
 
+from ..errors import listing
 from .keys import HANDLE_PATTERN, RequestKey, request_key
 from .recording import RecordedResponse, Recording
 
@@ -68,7 +69,7 @@ class UnknownRecordedHandle(LookupError):
     ) -> None:
         self.request = request
         self.handle = handle
-        shown = ", ".join(recorded) if recorded else "none"
+        shown = listing(recorded, ordered=False)
         super().__init__(
             f"{source}: the recorded response to {request.describe()} passes handle {handle!r} to tool "
             f"{tool_name!r}, but the recorded conversation never showed that handle (it showed: {shown}). "

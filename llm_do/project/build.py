@@ -18,7 +18,7 @@ from pydantic_ai.models import Model
 
 from ..approvals import Approver, PolicySettings, ToolPolicy
 from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, listing
 from ..files import Attachment
 from ..guards import ModelRules
 from ..results import RunResult
@@ -346,7 +346,7 @@ class _Builder:
                     hint = f"{modules.unbuildable[name]}. "
                 self.problems.append(
                     spec.problem(
-                        f"unknown toolset {name!r}: {hint}known toolsets are {', '.join(sorted(known)) or 'none'}; "
+                        f"unknown toolset {name!r}: {hint}known toolsets are {listing(known)}; "
                         "fix the name, or define it (a provider of the project's container, a toolset in a "
                         "project module, or another worker)",
                         "toolsets",
@@ -365,7 +365,7 @@ class _Builder:
                 self.problems.append(
                     spec.problem(
                         f"approvals for toolset {toolset!r}, which this worker does not use; "
-                        f"add it to toolsets or fix the name (its toolsets: {', '.join(spec.toolsets) or 'none'})",
+                        f"add it to toolsets or fix the name (its toolsets: {listing(spec.toolsets, ordered=False)})",
                         "approvals",
                         toolset,
                     )
@@ -380,7 +380,7 @@ class _Builder:
                 self.problems.append(
                     spec.problem(
                         f"approvals: toolset {toolset!r} has no tool {tool!r} "
-                        f"(its tools: {', '.join(sorted(tools or ()))}); fix the tool name",
+                        f"(its tools: {listing(tools or ())}); fix the tool name",
                         "approvals",
                         toolset,
                         "tools",
@@ -522,7 +522,7 @@ class _Builder:
                     config or self.root,
                     line,
                     f"the default entry {name!r} {where} is not an entry of the project "
-                    f"(entries: {', '.join(entries) or 'none'}); fix the name",
+                    f"(entries: {listing(entries, ordered=False)}); fix the name",
                 )
             )
         return name

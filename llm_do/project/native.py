@@ -41,6 +41,7 @@ from pydantic_ai.native_tools import (
 )
 
 from ..approvals import NATIVE_TOOL_NOT_GATED
+from ..errors import listing
 from .models import DeferredModel, model_id
 from .problems import Problem
 
@@ -241,7 +242,10 @@ def parse_native_tools(
             close = difflib.get_close_matches(str(name), NATIVE_TOOLS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(
-                problem(f"native_tools: unknown native tool {name!r}{hint}; known: {', '.join(NATIVE_TOOLS)}", *loc)
+                problem(
+                    f"native_tools: unknown native tool {name!r}{hint}; known: {listing(NATIVE_TOOLS, ordered=False)}",
+                    *loc,
+                )
             )
             continue
         if name in found:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_ai.settings import ModelSettings
 
 from ..approvals import PolicySettings
+from ..errors import listing
 from ..guards import ModelLimits, SuspectOutput
 from .native import NativeOptions, parse_native_tools
 from .problems import Problem, ProjectError
@@ -170,7 +171,9 @@ class _Frontmatter(BaseModel):
                 if key not in ModelLimits.model_fields:
                     close = difflib.get_close_matches(str(key), ModelLimits.model_fields, n=1)
                     hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise ValueError(f"unknown limit {key!r}{hint}; known: {', '.join(ModelLimits.model_fields)}")
+                    raise ValueError(
+                        f"unknown limit {key!r}{hint}; known: {listing(ModelLimits.model_fields, ordered=False)}"
+                    )
         return value
 
     @field_validator("model_settings")
@@ -180,7 +183,7 @@ class _Frontmatter(BaseModel):
             if key not in _MODEL_SETTINGS:
                 close = difflib.get_close_matches(key, _MODEL_SETTINGS, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ValueError(f"unknown model setting {key!r}{hint}; known: {', '.join(sorted(_MODEL_SETTINGS))}")
+                raise ValueError(f"unknown model setting {key!r}{hint}; known: {listing(_MODEL_SETTINGS)}")
         return value
 
 

@@ -16,6 +16,7 @@ from typing import ClassVar, TypeAlias
 from pydantic_ai.exceptions import ToolFailed
 
 from ..approvals import ToolPolicy
+from ..errors import listing
 from ..toolkit import Toolset, tool
 from ._process import Completed, run_in_process_group
 
@@ -235,7 +236,7 @@ class ShellToolset(Toolset):
                 )
         rule = self.rules.get(name) or next((r for r in self.rules.values() if r.program == name), None)
         if rule is None:
-            allowed = ", ".join(sorted(self.rules)) or "none (the allowlist is empty)"
+            allowed = listing(self.rules, empty="none (the allowlist is empty)")
             hint = ""
             if len(command) == 1 and " " in name.strip():
                 hint = f" The command is a list of arguments, not a shell line: write {name.split()!r}."
