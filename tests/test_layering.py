@@ -81,7 +81,7 @@ def test_the_mechanisms_never_import_the_wiring() -> None:
 # -- rooms: each subpackage says in its docstring which rooms it may import, and imports no others ---------
 
 BASE = {"errors", "_lazy", "_compat"}
-"""What every room may use: the errors, the lazy facade, URLs shown without secrets, third-party internals."""
+"""What every room may use: the errors (and URLs shown without secrets), the lazy facade, third-party internals."""
 
 
 def rooms() -> dict[str, Path]:
