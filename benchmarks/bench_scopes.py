@@ -6,7 +6,9 @@ own. Two baselines: the fairest plain pydantic-ai a user could write, sharing th
 docs show it, the three tools registered on the agent (`tools=`). The nested variants run a parent
 agent that calls a child agent as a tool, llm-do's agent-as-tool against the same nesting written by
 hand (a tool of the parent that runs the child with `usage=ctx.usage`): with the shared toolsets, and
-naturally (`@agent.tool` on the parent, both agents' tools registered on them). The "no agent"
+naturally (`@agent.tool` on the parent, both agents' tools registered on them). A third baseline is the
+natural one given the limits llm-do holds every agent run to by default (`max_tokens`, `request_timeout`,
+a request limit and a run `timeout`, as pydantic-ai's own settings): the same work, like for like. The "no agent"
 variants isolate llm-do's own machinery: a run (its own task and context) with one call, and each
 further call of that run, each call resolving, entering, lending and tearing down three per-call
 toolsets. Rounds interleave the variants so machine noise hits all of them alike; the report gives
@@ -35,6 +37,7 @@ from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.usage import UsageLimits
 
 from llm_do import AgentEntry, CallScope, Runtime, Toolset, entry, tool
 
@@ -86,6 +89,15 @@ class ToolsC(Toolset):
 PER_CALL = {"a": ToolsA, "b": ToolsB, "c": ToolsC}
 
 
+SAME_LIMITS: dict[str, Any] = {
+    "model_settings": {"max_tokens": 8192, "request_timeout": 600.0},
+    "usage_limits": UsageLimits(request_limit=50),
+    "timeout": 3600.0,
+}
+"""What llm-do holds every agent run to by default (docs/local-models.md), written as pydantic-ai's own settings:
+a third baseline, the natural one doing the same work."""
+
+
 def flat_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
     agent = Agent(FunctionModel(script), name="job")  # named, as llm-do's entry names its agent
     natural = Agent(FunctionModel(script), name="job", tools=[make_tools(s) for s in "abc"])
@@ -97,6 +109,7 @@ def flat_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
     return {
         "pydantic-ai, shared Toolset objects (baseline)": lambda: agent.run("go", toolsets=shared_toolsets),
         "pydantic-ai, tools on the agent (natural baseline)": lambda: natural.run("go"),
+        "natural, with llm-do's default limits": lambda: natural.run("go", **SAME_LIMITS),
         "pydantic-ai, shared FunctionToolsets": lambda: agent.run("go", toolsets=shared_functions),
         "pydantic-ai, fresh FunctionToolsets per run": lambda: agent.run(
             "go", toolsets=[FunctionToolset([make_tools(s)]) for s in "abc"]
@@ -121,7 +134,8 @@ def nested_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
     @natural.tool(name="child")
     async def ask_natural_child(ctx: RunContext[object], input: str) -> str:
         """Ask the child agent."""
-        return (await natural_child.run(input, usage=ctx.usage)).output
+        settings = SAME_LIMITS["model_settings"] if ctx.deps == "limited" else None
+        return (await natural_child.run(input, usage=ctx.usage, model_settings=settings)).output
 
     parent = AgentEntry(Agent(FunctionModel(parent_script)), name="parent", toolsets=["a", "b", "c", "child"])
     child_entry = AgentEntry(Agent(FunctionModel(script)), name="child", toolsets=["a", "b", "c"])
@@ -130,6 +144,7 @@ def nested_variants(runtimes: list[Runtime]) -> dict[str, Variant]:
     return {
         "pydantic-ai, nested by hand, shared Toolsets (baseline)": lambda: by_hand.run("go", toolsets=shared_toolsets),
         "pydantic-ai, nested with @agent.tool (natural baseline)": lambda: natural.run("go"),
+        "natural, with llm-do's default limits": lambda: natural.run("go", deps="limited", **SAME_LIMITS),
         "llm-do agent-as-tool, fresh Toolsets per call": lambda: runtime.run("parent", "go"),
     }
 
@@ -207,8 +222,8 @@ def _table(title: str, unit: str, shown: dict[str, str], values: dict[str, float
 
 async def main_counting(runs: int) -> None:
     runtimes: list[Runtime] = []
-    report_calls("One agent run: Python function calls", await count_calls(flat_variants(runtimes), runs), 2)
-    report_calls("Nested: Python function calls", await count_calls(nested_variants(runtimes), runs), 2)
+    report_calls("One agent run: Python function calls", await count_calls(flat_variants(runtimes), runs), 3)
+    report_calls("Nested: Python function calls", await count_calls(nested_variants(runtimes), runs), 3)
     for runtime in runtimes:
         await runtime.aclose()
 
@@ -222,8 +237,8 @@ async def main(rounds: int, runs: int, cpu_time: bool) -> None:
     for runtime in runtimes:
         await runtime.aclose()
     print(f"{rounds} rounds x {runs} runs, median {'CPU time' if cpu_time else 'time'} per run")
-    report("One agent run: one tool call, then text; three tools", flat, 2)
-    report("Nested: a parent agent calls a child agent as a tool", nested, 2)
+    report("One agent run: one tool call, then text; three tools", flat, 3)
+    report("Nested: a parent agent calls a child agent as a tool", nested, 3)
     report("No agent: llm-do's own machinery, three per-call toolsets per call", machinery)
     one, eleven = machinery["llm-do run with one call"], machinery["llm-do run with eleven calls"]
     print(f"\nper further call: {(eleven - one) / 10 * 1e6:.1f}us; run overhead beyond its first call: see above")
