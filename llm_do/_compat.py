@@ -17,20 +17,6 @@ if TYPE_CHECKING:
     from pydantic_ai import Agent, RunContext
     from pydantic_ai.toolsets import AbstractToolset
 
-__all__ = [
-    "CHECKED_ON",
-    "InternalMissing",
-    "NOT_RUN_RESULTS",
-    "RUN_ALONE",
-    "configuration_root",
-    "context_local_provide",
-    "current_run_context",
-    "explicit_toolset_id",
-    "forget_driving_task",
-    "handshake_timeout_off",
-    "leaves_out_empty_own_toolset",
-]
-
 CHECKED_ON = {"pydantic-ai-slim": "2.68.0", "dependency-injector": "4.49.1", "fastmcp": "4.2.3"}
 """The versions every read below was checked on."""
 
@@ -181,6 +167,24 @@ def configuration_root(option: Any) -> Any:
 
 
 # -- fastmcp 4.2 ------------------------------------------------------------------------------------------------
+
+
+def resolves_per_run(toolset: Any) -> bool:
+    """pydantic-ai's `MCPToolset._resolves_per_run`: its `auth` or `headers` is a function of the run context, so
+    pydantic-ai makes, enters and exits a copy per agent run (there is no connection for a scope to own)."""
+    return bool(getattr(toolset, "_resolves_per_run", False))
+
+
+def route_logs(toolset: Any, callback: Any) -> bool:
+    """Give an `MCPToolset`'s fastmcp client `callback` for the server's log messages, unless its user chose a
+    handler (`_client_options.log_handler`); set as the client's session argument (`Client._session_kwargs`),
+    which fastmcp reads at each connection. False when the user chose one, or the client keeps none."""
+    options = getattr(toolset, "_client_options", None)
+    session_kwargs = getattr(toolset.client, "_session_kwargs", None)
+    if options is None or getattr(options, "log_handler", None) is not None or not isinstance(session_kwargs, dict):
+        return False
+    session_kwargs["logging_callback"] = callback
+    return True
 
 
 def handshake_timeout_off(client: Any) -> bool:

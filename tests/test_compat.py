@@ -101,3 +101,17 @@ def test_fastmcps_handshake_timeout_can_be_turned_off() -> None:
     client = Client(SERVER)  # not connected: nothing starts
     assert _compat.handshake_timeout_off(client)
     assert client._init_timeout is None
+
+
+def test_an_mcp_toolsets_per_run_resolution_and_its_clients_log_callback_are_read() -> None:
+    from pydantic_ai.mcp import MCPToolset
+
+    toolset: MCPToolset[Any] = MCPToolset(SERVER)  # not connected: nothing starts
+    assert hasattr(toolset, "_resolves_per_run") and not _compat.resolves_per_run(toolset)
+    assert hasattr(toolset, "_client_options"), "MCPToolset._client_options moved"
+
+    def callback(message: object) -> None:
+        return None
+
+    assert _compat.route_logs(toolset, callback)
+    assert toolset.client._session_kwargs["logging_callback"] is callback

@@ -14,6 +14,8 @@ from typing import Any
 from fastmcp.client.logging import LogHandler, LogMessage, create_log_callback
 from pydantic_ai.mcp import MCPToolset
 
+from .._compat import route_logs
+
 __all__ = ["LEVELS", "route_server_logs", "server_log_handler", "server_logger"]
 
 LEVELS: Mapping[str, int] = {
@@ -49,14 +51,8 @@ def server_log_handler(name: str) -> LogHandler:
 
 def route_server_logs(toolset: MCPToolset[Any], name: str) -> None:
     """Send `toolset`'s log notifications to server `name`'s logger, unless its user chose a handler (or
-    built its fastmcp `Client`). pydantic-ai and fastmcp offer no way to change it once built: this sets
-    the client's session argument, which fastmcp reads at each connection."""
-    options = getattr(toolset, "_client_options", None)
-    if options is None or getattr(options, "log_handler", None) is not None:
-        return
-    session_kwargs = getattr(toolset.client, "_session_kwargs", None)
-    if isinstance(session_kwargs, dict):
-        session_kwargs["logging_callback"] = create_log_callback(server_log_handler(name))
+    built its fastmcp `Client`). pydantic-ai and fastmcp offer no way to change it once built (`_compat`)."""
+    route_logs(toolset, create_log_callback(server_log_handler(name)))
 
 
 def _text(data: Any) -> str:

@@ -24,7 +24,7 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
-from .._compat import handshake_timeout_off
+from .._compat import handshake_timeout_off, resolves_per_run
 from ..errors import ScopeError, ToolsetError, causes, shown_url, with_url_shown
 from ..scopes import system_task
 from .logs import route_server_logs
@@ -613,9 +613,7 @@ def own_mcp_toolsets(obj: Any, name: str, options: McpOptions | None = None) -> 
 
 
 def _server_for(toolset: MCPToolset[Any], name: str, options: McpOptions | None) -> AbstractToolset[Any]:
-    if getattr(toolset, "_resolves_per_run", False):
-        # `auth` or `headers` is a function of the run context: pydantic-ai makes, enters and exits a
-        # copy per agent run, in that run's task. There is no connection for a scope to own.
+    if resolves_per_run(toolset):  # a copy per agent run, made, entered and exited by pydantic-ai in that run
         return toolset
     server = vars(toolset).get(_SERVER)
     if not isinstance(server, McpServer):
