@@ -18,7 +18,6 @@ if TYPE_CHECKING:
         ModelUnreachable as ModelUnreachable,
         RepliesRefused as RepliesRefused,
         endpoint_of as endpoint_of,
-        shown_url as shown_url,
     )
     from ._limits import (
         RULE_NAMES as RULE_NAMES,
@@ -47,7 +46,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ModelUnreachable",
         "RepliesRefused",
         "endpoint_of",
-        "shown_url",
     ),
     "_limits": (
         "LimitExceeded",

@@ -32,7 +32,6 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -50,6 +49,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
 from .._compat import current_run_context
+from ..errors import shown_url
 from ._limits import (
     LimitExceeded,
     ModelRules,
@@ -60,7 +60,7 @@ from ._limits import (
 )
 from ._text_calls import named_calls, sent_texts, suspicion, written_call
 
-__all__ = ["GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of", "shown_url"]
+__all__ = ["GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of"]
 
 _CURRENT: ContextVar[ModelGuard | None] = ContextVar("llm_do_model_guard", default=None)
 
@@ -84,15 +84,6 @@ async def _deadline(seconds: float | None) -> AsyncIterator[asyncio.Timeout | No
     async with asyncio.timeout(None) as timeout:
         contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
         yield timeout
-
-
-def shown_url(url: str) -> str:
-    """`url` with the password of its user part hidden (`http://me:***@host/v1`)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def endpoint_of(model: Model) -> tuple[str | None, str | None]:
