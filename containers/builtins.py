@@ -7,7 +7,14 @@ override a provider to configure one differently (see docs/toolsets.md).
 from dependency_injector import providers
 
 from llm_do import reveal
-from llm_do.toolsets import FilesystemToolset, ReadOnlyFilesystemToolset, ShellToolset, SqlToolset, open_database
+from llm_do.toolsets import (
+    DynamicAgents,
+    FilesystemToolset,
+    ReadOnlyFilesystemToolset,
+    ShellToolset,
+    SqlToolset,
+    open_database,
+)
 
 from .agent import AgentContainer
 
@@ -54,3 +61,6 @@ class BuiltinToolsets(AgentContainer):
         allow=AgentContainer.config.shell_allow,
         timeout=AgentContainer.config.shell_timeout,
     )
+
+    # dynamic_agents: a model makes an agent for its run (instructions, some of its own toolsets) and calls it
+    dynamic_agents = providers.Factory(DynamicAgents)

@@ -13,6 +13,7 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._call_scope import (
+        MAX_MADE as MAX_MADE,
         CallHost as CallHost,
         CallScope as CallScope,
         Entry as Entry,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         FunctionEntry as FunctionEntry,
         entry as entry,
         entry_toolset as entry_toolset,
+        made_agent as made_agent,
     )
     from ._gate import (
         CallGate as CallGate,
@@ -69,6 +71,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "CallScope",
         "Entry",
         "EntryPlan",
+        "MAX_MADE",
         "ToolsetUse",
         "current_scope",
     ),
@@ -77,6 +80,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "FunctionEntry",
         "entry",
         "entry_toolset",
+        "made_agent",
     ),
     "_gate": (
         "CallGate",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from contextvars import Token
 from dataclasses import dataclass
 from types import TracebackType
@@ -25,7 +26,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._compat import current_run_context
 from ..approvals import Approvals, Approver, CallFacts, Grants
 from ..di import RuntimeConfig, ToolsetSpec
-from ..errors import MaxDepthExceeded, ScopeError, ToolsetError
+from ..errors import MaxDepthExceeded, ScopeError, ToolsetError, listing
 from ..events import CallEnded, CallStarted, CallTag
 from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of
@@ -36,7 +37,11 @@ from ._run_scope import RunScope
 from ._servers import start_servers
 from ._usage import usage_of
 
-__all__ = ["CallHost", "CallScope", "Entry", "EntryPlan", "ToolsetUse", "current_scope"]
+__all__ = ["MAX_MADE", "CallHost", "CallScope", "Entry", "EntryPlan", "ToolsetUse", "current_scope"]
+
+MAX_MADE = 32
+"""The most agents one run may make (`CallScope.make_agent`)."""
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
 @runtime_checkable
@@ -98,6 +103,8 @@ class CallHost(Protocol):
     @property
     def entry_tools(self) -> frozenset[str]: ...
     def entry(self, name: str) -> Entry: ...
+    @property
+    def entries(self) -> Mapping[str, Entry]: ...
     def plan_of(self, entry_name: str) -> EntryPlan: ...
 
 
@@ -142,9 +149,12 @@ class CallScope(metaclass=NoPublicConstructor):
         tool_call_id: str | None = None,
         attachments: tuple[Attachment, ...] = (),
         asked_as: str | None = None,
+        plan: EntryPlan | None = None,
     ) -> None:
         self.host = host
         self.entry = entry
+        self._plan = plan
+        """What the call does with its toolsets: the runtime's plan of its entry, or a made agent's."""
         self.parent = parent
         self.depth: int = 0 if parent is None else parent.depth + 1
         self.message_history = message_history
@@ -255,7 +265,7 @@ class CallScope(metaclass=NoPublicConstructor):
         if observed is not None:
             self._observe(observed.observers)
         try:
-            plan = self.host.plan_of(self.entry.name)
+            plan = self._plan = self._plan or self.host.plan_of(self.entry.name)
             owner, sink = self._owner, self.sink
             acquired = [  # each from the owner of its scope: this call's, the run's, the runtime's
                 (
@@ -338,7 +348,7 @@ class CallScope(metaclass=NoPublicConstructor):
         self._lending.release()
         self.toolsets = []
         self._instances = {}
-        self._run = None
+        self._run = self._plan = None
         self.message_history = None
         self.messages = []
         self.all_messages = []
@@ -347,14 +357,14 @@ class CallScope(metaclass=NoPublicConstructor):
     async def call_agent(self, name: str, input_data: Any, *, attachments: Sequence[str | Attachment] = ()) -> Any:
         """Run the entry `name` as a child call (depth + 1) and return its output.
 
-        `name` must be one of this entry's toolsets; the child gets fresh per-call toolsets. The
-        call is gated by the approval policy of toolset `name` (tool `name`, args `{"input": ...}`,
-        plus `"attachments"`: their names, when there are any); a denial raises `ApprovalDenied`.
+        `name` is any entry of the runtime (not only this entry's toolsets), or an agent made in this run
+        (`make_agent`); the child gets fresh per-call toolsets. Calls may run in parallel. The call is gated
+        by the approval policy of toolset `name` (tool `name`, args `{"input": ...}`, plus `"attachments"`:
+        their names, when there are any); a denial raises `ApprovalDenied`. An unknown name raises `ToolsetError`.
         `attachments` are `Attachment`s, or names: of an attachment this call received, else of a
         file under the project root (see `attachments_named`).
         """
-        if name not in self.entry.toolsets:
-            raise ToolsetError(f"entry {self.entry.name!r} cannot call {name!r}: add {name!r} to its toolsets")
+        self._target(name)  # known, before anyone is asked
         self.check_depth(name)  # before anyone is asked to approve a call that cannot run
         handed = await self.attachments_named(attachments) if attachments else ()
         args: dict[str, Any] = {"input": input_data}
@@ -416,13 +426,67 @@ class CallScope(metaclass=NoPublicConstructor):
         """Run entry `name` as a child call, ungated: for the agent-as-tool toolset, whose calls the
         gate already saw (`tool_call_id` is that tool call's; `asked_as`, what the gate knows a call made from
         Python by). The depth limit is enforced here, whoever calls."""
-        target = self.host.entry(name)
+        target, plan = self._target(name)
         self.check_depth(name)
         run = self._open_run()
         async with CallScope._create(
-            self.host, target, run, parent=self, tool_call_id=tool_call_id, attachments=attachments, asked_as=asked_as
+            self.host,
+            target,
+            run,
+            parent=self,
+            tool_call_id=tool_call_id,
+            attachments=attachments,
+            asked_as=asked_as,
+            plan=plan,
         ) as child:
             return await target.run_turn(child, input_data)
+
+    def _target(self, name: str) -> tuple[Entry, EntryPlan | None]:
+        """The entry `name` names, with its plan when it is an agent made in this run (else the runtime's)."""
+        made = self._open_run().made
+        if made is not None and name in made:
+            target: tuple[Entry, EntryPlan | None] = made[name]
+            return target
+        entry = self.host.entries.get(name)
+        if entry is None:
+            raise ToolsetError(
+                f"{self.entry.name!r} cannot call {name!r}: it is neither an entry ({listing(self.host.entries)}) "
+                f"nor an agent made in this run ({listing(made or ())}); fix the name"
+            )
+        return entry, None
+
+    def make_agent(
+        self, name: str, instructions: str, *, toolsets: Sequence[str] = (), description: str | None = None
+    ) -> Entry:
+        """Make an agent that lives in this run: `call_agent(name, ...)` runs it from any call of the run.
+
+        It runs with the runtime's model (this entry's, when its agent has one) and `instructions`, and may use
+        only `toolsets` this call's entry has (each gated by its own approval policy, as for any call); its calls
+        are children like any entry's, under the depth limit. Nothing of it outlives the run. Raises
+        `ToolsetError` for a name already taken or not a valid tool name, or a toolset this entry does not have.
+        """
+        from ._entries import made_agent
+
+        run = self._open_run()
+        made = run.made if run.made is not None else {}
+        if not _NAME.fullmatch(name):
+            raise ToolsetError(f"an agent's name must be letters, digits, '_' or '-' (at most 64), got {name!r}")
+        if name in made or name in self.host.entries:
+            raise ToolsetError(f"the name {name!r} is taken (an entry, or an agent made in this run): choose another")
+        if len(made) >= MAX_MADE:
+            raise ToolsetError(f"this run has made {MAX_MADE} agents, the most a run may make: call one of them")
+        plan = self._plan or self.host.plan_of(self.entry.name)
+        uses = {use.name: use for use in plan.uses}
+        refused = [toolset for toolset in toolsets if toolset not in uses]
+        if refused:
+            raise ToolsetError(
+                f"an agent made by {self.entry.name!r} may use only its toolsets ({listing(uses, ordered=False)}), "
+                f"not {listing(refused, ordered=False)}"
+            )
+        entry = made_agent(self.entry, name, instructions, toolsets, description)
+        made[name] = (entry, EntryPlan.of(tuple(uses[toolset] for toolset in dict.fromkeys(toolsets))))
+        run.made = made
+        return entry
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """Call one of this scope's tools directly, validating `args` like a model's call.

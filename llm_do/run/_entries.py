@@ -20,7 +20,7 @@ from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
 from ..guards import ModelGuard, ModelRules
 from ._call_scope import CallScope, Entry
 
-__all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset"]
+__all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset", "made_agent"]
 
 T = TypeVar("T")
 
@@ -192,6 +192,17 @@ class FunctionEntry(_Described):
         if self._schema_in is not None:
             input_data = _validated(self._name, self._schema_in, input_data)
         return await self.func(scope, input_data)
+
+
+def made_agent(
+    creator: Entry, name: str, instructions: str, toolsets: Sequence[str], description: str | None
+) -> AgentEntry:
+    """The entry of an agent a call makes (`CallScope.make_agent`): the creator's model and rules, when its agent
+    has them (else the runtime's model), `instructions`, and the toolsets named (checked by the caller)."""
+    model = creator.agent.model if isinstance(creator, AgentEntry) else None
+    rules = creator.rules if isinstance(creator, AgentEntry) else None
+    agent: Agent[Any, str] = Agent(model, instructions=instructions, name=name)
+    return AgentEntry(agent, name=name, toolsets=toolsets, description=description, rules=rules)
 
 
 @overload

@@ -76,6 +76,7 @@ class RunScope(metaclass=NoPublicConstructor):
         "entry",
         "handler",
         "host",
+        "made",
         "messages",
         "output",
         "owner",
@@ -119,6 +120,8 @@ class RunScope(metaclass=NoPublicConstructor):
         """What the run's caller gets, once the run has ended well."""
         self.report: RunReport | None = None
         """What a failed or cancelled run leaves (None if it failed before its state existed)."""
+        self.made: dict[str, Any] | None = None
+        """The agents made in this run (`CallScope.make_agent`), each with its plan: forgotten when the run ends."""
 
     @property
     def grants(self) -> Grants:
@@ -189,7 +192,7 @@ class RunScope(metaclass=NoPublicConstructor):
         finally:  # forget the run's objects (after their teardown): the box, the state, the output
             if self.box is not None:
                 self.box.close()
-            self._state = self.output = None
+            self._state = self.output = self.made = None
             self.messages = []
             owner.named = {}
             if owner.sink is not None:

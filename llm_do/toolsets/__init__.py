@@ -16,6 +16,7 @@ from .database import (
     Rows,
     SqlError,
 )
+from .dynamic_agents import DynamicAgents
 from .filesystem import FilesystemToolset, ReadOnlyFilesystemToolset
 from .shell import DEFAULT_PATH, AllowSpec, CommandResult, ShellRule, ShellToolset
 from .sql import SqlToolset, Transaction
@@ -32,6 +33,7 @@ __all__ = [
     "Connection",
     "ConnectionLost",
     "Database",
+    "DynamicAgents",
     "DatabaseUnavailable",
     "FilesystemSettings",
     "FilesystemToolset",
