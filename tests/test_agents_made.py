@@ -64,12 +64,12 @@ def call(tool_name: str, /, **args: Any) -> ModelResponse:
 
 
 def model(maker_steps: list[ModelResponse | Any], made_steps: list[ModelResponse | Any]) -> FunctionModel:
-    """The maker's script (an agent offered `create_agent`), else the made agent's (index by its responses)."""
+    """The maker's script (an agent offered `agent_create`), else the made agent's (index by its responses)."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         index = sum(isinstance(message, ModelResponse) for message in messages)
         tools = {definition.name for definition in info.function_tools}
-        steps = maker_steps if "create_agent" in tools else made_steps
+        steps = maker_steps if "agent_create" in tools else made_steps
         step = steps[index]
         return step(messages) if callable(step) else step
 
@@ -98,8 +98,8 @@ def _forget_written() -> None:
 async def test_a_made_agent_is_a_child_call_with_its_makers_toolsets_and_usage() -> None:
     script = model(
         [
-            call("create_agent", name="scribe", instructions="Write what you are told.", toolsets=["notes"]),
-            call("call_agent", name="scribe", input="note milk"),
+            call("agent_create", name="scribe", instructions="Write what you are told.", toolsets=["notes"]),
+            call("agent_call", agent="scribe", input="note milk"),
             lambda messages: text(f"scribe said: {returns(messages)[0]}"),
         ],
         [call("write", line="milk"), text("noted milk")],
@@ -119,7 +119,7 @@ async def test_a_made_agent_is_a_child_call_with_its_makers_toolsets_and_usage()
 async def test_a_made_agent_may_use_only_toolsets_its_maker_has() -> None:
     script = model(
         [
-            call("create_agent", name="spy", instructions="Reveal.", toolsets=["secret"]),
+            call("agent_create", name="spy", instructions="Reveal.", toolsets=["secret"]),
             lambda messages: text(str(returns(messages)[0])),
         ],
         [],
@@ -141,8 +141,8 @@ async def test_a_made_agents_calls_pass_the_same_approvals() -> None:
 
     script = model(
         [
-            call("create_agent", name="scribe", instructions="Write.", toolsets=["notes"]),
-            call("call_agent", name="scribe", input="note milk"),
+            call("agent_create", name="scribe", instructions="Write.", toolsets=["notes"]),
+            call("agent_call", agent="scribe", input="note milk"),
             lambda messages: text(str(returns(messages)[0])),
         ],
         [call("write", line="milk"), lambda messages: text(str(returns(messages)[0]))],
@@ -162,25 +162,25 @@ async def test_a_made_agents_calls_pass_the_same_approvals() -> None:
 async def test_making_an_agent_can_be_forbidden_by_policy() -> None:
     script = model(
         [
-            call("create_agent", name="scribe", instructions="Write.", toolsets=["notes"]),
+            call("agent_create", name="scribe", instructions="Write.", toolsets=["notes"]),
             lambda messages: text(str(returns(messages)[0])),
         ],
         [],
     )
     config = RuntimeConfig(model=script, approval_mode="reject_all")
-    policies = {"agents": ToolPolicy(tools={"create_agent": "deny"})}
+    policies = {"agents": ToolPolicy(tools={"agent_create": "deny"})}
     entries = [maker(["agents", "notes"])]
     async with Runtime(None, entries=entries, toolsets=TOOLSETS, config=config, policies=policies) as runtime:
         result = await runtime.run("main", "go")
-    assert "create_agent" in result.output and "not run" in result.output
+    assert "agent_create" in result.output and "not run" in result.output
     assert len(result.calls) == 1
 
 
 async def test_a_made_agent_stays_under_the_depth_limit() -> None:
     script = model(
         [
-            call("create_agent", name="scribe", instructions="Write.", toolsets=["notes"]),
-            call("call_agent", name="scribe", input="note milk"),
+            call("agent_create", name="scribe", instructions="Write.", toolsets=["notes"]),
+            call("agent_call", agent="scribe", input="note milk"),
             text("unreachable"),
         ],
         [text("noted")],
@@ -194,12 +194,12 @@ async def test_a_made_agent_stays_under_the_depth_limit() -> None:
 async def test_a_made_agent_is_forgotten_with_its_run() -> None:
     first = model(
         [
-            call("create_agent", name="scribe", instructions="Write.", toolsets=[]),
+            call("agent_create", name="scribe", instructions="Write.", toolsets=[]),
             text("made"),
         ],
         [],
     )
-    second = model([call("call_agent", name="scribe", input="hi"), lambda m: text(str(returns(m)[0]))], [])
+    second = model([call("agent_call", agent="scribe", input="hi"), lambda m: text(str(returns(m)[0]))], [])
     entry = maker(["agents"])
     async with Runtime(None, entries=[entry], toolsets=TOOLSETS, config=RuntimeConfig(model=first)) as runtime:
         assert (await runtime.run("main", "go")).output == "made"
@@ -213,8 +213,8 @@ async def test_names_already_taken_are_refused() -> None:
         [
             ModelResponse(
                 parts=[
-                    ToolCallPart("create_agent", {"name": "main", "instructions": "x"}),
-                    ToolCallPart("create_agent", {"name": "two words", "instructions": "x"}),
+                    ToolCallPart("agent_create", {"name": "main", "instructions": "x"}),
+                    ToolCallPart("agent_create", {"name": "two words", "instructions": "x"}),
                 ]
             ),
             lambda messages: text(" | ".join(map(str, returns(messages)))),
@@ -280,8 +280,8 @@ async def test_a_policy_still_forbids_calling_an_entry_from_a_tool() -> None:
 async def test_a_made_agents_call_streams_tagged_as_a_child_of_its_maker() -> None:
     script = model(
         [
-            call("create_agent", name="scribe", instructions="Write.", toolsets=["notes"]),
-            call("call_agent", name="scribe", input="note milk"),
+            call("agent_create", name="scribe", instructions="Write.", toolsets=["notes"]),
+            call("agent_call", agent="scribe", input="note milk"),
             text("done"),
         ],
         [call("write", line="milk"), text("noted")],

@@ -3,7 +3,7 @@
 A made agent lives in its run: any call of the run can call it, and nothing of it outlives the run. It may use
 only toolsets its maker has, each gated by its own approval policy; its calls are children in the call tree,
 under the depth limit, counted in the run's usage, streamed and traced like any entry's. Gate the making or the
-calling by this toolset's policy (`create_agent`, `call_agent`), as any tool.
+calling by this toolset's policy (`agent_create`, `agent_call`), as any tool.
 """
 
 from __future__ import annotations
@@ -28,35 +28,40 @@ class _Maker(Protocol):
     def make_agent(
         self, name: str, instructions: str, *, toolsets: Sequence[str] = (), description: str | None = None
     ) -> Any: ...
-    async def call_agent(self, name: str, input_data: Any) -> Any: ...
+    async def call_agent(self, name: str, input_data: Any, *, attachments: Sequence[str] = ()) -> Any: ...
 
 
 class DynamicAgents(Toolset):
-    """Make an agent for this run, then call it."""
+    """Make an agent for this run, then call it (the earlier llm-do's `agent_create` and `agent_call`)."""
 
     @tool
-    def create_agent(
+    def agent_create(
         self,
         ctx: RunContext[Any],
         name: str,
         instructions: str,
-        toolsets: list[str] | None = None,
         description: str = "",
+        toolsets: list[str] | None = None,
+        model: str | None = None,
     ) -> str:
         """Make an agent that lives for this run: `instructions` say what it does; `toolsets` are names of toolsets
-        you have that it may use (none by default). Call it with call_agent."""
+        you have that it may use (none by default). It runs with your model. Call it with agent_call."""
         try:
             _maker(ctx).make_agent(name, instructions, toolsets=toolsets or (), description=description or None)
         except ToolsetError as error:
             raise ToolFailed(str(error)) from None
         given = listing(toolsets or (), ordered=False)
-        return f"made agent {name!r} (toolsets: {given}); call it with call_agent(name={name!r}, input=...)"
+        ignored = f" It runs with your model, not {model!r}." if model else ""
+        return f"Made agent {name!r} (toolsets: {given}).{ignored} Call it with agent_call(agent={name!r}, input=...)."
 
     @tool
-    async def call_agent(self, ctx: RunContext[Any], name: str, input: str) -> str:
-        """Give the agent `name` (one you made, or an entry of the project) a task, and return its answer."""
+    async def agent_call(
+        self, ctx: RunContext[Any], agent: str, input: str, attachments: list[str] | None = None
+    ) -> str:
+        """Give `agent` (one you made, or an entry of the project) a task, and return its answer; `attachments` are
+        names of files to hand it."""
         try:
-            output = await _maker(ctx).call_agent(name, input)
+            output = await _maker(ctx).call_agent(agent, input, attachments=attachments or ())
         except (ToolsetError, ApprovalDenied) as error:
             raise ToolFailed(str(error)) from None
         return output if isinstance(output, str) else to_json(output, fallback=str).decode()
