@@ -234,6 +234,85 @@ def reviewer_and_coordinator(messages: list[ModelMessage], info: AgentInfo) -> M
     return ModelResponse(parts=[TextPart(f"The reviewer checked data/chart.png against data/sales.csv: {verdict[0]}")])
 
 
+# bootstrapping: main makes a pitch evaluator, hands it each deck, writes the reports
+
+
+def attached_texts(messages: list[ModelMessage]) -> list[str]:
+    """The text attachments of the call's prompt (after their first line, which names the file)."""
+    return [
+        item.content.split("\n", 1)[1]
+        for message in messages
+        for part in message.parts
+        if isinstance(part, UserPromptPart) and not isinstance(part.content, str)
+        for item in part.content
+        if isinstance(item, TextContent)
+    ]
+
+
+def evaluate(deck: str) -> str:
+    """A pitch evaluator's report: paid pilots and revenue make a GO, none a PASS."""
+    company = deck.splitlines()[0].lstrip("# ").strip()
+    earning = "$" in deck and "no revenue" not in deck
+    verdict, traction = ("GO", 4) if earning else ("PASS", 1)
+    flags = "none" if earning else "no revenue; a valuation far ahead of traction"
+    scores = (
+        f"- problem: 4\n- solution: 3\n- team: {3 if earning else 2}\n- market: {traction}\n- financials: {traction}"
+    )
+    return f"# {company}\n\n**Verdict:** {verdict}\n\n{scores}\n\nRed flags: {flags}.\n"
+
+
+def bootstrapper(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    instructions = info.instructions or ""
+    if instructions.startswith("You evaluate pitch decks"):
+        [deck] = attached_texts(messages)
+        return ModelResponse(parts=[TextPart(evaluate(deck))])
+    made, found = returned(messages, "agent_create"), returned(messages, "glob")
+    reports, written = returned(messages, "agent_call"), returned(messages, "write_text")
+    if not made:
+        analyzer = instructions.split("BEGIN\n", 1)[1].split("\nEND", 1)[0]
+        args = {"name": "pitch_evaluator", "instructions": analyzer, "toolsets": []}
+        return ModelResponse(parts=[ToolCallPart("agent_create", args)])
+    if not found:
+        return ModelResponse(parts=[ToolCallPart("glob", {"pattern": "input/*.md"})])
+    decks = sorted(line.strip() for line in str(found[0]).splitlines() if line.strip().endswith(".md"))
+    if not reports:
+        ask = "Evaluate this pitch deck."
+        calls = [{"agent": "pitch_evaluator", "input": ask, "attachments": [deck]} for deck in decks]
+        return ModelResponse(parts=[ToolCallPart("agent_call", args) for args in calls])
+    if not returned(messages, "mkdir"):
+        return ModelResponse(parts=[ToolCallPart("mkdir", {"path": "evaluations"})])
+    if not written:
+        paths = [deck.replace("input/", "evaluations/", 1) for deck in decks]
+        writes = [{"path": path, "text": report} for path, report in zip(paths, reports, strict=True)]
+        return ModelResponse(parts=[ToolCallPart("write_text", args) for args in writes])
+    lines = [f"{deck}: {answer}" for deck, answer in zip(decks, written, strict=True)]
+    return ModelResponse(parts=[TextPart("\n".join(lines))])
+
+
+# orchestrating_tool: main calls deep_research, which runs an expander, searchers in parallel, a synthesizer
+
+FINDINGS = {
+    "solar panel efficiency 2014": "Typical commercial panels converted about 15-16% of sunlight in 2014.",
+    "solar panel efficiency 2024": "Typical commercial panels converted about 21-23% of sunlight in 2024.",
+}
+
+
+def researcher(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    instructions, asked = info.instructions or "", prompt_of(messages)
+    if instructions.startswith("You expand"):
+        return ModelResponse(parts=[TextPart('["solar panel efficiency 2014", "solar panel efficiency 2024"]')])
+    if instructions.startswith("You search"):
+        return ModelResponse(parts=[TextPart(FINDINGS.get(asked, "Nothing found."))])
+    if instructions.startswith("You synthesize"):
+        return ModelResponse(
+            parts=[TextPart("Commercial panels went from about 15-16% to 21-23% efficiency in ten years.")]
+        )
+    found = returned(messages, "deep_research")
+    if not found:
+        return ModelResponse(parts=[ToolCallPart("deep_research", {"question": asked})])
+    return ModelResponse(parts=[TextPart(str(found[0]))])
+
+
 async def record(
     name: str, model: FunctionModel, modes: tuple[Literal["approve_all", "reject_all"], ...] = ("approve_all",)
 ) -> None:
@@ -252,6 +331,8 @@ async def main() -> None:
     await record("orchestrator", FunctionModel(reviewer, model_name="reviewer-script"))
     CHART.write_bytes(bar_chart_png(list(PLOTTED.values())))
     await record("review_desk", FunctionModel(reviewer_and_coordinator, model_name="review-script"))
+    await record("bootstrapping", FunctionModel(bootstrapper, model_name="bootstrap-script"))
+    await record("orchestrating_tool", FunctionModel(researcher, model_name="research-script"))
 
 
 if __name__ == "__main__":

@@ -156,3 +156,40 @@ async def test_the_review_desk_replay_refuses_a_changed_chart(tmp_path: Path) ->
     async with load_project(copy, model=REPLAY, config=RuntimeConfig(approval_mode="approve_all")) as project:
         with pytest.raises(AttachmentMismatch, match=r"'data/chart\.png' was 473 bytes with sha256 093b4b936612"):
             await project.run()
+
+
+async def test_bootstrapping_makes_an_evaluator_and_has_every_deck_evaluated(tmp_path: Path) -> None:
+    copy = tmp_path / "bootstrapping"
+    shutil.copytree(EXAMPLES / "bootstrapping", copy, ignore=shutil.ignore_patterns("evaluations"))
+    asked: list[tuple[str, str, tuple[str, ...]]] = []
+
+    def approver(request: ApprovalRequest) -> Approval:
+        asked.append((request.toolset, request.tool, tuple(request.chain)))
+        return Approval.approve()
+
+    async with load_project(
+        copy, model=REPLAY, config=RuntimeConfig(approval_mode="prompt"), approver=approver
+    ) as project:
+        result = await project.run()
+    assert result.output.splitlines() == [
+        "input/acme.md: created 'evaluations/acme.md' (117 bytes)",
+        "input/zeta.md: created 'evaluations/zeta.md' (158 bytes)",
+    ]
+    assert "**Verdict:** GO" in (copy / "evaluations" / "acme.md").read_text()
+    assert "**Verdict:** PASS" in (copy / "evaluations" / "zeta.md").read_text()
+    assert sorted(asked) == [("filesystem", "mkdir", ("main",))] + [("filesystem", "write_text", ("main",))] * 2
+    top, *made = result.calls
+    assert [(call.entry, call.parent, call.depth, call.usage.requests) for call in made] == [
+        ("pitch_evaluator", top.id, 1, 1)
+    ] * 2
+    assert result.usage.requests == 8  # six of main's, one per deck of the evaluator's
+    assert "pitch_evaluator" in call_tree(result)
+
+
+async def test_the_orchestrating_tool_runs_workers_its_caller_does_not_list() -> None:
+    result = await run_example("orchestrating_tool")
+    assert result.output == "Commercial panels went from about 15-16% to 21-23% efficiency in ten years."
+    top, *children = result.calls
+    assert top.toolsets == ("research",)
+    assert sorted(call.entry for call in children) == ["query_expander", "searcher", "searcher", "synthesizer"]
+    assert {(call.parent, call.depth) for call in children} == {(top.id, 1)}
