@@ -33,6 +33,7 @@ from pydantic_ai.settings import ModelSettings
 
 from llm_do import AgentEntry, CallScope, Runtime, ToolPolicy, Toolset, tool
 from llm_do.jobs import JobEntry, JobQueue, current_job
+from llm_do.toolsets import DynamicAgents
 
 Script = Callable[[dict[str, Any], int, list[Any]], ModelResponse]
 """(the prompt's fields, the request's index in its agent run, the tool returns so far) -> the response."""
@@ -287,6 +288,22 @@ def _reviewing(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(f"read {', '.join(texts)}")])
 
 
+def _making(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """The maker makes a scribe (with the steps), asks it, then reports; the scribe (the same model, asked with
+    `who: scribe`) runs a step, then answers. `scribe_hold` holds the scribe's request of that index."""
+    if fields.get("who") == "scribe":
+        if index == 0:
+            return ModelResponse(parts=[ToolCallPart("step", {"n": "s"})])
+        return ModelResponse(parts=[TextPart(f"scribe: {returns[-1]}")])
+    if index == 0:
+        made = {"name": "scribe", "instructions": "Do the step you are asked.", "toolsets": ["steps"]}
+        return ModelResponse(parts=[ToolCallPart("agent_create", made)])
+    if index == 1:
+        ask = {"notes": fields["notes"], "who": "scribe", "hold": fields.get("scribe_hold", -1)}
+        return ModelResponse(parts=[ToolCallPart("agent_call", {"agent": "scribe", "input": json.dumps(ask)})])
+    return ModelResponse(parts=[TextPart(f"maker: {returns[-1]}")])
+
+
 def _named(name: str) -> Callable[[dict[str, Any]], str]:
     return lambda fields: name
 
@@ -332,6 +349,7 @@ careful = _agent("careful", _careful, ["careful", "payer"])
 quitter = _agent("quitter", _quitting, ["till", "quitting"])
 hander = _agent("hander", _handing, ["reviewer"])
 reviewer = AgentEntry(Agent(FunctionModel(_reviewing)), name="reviewer")
+maker = _agent("maker", _making, ["agents", "steps"], who=lambda fields: str(fields.get("who", "maker")))
 
 
 def make_runtime(**options: Any) -> Runtime:
@@ -354,8 +372,9 @@ def make_runtime(**options: Any) -> Runtime:
             quitter,
             hander,
             reviewer,
+            maker,
         ],
-        toolsets={"steps": Steps, "till": Till, "careful": Careful, "quitting": Quitting},
+        toolsets={"steps": Steps, "till": Till, "careful": Careful, "quitting": Quitting, "agents": DynamicAgents},
         policies={"till": ToolPolicy(tools={"pay": "ask"}), "reviewer": ToolPolicy(attachments="ask")},
         **options,
     )
@@ -369,6 +388,7 @@ queue = JobQueue(
         JobEntry("fragile", retry=1),
         JobEntry("tuned", retry=1),
         "boss",
+        "maker",
     ],
     runtime=make_runtime,
 )

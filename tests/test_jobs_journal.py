@@ -74,7 +74,7 @@ async def run_in_process(queue: JobQueue, entry: str, input_data: str, runtime: 
 
 
 async def killed_and_rerun(
-    queue: JobQueue, dsn: str, tmp_path: Path, entry: str, who: str, *, journaled: int, hold: int = 4
+    queue: JobQueue, dsn: str, tmp_path: Path, entry: str, who: str, *, journaled: int, hold: int = 4, **fields: Any
 ) -> tuple[int, Path]:
     """Defer `entry` holding at request `hold` on its first attempt, SIGKILL the worker that holds it once the
     `journaled` responses it received before are written, and let a second worker run the job again; the job's
@@ -86,7 +86,7 @@ async def killed_and_rerun(
     raced the last write (on a loaded machine it had not landed, and the replay went live where the journal
     ended instead of where a tool's result changed it)."""
     notes = tmp_path / f"{entry}.notes"
-    job_id = await queue.defer(entry, ask(notes, hold=hold))
+    job_id = await queue.defer(entry, ask(notes, hold=hold, **fields))
     first = Worker(TARGET, dsn, tmp_path / "first.log")
     try:
         await holding(notes, who)
@@ -198,6 +198,19 @@ async def test_nested_and_parallel_calls_are_journaled_under_their_own_call_path
     assert await rows(queue, job_id) == sorted(
         [("boss", 0), ("boss", 1)] + [(f"boss/helper@{tool_call_id}", n) for tool_call_id in ids for n in (0, 1)]
     )
+
+
+@pytest.mark.long
+async def test_an_agent_made_in_the_run_is_journaled_and_replayed_like_any_call(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """maker makes a scribe and asks it; the worker is killed while the scribe waits for its second answer."""
+    job_id, notes = await killed_and_rerun(queue, dsn, tmp_path, "maker", "scribe", journaled=3, hold=-1, scribe_hold=1)
+    record = await queue.get(job_id)
+    assert sent(notes) == {("maker", 0): 1, ("maker", 1): 1, ("scribe", 0): 1, ("scribe", 1): 2, ("maker", 2): 1}
+    assert record.output == "maker: scribe: step s ok"
+    assert record.journal is not None and (record.journal["replayed"], record.journal["sent"]) == (3, 2)
+    assert [call["entry"] for call in record.calls] == ["maker", "scribe"]
 
 
 @pytest.mark.long

@@ -117,8 +117,8 @@ class PostgresJournal:
 class JobJournals:
     """A worker's journals: one per job of a journaled entry, installed on the agents the entry's run reaches.
 
-    Each `AgentEntry` agent the entry can reach (itself, and the entries it calls as tools, recursively)
-    gets, for the job's run only (`Agent.override`, a context variable), a `JournalModel` around the model
+    Each `AgentEntry` agent of the runtime (the entry's, those it calls as tools, those a tool calls) gets,
+    for the job's run only (`Agent.override`, a context variable), a `JournalModel` around the model
     it would use: its own, else the runtime's."""
 
     def __init__(self, pool: AsyncConnectionPool[Any], queue: str) -> None:
@@ -151,18 +151,11 @@ class JobJournals:
 
 
 def _agents(runtime: Runtime, name: str) -> Iterator[tuple[Agent[Any, Any], Model]]:
-    """The agents of the entries a run of `name` can reach, each with the model it uses (models named by a
-    string are built once here)."""
-    seen: set[str] = set()
+    """The agents of every entry of the runtime (a run of `name` reaches those it calls as tools, and a tool can
+    call any entry), `name`'s first, each with the model it uses (models named by a string are built once here).
+    An agent a call makes in the run takes the model its maker's run uses, this journal's."""
     agents: set[int] = set()
-    pending = [name]
-    tools = runtime.entry_tools
-    while pending:
-        current = runtime.entry(pending.pop())
-        if current.name in seen:
-            continue
-        seen.add(current.name)
-        pending.extend(toolset for toolset in current.toolsets if toolset in tools)
+    for current in sorted(runtime.entries.values(), key=lambda each: each.name != name):
         if not isinstance(current, AgentEntry) or id(current.agent) in agents:
             continue
         model = current.agent.model if current.agent.model is not None else runtime.config.model

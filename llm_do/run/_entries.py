@@ -13,11 +13,11 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import ToolDefinition, ToolPrepareFunc
 from pydantic_ai.toolsets import FunctionToolset
 
-from .._compat import RUN_ALONE, leaves_out_empty_own_toolset
+from .._compat import RUN_ALONE, current_run_context, leaves_out_empty_own_toolset
 from ..errors import ToolsetError
 from ..events import AgentStarted, CallWarning
 from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
-from ..guards import ModelGuard, ModelRules
+from ..guards import GuardedModel, ModelGuard, ModelRules
 from ._call_scope import CallScope, Entry
 
 __all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset", "made_agent"]
@@ -197,9 +197,15 @@ class FunctionEntry(_Described):
 def made_agent(
     creator: Entry, name: str, instructions: str, toolsets: Sequence[str], description: str | None
 ) -> AgentEntry:
-    """The entry of an agent a call makes (`CallScope.make_agent`): the creator's model and rules, when its agent
-    has them (else the runtime's model), `instructions`, and the toolsets named (checked by the caller)."""
-    model = creator.agent.model if isinstance(creator, AgentEntry) else None
+    """The entry of an agent a call makes (`CallScope.make_agent`): `instructions`, the toolsets named (checked by
+    the caller), the creator's rules, and the model the creator's agent run is using (so that a journal or a
+    test's override around it holds the made agent too), else the creator's agent's own, else the runtime's."""
+    context = current_run_context()
+    model: Any = context.model if context is not None else None
+    while isinstance(model, GuardedModel):  # the creator's guard: the made agent's run gets its own
+        model = model.wrapped
+    if model is None and isinstance(creator, AgentEntry):
+        model = creator.agent.model
     rules = creator.rules if isinstance(creator, AgentEntry) else None
     agent: Agent[Any, str] = Agent(model, instructions=instructions, name=name)
     return AgentEntry(agent, name=name, toolsets=toolsets, description=description, rules=rules)

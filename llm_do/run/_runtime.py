@@ -7,7 +7,7 @@ import contextvars
 import gc
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -102,6 +102,11 @@ class Runtime:
     def entry(self, name: str) -> Entry:
         """The loaded entry called `name`."""
         return self._plan.entry(name)
+
+    @property
+    def entries(self) -> Mapping[str, Entry]:
+        """The loaded entries, by name."""
+        return MappingProxyType(self._plan.entries)
 
     def policy(self, toolset: str) -> ToolPolicy:
         """The approval policy of toolset `toolset`, settings overrides included (all-allow when none is
