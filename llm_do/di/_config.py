@@ -42,6 +42,9 @@ class RuntimeConfig:
     """Seconds a session may stay without a run before it closes."""
     stream_buffer: int = 256
     """Model events a live run holds for its consumer before the run waits for it."""
+    resume_buffer: int = 10_000
+    """Events a resumable live run keeps for consumers that come later before it drops completed responses'
+    deltas."""
     limits: ModelLimits = field(default_factory=ModelLimits, hash=False)
     """Limits on model replies, requests and runs, for entries that set none of their own."""
     suspect_output: SuspectOutput = "flag"
@@ -59,6 +62,8 @@ class RuntimeConfig:
             raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
         if self.stream_buffer < 1:
             raise ValueError(f"stream_buffer must be >= 1, got {self.stream_buffer}")
+        if self.resume_buffer < 1:
+            raise ValueError(f"resume_buffer must be >= 1, got {self.resume_buffer}")
         for name in ("cleanup_timeout", "approval_timeout", "session_idle_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")

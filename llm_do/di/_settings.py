@@ -72,6 +72,7 @@ _FORMS: dict[str, tuple[str, str]] = {
     "approval_timeout": ("a number of seconds > 0", "600"),
     "session_idle_timeout": ("a number of seconds > 0", "1800"),
     "stream_buffer": ("a whole number of events >= 1", "256"),
+    "resume_buffer": ("a whole number of events >= 1", "10000"),
     "project_root": ("an existing directory", "/path/to/project"),
     "database_url": ("a URL with a scheme", "sqlite:///data/app.db"),
     "filesystem": ("JSON, or one variable per limit", '{"max_read_bytes": 262144}'),
@@ -118,6 +119,7 @@ class LlmDoSettings(BaseSettings):
     cleanup_timeout: float = Field(default=10.0, gt=0)
     """Seconds each finalizer may take during teardown before it is cancelled."""
     stream_buffer: int = Field(default=256, ge=1)
+    resume_buffer: int = Field(default=10_000, ge=1)
     """Model events a live run (`Runtime.stream`) holds for a consumer that has not read them; when it is
     full, the run waits for the consumer."""
     project_root: DirectoryPath = Path(".")

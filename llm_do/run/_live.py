@@ -6,11 +6,18 @@ every call in it (pydantic-ai's events, tagged with their call), and the run's a
 waits until `LiveRun.decide` answers it). Its buffer is bounded: when the consumer does not read,
 the run waits at its next model event. A consumer that leaves cancels the run and waits for its
 teardown.
+
+A resumable live run (`Runtime.stream(..., resumable=True)`) keeps going when its consumer leaves: it keeps
+a log of its events, and every consumer, the first or one that comes later (`Runtime.live_run(session_id)`),
+reads it from the start and then follows the run. The run never waits for a consumer; the log keeps every
+event until it holds `keep` of them, and from then on drops the deltas of model responses that have completed
+(each `ResponseCompleted` carries its whole response).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import logging
 from collections import deque
@@ -20,7 +27,7 @@ from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.agent import EventStreamHandler
-from pydantic_ai.messages import AgentStreamEvent
+from pydantic_ai.messages import AgentStreamEvent, FinalResultEvent, PartDeltaEvent, PartEndEvent, PartStartEvent
 from pydantic_ai.result import AgentStream
 
 from ..approvals import Approval, ApprovalChoice, ApprovalRequest, Approver, ask_approver
@@ -55,6 +62,8 @@ _STREAMED: frozenset[type[Event]] = frozenset(
     | {HandleRolledBack, CallWarning}
 )
 """llm-do's own events a live run passes on (the scopes' bookkeeping stays with tracing and leak checks)."""
+_DELTAS = (PartStartEvent, PartDeltaEvent, PartEndEvent, FinalResultEvent)
+"""The events of a model response being streamed, which its `ResponseCompleted` sums up."""
 
 
 class ApprovalNotPending(LlmDoError):
@@ -80,8 +89,19 @@ class LiveRun:
     never raises the run's exception: `await run.result()` does, as `Runtime.run` would.
     """
 
-    def __init__(self, entry: str, buffer: int, approver: Approver | None = None, *, model_events: bool = True) -> None:
+    def __init__(
+        self,
+        entry: str,
+        buffer: int,
+        approver: Approver | None = None,
+        *,
+        model_events: bool = True,
+        resumable: bool = False,
+        keep: int = 10_000,
+    ) -> None:
         self.entry = entry
+        self.resumable = resumable
+        """Whether the run keeps going when its consumer leaves, and every consumer reads it from the start."""
         """The name of the entry being run."""
         self.model_events = model_events
         """Whether the agents' pydantic-ai events are streamed (else llm-do's own only)."""
@@ -97,6 +117,14 @@ class LiveRun:
         self._left = False
         """The consumer left: nothing more is buffered, and the run never waits for room."""
         self._outcome: RunResult | BaseException | None = None
+        self._keep = keep
+        self._seqs: list[int] = []
+        self._log: list[StreamEvent] = []
+        """A resumable run's events (`_seqs`: their numbers, rising; compaction leaves gaps)."""
+        self._grew = asyncio.Event()
+        self._compact_at = keep
+        self.driver: asyncio.Task[None] | None = None
+        """The task running a resumable run whose first consumer left."""
 
     # -- what the consumer uses ----------------------------------------------------
 
@@ -115,13 +143,22 @@ class LiveRun:
         found[1].set_result(answer)
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
-        return self._iterate()
+        return self._follow() if self.resumable else self._iterate()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run has ended (its last event is in the stream)."""
+        return self._ended
 
     async def result(self) -> RunResult:
         """The run's result, once it has ended (the events not read yet are dropped); raises the run's
         exception, with its report (`llm_do.run_report(error)`), if it failed."""
-        async for _ in self._iterate():
-            pass
+        if self.resumable:
+            while not self._ended:
+                await self._grew.wait()
+        else:
+            async for _ in self._iterate():
+                pass
         outcome = self._outcome
         if isinstance(outcome, BaseException):
             raise outcome
@@ -141,6 +178,21 @@ class LiveRun:
                 self._model_events -= 1
                 self._room.set()
             yield event
+
+    async def _follow(self) -> AsyncIterator[StreamEvent]:
+        """A resumable run's events from the start of its log, then as they come."""
+        seen = -1
+        while True:
+            grew = self._grew
+            seqs = self._seqs
+            at = bisect.bisect_right(seqs, seen)
+            if at < len(seqs):
+                seen = seqs[at]
+                yield self._log[at]
+                continue
+            if self._ended:
+                return
+            await grew.wait()
 
     # -- what the run uses ---------------------------------------------------------
 
@@ -185,12 +237,18 @@ class LiveRun:
             self._put(ResponseCompleted(tag, events.response))
 
     def _put(self, event: StreamEvent) -> None:
+        if self.resumable:
+            self._logged(event)
+            return
         if self._left:
             return
         self._events.append(event)
         self._readable.set()
 
     async def _put_model(self, event: CallEvent) -> None:
+        if self.resumable:  # never waits: the log is bounded by compaction instead
+            self._logged(event)
+            return
         while self._model_events >= self._limit and not self._left:
             self._room.clear()
             await self._room.wait()  # backpressure: the run waits until the consumer reads
@@ -199,6 +257,33 @@ class LiveRun:
         self._model_events += 1
         self._events.append(event)
         self._readable.set()
+
+    def _logged(self, event: StreamEvent) -> None:
+        self._seqs.append(self._seqs[-1] + 1 if self._seqs else 0)
+        self._log.append(event)
+        if len(self._log) > self._compact_at:
+            self._compact()
+        grew, self._grew = self._grew, asyncio.Event()
+        grew.set()
+
+    def _compact(self) -> None:
+        """Drop the deltas of the model responses that have completed, once the log holds `keep` events."""
+        completed: dict[str, int] = {}
+        for index, event in enumerate(self._log):
+            if type(event) is ResponseCompleted:
+                completed[event.call.id] = index
+        kept = [
+            index
+            for index, event in enumerate(self._log)
+            if not (
+                type(event) is CallEvent
+                and isinstance(event.event, _DELTAS)
+                and index < completed.get(event.call.id, -1)
+            )
+        ]
+        self._seqs = [self._seqs[index] for index in kept]
+        self._log = [self._log[index] for index in kept]
+        self._compact_at = max(self._keep, len(self._log) + self._keep // 2)
 
     def _end(self, outcome: RunResult | BaseException) -> None:
         self._outcome = outcome
@@ -209,6 +294,7 @@ class LiveRun:
         self._ended = True
         self._pending.clear()
         self._readable.set()
+        self._grew.set()
 
     def _leave(self) -> None:
         self._left = True
@@ -296,10 +382,18 @@ Launch = Callable[["LiveRun"], Awaitable[RunResult]]
 
 @asynccontextmanager
 async def open_stream(
-    entry: str, buffer: int, approver: Approver | None, launch: Launch, *, model_events: bool = True
+    entry: str,
+    buffer: int,
+    approver: Approver | None,
+    launch: Launch,
+    *,
+    model_events: bool = True,
+    resumable: bool = False,
+    keep: int = 10_000,
 ) -> AsyncIterator[LiveRun]:
-    """Start a run as a live run; leaving the block before the run ended cancels it and waits for its teardown."""
-    live = LiveRun(entry, buffer, approver, model_events=model_events)
+    """Start a run as a live run; leaving the block before the run ended cancels it and waits for its teardown,
+    unless it is resumable: it then goes on (`LiveRun.driver`), and the runtime waits for it when it closes."""
+    live = LiveRun(entry, buffer, approver, model_events=model_events, resumable=resumable, keep=keep)
 
     async def drive() -> None:
         try:
@@ -313,10 +407,18 @@ async def open_stream(
     try:
         yield live
     finally:
-        live._leave()
-        if not task.done():
-            task.cancel()
-            cancelled = await wait_out((task,))  # the run's teardown is waited for even when this wait is cancelled
-            if cancelled is not None:
-                raise cancelled
+        if resumable and not task.done():  # it goes on: the runtime waits for its run when it closes
+            live.driver = task
+            task.add_done_callback(functools.partial(_let_go, live))
+        else:
+            live._leave()
+            if not task.done():
+                task.cancel()
+                cancelled = await wait_out((task,))  # its teardown is waited for even when this wait is cancelled
+                if cancelled is not None:
+                    raise cancelled
         del task
+
+
+def _let_go(live: LiveRun, task: asyncio.Task[None]) -> None:
+    live.driver = None

@@ -81,6 +81,8 @@ class Runtime:
         self._closed = False
         self._abandoned = False
         self._running: dict[asyncio.Task[RunResult], RunScope] = {}
+        self._live: dict[str, LiveRun] = {}
+        """The resumable live runs in flight, by session id."""
         """The runs in flight: each one's task and scope."""
         self._sessions = SessionRegistry(
             self,
@@ -189,6 +191,7 @@ class Runtime:
         attachments: Sequence[Attachment] = (),
         session: Session | str | None = None,
         model_events: bool = True,
+        resumable: bool = False,
     ) -> AbstractAsyncContextManager[LiveRun]:
         """Run an entry as `run` does, as a live run: `async with runtime.stream(...) as run: async for event
         in run: ...` yields every call's pydantic-ai events and llm-do's own, ending with `RunFinished` or
@@ -199,10 +202,16 @@ class Runtime:
         ended cancels it; the block is left once its teardown is done. The arguments are `run`'s, and
         `model_events=False` streams llm-do's own events only: the agents' model requests are then not
         streamed (as in a plain run, which a model or server that cannot stream needs).
+
+        `resumable=True`: leaving the block does not cancel the run, which goes on (the runtime waits for it
+        when it closes); every consumer reads its events from the start, then follows it, and a run of a
+        session is found again with `live_run(session_id)` (see docs/streaming.md, "Runs that outlive their
+        connection").
         """
         name = entry if isinstance(entry, str) else entry.name
+        key = None if session is None or not resumable else session if isinstance(session, str) else session.id
 
-        async def launch(live: LiveRun) -> RunResult:
+        async def run_live(live: LiveRun) -> RunResult:
             return await self._start(
                 entry,
                 input_data,
@@ -214,9 +223,34 @@ class Runtime:
                 live=live,
             )
 
+        async def launch(live: LiveRun) -> RunResult:
+            if key is not None:
+                if key in self._live:
+                    raise SessionBusy(key)
+                self._live[key] = live
+            try:
+                return await run_live(live)
+            finally:
+                if key is not None and self._live.get(key) is live:
+                    del self._live[key]
+
         if approver is not None:
             check_approver(approver)
-        return open_stream(name, self.config.stream_buffer, approver, launch, model_events=model_events)
+        return open_stream(
+            name,
+            self.config.stream_buffer,
+            approver,
+            launch,
+            model_events=model_events,
+            resumable=resumable,
+            keep=self.config.resume_buffer,
+        )
+
+    def live_run(self, session_id: str) -> LiveRun | None:
+        """The resumable live run of session `session_id` in flight, if any: iterate it for every event from
+        the start, then the rest; answer its questions with `decide`. Whether the one asking may see it is the
+        application's to check, as for any session."""
+        return self._live.get(session_id)
 
     async def _start(
         self,
