@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from .. import tracing
-from ..approvals import Approver, ToolPolicy, Verdict, check_approver
+from ..approvals import Approver, ToolPolicy, Verdict, check_approver, own_approval_ids
 from ..di import Container, RuntimeConfig, ToolsetSource
 from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
@@ -321,6 +321,7 @@ class Runtime:
     ) -> RunResult:
         if trace_parent is not None:  # this task's own context: nothing to restore
             otel_context.attach(tracing.extract_trace_context(trace_parent))
+        own_approval_ids()  # a tool's own runs ask questions of their own, even in a job's run
         session = run.session
         if session is not None:
             await session.refresh()  # the store's copy: another runtime on the store may have gone on since
