@@ -123,7 +123,7 @@ class Runtime:
 
         `session_id` is the application's (a conversation id, a user id). A new session starts with
         the history the runtime's `history_store` has for that id. `approver`, when given, answers the
-        session's approvals (unless a run has its own). See docs/sessions.md.
+        session's approvals (unless a run has its own; a live run is its own approver). See docs/sessions.md.
         """
         return await self._sessions.open(session_id, approver)
 
@@ -190,7 +190,8 @@ class Runtime:
         `RunFailed` (see docs/streaming.md).
 
         The live run is the run's approver: `run.decide(approval_id, choice)` answers its questions
-        (`approver`, if given, is asked too, and the first answer wins). Leaving the block before the run
+        (`approver`, if given, is asked too, and the first answer wins; the session's and the runtime's
+        approvers are not asked). Leaving the block before the run
         ended cancels it; the block is left once its teardown is done. The arguments are `run`'s, and
         `model_events=False` streams llm-do's own events only: the agents' model requests are then not
         streamed (as in a plain run, which a model or server that cannot stream needs).

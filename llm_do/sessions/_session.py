@@ -82,7 +82,8 @@ class Session:
     ) -> None:
         self.id = session_id
         self.approver = approver
-        """Answers this session's approvals, unless a run has its own; None: the runtime's approver."""
+        """Answers this session's approvals, unless a run has its own (a live run always does: it is its own
+        approver); None: the runtime's approver."""
         self.usage = RunUsage()
         """Usage summed over the session's runs."""
         self.history: list[ModelMessage] = []
