@@ -10,6 +10,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from pydantic_ai import Agent
@@ -176,32 +177,34 @@ async def test_a_live_run_asks_neither_its_sessions_approver_nor_the_runtimes() 
 
 
 def chat_app(runtime: Runtime) -> FastAPI:
-    """A chat service of the shape of examples/service: one live run per session, its questions answered by a
-    POST that names the session (who may decide is the application's: here, whoever names the session)."""
+    """A chat service of the shape of examples/service: a message streams a live run in its session; the
+    session's open questions are listed and answered by requests that name the session (through the session's
+    inbox; who may decide is the application's to check: here, whoever names the session)."""
     app = FastAPI()
-    live: dict[str, LiveRun] = {}
 
     @app.post("/sessions/{session_id}/messages")
     async def message(session_id: str, body: dict[str, str]) -> Response:
         async def lines() -> AsyncIterator[str]:
             async with runtime.stream("keeper", body["text"], session=session_id) as run:
-                live[session_id] = run
-                try:
-                    async for line in vercel_sse(run):
-                        yield line
-                finally:
-                    del live[session_id]
+                async for line in vercel_sse(run):
+                    yield line
 
         return sse_response(lines())
+
+    @app.get("/sessions/{session_id}/questions")
+    async def questions(session_id: str) -> Response:
+        session = runtime.sessions.get(session_id)
+        pending = () if session is None else session.pending
+        return JSONResponse([{"approval_id": q.approval_id, "session_id": q.session_id} for q in pending])
 
     @app.post("/sessions/{session_id}/decisions", status_code=204)
     async def decide(session_id: str, body: dict[str, Any]) -> Response:
         approval_id, choice, note = decision_of(body)
-        run = live.get(session_id)
-        if run is None:
-            return JSONResponse({"error": f"no live run in session {session_id!r}"}, status_code=404)
+        session = runtime.sessions.get(session_id)
+        if session is None:
+            return JSONResponse({"error": f"no session {session_id!r}"}, status_code=404)
         try:
-            run.decide(approval_id, choice, note)  # type: ignore[arg-type]
+            session.decide(approval_id, choice, note)  # type: ignore[arg-type]
         except ApprovalNotPending as refused:
             return JSONResponse({"error": str(refused)}, status_code=409)
         return Response(status_code=204)
@@ -240,6 +243,9 @@ async def test_two_people_on_the_web_each_answer_only_their_own_question() -> No
         alices, bobs = await _until_asked(alice), await _until_asked(bob)
         assert alices["toolCallId"] == bobs["toolCallId"] == SAME  # the protocol's tool call, as the model named it
         assert alices["approvalId"] != bobs["approvalId"]
+        for person, question in (("alice", alices), ("bob", bobs)):  # each session lists its own question only
+            listed = (await client.get(f"/sessions/{person}/questions")).json()
+            assert listed == [{"approval_id": question["approvalId"], "session_id": person}]
         # Bob's click on Alice's question, in his session: refused, and nothing of Alice's is named
         crossed = await client.post("/sessions/bob/decisions", json={"id": alices["approvalId"], "approved": True})
         assert crossed.status_code == 409 and bobs["approvalId"] in crossed.json()["error"]
@@ -250,5 +256,62 @@ async def test_two_people_on_the_web_each_answer_only_their_own_question() -> No
             )
             assert answered.status_code == 204, answered.text
         alice_saw, bob_saw = await _text(alice), await _text(bob)
+        assert (await client.get("/sessions/alice/questions")).json() == []
     assert opened == ["north"]
     assert alice_saw == "north is open" and bob_saw == ""
+
+
+def both_doors(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Asks to open two doors at once (parallel calls), then says what came back."""
+    returned = [str(part.content) for part in messages[-1].parts if isinstance(part, ToolReturnPart)]
+    if returned:
+        return ModelResponse(parts=[TextPart(" | ".join(returned))])
+    return ModelResponse(
+        parts=[
+            ToolCallPart("open_vault", {"door": "north"}, tool_call_id="a"),
+            ToolCallPart("open_vault", {"door": "south"}, tool_call_id="b"),
+        ]
+    )
+
+
+async def test_a_sessions_inbox_lists_its_open_questions_and_answers_them_from_another_task() -> None:
+    opened: list[str] = []
+    keeper = AgentEntry(Agent(FunctionModel(both_doors)), name="keeper", toolsets=["vault"])
+    async with Runtime(
+        None, entries=[keeper], toolsets={"vault": lambda: Vault(opened)}, policies={"vault": ToolPolicy(default="ask")}
+    ) as runtime:
+        alice, bob = await runtime.session("alice"), await runtime.session("bob")
+        assert alice.pending == ()
+        with pytest.raises(ApprovalNotPending, match=r"not pending in session 'alice' \(pending: none\)"):
+            alice.decide("apr_0000000000000000", "approve")
+
+        async def open_question() -> ApprovalRequest:
+            while not alice.pending:  # noqa: ASYNC110 (an inbox is looked at, not waited on)
+                await asyncio.sleep(0.01)
+            return alice.pending[0]
+
+        async def inbox() -> None:  # elsewhere in the process: nothing of the stream is in hand here
+            north = await open_question()  # the questions of one response are asked in order
+            assert (north.session_id, north.tool_call_id, north.args["door"]) == ("alice", "a", "north")
+            assert bob.pending == ()
+            with pytest.raises(ApprovalNotPending) as refused:  # Bob's session holds none of Alice's questions
+                bob.decide(north.approval_id, "approve")
+            assert refused.value.pending == () and north.approval_id not in str(refused.value).split("(pending:")[1]
+            alice.decide(north.approval_id, "approve")
+            with pytest.raises(ApprovalNotPending):  # answered already
+                alice.decide(north.approval_id, "deny")
+            south = await open_question()
+            assert (south.tool_call_id, south.args["door"]) == ("b", "south")
+            alice.decide(south.approval_id, "deny", "not that one")
+
+        async with asyncio.timeout(30), runtime.stream("keeper", "open up", session=alice, model_events=False) as run:
+            answering = asyncio.create_task(inbox())
+            events = [event async for event in run]  # the stream's holder only reads
+            await answering
+            result = await run.result()
+        assert len([event for event in events if isinstance(event, ApprovalRequested)]) == 2  # streamed too
+        assert alice.pending == ()
+        with pytest.raises(ApprovalNotPending):
+            alice.decide("apr_0000000000000000", "approve")
+    assert opened == ["north"]
+    assert result.output.startswith("north is open | ") and "not that one" in result.output

@@ -147,8 +147,8 @@ class ApprovalNotPending(LlmDoError):
         """The ids that are pending there."""
         waiting = ", ".join(pending) if pending else "none"
         super().__init__(
-            f"approval {approval_id!r} is not pending in {where} (pending: {waiting}); answer an id from an "
-            "ApprovalRequested event of this run's stream that has no ApprovalDecided yet"
+            f"approval {approval_id!r} is not pending in {where} (pending: {waiting}); answer an id listed in its "
+            "`pending`: an ApprovalRequested event of the run's stream that has no ApprovalDecided yet"
         )
 
 

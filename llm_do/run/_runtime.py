@@ -249,7 +249,7 @@ class Runtime:
         )
         if held is not None:
             try:
-                held.hold(task)
+                held.hold(task, live)
             except BaseException:
                 task.cancel()  # never started: nothing to tear down
                 raise
