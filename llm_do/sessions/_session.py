@@ -154,7 +154,7 @@ class Session:
 
     def decide(self, approval_id: str, choice: ApprovalChoice, note: str | None = None) -> None:
         """Answer the session's open question `approval_id` (`approve`, `approve_for_session` or `deny`; `note`
-        is shown to the model when denied), from anywhere in the process, as `LiveRun.decide` does. Raises
+        is shown to the model when denied), from any task of the runtime's event loop, as `LiveRun.decide` does. Raises
         `ApprovalNotPending`, which names only this session's open questions, for an id that is not one of
         them. Who may answer is the application's to check."""
         answerable = self._answerable
