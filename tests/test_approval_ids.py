@@ -5,6 +5,7 @@ sessions, live runs and a web app."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
@@ -213,8 +214,6 @@ def chat_app(runtime: Runtime) -> FastAPI:
 
 
 async def _chunks(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    import json
-
     async for line in response.aiter_lines():
         if line.startswith("data: ") and line != "data: [DONE]":
             yield json.loads(line.removeprefix("data: "))
