@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         Approval as Approval,
         ApprovalChoice as ApprovalChoice,
         ApprovalDenied as ApprovalDenied,
+        ApprovalNotPending as ApprovalNotPending,
         ApprovalRequest as ApprovalRequest,
         ApprovalUnavailable as ApprovalUnavailable,
         Approver as Approver,
@@ -84,7 +85,6 @@ if TYPE_CHECKING:
     )
     from .run import (
         AgentEntry as AgentEntry,
-        ApprovalNotPending as ApprovalNotPending,
         CallScope as CallScope,
         Entry as Entry,
         FunctionEntry as FunctionEntry,
@@ -127,6 +127,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Approval",
         "ApprovalChoice",
         "ApprovalDenied",
+        "ApprovalNotPending",
         "ApprovalRequest",
         "ApprovalUnavailable",
         "Approver",
@@ -194,7 +195,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "run": (
         "AgentEntry",
-        "ApprovalNotPending",
         "CallScope",
         "Entry",
         "FunctionEntry",

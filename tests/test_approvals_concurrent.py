@@ -1,6 +1,6 @@
 """Approvals never wait for each other: questions of different runs are asked at once, "approve for
 session" never crosses from one person's session to another's, an answer that never comes denies the
-call, and each question has a stable id tied to its tool call."""
+call, and each question has an id of its own, and names its tool call."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def fixed_ids(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResp
     return ModelResponse(parts=[TextPart("done")])
 
 
-async def test_each_question_has_a_stable_id_and_names_its_tool_call_and_call() -> None:
+async def test_each_question_has_an_id_of_its_own_and_names_its_tool_call_and_call() -> None:
     asked: list[ApprovalRequest] = []
 
     def approver(request: ApprovalRequest) -> str:
@@ -186,12 +186,13 @@ async def test_each_question_has_a_stable_id_and_names_its_tool_call_and_call() 
         approver=approver,
     ) as runtime:
         await runtime.run("boss", "boss")
-        await runtime.run("boss", "boss")  # the same calls again: the same questions
+        await runtime.run("boss", "boss")  # the same calls again, in another run: other questions
         await runtime.run("worker", "worker")  # the same tool call id, elsewhere in the call tree
     first, again, elsewhere = asked
     assert (first.call_id, first.tool_call_id, first.chain) == ("call_2", "t1", ("boss", "worker"))
     assert re.fullmatch(r"apr_[0-9a-f]{16}", first.approval_id)
-    assert again.approval_id == first.approval_id
+    assert (again.call_id, again.tool_call_id, again.chain) == (first.call_id, first.tool_call_id, first.chain)
+    assert again.approval_id != first.approval_id
     assert (elsewhere.call_id, elsewhere.tool_call_id) == ("call_1", "t1")
     assert elsewhere.approval_id != first.approval_id
 

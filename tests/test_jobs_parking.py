@@ -87,7 +87,10 @@ async def test_a_parked_job_frees_its_worker_and_an_approval_resumes_it_paying_o
     try:
         job_id = await queue.defer("payer", ask(notes, 25))
         pending = await parked(queue, job_id)
-        assert (pending.call_path, pending.toolset, pending.tool) == ("payer", "till", "pay")
+        assert (pending.chain, pending.toolset, pending.tool) == (("payer",), "till", "pay")
+        assert pending.call_id == "call_1" and pending.tool_call_id  # as a live run's ApprovalRequest names it
+        with pytest.deprecated_call(match="use PendingApproval.chain"):
+            assert pending.call_path == "payer"  # the old name, kept
         assert pending.args == {"notes": str(notes), "amount": 25}
         assert pending.approval_id.startswith("apr_") and pending.reason
         assert [record.id for record in await queue.list("awaiting_approval")] == [job_id]
@@ -387,7 +390,7 @@ async def test_an_approval_asked_at_depth_2_parks_and_the_whole_tree_replays(
     try:
         job_id = await queue.defer("chief", ask(notes, 7))
         pending = await parked(queue, job_id)
-        assert (pending.call_path, pending.tool) == ("chief/middle/payer", "pay")
+        assert (pending.chain, pending.tool) == (("chief", "middle", "payer"), "pay")
         await queue.decide(job_id, pending.approval_id, "approve")
         record = await finished(queue, job_id)
     finally:
@@ -416,7 +419,7 @@ async def test_a_tool_that_catches_the_parking_does_not_keep_the_job_from_parkin
     try:
         job_id = await queue.defer("careful", ask(notes, 5))
         pending = await parked(queue, job_id)
-        assert (pending.call_path, pending.tool) == ("careful/payer", "pay")
+        assert (pending.chain, pending.tool) == (("careful", "payer"), "pay")
         assert (await queue.get(job_id)).outcome is None  # the parked run stored no result
         assert await queue.decide(job_id, pending.approval_id, "approve") is True
         record = await finished(queue, job_id)
@@ -445,7 +448,7 @@ async def test_parallel_calls_that_both_ask_resume_once_each_is_decided(
         while len(decided) < 2:
             await parked_on_any(queue, job_id)
             questions = await queue.pending(job_id)
-            assert questions and all(question.call_path == "pair/payer" for question in questions)
+            assert questions and all(question.chain == ("pair", "payer") for question in questions)
             for number, question in enumerate(questions, 1):
                 assert question.approval_id not in decided
                 resumed = await queue.decide(job_id, question.approval_id, "approve")
@@ -487,6 +490,24 @@ async def test_a_decision_never_applies_to_a_question_asked_again_with_other_arg
     assert paid(notes) == []
 
 
+async def test_two_jobs_whose_models_give_the_same_tool_call_id_park_on_questions_of_their_own(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """Two drifty jobs pay under the same fixed tool call id: their questions' ids differ, and one job's id
+    decides nothing of the other's."""
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=2)
+    try:
+        jobs = [await queue.defer("drifty", ask(tmp_path / f"notes{n}")) for n in (1, 2)]
+        first, second = [await parked(queue, job_id) for job_id in jobs]
+        assert first.tool_call_id == second.tool_call_id == "pay-once"
+        assert first.approval_id != second.approval_id
+        with pytest.raises(DecisionRefused, match=f"job {jobs[1]} has no approval '{first.approval_id}'"):
+            await queue.decide(jobs[1], first.approval_id, "approve")
+        assert [await queue.cancel(job_id) for job_id in jobs] == [True, True]
+    finally:
+        assert worker.stop() == 0, worker.output()
+
+
 async def test_a_decision_never_sends_a_file_that_changed_since_the_question(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
@@ -499,7 +520,7 @@ async def test_a_decision_never_sends_a_file_that_changed_since_the_question(
     try:
         job_id = await queue.defer("hander", json.dumps({"notes": str(notes), "file": "doc.txt"}))
         first = await parked(queue, job_id)
-        assert (first.call_path, first.toolset, first.args["attachments"]) == ("hander", "reviewer", ["doc.txt"])
+        assert (first.chain, first.toolset, first.args["attachments"]) == (("hander",), "reviewer", ["doc.txt"])
         doc.write_text("other\n")
         assert await queue.decide(job_id, first.approval_id, "approve") is True
 

@@ -200,7 +200,8 @@ async def test_a_parked_job_is_listed_and_decided_through_the_service(
 
             await eventually(parked, "the job is parked")
             [question] = (await client.get(f"/jobs/{job_id}/approvals")).json()
-            assert (question["call_path"], question["tool"], question["args"]["amount"]) == ("payer", "pay", 5)
+            assert (question["chain"], question["tool"], question["args"]["amount"]) == (["payer"], "pay", 5)
+            assert question["call_id"] == "call_1" and question["tool_call_id"]
             assert question["attachments"] == []  # the payment hands over no files
             url_of = f"/jobs/{job_id}/approvals/{question['approval_id']}"
             unknown = await client.post(f"/jobs/{job_id}/approvals/apr_nope", json={"choice": "approve"})

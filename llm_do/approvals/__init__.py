@@ -37,13 +37,17 @@ if TYPE_CHECKING:
         Approval as Approval,
         ApprovalChoice as ApprovalChoice,
         ApprovalDenied as ApprovalDenied,
+        ApprovalNotPending as ApprovalNotPending,
         ApprovalRequest as ApprovalRequest,
         ApprovalUnavailable as ApprovalUnavailable,
         Approver as Approver,
         approval_id as approval_id,
+        approval_space as approval_space,
         ask_approver as ask_approver,
         ask_within as ask_within,
         check_approver as check_approver,
+        own_approval_ids as own_approval_ids,
+        stable_approval_ids as stable_approval_ids,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -70,14 +74,18 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Approval",
         "ApprovalChoice",
         "ApprovalDenied",
+        "ApprovalNotPending",
         "ApprovalRequest",
         "ApprovalUnavailable",
         "Approver",
         "CHOICES",
         "approval_id",
+        "approval_space",
         "ask_approver",
         "ask_within",
         "check_approver",
+        "own_approval_ids",
+        "stable_approval_ids",
     ),
 }
 """Each private module of the room, and the names it gives the other rooms."""

@@ -7,7 +7,10 @@ import asyncio
 import hashlib
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import secrets
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
@@ -21,14 +24,18 @@ __all__ = [
     "Approval",
     "ApprovalChoice",
     "ApprovalDenied",
+    "ApprovalNotPending",
     "ApprovalRequest",
     "ApprovalUnavailable",
     "Approver",
     "CHOICES",
     "approval_id",
+    "approval_space",
     "ask_approver",
     "ask_within",
     "check_approver",
+    "own_approval_ids",
+    "stable_approval_ids",
 ]
 
 
@@ -56,8 +63,10 @@ class ApprovalRequest:
     description: str
     """One human-readable line describing the call, for a prompt or a log."""
     approval_id: str
-    """A stable id of this question (`apr_...`): the same call at the same place of a run, replayed, gets
-    the same id. Answer a live run's question with it (`LiveRun.decide`)."""
+    """The id of this question (`apr_...`), unique across sessions, runs and jobs: two runs never share one,
+    even when their models give their tool calls the same ids (a replayed recording). A job's question keeps
+    its id when the job runs again, so its stored decision finds it. Answer a live run's question with it
+    (`LiveRun.decide`, `Session.decide`)."""
     call_id: str
     """The id of the llm-do call whose tool call this is (`CallRecord.id`)."""
     tool_call_id: str | None
@@ -65,6 +74,8 @@ class ApprovalRequest:
     call a user interface already shows; None for `CallScope.call_agent` from Python."""
     attachments: tuple[AttachmentInfo, ...] = ()
     """The files the call hands over: name, size, media type and digest (never their bytes)."""
+    session_id: str | None = None
+    """Whose question it is: the id of the session whose run asks; None for a run given no session."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +138,53 @@ Questions of different runs reach it at the same time: an approver that can ask 
 time serialises itself."""
 
 
-def approval_id(path: Sequence[tuple[str, str | None]], tool_call_id: str) -> str:
-    """The stable id of a question: from the call's path (each entry from the top-level call down, with
-    the parent's tool call that started it) and the tool call's id."""
-    text = json.dumps([list(path), tool_call_id], separators=(",", ":"), ensure_ascii=False)
+class ApprovalNotPending(LlmDoError):
+    """A decision named an approval that is not waiting for an answer there (`LiveRun.decide`, `Session.decide`)."""
+
+    def __init__(self, approval_id: str, pending: tuple[str, ...], where: str = "this run") -> None:
+        self.approval_id = approval_id
+        self.pending = pending
+        """The ids that are pending there."""
+        waiting = ", ".join(pending) if pending else "none"
+        super().__init__(
+            f"approval {approval_id!r} is not pending in {where} (pending: {waiting}); answer an id listed in its "
+            "`pending`: an ApprovalRequested event of the run's stream that has no ApprovalDecided yet"
+        )
+
+
+def approval_id(space: str, path: Sequence[tuple[str, str | None]], tool_call_id: str) -> str:
+    """The id of a question: from its run's id space (`approval_space`), the call's path (each entry from the
+    top-level call down, with the parent's tool call that started it) and the tool call's id."""
+    text = json.dumps([space, list(path), tool_call_id], separators=(",", ":"), ensure_ascii=False)
     return "apr_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_STABLE: ContextVar[str | None] = ContextVar("llm_do_stable_approval_ids", default=None)
+
+
+@contextmanager
+def stable_approval_ids(space: str) -> Iterator[None]:
+    """Runs started in the block take their questions' ids from `space` (a job's), not from a space of their
+    own: a run made again asks the same question with the same id, which a stored decision needs."""
+    token = _STABLE.set(space)
+    try:
+        yield
+    finally:
+        _STABLE.reset(token)
+
+
+def approval_space() -> str:
+    """The id space of a run starting now: the one `stable_approval_ids` gives, else a new random one, so that
+    no two runs (of any session, runtime or process) share a question id."""
+    stable = _STABLE.get()
+    return f"stable {stable}" if stable is not None else "run " + secrets.token_hex(16)
+
+
+def own_approval_ids() -> None:
+    """Runs started from the current context on (a tool's own runs, in its run's task) get id spaces of their
+    own, whatever `stable_approval_ids` gave the run that started them."""
+    if _STABLE.get() is not None:
+        _STABLE.set(None)
 
 
 def check_approver(approver: object) -> None:

@@ -14,7 +14,7 @@ import psycopg
 from procrastinate.exceptions import JobAborted
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..approvals import Approver
+from ..approvals import Approver, stable_approval_ids
 from ..files import Attachment, AttachmentError
 from ..models.journal import Journal
 from ..results import RunReport, RunResult, run_report
@@ -64,14 +64,18 @@ async def perform(
     journal: Journal | None = None
     try:
         handed = _attachments_of(job, attachments, runtime) if attachments else ()
+        # Each attempt asks the same questions with the same ids (a stored decision finds its question), which
+        # no other job's, session's or run's question has.
+        asking = stable_approval_ids(f"job {job.id}")
         if journals is None:
-            result = await runtime.run(
-                job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
-            )
+            with asking:
+                result = await runtime.run(
+                    job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
+                )
         else:
             journal = await journals.open(job.id, job.attempt)
             try:
-                with journals.installed(runtime, job.entry, journal):
+                with journals.installed(runtime, job.entry, journal), asking:
                     result = await runtime.run(
                         job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
                     )

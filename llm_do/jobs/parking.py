@@ -11,6 +11,7 @@ approver answers it with the stored decision without asking.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,6 +58,8 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
     job_id bigint NOT NULL,
     approval_id text NOT NULL,
     call_path text NOT NULL,
+    call_id text,
+    tool_call_id text,
     toolset text NOT NULL,
     tool text NOT NULL,
     args json NOT NULL,
@@ -72,12 +75,13 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
 """
 
 _PARK = """
-INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, attachments, reason,
-                              description)
-VALUES (%(queue)s, %(job_id)s, %(approval_id)s, %(call_path)s, %(toolset)s, %(tool)s, %(args)s, %(attachments)s,
-        %(reason)s, %(description)s)
+INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, call_id, tool_call_id, toolset, tool, args,
+                              attachments, reason, description)
+VALUES (%(queue)s, %(job_id)s, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_call_id)s, %(toolset)s, %(tool)s,
+        %(args)s, %(attachments)s, %(reason)s, %(description)s)
 ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
-    call_path = EXCLUDED.call_path, toolset = EXCLUDED.toolset, tool = EXCLUDED.tool, args = EXCLUDED.args,
+    call_path = EXCLUDED.call_path, call_id = EXCLUDED.call_id, tool_call_id = EXCLUDED.tool_call_id,
+    toolset = EXCLUDED.toolset, tool = EXCLUDED.tool, args = EXCLUDED.args,
     attachments = EXCLUDED.attachments, reason = EXCLUDED.reason, description = EXCLUDED.description, asked_at = now(),
     choice = NULL, note = NULL, decided_at = NULL
 """
@@ -91,7 +95,8 @@ SELECT approval_id, toolset, tool, args, attachments, choice, note FROM llm_do_a
 """
 
 _PENDING = """
-SELECT approval_id, call_path, toolset, tool, args, attachments, reason, description, asked_at FROM llm_do_approvals
+SELECT approval_id, call_path, call_id, tool_call_id, toolset, tool, args, attachments, reason, description, asked_at
+  FROM llm_do_approvals
  WHERE queue = %s AND job_id = %s AND choice IS NULL ORDER BY asked_at, approval_id
 """
 
@@ -135,8 +140,8 @@ class PendingApproval:
 
     job_id: int
     approval_id: str
-    call_path: str
-    """The entries from the job's top-level call down to the one that asks, joined by `/`."""
+    chain: tuple[str, ...]
+    """Entry names from the job's top-level call down to the one that asks (`ApprovalRequest.chain`)."""
     toolset: str
     tool: str
     args: Mapping[str, Any]
@@ -146,6 +151,23 @@ class PendingApproval:
     attachments: tuple[AttachmentInfo, ...] = ()
     """The files the call hands over, as the approver is shown them: name, media type, size and digest. A
     decision applies to these contents only: a run that reaches the question with other bytes asks again."""
+    call_id: str | None = None
+    """The id of the llm-do call that asks, in the run that parked (`ApprovalRequest.call_id`, `CallRecord.id`);
+    None for a question parked by an llm-do that did not store it."""
+    tool_call_id: str | None = None
+    """pydantic-ai's id of the tool call (`ApprovalRequest.tool_call_id`), which the journal replays; None for
+    `CallScope.call_agent` from Python, and for a question parked by an llm-do that did not store it."""
+
+    @property
+    def call_path(self) -> str:
+        """Deprecated: `"/".join(chain)`. Use `chain`, the name a live run's `ApprovalRequest` gives it."""
+        warnings.warn(
+            "PendingApproval.call_path is deprecated; use PendingApproval.chain (a tuple of entry names, as "
+            "ApprovalRequest.chain), '/'.join(chain) for the old string",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return "/".join(self.chain)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +212,8 @@ class Parking:
             "job_id": self.job_id,
             "approval_id": request.approval_id,
             "call_path": "/".join(request.chain),
+            "call_id": request.call_id,
+            "tool_call_id": request.tool_call_id,
             "toolset": request.toolset,
             "tool": request.tool,
             "args": Json(args),
@@ -235,6 +259,8 @@ def _attachments(request: ApprovalRequest) -> list[dict[str, Any]]:
 async def create_approvals_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
     await add_missing_column(conn, APPROVALS_TABLE, "attachments", "json NOT NULL DEFAULT '[]'")  # made before files
+    for column in ("call_id", "tool_call_id"):  # made before questions named their call
+        await add_missing_column(conn, APPROVALS_TABLE, column, "text")
     await store_json_as_text(conn, APPROVALS_TABLE, "args")
 
 
@@ -255,7 +281,8 @@ async def pending_approvals(pool: AsyncConnectionPool[Any], queue: str, job_id: 
     found: list[PendingApproval] = []
     for row in rows:
         attachments = tuple(AttachmentInfo(**info) for info in row.pop("attachments"))
-        found.append(PendingApproval(job_id=job_id, **row, attachments=attachments))
+        chain = tuple(row.pop("call_path").split("/"))  # entry names hold no `/`
+        found.append(PendingApproval(job_id=job_id, **row, chain=chain, attachments=attachments))
     return found
 
 

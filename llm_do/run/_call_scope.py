@@ -225,6 +225,17 @@ class CallScope(metaclass=NoPublicConstructor):
         """The "approve for session" answers this call's approvals may reuse: its session's."""
         return self._open_run().grants
 
+    @property
+    def session_id(self) -> str | None:
+        """The id of the session whose run this call is in; None for a run given no session."""
+        session = self._open_run().session
+        return None if session is None else session.id
+
+    @property
+    def approval_space(self) -> str:
+        """Where the ids of this run's questions come from (see `llm_do.approvals.approval_space`)."""
+        return self._open_run().approval_space
+
     def path(self) -> tuple[tuple[str, str | None], ...]:
         """Where this call is in its run: each entry from the top-level call down, with what started it in
         its parent (`step`). The same for the same call when a run is replayed; two calls of a run never share it."""

@@ -55,6 +55,10 @@ class GatedCall(Protocol):
     def approver(self) -> Approver | None: ...
     @property
     def grants(self) -> Grants: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def approval_space(self) -> str: ...
     def chain(self) -> tuple[str, ...]: ...
     def path(self) -> tuple[tuple[str, str | None], ...]: ...
     def check_depth(self, name: str) -> None: ...
@@ -224,10 +228,11 @@ class CallGate:
             args=MappingProxyType(dict(args)),
             reason=reason,
             description=description,
-            approval_id=approval_id(call.path(), facts.call_id),
+            approval_id=approval_id(call.approval_space, call.path(), facts.call_id),
             call_id=call.id,
             tool_call_id=facts.call_id if facts.tool_call else None,
             attachments=infos,
+            session_id=call.session_id,
         )
 
     def _next_direct(self) -> int:

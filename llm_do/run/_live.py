@@ -30,8 +30,7 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import AgentStreamEvent, FinalResultEvent, PartDeltaEvent, PartEndEvent, PartStartEvent
 from pydantic_ai.result import AgentStream
 
-from ..approvals import Approval, ApprovalChoice, ApprovalRequest, Approver, ask_approver
-from ..errors import LlmDoError
+from ..approvals import Approval, ApprovalChoice, ApprovalNotPending, ApprovalRequest, Approver, ask_approver
 from ..events import (
     AgentStarted,
     ApprovalDecided,
@@ -64,20 +63,6 @@ _STREAMED: frozenset[type[Event]] = frozenset(
 """llm-do's own events a live run passes on (the scopes' bookkeeping stays with tracing and leak checks)."""
 _DELTAS = (PartStartEvent, PartDeltaEvent, PartEndEvent, FinalResultEvent)
 """The events of a model response being streamed, which its `ResponseCompleted` sums up."""
-
-
-class ApprovalNotPending(LlmDoError):
-    """`LiveRun.decide` named an approval that is not waiting for an answer in that run."""
-
-    def __init__(self, approval_id: str, pending: tuple[str, ...]) -> None:
-        self.approval_id = approval_id
-        self.pending = pending
-        """The ids that are pending in the run."""
-        waiting = ", ".join(pending) if pending else "none"
-        super().__init__(
-            f"approval {approval_id!r} is not pending in this run (pending: {waiting}); answer an id from an "
-            "ApprovalRequested event of this run's stream that has no ApprovalDecided yet"
-        )
 
 
 class LiveRun:

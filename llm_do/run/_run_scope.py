@@ -16,7 +16,7 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from ..approvals import Approver, Grants
+from ..approvals import Approver, Grants, approval_space
 from ..di import ContainerParts, Resources, RuntimeConfig
 from ..errors import ScopeError
 from ..events import RunEnded, RunStarted
@@ -71,6 +71,7 @@ class RunScope(metaclass=NoPublicConstructor):
         "_globals",
         "_grants",
         "_state",
+        "approval_space",
         "approver",
         "box",
         "entry",
@@ -101,6 +102,8 @@ class RunScope(metaclass=NoPublicConstructor):
         """Who answers the run's approvals (the run's own, else its session's, else the runtime's)."""
         self.session = session
         """The session the run belongs to; None: the run is a session of its own."""
+        self.approval_space = approval_space()
+        """Where the ids of the run's questions come from: the run's own (or a job's, for all its runs)."""
         self._grants = None if session is None else session.grants
         self.entry = entry
         self.owner = ScopeOwner(

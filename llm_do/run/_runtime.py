@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from .. import tracing
-from ..approvals import Approver, ToolPolicy, Verdict, check_approver
+from ..approvals import Approver, ToolPolicy, Verdict, check_approver, own_approval_ids
 from ..di import Container, RuntimeConfig, ToolsetSource
 from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
@@ -130,7 +130,7 @@ class Runtime:
 
         `session_id` is the application's (a conversation id, a user id). A new session starts with
         the history the runtime's `history_store` has for that id. `approver`, when given, answers the
-        session's approvals (unless a run has its own). See docs/sessions.md.
+        session's approvals (unless a run has its own; a live run is its own approver). See docs/sessions.md.
         """
         return await self._sessions.open(session_id, approver)
 
@@ -198,7 +198,8 @@ class Runtime:
         `RunFailed` (see docs/streaming.md).
 
         The live run is the run's approver: `run.decide(approval_id, choice)` answers its questions
-        (`approver`, if given, is asked too, and the first answer wins). Leaving the block before the run
+        (`approver`, if given, is asked too, and the first answer wins; the session's and the runtime's
+        approvers are not asked). Leaving the block before the run
         ended cancels it; the block is left once its teardown is done. The arguments are `run`'s, and
         `model_events=False` streams llm-do's own events only: the agents' model requests are then not
         streamed (as in a plain run, which a model or server that cannot stream needs).
@@ -287,7 +288,7 @@ class Runtime:
         )
         if held is not None:
             try:
-                held.hold(task)
+                held.hold(task, live)
             except BaseException:
                 task.cancel()  # never started: nothing to tear down
                 raise
@@ -360,6 +361,7 @@ class Runtime:
     ) -> RunResult:
         if trace_parent is not None:  # this task's own context: nothing to restore
             otel_context.attach(tracing.extract_trace_context(trace_parent))
+        own_approval_ids()  # a tool's own runs ask questions of their own, even in a job's run
         session = run.session
         if session is not None:
             await session.refresh()  # the store's copy: another runtime on the store may have gone on since

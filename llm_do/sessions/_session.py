@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from ..approvals import Approver, Grants
+from ..approvals import ApprovalChoice, ApprovalNotPending, ApprovalRequest, Approver, Grants
 from ..errors import LlmDoError
 from ..scopes import (
     Box,
@@ -36,7 +36,7 @@ from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
 if TYPE_CHECKING:
     from ..results import RunResult
 
-__all__ = ["Session", "SessionBusy", "SessionError", "SessionHost", "SessionRuntime"]
+__all__ = ["Answerable", "Session", "SessionBusy", "SessionError", "SessionHost", "SessionRuntime"]
 
 
 class SessionError(LlmDoError):
@@ -53,6 +53,14 @@ class SessionBusy(SessionError):
             "message sent meanwhile was written without seeing the answer to the one before. Wait for "
             "the run in progress to end (or cancel it) and send the message again, or use another session."
         )
+
+
+class Answerable(Protocol):
+    """A run whose questions can be answered by id: a live run (`LiveRun`)."""
+
+    @property
+    def pending(self) -> tuple[ApprovalRequest, ...]: ...
+    def decide(self, approval_id: str, choice: ApprovalChoice, note: str | None = None) -> None: ...
 
 
 class SessionRuntime(Protocol):
@@ -92,7 +100,8 @@ class Session(metaclass=NoPublicConstructor):
     ) -> None:
         self.id = session_id
         self.approver = approver
-        """Answers this session's approvals, unless a run has its own; None: the runtime's approver."""
+        """Answers this session's approvals, unless a run has its own (a live run always does: it is its own
+        approver); None: the runtime's approver."""
         self.usage = RunUsage()
         """Usage summed over the session's runs."""
         self.history: list[ModelMessage] = []
@@ -113,6 +122,8 @@ class Session(metaclass=NoPublicConstructor):
         self._loaded = False
         self._loading = asyncio.Lock()
         self._running: asyncio.Future[Any] | None = None
+        self._answerable: Answerable | None = None
+        """The session's live run while it runs: its questions are the session's inbox."""
         self._closed = False
         self._closing: asyncio.Future[None] | None = None
         self._ended = asyncio.Event()
@@ -140,6 +151,29 @@ class Session(metaclass=NoPublicConstructor):
     def per_session(self) -> Mapping[str, Any]:
         """The session's per-session objects by provider (or toolset) name, while it is open."""
         return MappingProxyType(dict(self.owner.named))
+
+    # -- the inbox --------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> tuple[ApprovalRequest, ...]:
+        """The session's open questions, in the order they were asked: those of its live run
+        (`runtime.stream(..., session=...)`) that wait for an answer; none when no live run is in progress.
+        Questions of a run that is not live go to its approver, and are not listed."""
+        answerable = self._answerable
+        return () if answerable is None else answerable.pending
+
+    def decide(self, approval_id: str, choice: ApprovalChoice, note: str | None = None) -> None:
+        """Answer the session's open question `approval_id` (`approve`, `approve_for_session` or `deny`; `note`
+        is shown to the model when denied), from any task of the runtime's event loop, as `LiveRun.decide` does. Raises
+        `ApprovalNotPending`, which names only this session's open questions, for an id that is not one of
+        them. Who may answer is the application's to check."""
+        answerable = self._answerable
+        if answerable is None:
+            raise ApprovalNotPending(approval_id, (), f"session {self.id!r}")
+        try:
+            answerable.decide(approval_id, choice, note)
+        except ApprovalNotPending as refused:
+            raise ApprovalNotPending(approval_id, refused.pending, f"session {self.id!r}") from None
 
     async def run(self, entry: Any, input_data: Any, **options: Any) -> RunResult:
         """`runtime.run(entry, input_data, session=self, **options)`."""
@@ -191,12 +225,14 @@ class Session(metaclass=NoPublicConstructor):
             )
         return stored
 
-    def hold(self, holder: asyncio.Future[Any]) -> None:
-        """A run starts in this session (`holder` is its task); refuses when another run holds it."""
+    def hold(self, holder: asyncio.Future[Any], answerable: Answerable | None = None) -> None:
+        """A run starts in this session (`holder` is its task; `answerable`, its live run, if it is one);
+        refuses when another run holds it."""
         self._open_host()
         if self._running is not None:
             raise SessionBusy(self.id)
         self._running = holder
+        self._answerable = answerable
         holder.add_done_callback(self._let_go)  # a run cancelled before it started never releases it
         if self._timer is not None:
             self._timer.cancel()
@@ -209,6 +245,7 @@ class Session(metaclass=NoPublicConstructor):
     def release(self, usage: RunUsage | None) -> None:
         """The run that held the session ended: count its usage and start the idle clock again."""
         self._running = None
+        self._answerable = None
         if usage is not None:
             self.usage.incr(usage)
         if not self._closed:

@@ -245,7 +245,9 @@ def _add_job_endpoints(app: FastAPI, queue: JobQueue) -> None:
             [
                 {
                     "approval_id": item.approval_id,
-                    "call_path": item.call_path,
+                    "chain": list(item.chain),
+                    "call_id": item.call_id,
+                    "tool_call_id": item.tool_call_id,
                     "toolset": item.toolset,
                     "tool": item.tool,
                     "args": dict(item.args),
