@@ -13,12 +13,7 @@ from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._call_scope import (
-        MAX_MADE as MAX_MADE,
-        CallHost as CallHost,
         CallScope as CallScope,
-        Entry as Entry,
-        EntryPlan as EntryPlan,
-        ToolsetUse as ToolsetUse,
         current_scope as current_scope,
     )
     from ._entries import (
@@ -27,6 +22,12 @@ if TYPE_CHECKING:
         entry as entry,
         entry_toolset as entry_toolset,
         made_agent as made_agent,
+    )
+    from ._entry import (
+        CallHost as CallHost,
+        Entry as Entry,
+        EntryPlan as EntryPlan,
+        ToolsetUse as ToolsetUse,
     )
     from ._gate import (
         CallGate as CallGate,
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
         GuardedHandler as GuardedHandler,
         LiveRun as LiveRun,
         open_stream as open_stream,
+    )
+    from ._made import (
+        MAX_MADE as MAX_MADE,
+        make_agent as make_agent,
     )
     from ._plan import (
         GlobalScope as GlobalScope,
@@ -67,12 +72,7 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_call_scope": (
-        "CallHost",
         "CallScope",
-        "Entry",
-        "EntryPlan",
-        "MAX_MADE",
-        "ToolsetUse",
         "current_scope",
     ),
     "_entries": (
@@ -81,6 +81,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "entry",
         "entry_toolset",
         "made_agent",
+    ),
+    "_entry": (
+        "CallHost",
+        "Entry",
+        "EntryPlan",
+        "ToolsetUse",
     ),
     "_gate": (
         "CallGate",
@@ -97,6 +103,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "GuardedHandler",
         "LiveRun",
         "open_stream",
+    ),
+    "_made": (
+        "MAX_MADE",
+        "make_agent",
     ),
     "_plan": (
         "GlobalScope",

@@ -1,21 +1,18 @@
 """`CallScope`: one entry invocation, its toolsets, and the only surface for calling tools.
 
-Also the `Entry` protocol (what a call runs) and `CallHost` (what a call needs from the runtime
-that loaded it), so that this module depends on neither the entries nor the runtime.
+It knows entries and the runtime by their protocols (`_entry`: `Entry`, `CallHost`), so that it depends on
+neither.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextvars import Token
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from pydantic import BaseModel
 from pydantic_ai import RunContext
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities import AbstractCapability
@@ -24,88 +21,22 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._compat import current_run_context
-from ..approvals import Approvals, Approver, CallFacts, Grants
-from ..di import RuntimeConfig, ToolsetSpec
+from ..approvals import Approver, CallFacts, Grants
+from ..di import RuntimeConfig
 from ..errors import MaxDepthExceeded, ScopeError, ToolsetError, listing
 from ..events import CallEnded, CallStarted, CallTag
 from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of
 from ..scopes import CURRENT_SINK, NoPublicConstructor, Observer, Scope, ScopeOwner, Sink
 from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
+from ._entry import CallHost, Entry, EntryPlan, ToolsetUse
 from ._lending import Lending
+from ._made import make_agent
 from ._run_scope import RunScope
 from ._servers import start_servers
 from ._usage import usage_of
 
-__all__ = ["MAX_MADE", "CallHost", "CallScope", "Entry", "EntryPlan", "ToolsetUse", "current_scope"]
-
-MAX_MADE = 32
-"""The most agents one run may make (`CallScope.make_agent`)."""
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
-
-
-@runtime_checkable
-class Entry(Protocol):
-    """Something a `Runtime` can run: an agent or an orchestrating function."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def toolsets(self) -> tuple[str, ...]: ...
-    @property
-    def schema_in(self) -> type[BaseModel] | None: ...
-    @property
-    def description(self) -> str | None: ...
-
-    async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
-        """Handle one input inside `scope` and return the output."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ToolsetUse:
-    """One toolset name of an entry, resolved at load: its spec and the label teardown logs use."""
-
-    name: str
-    spec: ToolsetSpec
-    label: str
-    tools_known: bool = False
-    """Whether its tool names were known at load (and so checked there against the entry's others)."""
-    may_ask: bool | None = None
-    """Whether a call to it can need an approval (its policy, or a tool declared `requires_approval`);
-    None when only the built instance can tell."""
-
-
-@dataclass(frozen=True, slots=True)
-class EntryPlan:
-    """What a call of one entry does with its toolsets, worked out at load."""
-
-    uses: tuple[ToolsetUse, ...]
-    tools_checked: bool
-    """Whether every toolset's tool names were known at load, so duplicates were checked there."""
-    may_ask: bool | None
-    """Whether a call can need an approval; None when only the built toolsets can tell."""
-
-    @classmethod
-    def of(cls, uses: tuple[ToolsetUse, ...]) -> EntryPlan:
-        asks = [use.may_ask for use in uses]
-        may_ask = True if True in asks else None if None in asks else False
-        return cls(uses, all(use.tools_known for use in uses), may_ask)
-
-
-class CallHost(Protocol):
-    """What a call scope needs from the runtime that loaded its entry."""
-
-    @property
-    def config(self) -> RuntimeConfig: ...
-    @property
-    def approvals(self) -> Approvals: ...
-    @property
-    def entry_tools(self) -> frozenset[str]: ...
-    def entry(self, name: str) -> Entry: ...
-    @property
-    def entries(self) -> Mapping[str, Entry]: ...
-    def plan_of(self, entry_name: str) -> EntryPlan: ...
+__all__ = ["CallScope", "current_scope"]
 
 
 def current_scope() -> CallScope | None:
@@ -471,33 +402,15 @@ class CallScope(metaclass=NoPublicConstructor):
     ) -> Entry:
         """Make an agent that lives in this run: `call_agent(name, ...)` runs it from any call of the run.
 
-        It runs with the runtime's model (this entry's, when its agent has one) and `instructions`, and may use
-        only `toolsets` this call's entry has (each gated by its own approval policy, as for any call); its calls
-        are children like any entry's, under the depth limit. Nothing of it outlives the run. Raises
-        `ToolsetError` for a name already taken or not a valid tool name, or a toolset this entry does not have.
+        It runs with `instructions` on the model this call's agent run uses, and may use only `toolsets` this
+        call's entry has (each gated by its own approval policy, as for any call); its calls are children like
+        any entry's, under the depth limit. Nothing of it outlives the run. Raises `ToolsetError` for a name
+        already taken or not a valid tool name, or a toolset this entry does not have (see `MAX_MADE`).
         """
-        from ._entries import made_agent
-
         run = self._open_run()
-        made = run.made if run.made is not None else {}
-        if not _NAME.fullmatch(name):
-            raise ToolsetError(f"an agent's name must be letters, digits, '_' or '-' (at most 64), got {name!r}")
-        if name in made or name in self.host.entries:
-            raise ToolsetError(f"the name {name!r} is taken (an entry, or an agent made in this run): choose another")
-        if len(made) >= MAX_MADE:
-            raise ToolsetError(f"this run has made {MAX_MADE} agents, the most a run may make: call one of them")
         plan = self._plan or self.host.plan_of(self.entry.name)
-        uses = {use.name: use for use in plan.uses}
-        refused = [toolset for toolset in toolsets if toolset not in uses]
-        if refused:
-            raise ToolsetError(
-                f"an agent made by {self.entry.name!r} may use only its toolsets ({listing(uses, ordered=False)}), "
-                f"not {listing(refused, ordered=False)}"
-            )
-        entry = made_agent(self.entry, name, instructions, toolsets, description)
-        made[name] = (entry, EntryPlan.of(tuple(uses[toolset] for toolset in dict.fromkeys(toolsets))))
-        run.made = made
-        return entry
+        run.made = run.made if run.made is not None else {}
+        return make_agent(self.host, self.entry, plan, run.made, name, instructions, toolsets, description)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """Call one of this scope's tools directly, validating `args` like a model's call.

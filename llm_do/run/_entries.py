@@ -18,7 +18,8 @@ from ..errors import ToolsetError
 from ..events import AgentStarted, CallWarning
 from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
 from ..guards import GuardedModel, ModelGuard, ModelRules
-from ._call_scope import CallScope, Entry
+from ._call_scope import CallScope
+from ._entry import Entry
 
 __all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset", "made_agent"]
 

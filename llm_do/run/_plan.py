@@ -8,7 +8,7 @@ adopt and the container's resources, released when the runtime closes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,8 +21,8 @@ from ..errors import ConfigurationError, listing
 from ..results import RunState
 from ..scopes import Scope, ScopeOwner, Sink, built
 from ..toolkit import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
-from ._call_scope import Entry, EntryPlan, ToolsetUse
-from ._entries import entry_toolset
+from ._entries import entry_toolset, made_agent
+from ._entry import Entry, EntryPlan, ToolsetUse
 from ._servers import owning
 
 __all__ = ["GlobalScope", "Plan"]
@@ -170,6 +170,12 @@ class Plan:
     def plan_of(self, entry_name: str) -> EntryPlan:
         """What a call of the entry does with its toolsets, resolved at load."""
         return self._plans[entry_name]
+
+    def made_entry(
+        self, creator: Entry, name: str, instructions: str, toolsets: Sequence[str], description: str | None
+    ) -> Entry:
+        """The entry of an agent a call of `creator` makes (see `CallScope.make_agent`)."""
+        return made_agent(creator, name, instructions, toolsets, description)
 
     # -- runs --------------------------------------------------------------------
 

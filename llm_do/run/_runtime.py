@@ -25,7 +25,8 @@ from ..results import RunResult, attach_report, finished_report
 from ..scopes import Observer, Sink, current_box, trackers, wait_out
 from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError, SessionRegistry
 from ..tracing.observer import TracingObserver
-from ._call_scope import CallScope, Entry
+from ._call_scope import CallScope
+from ._entry import Entry
 from ._live import GuardedHandler, LiveRun, open_stream
 from ._plan import GlobalScope, Plan
 from ._run_scope import RunScope
