@@ -9,8 +9,10 @@ from dependency_injector import providers
 from llm_do import reveal
 from llm_do.toolsets import (
     DynamicAgents,
+    FileOpsShell,
     FilesystemToolset,
     ReadOnlyFilesystemToolset,
+    ReadOnlyShell,
     ShellToolset,
     SqlToolset,
     open_database,
@@ -60,6 +62,15 @@ class BuiltinToolsets(AgentContainer):
         root=AgentContainer.config.project_root,
         allow=AgentContainer.config.shell_allow,
         timeout=AgentContainer.config.shell_timeout,
+    )
+
+    # presets of the shell, asked for by name: one to look around (runs without asking, denies what writes), one
+    # that also makes, copies and moves files (copies and moves ask); paths stay relative, in the project
+    shell_readonly = providers.Factory(
+        ReadOnlyShell, root=AgentContainer.config.project_root, timeout=AgentContainer.config.shell_timeout
+    )
+    shell_file_ops = providers.Factory(
+        FileOpsShell, root=AgentContainer.config.project_root, timeout=AgentContainer.config.shell_timeout
     )
 
     # dynamic_agents: a model makes an agent for its run (instructions, some of its own toolsets) and calls it

@@ -4,7 +4,8 @@ from .builtins import BuiltinToolsets
 
 
 class ProjectContainer(BuiltinToolsets):
-    """The built-in toolsets (sql, filesystem, filesystem_readonly, shell, dynamic_agents), rooted at the project.
+    """The built-in toolsets (sql, filesystem, filesystem_readonly, shell and its presets, dynamic_agents), rooted
+    at the project.
 
     A project that needs its own providers defines a subclass of `BuiltinToolsets` (to keep the
     built-ins) or of `AgentContainer` in one of its modules; see docs/projects.md.

@@ -19,6 +19,7 @@ from .database import (
 from .dynamic_agents import DynamicAgents
 from .filesystem import FilesystemToolset, ReadOnlyFilesystemToolset
 from .shell import DEFAULT_PATH, AllowSpec, CommandResult, ShellRule, ShellToolset
+from .shell_presets import FileOpsShell, ReadOnlyShell
 from .sql import SqlToolset, Transaction
 
 __all__ = [
@@ -35,11 +36,13 @@ __all__ = [
     "Database",
     "DynamicAgents",
     "DatabaseUnavailable",
+    "FileOpsShell",
     "FilesystemSettings",
     "FilesystemToolset",
     "Param",
     "PathRefused",
     "PoolStats",
+    "ReadOnlyShell",
     "ReadOnlyFilesystemToolset",
     "Rows",
     "SqlError",
