@@ -32,7 +32,7 @@ PUBLIC = {
     "llm_do.jobs": """DecisionRefused FINAL_STATUSES InvalidJobRequest JobEntry JobInfo JobNotFound JobQueue JobRecord
         JobSettings JobStatus PendingApproval RetryStrategy RunParked RuntimeFactory WorkerOptions WorkerShutdown
         current_job expire_approvals recover_stalled_jobs remove_old_journals run_worker""",
-    "llm_do.web": "RunStopped SSE_HEADERS decision_of sse_response vercel_chunks vercel_sse",
+    "llm_do.web": "RunStopped SSE_HEADERS decision_of questions_end_on_signal sse_response vercel_chunks vercel_sse",
     "containers": "AgentContainer BuiltinToolsets",
 }
 

@@ -4,6 +4,7 @@ one process, its approval answered through the other; who may answer; a conversa
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import httpx
 import pytest
 
 from .postgres import PostgresServer
-from .web_processes import chat_processes, chunks, fresh_database
+from .web_processes import PROCESSES, chat_processes, chunks, fresh_database
 
 
 @pytest.fixture
@@ -94,6 +95,40 @@ async def test_a_decision_posted_to_another_process_reaches_the_run(two_processe
             again = [chunk async for chunk in chunks(sse)]
         text = "".join(chunk["delta"] for chunk in again if chunk["type"] == "text-delta")
         assert text.startswith("In this conversation you made 1 transfer(s): moved 10 from A to B")
+
+
+@pytest.mark.long
+async def test_a_process_told_to_stop_mid_question_tells_the_person_and_exits(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, two, _ = two_processes
+    alice = {"x-user": "alice"}
+    async with httpx.AsyncClient(base_url=one, timeout=30) as streaming, httpx.AsyncClient(base_url=two) as other:
+        session = await _session(streaming, "alice")
+        seen: list[dict[str, Any]] = []
+        message = {"text": "move 10 from A to B"}
+        async with streaming.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                seen.append(chunk)
+                if chunk["type"] == "tool-approval-request":
+                    approval = chunk["approvalId"]
+                    PROCESSES[one].send_signal(signal.SIGTERM)  # a deploy, while Alice has a question open
+                    stopping = asyncio.get_running_loop().time()
+        exited = await asyncio.wait_for(PROCESSES[one].wait(), 20)
+        took = asyncio.get_running_loop().time() - stopping
+        kinds = [chunk["type"] for chunk in seen]
+        assert kinds[0] == "start" and kinds[-1] == "finish"  # a whole stream, not a cut one
+        decided = [
+            chunk["data"] for chunk in seen if chunk["type"] == "data-llm-do-approval" and chunk["id"] == approval
+        ]
+        assert decided[-1]["state"] == "denied"
+        assert "restarting" in decided[-1]["why"]
+        assert exited in (0, -signal.SIGTERM) and took < 15  # uvicorn raises the signal again once it has shut down
+        assert (await other.get("/accounts")).json() == {"A": 100, "B": 0}  # nothing half-done
+        late = await other.post(
+            f"/chat/sessions/{session}/decisions", json={"approval_id": approval, "choice": "approve"}, headers=alice
+        )
+        assert late.status_code == 404  # no process holds a run waiting on it
 
 
 @pytest.mark.long

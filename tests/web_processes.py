@@ -16,6 +16,8 @@ import asyncpg
 import httpx
 
 SERVICE = Path(__file__).resolve().parents[1] / "examples" / "service"
+PROCESSES: dict[str, asyncio.subprocess.Process] = {}
+"""The uvicorn process serving each base URL, while it runs (a test may signal it)."""
 
 
 def free_port() -> int:
@@ -47,8 +49,12 @@ async def chat_processes(dsn: str, count: int, **env: str) -> AsyncIterator[list
         async with asyncio.TaskGroup() as starting:
             for process, port in zip(processes, ports, strict=True):
                 starting.create_task(_answering(process, port))
-        yield [f"http://127.0.0.1:{port}" for port in ports]
+        urls = [f"http://127.0.0.1:{port}" for port in ports]
+        PROCESSES.update(zip(urls, processes, strict=True))
+        yield urls
     finally:
+        for port in ports:
+            PROCESSES.pop(f"http://127.0.0.1:{port}", None)
         async with asyncio.TaskGroup() as stopping:
             for process in processes:
                 stopping.create_task(_stop(process))

@@ -122,6 +122,19 @@ class Approvals:
         """The runtime's approver: asked when neither the run nor its session has one."""
         self.timeout = timeout
         """Seconds an approver may take to answer before the call is denied."""
+        self.stopped: str | None = None
+        """Why questions are no longer asked (`stop_asking`); None while they are."""
+        self._asking: set[Callable[[], None]] = set()
+        """The deadlines of the questions waiting for an answer."""
+
+    def stop_asking(self, reason: str) -> int:
+        """Deny every question waiting for an answer now, and every later one at once, with `reason` (which the
+        model reads, as for any denial): a process about to stop. How many were waiting."""
+        self.stopped = reason
+        waiting = list(self._asking)
+        for deadline in waiting:
+            deadline()
+        return len(waiting)
 
     def may_gate(self, toolset: str) -> bool:
         """Whether the policy of a toolset name can ask or deny a call."""
@@ -201,6 +214,8 @@ class Approvals:
             return None
         if self.mode == "reject_all":
             return f"it needs approval ({verdict.reason}) and approval_mode is 'reject_all'"
+        if self.stopped is not None:
+            return f"no one can answer it now: {self.stopped}"
         if approver is None:
             raise ApprovalUnavailable(request)
         key = session_key(request.toolset, request.tool, request.args, request.attachments)
@@ -215,12 +230,14 @@ class Approvals:
         mine = pending[key] = asyncio.get_running_loop().create_future()
         answer: Approval | None = None
         try:
-            answer = await ask_within(approver, request, self.timeout)
+            answer = await ask_within(approver, request, self.timeout, self._asking)
             if answer is not None and answer.choice == "approve_for_session":
                 grants.granted.add(key)
         finally:
             del pending[key]
             mine.set_result(answer)
+        if answer is None and self.stopped is not None:
+            return f"no one can answer it now: {self.stopped}"
         if answer is None:
             return f"no answer came within {self.timeout:g}s (LLM_DO_APPROVAL_TIMEOUT)"
         if answer.choice == "deny":

@@ -193,8 +193,11 @@ def check_approver(approver: object) -> None:
         raise ConfigurationError(f"approver must be a callable taking an ApprovalRequest, got {approver!r}")
 
 
-async def ask_within(approver: Approver, request: ApprovalRequest, seconds: float) -> Approval | None:
-    """The approver's answer, or None when it gave none within `seconds` (it is then cancelled).
+async def ask_within(
+    approver: Approver, request: ApprovalRequest, seconds: float, asking: set[Any] | None = None
+) -> Approval | None:
+    """The approver's answer, or None when it gave none within `seconds` (it is then cancelled), or before one of
+    `asking`'s deadlines was called (each is the deadline of a question still waiting).
 
     The approver is awaited in the asking task, so its answer reaches the call without a turn of
     the event loop in between; the deadline cancels that task, as `asyncio.timeout` does, and is
@@ -205,6 +208,8 @@ async def ask_within(approver: Approver, request: ApprovalRequest, seconds: floa
     cancelling = task.cancelling()
     deadline = _Deadline(task)
     timer = system_timer(seconds, deadline)
+    if asking is not None:  # where whoever stops asking (a shutdown) finds this deadline, to end it now
+        asking.add(deadline)
     try:
         answer = await ask_approver(approver, request)
     except (Exception, asyncio.CancelledError):
@@ -213,6 +218,8 @@ async def ask_within(approver: Approver, request: ApprovalRequest, seconds: floa
         raise  # its own error, or a cancellation from outside (which wins over the deadline)
     finally:
         timer.cancel()
+        if asking is not None:
+            asking.discard(deadline)
     if deadline.expired:  # it answered although its time was up (it caught the cancellation)
         if task.uncancel() > cancelling:
             raise asyncio.CancelledError  # the task was cancelled from outside too

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
@@ -23,8 +24,12 @@ __all__ = ["handling"]
 
 
 @contextlib.contextmanager
-def handling(signums: Iterable[int], callback: Callable[[int], object]) -> Iterator[list[int]]:
-    """Call `callback(signum)` on the running loop when one of `signums` arrives, while in the block.
+def handling(
+    signums: Iterable[int], callback: Callable[[int], object], *, then_former: bool = False
+) -> Iterator[list[int]]:
+    """Call `callback(signum)` on the running loop when one of `signums` arrives, while in the block;
+    `then_former`: then the handler that was there before, if it was a Python function (a server's own, say
+    uvicorn's graceful shutdown).
 
     Yields the signals handled: not those the process ignores, and none where the loop cannot
     handle signals (a thread other than the main one). On exit every signal gets back its former
@@ -36,8 +41,11 @@ def handling(signums: Iterable[int], callback: Callable[[int], object]) -> Itera
         before = signal.getsignal(signum)
         if before == signal.SIG_IGN:
             continue
+        handler = callback
+        if then_former and callable(before):
+            handler = functools.partial(_both, callback, before)
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, say
-            loop.add_signal_handler(signum, callback, int(signum))
+            loop.add_signal_handler(signum, handler, int(signum))
             former[signum] = before
     try:
         yield list(former)
@@ -46,3 +54,10 @@ def handling(signums: Iterable[int], callback: Callable[[int], object]) -> Itera
             loop.remove_signal_handler(signum)
             if before is not None:  # None: a handler not set from Python, which cannot be put back
                 signal.signal(signum, before)
+
+
+def _both(callback: Callable[[int], object], before: Callable[[int, FrameType | None], Any], signum: int) -> None:
+    try:
+        callback(signum)
+    finally:
+        before(signum, None)

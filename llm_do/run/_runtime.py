@@ -396,6 +396,13 @@ class Runtime:
 
     # -- closing ---------------------------------------------------------------
 
+    def stop_asking(self, reason: str = "the service is restarting; ask again in a moment") -> int:
+        """Deny every question of this runtime's runs that waits for a person, and every later one at once, with
+        `reason` (the model reads it, as any denial, and a live stream shows each question answered): call it
+        when the process is told to stop (`SIGTERM`), so that its runs end instead of waiting for answers that
+        cannot come. How many questions were waiting. Runs go on otherwise; close the runtime as usual."""
+        return self._plan.approvals.stop_asking(reason)
+
     async def aclose(self) -> None:
         """Refuse new runs, wait for the runs in flight, then tear down globals and resources.
 

@@ -2,9 +2,20 @@
 between web processes through PostgreSQL (`llm_do.web.relay`, which needs the `postgres` extra when
 a relay opens). See docs/streaming.md.
 
-May import: errors, approvals, results, events.
+`questions_end_on_signal` ends the questions a web process's runs wait on when it is told to stop.
+
+May import: errors, approvals, results, events, process.
 """
 
+from .stopping import questions_end_on_signal
 from .vercel import SSE_HEADERS, RunStopped, decision_of, sse_response, vercel_chunks, vercel_sse
 
-__all__ = ["SSE_HEADERS", "RunStopped", "decision_of", "sse_response", "vercel_chunks", "vercel_sse"]
+__all__ = [
+    "SSE_HEADERS",
+    "RunStopped",
+    "decision_of",
+    "questions_end_on_signal",
+    "sse_response",
+    "vercel_chunks",
+    "vercel_sse",
+]

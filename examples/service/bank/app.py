@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from llm_do import PostgresHistoryStore, Runtime, run_report
+from llm_do.web import questions_end_on_signal
 from llm_do.web.relay import DecisionRelay
 
 from . import ledger
@@ -116,6 +117,9 @@ def create_app(
                 await chats.create_schema(history)
                 state["relay"] = await stack.enter_async_context(DecisionRelay(_dsn(bank)))
                 state["turns"] = await stack.enter_async_context(Turns(_dsn(bank)))
+                # told to stop (a deploy), the questions a run waits on are denied first, and the person told:
+                # the runs end and their streams close, instead of waiting for answers that cannot come
+                stack.enter_context(questions_end_on_signal(runtime.stop_asking))
             if queue is not None:
                 await stack.enter_async_context(queue)
                 await queue.apply_schema()
