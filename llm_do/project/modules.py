@@ -22,6 +22,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from ..di import ToolsetSpec
 from ..run import FunctionEntry
 from ..scopes import Scope
+from .earlier_api import earlier_api_problems
 from .problems import Problem
 
 __all__ = ["ProjectModules", "load_modules", "toolset_name"]
@@ -105,13 +106,22 @@ def load_modules(root: Path, files: tuple[Path, ...]) -> ProjectModules:
     found = ProjectModules(root=root, package=package_name)
     for path in files:
         path = path.resolve()
+        earlier = earlier_api_problems(path)
+        found.problems.extend(earlier)
         try:
             module = found.modules.get(path) or found.import_file(path)
         except Exception as error:
-            found.problems.append(Problem(path, _error_line(error, path), _import_failed(error)))
+            if not (earlier and _earlier_import(error)):  # else the lines above say what to import instead
+                found.problems.append(Problem(path, _error_line(error, path), _import_failed(error)))
             continue
         _collect(found, module, path)
     return found
+
+
+def _earlier_import(error: Exception) -> bool:
+    """Whether `error` is an import of llm-do's that fails (an earlier API name or module)."""
+    name = getattr(error, "name", None) or ""
+    return isinstance(error, ImportError) and (name == "llm_do" or name.startswith("llm_do."))
 
 
 def toolset_name(cls: type) -> str:
