@@ -23,6 +23,7 @@ from ..project import Problem, Project, load_project
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import native_rows
+from ..project.strays import stray_problems
 from ..run import AgentEntry
 from . import signals
 from .failures import ERROR, OK, classify, problems_json
@@ -44,6 +45,8 @@ def check(args: argparse.Namespace) -> int:
         project, probes = _load(args)
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
         problems = server_problems(project, probes)
+        if project.layout is not None:
+            problems.extend(stray_problems(project.layout, project.entries))
         failed = [probe.name for probe in probes if probe.error is not None]
         if args.json:
             document: dict[str, Any] = {

@@ -22,6 +22,8 @@ EARLIER_API: dict[str, str] = {
     "CallContext": "llm_do.CallScope (a tool's ctx.deps; scope.call_agent and scope.call_tool call entries)",
     "CallScope": "llm_do.CallScope",
     "AgentArgs": _BASE_MODEL + " (no prompt_messages: the model reads the input as JSON)",
+    "WorkerArgs": _BASE_MODEL + " (no prompt_messages: the model reads the input as JSON)",
+    "WorkerInput": _BASE_MODEL,
     "PromptInput": _BASE_MODEL,
     "PromptContent": _BASE_MODEL,
     "PromptMessages": _BASE_MODEL,
