@@ -64,8 +64,8 @@ def _stray(path: Path, layout: ProjectLayout) -> Problem | None:
         path,
         1,
         f"looks like an agent file (its frontmatter has {', '.join(sorted(keys & _AGENT_KEYS))}) but llm-do reads "
-        f"agents from .worker (and .agent) files only; rename it to {path.stem.split('.')[0]}.worker, or move it out of the "
-        "project directory",
+        f"agents from .worker (and .agent) files only; rename it to {path.stem.split('.')[0]}.worker, "
+        "or move it out of the project directory",
     )
 
 
