@@ -13,9 +13,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..approvals import PolicySettings
 from ..guards import ModelLimits, SuspectOutput
+from .manifest import APPROVAL_MODES, json_line_of, read_manifest
 from .problems import Problem, ProjectError, raise_if_any
-
-APPROVAL_MODES = ("prompt", "approve_all", "reject_all")
 
 __all__ = ["CONFIG_FILE", "EARLIER_CONFIG_FILE", "ProjectLayout", "discover_project", "survey_project"]
 
@@ -118,9 +117,18 @@ def survey_project(path: Path | str) -> tuple[ProjectLayout, list[Problem]]:
     if config.is_file():
         layout = _from_config(root, config, problems)
     elif earlier.is_file():
-        from .manifest import read_manifest  # the earlier format, read only where there is one
-
-        layout = read_manifest(root, earlier, problems)
+        manifest = read_manifest(root, earlier, problems)
+        layout = ProjectLayout(
+            root,
+            manifest.worker_files,
+            manifest.module_files,
+            manifest.default_entry,
+            manifest.default_input,
+            earlier,
+            approval_mode=manifest.approval_mode,
+            max_depth=manifest.max_depth,
+            agent_approvals=manifest.agent_approvals,
+        )
     else:
         layout = _default(root)
     if worker is not None:
@@ -234,17 +242,6 @@ def _files(root: Path, config: Path, text: str, key: str, given: Any, problems: 
             problems.append(Problem(config, line, f"{key}: {pattern!r} matches no file under {root}; fix the pattern"))
         found.extend(path for path in matched if path not in found)
     return tuple(found)
-
-
-def json_line_of(text: str, key: str, after: int = 0) -> int | None:
-    """The line of the first `"key":` in a JSON text at or after line `after` (1-based), when there is one."""
-    start = 0
-    for _ in range(max(after - 1, 0)):
-        start = text.find("\n", start) + 1
-        if start == 0:
-            return None
-    match = re.compile(rf'"{re.escape(key)}"\s*:').search(text, start)
-    return None if match is None else text.count("\n", 0, match.start()) + 1
 
 
 def _line_of(text: str, key: str) -> int | None:

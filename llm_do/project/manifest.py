@@ -7,14 +7,33 @@ that names what replaces it (or says there is nothing).
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from ..approvals import PolicySettings
-from .layout import APPROVAL_MODES, CONFIG_FILE, ProjectLayout, json_line_of
+from ..approvals import ApprovalMode, PolicySettings
 from .problems import Problem
 
-__all__ = ["EARLIER_PROJECT_KEYS", "read_manifest"]
+__all__ = ["APPROVAL_MODES", "EARLIER_PROJECT_KEYS", "Manifest", "json_line_of", "read_manifest"]
+
+APPROVAL_MODES: tuple[str, ...] = get_args(ApprovalMode)
+CONFIG_FILE = "project.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """What an earlier `project.json` says, in today's terms (`project.layout` makes it a `ProjectLayout`)."""
+
+    worker_files: tuple[Path, ...] = ()
+    module_files: tuple[Path, ...] = ()
+    default_entry: str | None = None
+    default_input: Any = None
+    approval_mode: str | None = None
+    max_depth: int | None = None
+    agent_approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
+
 
 EARLIER_PROJECT_KEYS: dict[str, str] = {
     "version": "dropped (1 is the only version there was)",
@@ -51,7 +70,18 @@ _RUNTIME = {
 _TOP = {"version", "runtime", "allow_cli_input", "entry", "generated_agents_dir", "agent_files", "worker_files"}
 
 
-def read_manifest(root: Path, path: Path, problems: list[Problem]) -> ProjectLayout:
+def json_line_of(text: str, key: str, after: int = 0) -> int | None:
+    """The line of the first `"key":` in a JSON text at or after line `after` (1-based), when there is one."""
+    start = 0
+    for _ in range(max(after - 1, 0)):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return None
+    match = re.compile(rf'"{re.escape(key)}"\s*:').search(text, start)
+    return None if match is None else text.count("\n", 0, match.start()) + 1
+
+
+def read_manifest(root: Path, path: Path, problems: list[Problem]) -> Manifest:
     """The layout `project.json` at `path` describes; what cannot be taken over goes to `problems`."""
     reader = _Reader(root, path, problems)
     return reader.layout()
@@ -70,8 +100,8 @@ class _Reader:
             line = json_line_of(self.text, key, line or 0) or line
         self.problems.append(Problem(self.path, line, message))
 
-    def layout(self) -> ProjectLayout:
-        empty = ProjectLayout(self.root, (), (), config_file=self.path)
+    def layout(self) -> Manifest:
+        empty = Manifest()
         try:
             self.text = self.path.read_text(encoding="utf-8-sig")
             values = json.loads(self.text)
@@ -109,13 +139,11 @@ class _Reader:
         entry, given_input = self.entry(values.get("entry", {}))
         workers = self.files("agent_files" if "agent_files" in values else "worker_files", values)
         modules = self.files("python_files", values)
-        return ProjectLayout(
-            self.root,
+        return Manifest(
             workers,
             modules,
             entry,
             given_input,
-            self.path,
             approval_mode=mode,
             max_depth=depth,
             agent_approvals=approvals,

@@ -24,8 +24,7 @@ import yaml
 from ..approvals import PolicySettings
 from .earlier import EARLIER_TOOLSETS, earlier_toolset_message
 from .earlier_api import earlier_api_problems
-from .layout import CONFIG_FILE, EARLIER_CONFIG_FILE, WORKER_SUFFIXES, ProjectLayout
-from .manifest import read_manifest
+from .layout import CONFIG_FILE, EARLIER_CONFIG_FILE, WORKER_SUFFIXES, ProjectLayout, survey_project
 from .native import NATIVE_TOOLS
 from .problems import Problem, ProjectError
 
@@ -78,7 +77,6 @@ def plan_migration(path: Path | str) -> Migration:
         raise ProjectError([Problem(given, None, "no such project directory; give the directory of project.json")])
     migration = Migration(root)
     earlier, config = root / EARLIER_CONFIG_FILE, root / CONFIG_FILE
-    manifest_problems: list[Problem] = []
     layout: ProjectLayout | None = None
     if earlier.is_file() and config.is_file():
         migration.untranslated.append(
@@ -90,7 +88,7 @@ def plan_migration(path: Path | str) -> Migration:
             )
         )
     elif earlier.is_file():
-        layout = read_manifest(root, earlier, manifest_problems)
+        layout, manifest_problems = survey_project(earlier)
         migration.untranslated.extend(manifest_problems)
     worker_files = list(layout.worker_files) if layout is not None else _worker_files(root)
     module_files = list(layout.module_files) if layout is not None else sorted(root.glob("*.py"))
