@@ -53,13 +53,15 @@ def test_run_takes_entry_and_input_from_project_json(tmp_path: Path) -> None:
     assert "polisher" in document["output"]
 
 
-def test_max_depth_of_project_json_bounds_the_run_and_the_flag_wins(tmp_path: Path) -> None:
+def test_max_depth_of_project_json_means_what_it_meant_and_the_flag_wins(tmp_path: Path) -> None:
     project = copy("greeter", tmp_path)
-    edit_manifest(project, max_depth=0)
+    edit_manifest(project, max_depth=1)  # earlier: the entry agent alone (it ran at depth 1), no agent below it
     done = llm_do("run", project, "--model", "test")
     assert done.returncode == 1
-    assert "max_depth=0" in done.stderr
+    assert "call depth 1 exceeds max_depth=0: main -> polisher" in done.stderr
     assert llm_do("run", project, "--model", "test", "--max-depth", "1").returncode == 0
+    edit_manifest(project, max_depth=2)  # earlier: main, and polisher below it
+    assert llm_do("run", project, "--model", "test").returncode == 0
 
 
 def test_agent_calls_require_approval_asks_before_an_agent_is_called(tmp_path: Path) -> None:
@@ -164,7 +166,7 @@ def test_migrate_dry_run_prints_a_diff_and_changes_nothing(tmp_path: Path) -> No
         '+entry = "main"',
         '+input = "sample_input.txt"',
         '+approval_mode = "approve_all"',
-        "+max_depth = 3",
+        "+max_depth = 2",  # one less: the earlier llm-do ran the entry agent at depth 1
         "--- a/project.json",
     ):
         assert f"\n{line}\n" in f"\n{done.stdout}", line

@@ -38,7 +38,7 @@ class Manifest:
 EARLIER_PROJECT_KEYS: dict[str, str] = {
     "version": "dropped (1 is the only version there was)",
     "runtime.approval_mode": "approval_mode",
-    "runtime.max_depth": "max_depth",
+    "runtime.max_depth": "max_depth, one less: the earlier llm-do ran the entry agent at depth 1, today at 0",
     "runtime.return_permission_errors": "dropped: a denied call is always returned to the model as its result",
     "runtime.auth_mode": "'oauth_off' is dropped; llm-do has no OAuth: set the provider's API key",
     "runtime.agent_calls_require_approval": "approvals: {AGENT: {default: ask}} in each worker that calls an agent",
@@ -163,9 +163,11 @@ class _Reader:
             )
             mode = None
         depth = runtime.get("max_depth")
-        if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 0):
-            self.problem(f"max_depth must be 0 or more, got {depth!r}", "runtime", "max_depth")
+        if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
+            self.problem(f"max_depth must be 1 or more, got {depth!r}", "runtime", "max_depth")
             depth = None
+        elif depth is not None:
+            depth -= 1  # the earlier llm-do ran the entry agent at depth 1, today at 0: the same nesting
         auth = runtime.get("auth_mode", "oauth_off")
         if auth != "oauth_off":
             self.problem(
