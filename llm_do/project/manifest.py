@@ -221,7 +221,8 @@ class _Reader:
             self.problem(
                 f"entry.function {function!r} names a plain Python function of the earlier API; today an entry "
                 "function is an async function decorated with llm_do.entry, taking (scope, input): decorate it, then "
-                'name it with entry = "NAME" in project.toml',
+                'name it with entry = "NAME" in project.toml; it ran at depth 0 as it does today, so give max_depth '
+                "its earlier number (it is read one less, for an entry agent)",
                 "entry",
                 "function",
             )
