@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -261,3 +263,43 @@ def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
     assert done.returncode == 1
     found = {(Path(p["file"]).name, p["line"]) for p in json.loads(done.stdout)["problems"]}
     assert {("project.toml", 2), ("broken.py", 1), ("also_broken.py", 2), ("main.worker", 2)} <= found
+
+
+def test_check_notes_a_project_file_that_approves_every_call_and_the_setting_wins(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    done = llm_do("check", project)
+    assert "note: project.json sets approval_mode approve_all" in done.stderr
+    assert json.loads(llm_do("check", project, "--json").stdout)["approval_mode"] == "approve_all"
+    edit_manifest(project, agent_calls_require_approval=True)
+    asked = llm_do("run", project, "--model", "test", env={"LLM_DO_APPROVAL_MODE": "prompt"})
+    assert asked.returncode == 2 and "pass --approve-all or --reject-all" in asked.stderr
+    assert "approval_mode" not in json.loads(
+        llm_do("check", project, "--json", env={"LLM_DO_APPROVAL_MODE": "prompt"}).stdout
+    )
+
+
+def test_a_migration_that_fails_while_writing_leaves_the_project_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llm_do.project import migrate
+
+    project = copy("greeter", tmp_path)
+    before = files(project)
+    plan = migrate.plan_migration(project)
+    assert len(plan.changes) == 4
+    written: list[str] = []
+    real = os.fdopen
+
+    def failing_fdopen(fd: int, mode: str, encoding: str) -> IO[str]:
+        if len(written) == 2:
+            raise OSError(28, "No space left on device")
+        written.append(mode)
+        return real(fd, mode, encoding=encoding)
+
+    monkeypatch.setattr(os, "fdopen", failing_fdopen)
+    with pytest.raises(OSError, match="No space left"):
+        migrate.apply_migration(plan)
+    assert files(project) == before  # no new file, no temporary file left, nothing removed
+    monkeypatch.undo()
+    migrate.apply_migration(plan)
+    assert sorted(files(project)) == ["main.worker", "polisher.worker", "project.toml"]

@@ -138,7 +138,12 @@ def apply_migration(migration: Migration) -> None:
                 continue
             handle, temporary = tempfile.mkstemp(dir=change.path.parent, prefix=f".{change.path.name}.", suffix=".tmp")
             staged.append((temporary, change.path))
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
+            try:
+                out = os.fdopen(handle, "w", encoding="utf-8")
+            except BaseException:
+                os.close(handle)
+                raise
+            with out:
                 out.write(change.new)
     except BaseException:
         for temporary, _ in staged:
