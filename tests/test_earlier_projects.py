@@ -112,7 +112,9 @@ def test_check_names_each_earlier_api_use_with_its_replacement(tmp_path: Path) -
     assert "llm_do.CallScope" in by_line[("tools.py", 5)]
     assert "llm_do.ToolPolicy" in by_line[("tools.py", 6)]
     assert "TOOLSETS" in by_line[("tools.py", 33)]
-    assert "unknown toolset 'calc_tools'" in by_line[("main.agent", 4)]  # the import did not hide the worker's
+    assert (
+        "unknown toolset 'calc_tools': tools.py could not be imported and may define it" in by_line[("main.agent", 4)]
+    )
 
 
 def test_migrate_lists_the_python_it_cannot_translate_then_the_fixed_project_runs(tmp_path: Path) -> None:
@@ -303,3 +305,20 @@ def test_a_migration_that_fails_while_writing_leaves_the_project_as_it_was(
     monkeypatch.undo()
     migrate.apply_migration(plan)
     assert sorted(files(project)) == ["main.worker", "polisher.worker", "project.toml"]
+
+
+def test_migrate_writes_entry_args_for_an_input_model_as_a_table(tmp_path: Path) -> None:
+    import tomllib
+
+    project = copy("greeter", tmp_path)
+    manifest = json.loads((project / "project.json").read_text())
+    manifest["entry"]["args"] = {"input": "Hi", "tone": 'warm "and" kind', "count": 2}
+    (project / "project.json").write_text(json.dumps(manifest))
+    assert llm_do("migrate", project, "--write").returncode == 0
+    written = tomllib.loads((project / "project.toml").read_text())
+    assert written["input"] == {"input": "Hi", "tone": 'warm "and" kind', "count": 2}
+    assert (written["entry"], written["workers"], written["modules"]) == (
+        "main",
+        ["main.worker", "polisher.worker"],
+        [],
+    )

@@ -369,6 +369,9 @@ class _Builder:
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 if name in modules.unbuildable:
                     hint = f"{modules.unbuildable[name]}. "
+                if not close and modules.failed:
+                    failed = ", ".join(path.name for path in modules.failed)
+                    hint = f"{failed} could not be imported and may define it (its problems are listed too); "
                 earlier = earlier_toolset_message(name)
                 if earlier is not None:
                     hint = f"{earlier}. "

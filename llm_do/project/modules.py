@@ -43,6 +43,8 @@ class ProjectModules:
     unbuildable: dict[str, str] = field(default_factory=dict)
     """Toolset classes that need arguments, so are not project toolsets (a container may use them): why."""
     problems: list[Problem] = field(default_factory=list)
+    failed: list[Path] = field(default_factory=list)
+    """Files that could not be imported (their toolsets and entries are unknown)."""
 
     def resolve(self, reference: str) -> Any:
         """The object a `module:Name` or `path.py:Name` reference names. Raises `LookupError` saying why.
@@ -111,6 +113,7 @@ def load_modules(root: Path, files: tuple[Path, ...]) -> ProjectModules:
         try:
             module = found.modules.get(path) or found.import_file(path)
         except Exception as error:
+            found.failed.append(path)
             if not (earlier and _earlier_import(error)):  # else the lines above say what to import instead
                 found.problems.append(Problem(path, _error_line(error, path), _import_failed(error)))
             continue
