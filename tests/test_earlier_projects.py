@@ -257,14 +257,20 @@ def test_check_reports_agent_files_it_leaves_out_or_does_not_understand(tmp_path
 
 
 def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
-    (tmp_path / "project.toml").write_text('entry = "main"\nworker = ["*.worker"]\n')
+    (tmp_path / "project.toml").write_text('entry = "mian"\nworker = ["*.worker"]\n')
     (tmp_path / "broken.py").write_text("import no_such_module_anywhere\n")
     (tmp_path / "also_broken.py").write_text("x = 1\nraise RuntimeError('at import')\n")
     (tmp_path / "main.worker").write_text("---\ntoolsets: [nope]\n---\nHi.\n")
     done = llm_do("check", tmp_path, "--json")
     assert done.returncode == 1
     found = {(Path(p["file"]).name, p["line"]) for p in json.loads(done.stdout)["problems"]}
-    assert {("project.toml", 2), ("broken.py", 1), ("also_broken.py", 2), ("main.worker", 2)} <= found
+    assert {
+        ("project.toml", 1),
+        ("project.toml", 2),
+        ("broken.py", 1),
+        ("also_broken.py", 2),
+        ("main.worker", 2),
+    } <= found
 
 
 def test_check_notes_a_project_file_that_approves_every_call_and_the_setting_wins(tmp_path: Path) -> None:

@@ -184,7 +184,8 @@ class _Builder:
         for spec in workers.values():
             self._worker(spec, known, modules, container, providers, fallback, settings, config)
         entries: dict[str, Entry] = {**self.agents, **{name: e for name, (e, _) in modules.entries.items()}}
-        default_entry = self._default_entry(entries)
+        declared = {*workers, *modules.entries, *(path.stem for path in self.layout.worker_files)}
+        default_entry = self._default_entry(entries, declared, modules.failed)
         if self.problems or config is None:
             self._raise()
         assert config is not None
@@ -540,11 +541,13 @@ class _Builder:
             return None
         return model
 
-    def _default_entry(self, entries: Mapping[str, Entry]) -> str | None:
+    def _default_entry(self, entries: Mapping[str, Entry], declared: set[str], failed: Sequence[Path]) -> str | None:
+        """The default entry; one the project file names that no worker file or module declares is a problem,
+        reported with the others (a worker with problems of its own still declares its name)."""
         name = self.layout.default_entry
         if name is None:
             return next(iter(entries)) if len(entries) == 1 else "main" if "main" in entries else None
-        if name not in entries and not self.problems:
+        if name not in declared:
             config = self.layout.config_file
             line = self.layout.line_of("entry")
             where = f"in {config.name}" if config is not None else "given"
@@ -553,7 +556,10 @@ class _Builder:
                     config or self.root,
                     line,
                     f"the default entry {name!r} {where} is not an entry of the project "
-                    f"(entries: {', '.join(entries) or 'none'}); fix the name",
+                    f"(entries: {', '.join(sorted(declared)) or 'none'}); fix the name"
+                    + (
+                        f", or {', '.join(path.name for path in failed)}, which could not be imported" if failed else ""
+                    ),
                 )
             )
         return name
