@@ -120,7 +120,11 @@ def plan_migration(path: Path | str) -> Migration:
         toml = _project_toml(root, layout, entries, renamed, worker_files, module_files, migration)
         migration.changes.append(Change(config, None, toml))
         migration.changes.append(Change(earlier, earlier.read_text(encoding="utf-8-sig"), None))
-    elif entries:
+    elif config.is_file() and renamed and ".agent" in config.read_text(encoding="utf-8-sig"):
+        migration.untranslated.append(
+            Problem(config, None, f"{CONFIG_FILE} names .agent files, which are renamed to .worker: write .worker")
+        )
+    if layout is None and entries:
         migration.untranslated.append(
             Problem(root / CONFIG_FILE, None, f'name the default entry in {CONFIG_FILE}: entry = "{entries[0]}"')
         )
