@@ -328,3 +328,16 @@ def test_migrate_writes_entry_args_for_an_input_model_as_a_table(tmp_path: Path)
         ["main.worker", "polisher.worker"],
         [],
     )
+
+
+def test_migrate_lists_instructions_that_name_the_earlier_filesystem_tools(tmp_path: Path) -> None:
+    project = copy("summarizer", tmp_path)
+    worker = project / "summarizer.worker"
+    worker.write_text(worker.read_text() + "Read the range with read_file, then\nlist_files if the path is a folder.\n")
+    done = llm_do("migrate", project)
+    assert done.returncode == 1
+    assert (
+        f"{worker}:9: the instructions name the earlier filesystem tools (list_files, read_file, first on this line)"
+        in done.stderr
+    )
+    assert "read_file is read_text" in done.stderr and "list_files is list_dir or glob" in done.stderr

@@ -254,8 +254,32 @@ def _worker_text(
     if approvals is not None and "approvals" not in values:
         out.append(_dump({"approvals": approvals}))
     body = text.splitlines(keepends=True)
+    problems.extend(_earlier_tool_names(file, body, closing))
     new = "".join([body[0], *out, *body[closing:]])
     return new, is_entry, problems
+
+
+_EARLIER_TOOLS = {"read_file": "read_text", "write_file": "write_text", "list_files": "list_dir or glob"}
+"""The earlier filesystem toolsets' tools and today's `filesystem` tools that do their work."""
+
+
+def _earlier_tool_names(file: Path, lines: list[str], closing: int) -> list[Problem]:
+    """A mention in the instructions of a tool of the earlier filesystem toolsets, which today's names differently."""
+    pattern = re.compile(rf"(?<![\w]){'|'.join(_EARLIER_TOOLS)}(?![\w])")
+    found = {index: pattern.findall(lines[index]) for index in range(closing + 1, len(lines))}
+    names = sorted({name for mentions in found.values() for name in mentions})
+    if names:
+        first = min(index for index, mentions in found.items() if mentions)
+        today = "; ".join(f"{name} is {_EARLIER_TOOLS[name]}" for name in names)
+        return [
+            Problem(
+                file,
+                first + 1,
+                f"the instructions name the earlier filesystem tools ({', '.join(names)}, first on this line); "
+                f"today's filesystem toolset names them otherwise ({today}): rename them in the instructions",
+            )
+        ]
+    return []
 
 
 def _renamed_toolsets(line: str) -> str:
