@@ -341,3 +341,12 @@ def test_migrate_lists_instructions_that_name_the_earlier_filesystem_tools(tmp_p
         in done.stderr
     )
     assert "read_file is read_text" in done.stderr and "list_files is list_dir or glob" in done.stderr
+
+
+def test_project_toml_approval_mode_and_max_depth_are_checked_with_their_lines(tmp_path: Path) -> None:
+    (tmp_path / "main.worker").write_text("---\nmodel: test\n---\nHi.\n")
+    (tmp_path / "project.toml").write_text('approval_mode = "sometimes"\nmax_depth = -1\n')
+    done = llm_do("check", tmp_path)
+    assert done.returncode == 1
+    assert "toml:1: approval_mode must be one of prompt, approve_all, reject_all, got 'sometimes'" in done.stderr
+    assert "project.toml:2: max_depth must be 0 or more, got -1" in done.stderr
