@@ -23,6 +23,7 @@ from ..project import Problem, Project, load_project
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import native_rows
+from ..project.strays import stray_problems
 from ..run import AgentEntry
 from . import signals
 from .failures import ERROR, OK, classify, problems_json
@@ -44,6 +45,8 @@ def check(args: argparse.Namespace) -> int:
         project, probes = _load(args)
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
         problems = server_problems(project, probes)
+        if project.layout is not None:
+            problems.extend(stray_problems(project.layout, project.entries))
         failed = [probe.name for probe in probes if probe.error is not None]
         if args.json:
             document: dict[str, Any] = {
@@ -52,6 +55,8 @@ def check(args: argparse.Namespace) -> int:
                 "entries": list(project.entries),
             }
             document["without_model"] = unset
+            if _file_mode(project) is not None:
+                document["approval_mode"] = _file_mode(project)
             if probes:
                 document["mcp_servers"] = [dataclasses.asdict(probe) for probe in probes]
             if problems:
@@ -74,6 +79,15 @@ def check(args: argparse.Namespace) -> int:
         )
         if unset:
             err.print(escape(f"note: no model for {', '.join(unset)}: give one when running (--model or LLM_DO_MODEL)"))
+        mode = _file_mode(project)
+        if mode is not None and mode != "prompt" and project.layout is not None and project.layout.config_file:
+            err.print(
+                escape(
+                    f"note: {project.layout.config_file.name} sets approval_mode {mode}: calls that ask are "
+                    f"{'approved' if mode == 'approve_all' else 'denied'} without asking anyone; "
+                    "LLM_DO_APPROVAL_MODE=prompt asks instead"
+                )
+            )
         return OK
 
 
@@ -106,6 +120,12 @@ def list_project(args: argparse.Namespace) -> int:
         if probes:
             out.print(servers_table(probes))
         return OK
+
+
+def _file_mode(project: Project) -> str | None:
+    """The approval mode the project file set, when it is the one the runtime has (the settings set none)."""
+    given = project.layout.approval_mode if project.layout is not None else None
+    return given if given is not None and project.runtime.config.approval_mode == given else None
 
 
 def _load(args: argparse.Namespace) -> tuple[Project, list[ServerProbe]]:

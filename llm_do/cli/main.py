@@ -75,11 +75,25 @@ def _inspect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
+def _migrate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "project", metavar="PROJECT", help="a project directory of the earlier llm-do, or its project.json"
+    )
+    parser.add_argument("--write", action="store_true", help="apply the changes (default: print them as a diff)")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks")
+
+
 COMMANDS: list[Command] = [
     Command("run", "Run an entry once and print its output.", _run, "running:run"),
     Command("chat", "Talk to an entry, turn by turn.", _running, "running:chat"),
     Command("check", "Load a project and report every problem.", _inspect, "checking:check"),
     Command("list", "List a project's entries, toolsets, models and policies.", _inspect, "checking:list_project"),
+    Command(
+        "migrate",
+        "Rewrite a project of the earlier llm-do into today's format (a diff; --write applies it).",
+        _migrate,
+        "migrating:migrate",
+    ),
     Command(
         "worker", "Run agent jobs from the PostgreSQL queue (needs the jobs extra).", worker_arguments, "worker:run"
     ),

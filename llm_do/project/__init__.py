@@ -6,7 +6,7 @@ May import: errors, scopes, files, approvals, guards, di, results, toolkit, sess
 """
 
 from .build import DEFAULT_CONTAINER, Project, load_project
-from .layout import CONFIG_FILE, ProjectLayout, discover_project
+from .layout import CONFIG_FILE, EARLIER_CONFIG_FILE, ProjectLayout, discover_project, survey_project
 from .models import DeferredModel, MissingApiKey, model_problem, resolve_model
 from .modules import ProjectModules, load_modules, toolset_name
 from .problems import Problem, ProjectError
@@ -15,6 +15,7 @@ from .worker import FIELDS, WorkerSpec, check_worker, check_worker_file, parse_w
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_CONTAINER",
+    "EARLIER_CONFIG_FILE",
     "FIELDS",
     "DeferredModel",
     "MissingApiKey",
@@ -33,5 +34,6 @@ __all__ = [
     "parse_worker",
     "read_worker",
     "resolve_model",
+    "survey_project",
     "toolset_name",
 ]

@@ -26,7 +26,8 @@ from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
 from ..scopes import Scope
 from ..sessions import Session
 from ..toolkit import known_tool_names
-from .layout import ProjectLayout, discover_project
+from .earlier import EARLIER_TOOLSETS, earlier_toolset_message
+from .layout import ProjectLayout, survey_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
 from .models import matches_any, model_id, model_problem, resolve_model
 from .modules import ProjectModules, load_modules
@@ -117,8 +118,9 @@ def load_project(
     none: it runs with `config.model`), for tools that inspect a project without running it.
     With `models_installed`, each model's provider package must be installed too (it is imported).
     """
-    layout = discover_project(path)
+    layout, problems = survey_project(path)
     builder = _Builder(layout, model, config, approver, default_container, event_stream_handler)
+    builder.problems.extend(problems)
     builder.models_required = models_required
     builder.models_installed = models_installed
     return builder.build()
@@ -151,6 +153,7 @@ class _Builder:
         self.agents: dict[str, AgentEntry] = {}
         self.models_required = True
         self.models_installed = False
+        self.settings_class: object = None
 
     def build(self) -> Project:
         workers = self._parse_workers()
@@ -161,6 +164,8 @@ class _Builder:
             self._raise()
         assert container is not None
         config = self.config if self.config is not None else self._runtime_config(container)
+        if self.config is None and config is not None:
+            config = self._project_settings(config)
         if self.config is not None and self.config.project_root == Path("."):  # attachments: the project's files
             config = replace(self.config, project_root=_project_root(container, self.root))
         settings = _settings_of(container)
@@ -174,10 +179,13 @@ class _Builder:
         self.toolsets.update(mcp_specs)
         workers = {name: _with_servers(spec, servers) for name, spec in workers.items()}
         known = {*providers, *modules.toolsets, *workers, *modules.entries, *servers, *self.broken_servers}
+        approvals = self.layout.agent_approvals
+        workers = {name: _today(spec, known, set(workers), approvals) for name, spec in workers.items()}
         for spec in workers.values():
             self._worker(spec, known, modules, container, providers, fallback, settings, config)
         entries: dict[str, Entry] = {**self.agents, **{name: e for name, (e, _) in modules.entries.items()}}
-        default_entry = self._default_entry(entries)
+        declared = {*workers, *modules.entries, *(path.stem for path in self.layout.worker_files)}
+        default_entry = self._default_entry(entries, declared, modules.failed)
         if self.problems or config is None:
             self._raise()
         assert config is not None
@@ -209,6 +217,23 @@ class _Builder:
 
     def _raise(self) -> None:
         raise_if_any(self.problems)
+
+    def _project_settings(self, config: RuntimeConfig) -> RuntimeConfig:
+        """The project file's approval mode and max depth, where the settings (and so the command line's
+        flags) set none."""
+        layout = self.layout
+        if layout.approval_mode is None and layout.max_depth is None:
+            return config
+        settings_class = self.settings_class if isinstance(self.settings_class, type) else LlmDoSettings
+        try:
+            explicit = settings_class().model_fields_set
+        except Exception:  # invalid settings: reported by the container
+            return config
+        if layout.approval_mode is not None and "approval_mode" not in explicit:
+            config = replace(config, approval_mode=layout.approval_mode)  # type: ignore[arg-type]  # checked
+        if layout.max_depth is not None and "max_depth" not in explicit:
+            config = replace(config, max_depth=layout.max_depth)
+        return config
 
     def _mcp_servers(self, workers: Mapping[str, WorkerSpec], taken: set[str]) -> dict[str, Declared]:
         """The MCP servers of `project.toml` and of the workers' frontmatter; each name a new toolset name.
@@ -287,7 +312,8 @@ class _Builder:
                 Problem(where, None, f"creating the container {cls.__name__} failed: {type(error).__name__}: {error}")
             )
             return None
-        self._set_project_root(container, getattr(cls, "settings_class", None))
+        self.settings_class = getattr(cls, "settings_class", None)
+        self._set_project_root(container, self.settings_class)
         return container
 
     def _set_project_root(self, container: containers.DeclarativeContainer, settings_class: object) -> None:
@@ -344,6 +370,12 @@ class _Builder:
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 if name in modules.unbuildable:
                     hint = f"{modules.unbuildable[name]}. "
+                if not close and modules.failed:
+                    failed = ", ".join(path.name for path in modules.failed)
+                    hint = f"{failed} could not be imported and may define it (its problems are listed too); "
+                earlier = earlier_toolset_message(name)
+                if earlier is not None:
+                    hint = f"{earlier}. "
                 self.problems.append(
                     spec.problem(
                         f"unknown toolset {name!r}: {hint}known toolsets are {listing(known)}; "
@@ -509,11 +541,13 @@ class _Builder:
             return None
         return model
 
-    def _default_entry(self, entries: Mapping[str, Entry]) -> str | None:
+    def _default_entry(self, entries: Mapping[str, Entry], declared: set[str], failed: Sequence[Path]) -> str | None:
+        """The default entry; one the project file names that no worker file or module declares is a problem,
+        reported with the others (a worker with problems of its own still declares its name)."""
         name = self.layout.default_entry
         if name is None:
             return next(iter(entries)) if len(entries) == 1 else "main" if "main" in entries else None
-        if name not in entries and not self.problems:
+        if name not in declared:
             config = self.layout.config_file
             line = self.layout.line_of("entry")
             where = f"in {config.name}" if config is not None else "given"
@@ -522,10 +556,34 @@ class _Builder:
                     config or self.root,
                     line,
                     f"the default entry {name!r} {where} is not an entry of the project "
-                    f"(entries: {listing(entries, ordered=False)}); fix the name",
+                    f"(entries: {listing(declared)}); fix the name"
+                    + (
+                        f", or {', '.join(path.name for path in failed)}, which could not be imported" if failed else ""
+                    ),
                 )
             )
         return name
+
+
+def _today(
+    spec: WorkerSpec, known: set[str], agents: set[str], agent_approvals: Mapping[str, PolicySettings]
+) -> WorkerSpec:
+    """A worker with the earlier llm-do's built-in toolset names that have an equivalent written as today's
+    (`filesystem_project` is `filesystem`), and the approvals of calls to agents an earlier `project.json`
+    set, under the worker's own."""
+    renamed = tuple(
+        EARLIER_TOOLSETS.get(name) or name if name not in known and name in EARLIER_TOOLSETS else name
+        for name in spec.toolsets
+    )
+    approvals = dict(spec.approvals)
+    for name in renamed:
+        policy = agent_approvals.get(name, agent_approvals.get("*"))
+        if policy is None or policy == PolicySettings() or name not in agents:
+            continue
+        approvals[name] = policy.overridden(approvals[name]) if name in approvals else policy
+    if renamed == spec.toolsets and approvals == spec.approvals:
+        return spec
+    return replace(spec, toolsets=renamed, approvals=approvals)
 
 
 def _origin(name: str, file: str) -> str:

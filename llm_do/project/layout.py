@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ..approvals import PolicySettings
 from ..guards import ModelLimits, SuspectOutput
+from .manifest import APPROVAL_MODES, json_line_of, read_manifest
 from .problems import Problem, ProjectError, raise_if_any
 
-__all__ = ["CONFIG_FILE", "ProjectLayout", "discover_project"]
+__all__ = ["CONFIG_FILE", "EARLIER_CONFIG_FILE", "ProjectLayout", "discover_project", "survey_project"]
 
 CONFIG_FILE = "project.toml"
+EARLIER_CONFIG_FILE = "project.json"
+"""The earlier llm-do's project file, read by `project.manifest` (docs/migrating.md)."""
+WORKER_SUFFIXES = (".worker", ".agent")
+"""Agent files: `.worker`, and `.agent` as the earlier llm-do named them (the same format)."""
 _KEYS = {
     "workers": "worker files or glob patterns, relative to the project directory (default: ['*.worker'])",
     "modules": "Python files or glob patterns (default: every *.py not starting with _ or test_)",
@@ -27,6 +34,9 @@ _KEYS = {
     "run_tokens (0: none)",
     "suspect_output": "a final reply that looks like an unexecuted tool call or an echoed prompt: 'flag' or 'retry'",
     "text_tool_calls": "true: run a reply that is only a JSON call to one of the worker's tools as that call",
+    "approval_mode": "what a call that asks gets when nobody is asked: 'prompt', 'approve_all' or 'reject_all' "
+    "(--approve-all, --reject-all and LLM_DO_APPROVAL_MODE win)",
+    "max_depth": "the deepest nesting of calls (--max-depth and LLM_DO_MAX_DEPTH win)",
 }
 
 
@@ -46,12 +56,20 @@ class ProjectLayout:
     """The raw `mcp_config` list of `project.toml`."""
     rules: Any = None
     """What `limits`, `suspect_output` and `text_tool_calls` of `project.toml` set, by name (checked)."""
+    approval_mode: str | None = None
+    """The project file's approval mode (checked); the settings win when they set one."""
+    max_depth: int | None = None
+    """The project file's max depth (checked); the settings win when they set one."""
+    agent_approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
+    """Approvals of calls to agents, by agent name, from the earlier `project.json` ("*": every agent): laid
+    under the `approvals` of each worker that calls the agent."""
 
     def line_of(self, key: str) -> int | None:
         """The line of a top-level key in `project.toml`, when there is one."""
         if self.config_file is None:
             return None
-        return _line_of(self.config_file.read_text(encoding="utf-8-sig"), key)
+        text = self.config_file.read_text(encoding="utf-8-sig")
+        return json_line_of(text, key) if self.config_file.suffix == ".json" else _line_of(text, key)
 
 
 def discover_project(path: Path | str) -> ProjectLayout:
@@ -60,15 +78,24 @@ def discover_project(path: Path | str) -> ProjectLayout:
     A `.worker` file stands for the project of its directory, with that worker as the default entry.
     Raises `ProjectError` with every problem found (a missing path, bad keys, globs matching nothing).
     """
+    layout, problems = survey_project(path)
+    raise_if_any(problems)
+    return layout
+
+
+def survey_project(path: Path | str) -> tuple[ProjectLayout, list[Problem]]:
+    """The layout of the project at `path` and the problems of its project file, without raising: a
+    project file that cannot be read leaves the layout of the directory alone, so that the problems
+    of its workers and modules can still be found. Raises `ProjectError` when `path` is no project."""
     given = Path(path).resolve()
     if not given.exists():
         raise ProjectError(
             [Problem(given, None, "no such file or directory; give a project directory or a .worker file")]
         )
     worker: Path | None = None
-    if given.is_file() and given.suffix == ".worker":
+    if given.is_file() and given.suffix in WORKER_SUFFIXES:
         root, worker = given.parent, given
-    elif given.is_file() and given.name == CONFIG_FILE:
+    elif given.is_file() and given.name in (CONFIG_FILE, EARLIER_CONFIG_FILE):
         root = given.parent
     elif given.is_dir():
         root = given
@@ -76,44 +103,67 @@ def discover_project(path: Path | str) -> ProjectLayout:
         raise ProjectError(
             [Problem(given, None, f"not a project: give a directory, its {CONFIG_FILE} or a .worker file")]
         )
-    config = root / CONFIG_FILE
-    layout = _from_config(root, config) if config.is_file() else _default(root)
+    config, earlier = root / CONFIG_FILE, root / EARLIER_CONFIG_FILE
+    problems: list[Problem] = []
+    if config.is_file() and earlier.is_file():
+        problems.append(
+            Problem(
+                earlier,
+                None,
+                f"both {config} and {earlier} are project files; keep one: {CONFIG_FILE} is today's "
+                f"(llm-do migrate turns {EARLIER_CONFIG_FILE} into it), so remove {EARLIER_CONFIG_FILE}",
+            )
+        )
+    if config.is_file():
+        layout = _from_config(root, config, problems)
+    elif earlier.is_file():
+        manifest = read_manifest(root, earlier, problems)
+        layout = ProjectLayout(
+            root,
+            manifest.worker_files,
+            manifest.module_files,
+            manifest.default_entry,
+            manifest.default_input,
+            earlier,
+            approval_mode=manifest.approval_mode,
+            max_depth=manifest.max_depth,
+            agent_approvals=manifest.agent_approvals,
+        )
+    else:
+        layout = _default(root)
     if worker is not None:
         files = layout.worker_files if worker in layout.worker_files else (*layout.worker_files, worker)
-        return ProjectLayout(
-            root,
-            files,
-            layout.module_files,
-            worker.stem,
-            layout.default_input,
-            layout.config_file,
-            layout.mcp_servers,
-            layout.mcp_config,
-            layout.rules,
-        )
-    return layout
+        layout = replace(layout, worker_files=files, default_entry=worker.stem)
+    return layout, problems
 
 
 def _default(root: Path) -> ProjectLayout:
-    workers = tuple(sorted(root.glob("*.worker")))
+    workers = _default_workers(root)
     modules = tuple(path for path in sorted(root.glob("*.py")) if not path.name.startswith(("_", "test_", "conftest")))
     return ProjectLayout(root, workers, modules)
 
 
-def _from_config(root: Path, config: Path) -> ProjectLayout:
+def _default_workers(root: Path) -> tuple[Path, ...]:
+    return tuple(sorted(path for suffix in WORKER_SUFFIXES for path in root.glob(f"*{suffix}")))
+
+
+def _from_config(root: Path, config: Path, problems: list[Problem]) -> ProjectLayout:
     text = config.read_text(encoding="utf-8-sig")  # a byte order mark (Windows editors) is not TOML
     try:
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         match = re.search(r"line (\d+)", str(error))
         line = int(match.group(1)) if match else None
-        raise ProjectError([Problem(config, line, f"not valid TOML: {error}")]) from None
-    problems: list[Problem] = []
+        problems.append(Problem(config, line, f"not valid TOML: {error}"))
+        return replace(_default(root), config_file=config)
     for key in values:
         if key not in _KEYS:
             known = "; ".join(f"{name}: {meaning}" for name, meaning in _KEYS.items())
             problems.append(Problem(config, _line_of(text, key), f"unknown key {key!r}; known keys are {known}"))
-    workers = _files(root, config, text, "workers", values.get("workers", ["*.worker"]), problems)
+    if "workers" in values:
+        workers = _files(root, config, text, "workers", values["workers"], problems)
+    else:
+        workers = _default_workers(root)
     default_modules = [path.name for path in _default(root).module_files]
     modules = _files(root, config, text, "modules", values.get("modules", default_modules), problems)
     entry = values.get("entry")
@@ -121,7 +171,15 @@ def _from_config(root: Path, config: Path) -> ProjectLayout:
         problems.append(Problem(config, _line_of(text, "entry"), f"entry must be a name, got {entry!r}"))
         entry = None
     rules = _rules(config, text, values, problems)
-    raise_if_any(problems)
+    mode = values.get("approval_mode")
+    if mode is not None and mode not in APPROVAL_MODES:
+        message = f"approval_mode must be one of {', '.join(APPROVAL_MODES)}, got {mode!r}"
+        problems.append(Problem(config, _line_of(text, "approval_mode"), message))
+        mode = None
+    depth = values.get("max_depth")
+    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 0):
+        problems.append(Problem(config, _line_of(text, "max_depth"), f"max_depth must be 0 or more, got {depth!r}"))
+        depth = None
     return ProjectLayout(
         root,
         workers,
@@ -132,6 +190,8 @@ def _from_config(root: Path, config: Path) -> ProjectLayout:
         values.get("mcp_servers"),
         values.get("mcp_config"),
         rules,
+        approval_mode=mode,
+        max_depth=depth,
     )
 
 

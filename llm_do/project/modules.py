@@ -22,6 +22,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from ..di import ToolsetSpec
 from ..run import FunctionEntry
 from ..scopes import Scope
+from .earlier_api import earlier_api_problems
 from .problems import Problem
 
 __all__ = ["ProjectModules", "load_modules", "toolset_name"]
@@ -42,6 +43,8 @@ class ProjectModules:
     unbuildable: dict[str, str] = field(default_factory=dict)
     """Toolset classes that need arguments, so are not project toolsets (a container may use them): why."""
     problems: list[Problem] = field(default_factory=list)
+    failed: list[Path] = field(default_factory=list)
+    """Files that could not be imported (their toolsets and entries are unknown)."""
 
     def resolve(self, reference: str) -> Any:
         """The object a `module:Name` or `path.py:Name` reference names. Raises `LookupError` saying why.
@@ -105,13 +108,23 @@ def load_modules(root: Path, files: tuple[Path, ...]) -> ProjectModules:
     found = ProjectModules(root=root, package=package_name)
     for path in files:
         path = path.resolve()
+        earlier = earlier_api_problems(path)
+        found.problems.extend(earlier)
         try:
             module = found.modules.get(path) or found.import_file(path)
         except Exception as error:
-            found.problems.append(Problem(path, _error_line(error, path), _import_failed(error)))
+            found.failed.append(path)
+            if not (earlier and _earlier_import(error)):  # else the lines above say what to import instead
+                found.problems.append(Problem(path, _error_line(error, path), _import_failed(error)))
             continue
         _collect(found, module, path)
     return found
+
+
+def _earlier_import(error: Exception) -> bool:
+    """Whether `error` is an import of llm-do's that fails (an earlier API name or module)."""
+    name = getattr(error, "name", None) or ""
+    return isinstance(error, ImportError) and (name == "llm_do" or name.startswith("llm_do."))
 
 
 def toolset_name(cls: type) -> str:

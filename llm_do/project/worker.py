@@ -18,6 +18,7 @@ from pydantic_ai.settings import ModelSettings
 from ..approvals import PolicySettings
 from ..errors import listing
 from ..guards import ModelLimits, SuspectOutput
+from .earlier import earlier_key_message
 from .native import NativeOptions, parse_native_tools
 from .problems import Problem, ProjectError
 
@@ -329,6 +330,9 @@ def _problem(item: Any, where: Mapping[Loc, int], file: Path) -> Problem:
     line = next((where[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in where), 2)
     key = str(loc[0]) if loc else ""
     if item["type"] == "extra_forbidden" and len(loc) == 1:
+        earlier = earlier_key_message(key)
+        if earlier is not None:
+            return Problem(file, line, earlier)
         close = difflib.get_close_matches(key, FIELDS, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         return Problem(file, line, f"unknown key {key!r}: {hint}known keys are {', '.join(FIELDS)}")

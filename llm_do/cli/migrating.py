@@ -1,0 +1,39 @@
+"""`llm-do migrate`: rewrite a project of the earlier llm-do into today's format (docs/migrating.md).
+
+A dry run by default: the changes as a unified diff on stdout, and on stderr what it could not translate.
+`--write` applies the changes (see `llm_do.project.migrate.apply_migration`). Exit code 0 when nothing is
+left to do by hand, 1 when something is (listed), 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.markup import escape
+
+from ..project.migrate import apply_migration, plan_migration
+from .failures import ERROR, OK
+from .render import console, shown
+
+__all__ = ["migrate"]
+
+
+def migrate(args: argparse.Namespace) -> int:
+    """`llm-do migrate PROJECT [--write]`."""
+    migration = plan_migration(args.project)
+    err = console(stderr=True)
+    diff = migration.diff()
+    if diff:
+        print(diff, end="")
+    if args.write and migration.changes:
+        apply_migration(migration)
+    for problem in migration.untranslated:
+        err.print(shown(f"{problem}"), soft_wrap=True)
+    files = len(migration.changes)
+    done = "changed" if args.write else "to change (pass --write to apply)"
+    summary = f"llm-do: {files} file{'s' if files != 1 else ''} {done}" if files else "llm-do: nothing to migrate"
+    left = len(migration.untranslated)
+    if left:
+        summary += f"; {left} thing{'s' if left != 1 else ''} to do by hand (above)"
+    err.print(escape(summary))
+    return ERROR if left else OK

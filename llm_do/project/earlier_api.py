@@ -1,0 +1,125 @@
+"""Uses of the earlier llm-do's Python API in a project module, each with today's replacement (docs/migrating.md).
+
+Found by reading the module's source (no import), so that they are reported even when the module cannot be
+imported, which is what an import of the earlier API does today.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+from pathlib import Path
+
+from .problems import Problem
+
+__all__ = ["EARLIER_API", "earlier_api_problems"]
+
+_BASE_MODEL = "none: an input model is a plain pydantic BaseModel named by input: in the worker file"
+_NO_APPROVAL_TOOLSET = "llm_do.ToolPolicy as a Toolset's default_policy, or a worker's approvals: in its file"
+
+EARLIER_API: dict[str, str] = {
+    "CallContext": "llm_do.CallScope (a tool's ctx.deps; scope.call_agent and scope.call_tool call entries)",
+    "CallScope": "llm_do.CallScope",
+    "AgentArgs": _BASE_MODEL + " (no prompt_messages: the model reads the input as JSON)",
+    "WorkerArgs": _BASE_MODEL + " (no prompt_messages: the model reads the input as JSON)",
+    "WorkerInput": _BASE_MODEL,
+    "PromptInput": _BASE_MODEL,
+    "PromptContent": _BASE_MODEL,
+    "PromptMessages": _BASE_MODEL,
+    "get_display_text": "none: an entry's input is the text or the input model itself",
+    "Attachment": "llm_do.Attachment",
+    "AgentSpec": "llm_do.AgentEntry, wrapping a pydantic_ai.Agent",
+    "AgentEntry": "llm_do.AgentEntry",
+    "Entry": "llm_do.Entry",
+    "FunctionEntry": "the llm_do.entry decorator (it makes an llm_do.FunctionEntry), on async def f(scope, input)",
+    "Runtime": "llm_do.Runtime",
+    "ModelType": "none: pass a model name or a pydantic_ai Model",
+    "EventCallback": "none: Runtime(event_stream_handler=...) receives pydantic-ai's events; llm_do.CallEvent",
+    "RuntimeEvent": "llm_do.CallEvent",
+    "ApprovalCallback": "llm_do.Approver",
+    "ApprovalRequest": "llm_do.ApprovalRequest",
+    "ApprovalDenied": "llm_do.ApprovalDenied",
+    "ApprovalDecision": "llm_do.Approval (with llm_do.ApprovalChoice)",
+    "ApprovalResult": "llm_do.Approval",
+    "ApprovalBlocked": "llm_do.ApprovalUnavailable",
+    "ApprovalError": "llm_do.LlmDoError",
+    "ApprovalToolset": _NO_APPROVAL_TOOLSET,
+    "RunApprovalPolicy": "approval_mode in project.toml, or llm_do.RuntimeConfig(approval_mode=...)",
+    "AgentApprovalPolicy": "llm_do.PolicySettings (a worker's approvals:)",
+    "resolve_approval_callback": "none: pass an llm_do.Approver to the Runtime",
+    "set_toolset_approval_config": _NO_APPROVAL_TOOLSET + " ({pre_approved: true} is allow)",
+    "ToolDef": "llm_do.tool on a method of an llm_do.Toolset subclass",
+    "ToolsetDef": "llm_do.Toolset",
+    "register_model_factory": "none: pass a pydantic_ai Model object as the model (load_project(model=...)), or "
+    "set LLM_DO_OPENAI_BASE_URL for an OpenAI-compatible server",
+    "resolve_model": "none in llm_do: name the model (provider:name), or pydantic_ai.models.infer_model",
+    "ModelInput": "none: a model name or a pydantic_ai Model",
+    "NoModelError": "llm_do.ConfigurationError (a worker without a model is a load problem)",
+    "ModelCompatibilityError": "llm_do.ConfigurationError",
+    "InvalidCompatibleModelsError": "llm_do.ConfigurationError",
+    "OpenAICompatibleProvider": "none: set LLM_DO_OPENAI_BASE_URL and name the model openai-chat:NAME",
+    "agent_as_toolset": "none: a worker names another worker in its toolsets",
+    "build_host_toolsets": "none: the built-in toolsets are containers.project.ProjectContainer's providers",
+    "run_ui": "none: the llm-do run and llm-do chat commands",
+    "RunConfig": "none: the llm-do run and llm-do chat commands",
+}
+"""Names of the earlier llm-do's Python API and what replaces each today."""
+
+_REGISTRIES = {
+    "TOOLSETS": "a TOOLSETS mapping of the earlier llm-do is not read today: make each toolset a module-level "
+    "object (a FunctionToolset, named by its attribute) or an llm_do.Toolset subclass (fresh per call, "
+    "what a build_x(ctx) factory gave)",
+    "TOOLS": "a TOOLS list of the earlier llm-do is not read today: put the tools in a toolset (a module-level "
+    "FunctionToolset or an llm_do.Toolset subclass) and name it in toolsets",
+}
+
+
+def earlier_api_problems(path: Path) -> list[Problem]:
+    """Each import of an earlier llm-do name that today's llm-do lacks, and each TOOLSETS/TOOLS registry,
+    in `path` (a Python file), with its line and replacement. A file that cannot be parsed has none here."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8-sig"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return []
+    problems: list[Problem] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and _ours(node.module):
+            module = str(node.module)
+            for alias in node.names:
+                if not _exists(module, alias.name):
+                    problems.append(Problem(path, node.lineno, _message(module, alias.name)))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _ours(alias.name) and not _exists(alias.name, None):
+                    problems.append(
+                        Problem(path, node.lineno, f"import {alias.name}: the earlier llm-do's module; {_NO_MODULE}")
+                    )
+    for statement in tree.body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in _REGISTRIES:
+                problems.append(Problem(path, statement.lineno, _REGISTRIES[target.id]))
+    return sorted(problems, key=lambda problem: problem.line or 0)
+
+
+_NO_MODULE = "today's public API is the llm_do package (docs/migrating.md lists the replacements)"
+
+
+def _message(module: str, name: str) -> str:
+    replacement = EARLIER_API.get(name, f"none: no {name} in today's llm-do; {_NO_MODULE}")
+    return f"from {module} import {name}: the earlier llm-do's API; today: {replacement}"
+
+
+def _ours(module: str | None) -> bool:
+    return module is not None and (module == "llm_do" or module.startswith("llm_do."))
+
+
+def _exists(module: str, name: str | None) -> bool:
+    """Whether today's llm-do has `module` (and its attribute `name`)."""
+    try:
+        if importlib.util.find_spec(module) is None:
+            return False
+        return name is None or hasattr(importlib.import_module(module), name)
+    except (ImportError, ValueError):
+        return False

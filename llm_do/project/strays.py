@@ -1,0 +1,87 @@
+"""What `llm-do check` finds wrong with a project that loads: nothing to run, or files where agents belong
+that the project leaves out or does not understand."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .layout import WORKER_SUFFIXES, ProjectLayout
+from .problems import Problem
+
+__all__ = ["stray_problems"]
+
+_AGENT_KEYS = frozenset({"model", "toolsets", "instructions", "compatible_models", "server_side_tools"})
+"""Frontmatter keys that make a file look like an agent's."""
+_SKIPPED = frozenset({".py", ".toml", ".json", ".txt", ".csv", ".lock", ".pyc"})
+_LARGEST = 1 << 20
+
+
+def stray_problems(layout: ProjectLayout, entries: Mapping[str, Any]) -> list[Problem]:
+    """The project has no entry; or a file in its directory (or a directory of its workers) is an agent file
+    it leaves out, or looks like an agent file but is not one."""
+    problems: list[Problem] = []
+    if not entries:
+        fix = f", or fix the files {layout.config_file.name} names" if layout.config_file is not None else ""
+        problems.append(
+            Problem(
+                layout.config_file or layout.root,
+                None,
+                f"the project has no entries: no .worker or .agent file and no @entry function was loaded from "
+                f"{layout.root}; add a .worker file{fix}",
+            )
+        )
+    loaded = {path.resolve() for path in layout.worker_files}
+    folders = sorted({layout.root.resolve(), *(path.parent for path in loaded)})
+    for folder in folders:
+        for path in sorted(folder.iterdir()):
+            if not path.is_file() or path.resolve() in loaded:
+                continue
+            problem = _stray(path, layout)
+            if problem is not None:
+                problems.append(problem)
+    return problems
+
+
+def _stray(path: Path, layout: ProjectLayout) -> Problem | None:
+    config = layout.config_file.name if layout.config_file is not None else "project.toml"
+    if path.suffix in WORKER_SUFFIXES:
+        return Problem(
+            path,
+            None,
+            f"an agent file the project leaves out: {config} does not list it; add it to the project's workers, "
+            "or move it out of the project directory",
+        )
+    if path.suffix in _SKIPPED or path.name.startswith(".") or path.stat().st_size > _LARGEST:
+        return None
+    keys = _frontmatter_keys(path)
+    if not keys & _AGENT_KEYS:
+        return None
+    return Problem(
+        path,
+        1,
+        f"looks like an agent file (its frontmatter has {', '.join(sorted(keys & _AGENT_KEYS))}) but llm-do reads "
+        f"agents from .worker (and .agent) files only; rename it to {path.stem.split('.')[0]}.worker, "
+        "or move it out of the project directory",
+    )
+
+
+def _frontmatter_keys(path: Path) -> set[str]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return set()
+    closing = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    if closing is None:
+        return set()
+    try:
+        values = yaml.safe_load("\n".join(lines[1:closing]))
+    except yaml.YAMLError:
+        return set()
+    return {str(key) for key in values} if isinstance(values, dict) else set()
