@@ -461,6 +461,31 @@ async def test_parallel_calls_that_both_ask_resume_once_each_is_decided(
     assert sent(notes["a"]) == sent(notes["b"]) == {**PAYER_BEFORE, ("payer", 3): 1}
 
 
+async def test_a_slower_sibling_finishes_its_request_and_both_questions_park_together(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """pair asks two payers at once. Payer b's model answers its request to pay only once payer a has asked: the
+    run does not park while b's request is in flight. b's response is journaled (paid once), b reaches its own
+    question, and both questions park together: one round of decisions."""
+    notes = {tag: tmp_path / f"{tag}.notes" for tag in ("pair", "a", "b")}
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        fields = {"notes": str(notes["pair"]), "notes_a": str(notes["a"]), "notes_b": str(notes["b"]), "slow_b": True}
+        job_id = await queue.defer("pair", json.dumps(fields))
+        await parked_on_any(queue, job_id)
+        questions = await queue.pending(job_id)
+        assert sorted(question.args["amount"] for question in questions) == [1, 2]
+        assert [await queue.decide(job_id, question.approval_id, "approve") for question in questions] == [False, True]
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.attempts == 3  # one park: its end and its retry
+    assert (paid(notes["a"]), paid(notes["b"])) == (["paid 1"], ["paid 2"])
+    assert sent(notes["a"]) == sent(notes["b"]) == {**PAYER_BEFORE, ("payer", 3): 1}
+    assert sent(notes["pair"]) == {("pair", 0): 1, ("pair", 1): 1}
+
+
 async def test_a_decision_never_applies_to_a_question_asked_again_with_other_arguments(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
