@@ -100,7 +100,7 @@ async def _until_asked() -> None:
     """Wait until the current job has a question pending (another of its calls asked)."""
     job = current_job()
     assert job is not None
-    while not await parking.pending(job.id):
+    while not await parking.pending(job.id):  # noqa: ASYNC110  (polling the database)
         await asyncio.sleep(0.02)
 
 

@@ -24,7 +24,7 @@ from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_jsonable_python
 
-from ..approvals import Approval, ApprovalRequest
+from ..approvals import Approval, ApprovalRequest, RunSuspended
 from ..errors import LlmDoError
 from ..files import AttachmentInfo
 from ..scopes import dropped
@@ -109,11 +109,12 @@ AWAITING_SQL = (
 """A job's status as llm-do reads it (procrastinate's, or `awaiting_approval`); `j` is procrastinate's row."""
 
 
-class RunParked(LlmDoError):
+class RunParked(RunSuspended):
     """The run reached a call that needs a person's decision, and its queue parks such jobs.
 
-    Raised by the job's approver after the question was stored; the run ends (its teardown runs) and the
-    job waits, holding no worker, until `JobQueue.decide` answers it."""
+    Raised by the job's approver after the question was stored; the run's other parallel calls go on to their end
+    or to their own question (`RunSuspended`), then the run ends (its teardown runs) and the job waits, holding no
+    worker, until `JobQueue.decide` answers it."""
 
     def __init__(self, job_id: int, request: ApprovalRequest) -> None:
         self.job_id = job_id

@@ -21,10 +21,11 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
-from ..approvals import Approvals, CallFacts
+from ..approvals import Approvals, CallFacts, RunSuspended
 from ..files import TAKES_ATTACHMENTS, names_in
 from ..toolkit import ReadableArguments, Toolset
 from ._gate import CallGate, GatedCall
+from ._holding import SiblingHold
 
 if TYPE_CHECKING:
     from ..files import Attachment
@@ -39,7 +40,7 @@ class Lending:
     """One call's loans to pydantic-ai: the wrappers, the approval gate (made on first use), and the
     run contexts pydantic-ai made for them, which a callback scheduled by a tool may keep."""
 
-    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_gating", "_lent", "_seen")
+    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_gating", "_lent", "_seen", "hold")
 
     def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
         self._approvals = approvals
@@ -49,6 +50,8 @@ class Lending:
         self._gating = approvals.gating
         self._lent: list[LentToolset | LentGroup] = []
         self._seen: list[RunContext[Any]] = []
+        self.hold = SiblingHold()
+        """The call's tool calls in flight: one that ends the run suspended waits for the others to settle."""
 
     def gate(self) -> CallGate:
         gate = self._gate
@@ -124,7 +127,28 @@ class Lending:
         direct: bool = False,
     ) -> Any:
         """Call `inner`'s tool `name` (lent as `toolset`) through the gate when anything can ask for it; `direct`
-        for a call made from Python (`CallScope.call_tool`)."""
+        for a call made from Python (`CallScope.call_tool`). A call that ends the run suspended (`RunSuspended`)
+        raises once the call's other tool calls have ended or been suspended too."""
+        hold = self.hold
+        hold.running += 1
+        try:
+            return await self._call_tool(toolset, inner, name, tool_args, ctx, tool, direct)
+        except RunSuspended:
+            await hold.settled()
+            raise
+        finally:
+            hold.ended()
+
+    async def _call_tool(
+        self,
+        toolset: str,
+        inner: AbstractToolset[Any],
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[Any],
+        tool: ToolsetTool[Any],
+        direct: bool,
+    ) -> Any:
         self.saw_current()
         if toolset in self._entry_tools:
             self._call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
