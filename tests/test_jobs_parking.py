@@ -9,11 +9,16 @@ import json
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from llm_do import ConfigurationError
+from llm_do import AgentEntry, ConfigurationError, Runtime, ToolPolicy, Toolset, tool
+from llm_do.approvals import Approval, ApprovalRequest, RunSuspended
 from llm_do.jobs import (
     DecisionRefused,
     InvalidJobRequest,
@@ -650,3 +655,87 @@ def test_a_parking_queue_refuses_entries_without_a_journal_and_unknown_modes() -
         JobQueue("postgresql://nowhere", entries=["payer", JobEntry("plain", journal=False)], approvals="park")
     with pytest.raises(ConfigurationError, match="must be 'runtime' or 'park', got 'later'"):
         JobQueue("postgresql://nowhere", entries=["payer"], approvals="later")  # type: ignore[arg-type]
+
+
+# -- in one process: the hold itself, without PostgreSQL --------------------------------------------------------
+
+
+class _Suspended(RunSuspended):
+    """What a parking approver raises: the question stays open outside the run."""
+
+
+class _Purse(Toolset):
+    @tool
+    def pay(self, amount: int) -> str:
+        """Pay `amount`."""
+        return f"paid {amount}"
+
+
+def _holding_runtime(approver: Any, slow: asyncio.Event, answered: list[str]) -> Runtime:
+    """`two` asks `payer` twice at once; payer `late` answers its first request only once `slow` is set, and 50
+    turns of the event loop later."""
+
+    async def two(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("payer", {"input": tag}) for tag in ("early", "late")])
+        return ModelResponse(parts=[TextPart("both paid")])
+
+    async def payer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        first = messages[0]
+        assert isinstance(first, ModelRequest)
+        tag = next(str(part.content) for part in first.parts if isinstance(part, UserPromptPart))
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart(f"{tag} done")])
+        if tag.startswith("late"):
+            await slow.wait()
+            for _ in range(50):  # turns enough for the early call's end to reach pydantic-ai, were it not held
+                await asyncio.sleep(0)
+        answered.append(tag)
+        return ModelResponse(parts=[ToolCallPart("pay", {"amount": len(tag)})])
+
+    return Runtime(
+        None,
+        entries=[
+            AgentEntry(Agent(FunctionModel(two)), name="two", toolsets=["payer"]),
+            AgentEntry(Agent(FunctionModel(payer)), name="payer", toolsets=["purse"]),
+        ],
+        toolsets={"purse": _Purse},
+        policies={"purse": ToolPolicy(tools={"pay": "ask"})},
+        approver=approver,
+    )
+
+
+async def test_a_suspended_call_waits_for_its_slower_sibling_to_reach_its_own_question() -> None:
+    slow, answered, asked = asyncio.Event(), [], []
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request.args["amount"])
+        slow.set()  # the late payer's model answers only now: its request was in flight when the early one asked
+        raise _Suspended(request.description)
+
+    async with _holding_runtime(approver, slow, answered) as runtime, asyncio.timeout(10):
+        with pytest.raises(_Suspended):
+            await runtime.run("two", "go")
+    assert answered == ["early", "late"]  # the late payer's request was answered, not cancelled
+    assert asked == [5, 4]  # and its question was asked in the same run
+
+
+async def test_a_held_call_is_cancelled_with_its_run() -> None:
+    """The late payer's model never answers: the early payer's call is held, and cancelling the run ends it."""
+    slow, answered, asked = asyncio.Event(), [], []
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request.approval_id)
+        raise _Suspended(request.description)
+
+    async with _holding_runtime(approver, slow, answered) as runtime:
+        running = asyncio.create_task(runtime.run("two", "go"))
+
+        async def held() -> bool:
+            return bool(asked)
+
+        await eventually(held, "the early payer asked")
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+    assert answered == ["early"] and len(asked) == 1
