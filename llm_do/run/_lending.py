@@ -83,6 +83,13 @@ class Lending:
         if ctx is not None and ctx.deps is self._call and all(seen is not ctx for seen in self._seen):
             self._seen.append(ctx)
 
+    def direct_hold(self) -> SiblingHold | None:
+        """The hold a call made from Python counts in: this call's (calls made side by side from an entry's function
+        are siblings), or None inside this call's agent run (a tool's body), whose tool call it is part of (a
+        suspension the tool does not catch is held as that tool call's)."""
+        ctx = current_run_context()
+        return None if ctx is not None and ctx.deps is self._call else self.hold
+
     def lend(self, toolsets: Sequence[tuple[str, AbstractToolset[Any]]]) -> list[AbstractToolset[Any]]:
         """The wrappers to hand pydantic-ai for these (name, toolset) pairs."""
         plain: list[tuple[str, AbstractToolset[Any]]] = []
@@ -129,7 +136,9 @@ class Lending:
         """Call `inner`'s tool `name` (lent as `toolset`) through the gate when anything can ask for it; `direct`
         for a call made from Python (`CallScope.call_tool`). A call that ends the run suspended (`RunSuspended`)
         raises once the call's other tool calls have ended or been suspended too."""
-        hold = self.hold
+        hold = self.hold if not direct else self.direct_hold()
+        if hold is None:
+            return await self._call_tool(toolset, inner, name, tool_args, ctx, tool, direct)
         hold.running += 1
         try:
             return await self._call_tool(toolset, inner, name, tool_args, ctx, tool, direct)
