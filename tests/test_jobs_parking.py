@@ -315,6 +315,29 @@ async def test_a_cancel_that_comes_just_before_the_run_stores_its_question_ends_
     assert sent(notes) == {("quitter", 0): 1, ("quitter", 1): 1, ("quitter", 2): 1}
 
 
+async def test_a_decision_wakes_a_worker_that_polls_hourly(
+    queue: JobQueue, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """procrastinate notifies its workers of inserted jobs only; a decision queues the job again by an update, and
+    notifies them itself: a worker that would poll for jobs once an hour resumes the job all the same."""
+    monkeypatch.setenv("LLM_DO_JOBS_DATABASE_URL", dsn)
+    notes = tmp_path / "notes"
+    stop = asyncio.Event()
+    options = WorkerOptions(concurrency=1, heartbeat=0.2, poll_interval=3600, name="in-process")
+    worker = asyncio.create_task(
+        run_worker(app_parking, options, stop=stop, install_signal_handlers=False), name="in-process worker"
+    )
+    try:
+        job_id = await queue.defer("payer", ask(notes, 4))  # an insert: procrastinate's own notification
+        pending = await parked(queue, job_id)
+        assert await queue.decide(job_id, pending.approval_id, "approve") is True
+        record = await finished(queue, job_id)
+    finally:
+        stop.set()
+        await worker
+    assert record.status == "succeeded" and paid(notes) == ["paid 4"]
+
+
 async def test_a_job_whose_worker_died_while_it_parked_can_be_cancelled_and_leaves_no_question(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:

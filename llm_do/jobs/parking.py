@@ -4,8 +4,9 @@ A job of a queue made with `JobQueue(approvals="park")` that reaches a call need
 question here and ends its run (`RunParked`): its teardown runs, and its worker slot and connections are
 free. procrastinate sees the job `failed`; a pending row makes it `awaiting_approval` to llm-do. A
 decision (`JobQueue.decide`, or expiry by the workers' housekeeping) is stored here and queues the job
-again (procrastinate's `retry_job`): the run replays from the journal up to the question, and this module's
-approver answers it with the stored decision without asking.
+again (procrastinate's `retry_job`, and a notification that wakes the queue's workers at once): the run replays
+from the journal up to the question, and this module's approver answers it with the stored decision without
+asking.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..errors import LlmDoError
 from ..files import AttachmentInfo
 from ..scopes import dropped
 from .pgtext import add_missing_column, storable_text, store_json_as_text
+from .wakeup import wake_workers
 
 __all__ = [
     "APPROVALS_TABLE",
@@ -298,6 +300,7 @@ async def store_decision(
         if await _waiting(conn, queue, job_id):
             return False
         await _requeue(conn, job_id)
+        await wake_workers(conn, queue, job_id)  # at once, not at their next poll
         return True
 
 

@@ -21,6 +21,7 @@ from .parking import RunParked, expire_pending
 from .queue import JobQueue, RuntimeFactory, worker_name
 from .redact import hide_attachment_bytes
 from .settings import JobSettings
+from .wakeup import wake_workers
 
 __all__ = ["WorkerOptions", "expire_approvals", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
 
@@ -267,6 +268,7 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
                             "new_lock": None,
                         },
                     )
+                    await wake_workers(conn, queue.queue_name, job_id)
             except errors.UniqueViolation:
                 logger.warning(
                     "job %d of a dead worker waits to be queued again: another queued job holds its queueing lock",
