@@ -540,6 +540,41 @@ async def test_a_decision_never_applies_to_a_question_asked_again_with_other_arg
     assert paid(notes) == []
 
 
+async def test_a_tool_that_changes_on_every_run_fails_the_job_after_the_rounds_allowed(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """drifty pays what a drifting tool read: each resumed run goes live before the question and asks again. With
+    LLM_DO_JOBS_PARKING_ROUNDS=1, the job parks once more, then fails naming the tool whose result changed."""
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1, env={"LLM_DO_JOBS_PARKING_ROUNDS": "1"})
+    amounts = []
+    try:
+        job_id = await queue.defer("drifty", ask(notes))
+        for _ in range(2):
+            await parked_on_any(queue, job_id)
+            [question] = await queue.pending(job_id)
+            amounts.append(question.args["amount"])
+            assert await queue.decide(job_id, question.approval_id, "approve") is True
+
+            async def ran_again(decided: PendingApproval = question) -> bool:
+                record = await queue.get(job_id)
+                return record.status == "failed" or (
+                    record.status == "awaiting_approval" and await queue.pending(job_id) != [decided]
+                )
+
+            await eventually(ran_again, "the resumed run ended or parked again")
+        record = await queue.get(job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert amounts == [1, 3]  # the first attempt's, then the resumed run's (each park counts two attempts)
+    assert record.status == "failed", record
+    assert record.error is not None and record.error.startswith("ParkingDiverged: job ")
+    assert "asked again 2 times in a row (LLM_DO_JOBS_PARKING_ROUNDS allows 1)" in record.error
+    assert "the result of tool 'drift' changed since the journaled run (call drifty, request 1)" in record.error
+    assert await queue.pending(job_id) == []
+    assert paid(notes) == []
+
+
 async def test_a_decision_never_sends_a_file_that_changed_since_the_question(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:

@@ -70,6 +70,8 @@ async def perform(
             )
         else:
             journal = await journals.open(job.id, job.attempt)
+            if isinstance(approver, Parking):
+                approver.journal = journal  # a resumed run that diverges before its question parks a round further
             try:
                 with journals.installed(runtime, job.entry, journal):
                     result = await runtime.run(

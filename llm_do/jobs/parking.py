@@ -28,8 +28,10 @@ from pydantic_core import to_jsonable_python
 from ..approvals import Approval, ApprovalRequest, RunSuspended
 from ..errors import LlmDoError
 from ..files import AttachmentInfo
+from ..models.journal import Journal
 from ..scopes import dropped
 from .pgtext import add_missing_column, storable_text, store_json_as_text
+from .rounds import ParkingDiverged, diverged, next_round
 from .wakeup import wake_workers
 
 __all__ = [
@@ -65,6 +67,7 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
     attachments json NOT NULL DEFAULT '[]',
     reason text NOT NULL,
     description text NOT NULL,
+    park_round integer NOT NULL DEFAULT 0,
     asked_at timestamptz NOT NULL DEFAULT now(),
     choice text CHECK (choice IN ('approve', 'deny')),
     note text,
@@ -75,13 +78,13 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
 
 _PARK = """
 INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, toolset, tool, args, attachments, reason,
-                              description)
+                              description, park_round)
 VALUES (%(queue)s, %(job_id)s, %(approval_id)s, %(call_path)s, %(toolset)s, %(tool)s, %(args)s, %(attachments)s,
-        %(reason)s, %(description)s)
+        %(reason)s, %(description)s, %(park_round)s)
 ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
     call_path = EXCLUDED.call_path, toolset = EXCLUDED.toolset, tool = EXCLUDED.tool, args = EXCLUDED.args,
     attachments = EXCLUDED.attachments, reason = EXCLUDED.reason, description = EXCLUDED.description, asked_at = now(),
-    choice = NULL, note = NULL, decided_at = NULL
+    park_round = EXCLUDED.park_round, choice = NULL, note = NULL, decided_at = NULL
 """
 
 _ABORT_REQUESTED = "SELECT abort_requested FROM procrastinate_jobs WHERE id = %s FOR SHARE"
@@ -166,15 +169,30 @@ class Parking:
     A question is stored in a transaction that holds the job's row, as `cancel_job` does: a cancel that came
     first (its cancellation requested, which the worker may not have acted on yet) stores no question and raises
     procrastinate's `JobAborted`, since the end of a parked run would clear that request. `ended` is what the run
-    must end with, whatever its tools caught: the `JobAborted` if there was one, else the first `RunParked`."""
+    must end with, whatever its tools caught: the `JobAborted` if there was one, else the first `RunParked`.
+
+    A resumed run that went live before its question because a request differed from the journal (`journal`, set by
+    the job's run) parks one round further than the job's latest question (`last_round`); past `rounds`, it raises
+    `ParkingDiverged` instead of parking (see `rounds`)."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[Any], queue: str, job_id: int, decided: Mapping[str, _Decision]
+        self,
+        pool: AsyncConnectionPool[Any],
+        queue: str,
+        job_id: int,
+        decided: Mapping[str, _Decision],
+        *,
+        last_round: int = 0,
+        rounds: int = 3,
     ) -> None:
         self.pool = pool
         self.queue = queue
         self.job_id = job_id
         self.decided = decided
+        self.last_round = last_round
+        self.rounds = rounds
+        self.journal: Journal | None = None
+        """The run's journal, whose points of going live tell a run that diverged before its question."""
         self._parked: RunParked | None = None
         self._aborted: JobAborted | None = None
 
@@ -199,6 +217,7 @@ class Parking:
             "attachments": Json(attachments),
             "reason": storable_text(request.reason),
             "description": storable_text(request.description),
+            "park_round": self._round(),
         }
         storing = asyncio.ensure_future(self._store(values))
         try:
@@ -216,6 +235,14 @@ class Parking:
         if self._parked is None:
             self._parked = parked
         raise parked
+
+    def _round(self) -> int:
+        """This run's round; `ParkingDiverged` when it is past the rounds allowed."""
+        points = diverged(self.journal.live_from if self.journal is not None else ())
+        found = next_round(self.last_round, bool(self.decided), points)
+        if found > self.rounds:
+            raise ParkingDiverged(self.job_id, found, points)
+        return found
 
     async def _store(self, values: Mapping[str, Any]) -> bool:
         """Store the question unless the job's cancellation was requested; whether it was."""
@@ -238,6 +265,7 @@ def _attachments(request: ApprovalRequest) -> list[dict[str, Any]]:
 async def create_approvals_table(conn: AsyncConnection[Any]) -> None:
     await conn.execute(_CREATE)
     await add_missing_column(conn, APPROVALS_TABLE, "attachments", "json NOT NULL DEFAULT '[]'")  # made before files
+    await add_missing_column(conn, APPROVALS_TABLE, "park_round", "integer NOT NULL DEFAULT 0")  # before rounds
     await store_json_as_text(conn, APPROVALS_TABLE, "args")
 
 
