@@ -764,7 +764,7 @@ def _holding_runtime(approver: Any, slow: asyncio.Event, answered: list[str]) ->
 
 
 async def test_a_suspended_call_waits_for_its_slower_sibling_to_reach_its_own_question() -> None:
-    slow, answered, asked = asyncio.Event(), [], []
+    slow, answered, asked = asyncio.Event(), list[str](), list[int]()
 
     async def approver(request: ApprovalRequest) -> Approval:
         asked.append(request.args["amount"])
@@ -780,7 +780,7 @@ async def test_a_suspended_call_waits_for_its_slower_sibling_to_reach_its_own_qu
 
 async def test_a_held_call_is_cancelled_with_its_run() -> None:
     """The late payer's model never answers: the early payer's call is held, and cancelling the run ends it."""
-    slow, answered, asked = asyncio.Event(), [], []
+    slow, answered, asked = asyncio.Event(), list[str](), list[str]()
 
     async def approver(request: ApprovalRequest) -> Approval:
         asked.append(request.approval_id)
