@@ -778,6 +778,34 @@ async def test_a_suspended_call_waits_for_its_slower_sibling_to_reach_its_own_qu
     assert asked == [5, 4]  # and its question was asked in the same run
 
 
+async def test_a_question_the_same_response_asked_of_the_calls_own_tool_parks_with_the_childs() -> None:
+    """mixed pays itself and has the payer pay, in one response: pydantic-ai would ask mixed's own question after
+    the response's tool calls end, which the payer's suspension cuts short. Both are asked in the one run."""
+    asked: list[str] = []
+
+    async def mixed(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("pay", {"amount": 1}), ToolCallPart("payer", {"input": "child"})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(" > ".join(request.chain))
+        raise _Suspended(request.description)
+
+    payer = _holding_runtime(approver, asyncio.Event(), []).entry("payer")
+    runtime = Runtime(
+        None,
+        entries=[AgentEntry(Agent(FunctionModel(mixed)), name="mixed", toolsets=["purse", "payer"]), payer],
+        toolsets={"purse": _Purse},
+        policies={"purse": ToolPolicy(tools={"pay": "ask"})},
+        approver=approver,
+    )
+    async with runtime, asyncio.timeout(10):
+        with pytest.raises(_Suspended):
+            await runtime.run("mixed", "go")
+    assert sorted(asked) == ["mixed", "mixed > payer"]
+
+
 async def test_a_held_call_is_cancelled_with_its_run() -> None:
     """The late payer's model never answers: the early payer's call is held, and cancelling the run ends it."""
     slow, answered, asked = asyncio.Event(), list[str](), list[str]()

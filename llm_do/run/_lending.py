@@ -143,6 +143,8 @@ class Lending:
         try:
             return await self._call_tool(toolset, inner, name, tool_args, ctx, tool, direct)
         except RunSuspended:
+            if self._gate is not None:
+                await self._gate.ask_deferred()  # the step's other questions, which its end would never ask
             await hold.settled()
             raise
         finally:
