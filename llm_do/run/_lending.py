@@ -137,50 +137,40 @@ class Lending:
         for a call made from Python (`CallScope.call_tool`). A call that ends the run suspended (`RunSuspended`)
         raises once the call's other tool calls have ended or been suspended too."""
         hold = self.hold if not direct else self.direct_hold()
-        if hold is None:
-            return await self._call_tool(toolset, inner, name, tool_args, ctx, tool, direct)
-        hold.running += 1
+        if hold is not None:
+            hold.running += 1
         try:
-            return await self._call_tool(toolset, inner, name, tool_args, ctx, tool, direct)
+            self.saw_current()
+            if toolset in self._entry_tools:
+                self._call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
+
+            metadata = tool.tool_def.metadata
+            facts = None
+            if metadata or toolset in self._gating:
+                facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
+            if facts is None:  # nothing can ask for the call, unless the tool does
+                try:
+                    return await inner.call_tool(name, tool_args, ctx, tool)
+                except ApprovalRequired:
+                    if ctx.tool_call_approved:
+                        raise
+                facts = CallFacts(toolset, name, tool_args, ctx.tool_call_id or "", direct=direct, asked=True)
+
+            async def run(approved: bool) -> Any:
+                called = replace(ctx, tool_call_approved=True) if approved and not ctx.tool_call_approved else ctx
+                return await inner.call_tool(name, tool_args, called, tool)
+
+            return await self.gate().call(facts, run)
         except RunSuspended:
+            if hold is None:
+                raise  # part of the tool call whose body made it
             if self._gate is not None:
                 await self._gate.ask_deferred()  # the step's other questions, which its end would never ask
             await hold.settled()
             raise
         finally:
-            hold.ended()
-
-    async def _call_tool(
-        self,
-        toolset: str,
-        inner: AbstractToolset[Any],
-        name: str,
-        tool_args: dict[str, Any],
-        ctx: RunContext[Any],
-        tool: ToolsetTool[Any],
-        direct: bool,
-    ) -> Any:
-        self.saw_current()
-        if toolset in self._entry_tools:
-            self._call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
-
-        metadata = tool.tool_def.metadata
-        facts = None
-        if metadata or toolset in self._gating:
-            facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
-        if facts is None:  # nothing can ask for the call, unless the tool does
-            try:
-                return await inner.call_tool(name, tool_args, ctx, tool)
-            except ApprovalRequired:
-                if ctx.tool_call_approved:
-                    raise
-            facts = CallFacts(toolset, name, tool_args, ctx.tool_call_id or "", direct=direct, asked=True)
-
-        async def run(approved: bool) -> Any:
-            called = replace(ctx, tool_call_approved=True) if approved and not ctx.tool_call_approved else ctx
-            return await inner.call_tool(name, tool_args, called, tool)
-
-        return await self.gate().call(facts, run)
+            if hold is not None:
+                hold.ended()
 
     def _facts(
         self,
