@@ -17,7 +17,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from llm_do import AgentEntry, ConfigurationError, Runtime, ToolPolicy, Toolset, tool
+from llm_do import AgentEntry, CallScope, ConfigurationError, Runtime, ToolPolicy, Toolset, entry, tool
 from llm_do.approvals import Approval, ApprovalRequest, RunSuspended
 from llm_do.jobs import (
     DecisionRefused,
@@ -776,6 +776,35 @@ async def test_a_suspended_call_waits_for_its_slower_sibling_to_reach_its_own_qu
             await runtime.run("two", "go")
     assert answered == ["early", "late"]  # the late payer's request was answered, not cancelled
     assert asked == [5, 4]  # and its question was asked in the same run
+
+
+async def test_calls_an_entrys_function_makes_side_by_side_are_held_like_a_models() -> None:
+    """fan has two payers pay at once from Python (`asyncio.gather` of `scope.call_agent`): the early payer's
+    suspension waits for the late one's request and question, as for a model's parallel tool calls."""
+    slow, answered, asked = asyncio.Event(), list[str](), list[int]()
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request.args["amount"])
+        slow.set()
+        raise _Suspended(request.description)
+
+    @entry(name="fan", toolsets=["payer"])
+    async def fan(scope: CallScope, text: str) -> str:
+        said = await asyncio.gather(scope.call_agent("payer", "early"), scope.call_agent("payer", "late"))
+        return " | ".join(map(str, said))
+
+    payer = _holding_runtime(approver, slow, answered).entry("payer")
+    runtime = Runtime(
+        None,
+        entries=[fan, payer],
+        toolsets={"purse": _Purse},
+        policies={"purse": ToolPolicy(tools={"pay": "ask"})},
+        approver=approver,
+    )
+    async with runtime, asyncio.timeout(10):
+        with pytest.raises(_Suspended):
+            await runtime.run("fan", "go")
+    assert answered == ["early", "late"] and asked == [5, 4]
 
 
 async def test_a_question_the_same_response_asked_of_the_calls_own_tool_parks_with_the_childs() -> None:
