@@ -4,7 +4,9 @@ it (`tests.journal_app:queue`, `tests.journal_app:parking`).
 Every model here counts: each request it receives appends `sent <who> <index> <attempt>` to the notes
 file named in the run's prompt (a JSON object), so the test, in another process, sees which requests
 were paid for on which attempt. On a job's first attempt, the request whose index is the prompt's `hold`
-notes `holding <who>` and never answers: the test kills the worker then. The reviewer, handed files, notes the
+notes `holding <who>` and never answers: the test kills the worker then; the request whose index is the prompt's
+`answer_once_asked` answers only once another call of the job has asked a question (a slower sibling, without a
+clock). The reviewer, handed files, notes the
 text of each (`reviewed <text>`) instead.
 """
 
@@ -73,6 +75,8 @@ def counting(who: Callable[[dict[str, Any]], str], script: Script) -> FunctionMo
         if index == fields.get("hold") and attempt == 1:
             note(fields["notes"], f"holding {name}")
             await asyncio.sleep(3600)
+        if index == fields.get("answer_once_asked") and attempt == 1:
+            await _until_asked()
         returns = [
             part.content
             for message in messages
@@ -91,6 +95,14 @@ def counting(who: Callable[[dict[str, Any]], str], script: Script) -> FunctionMo
                 yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
 
     return FunctionModel(respond, stream_function=stream)
+
+
+async def _until_asked() -> None:
+    """Wait until the current job has a question pending (another of its calls asked)."""
+    job = current_job()
+    assert job is not None
+    while not await parking.pending(job.id):  # noqa: ASYNC110  (polling the database)
+        await asyncio.sleep(0.02)
 
 
 class Steps(Toolset):
@@ -220,9 +232,14 @@ def _drifting_payment(fields: dict[str, Any], index: int, returns: list[Any]) ->
 
 
 def _pair(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
-    """Asks two payers at once (their notes in `notes_a`, `notes_b`), then reports what they said."""
+    """Asks two payers at once (their notes in `notes_a`, `notes_b`), then reports what they said. With `slow_b`,
+    payer b's model answers the request that asks to pay only once payer a has asked (on the first attempt)."""
     if index == 0:
-        asks = [{"notes": fields[f"notes_{tag}"], "amount": amount} for tag, amount in (("a", 1), ("b", 2))]
+        asks: list[dict[str, Any]] = [
+            {"notes": fields[f"notes_{tag}"], "amount": amount} for tag, amount in (("a", 1), ("b", 2))
+        ]
+        if fields.get("slow_b"):
+            asks[1]["answer_once_asked"] = 2
         return ModelResponse(parts=[ToolCallPart("payer", {"input": json.dumps(ask)}) for ask in asks])
     return ModelResponse(parts=[TextPart("pair: " + " | ".join(sorted(map(str, returns))))])
 

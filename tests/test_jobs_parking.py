@@ -9,11 +9,16 @@ import json
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from llm_do import ConfigurationError
+from llm_do import AgentEntry, CallScope, ConfigurationError, Runtime, ToolPolicy, Toolset, entry, tool
+from llm_do.approvals import Approval, ApprovalRequest, RunSuspended
 from llm_do.jobs import (
     DecisionRefused,
     InvalidJobRequest,
@@ -313,6 +318,29 @@ async def test_a_cancel_that_comes_just_before_the_run_stores_its_question_ends_
     assert sent(notes) == {("quitter", 0): 1, ("quitter", 1): 1, ("quitter", 2): 1}
 
 
+async def test_a_decision_wakes_a_worker_that_polls_hourly(
+    queue: JobQueue, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """procrastinate notifies its workers of inserted jobs only; a decision queues the job again by an update, and
+    notifies them itself: a worker that would poll for jobs once an hour resumes the job all the same."""
+    monkeypatch.setenv("LLM_DO_JOBS_DATABASE_URL", dsn)
+    notes = tmp_path / "notes"
+    stop = asyncio.Event()
+    options = WorkerOptions(concurrency=1, heartbeat=0.2, poll_interval=3600, name="in-process")
+    worker = asyncio.create_task(
+        run_worker(app_parking, options, stop=stop, install_signal_handlers=False), name="in-process worker"
+    )
+    try:
+        job_id = await queue.defer("payer", ask(notes, 4))  # an insert: procrastinate's own notification
+        pending = await parked(queue, job_id)
+        assert await queue.decide(job_id, pending.approval_id, "approve") is True
+        record = await finished(queue, job_id)
+    finally:
+        stop.set()
+        await worker
+    assert record.status == "succeeded" and paid(notes) == ["paid 4"]
+
+
 async def test_a_job_whose_worker_died_while_it_parked_can_be_cancelled_and_leaves_no_question(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
@@ -464,6 +492,31 @@ async def test_parallel_calls_that_both_ask_resume_once_each_is_decided(
     assert sent(notes["a"]) == sent(notes["b"]) == {**PAYER_BEFORE, ("payer", 3): 1}
 
 
+async def test_a_slower_sibling_finishes_its_request_and_both_questions_park_together(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """pair asks two payers at once. Payer b's model answers its request to pay only once payer a has asked: the
+    run does not park while b's request is in flight. b's response is journaled (paid once), b reaches its own
+    question, and both questions park together: one round of decisions."""
+    notes = {tag: tmp_path / f"{tag}.notes" for tag in ("pair", "a", "b")}
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        fields = {"notes": str(notes["pair"]), "notes_a": str(notes["a"]), "notes_b": str(notes["b"]), "slow_b": True}
+        job_id = await queue.defer("pair", json.dumps(fields))
+        await parked_on_any(queue, job_id)
+        questions = await queue.pending(job_id)
+        assert sorted(question.args["amount"] for question in questions) == [1, 2]
+        assert [await queue.decide(job_id, question.approval_id, "approve") for question in questions] == [False, True]
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.attempts == 3  # one park: its end and its retry
+    assert (paid(notes["a"]), paid(notes["b"])) == (["paid 1"], ["paid 2"])
+    assert sent(notes["a"]) == sent(notes["b"]) == {**PAYER_BEFORE, ("payer", 3): 1}
+    assert sent(notes["pair"]) == {("pair", 0): 1, ("pair", 1): 1}
+
+
 async def test_a_decision_never_applies_to_a_question_asked_again_with_other_arguments(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:
@@ -506,6 +559,41 @@ async def test_two_jobs_whose_models_give_the_same_tool_call_id_park_on_question
         assert [await queue.cancel(job_id) for job_id in jobs] == [True, True]
     finally:
         assert worker.stop() == 0, worker.output()
+
+
+async def test_a_tool_that_changes_on_every_run_fails_the_job_after_the_rounds_allowed(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """drifty pays what a drifting tool read: each resumed run goes live before the question and asks again. With
+    LLM_DO_JOBS_PARKING_ROUNDS=1, the job parks once more, then fails naming the tool whose result changed."""
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1, env={"LLM_DO_JOBS_PARKING_ROUNDS": "1"})
+    amounts = []
+    try:
+        job_id = await queue.defer("drifty", ask(notes))
+        for _ in range(2):
+            await parked_on_any(queue, job_id)
+            [question] = await queue.pending(job_id)
+            amounts.append(question.args["amount"])
+            assert await queue.decide(job_id, question.approval_id, "approve") is True
+
+            async def ran_again(decided: PendingApproval = question) -> bool:
+                record = await queue.get(job_id)
+                return record.status == "failed" or (
+                    record.status == "awaiting_approval" and await queue.pending(job_id) != [decided]
+                )
+
+            await eventually(ran_again, "the resumed run ended or parked again")
+        record = await queue.get(job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert amounts == [1, 3]  # the first attempt's, then the resumed run's (each park counts two attempts)
+    assert record.status == "failed", record
+    assert record.error is not None and record.error.startswith("ParkingDiverged: job ")
+    assert "asked again 2 times in a row (LLM_DO_JOBS_PARKING_ROUNDS allows 1)" in record.error
+    assert "the result of tool 'drift' changed since the journaled run (call drifty, request 1)" in record.error
+    assert await queue.pending(job_id) == []
+    assert paid(notes) == []
 
 
 async def test_a_decision_never_sends_a_file_that_changed_since_the_question(
@@ -646,3 +734,144 @@ def test_a_parking_queue_refuses_entries_without_a_journal_and_unknown_modes() -
         JobQueue("postgresql://nowhere", entries=["payer", JobEntry("plain", journal=False)], approvals="park")
     with pytest.raises(ConfigurationError, match="must be 'runtime' or 'park', got 'later'"):
         JobQueue("postgresql://nowhere", entries=["payer"], approvals="later")  # type: ignore[arg-type]
+
+
+# -- in one process: the hold itself, without PostgreSQL --------------------------------------------------------
+
+
+class _Suspended(RunSuspended):
+    """What a parking approver raises: the question stays open outside the run."""
+
+
+class _Purse(Toolset):
+    @tool
+    def pay(self, amount: int) -> str:
+        """Pay `amount`."""
+        return f"paid {amount}"
+
+
+def _holding_runtime(approver: Any, slow: asyncio.Event, answered: list[str]) -> Runtime:
+    """`two` asks `payer` twice at once; payer `late` answers its first request only once `slow` is set, and 50
+    turns of the event loop later."""
+
+    async def two(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("payer", {"input": tag}) for tag in ("early", "late")])
+        return ModelResponse(parts=[TextPart("both paid")])
+
+    async def payer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        first = messages[0]
+        assert isinstance(first, ModelRequest)
+        tag = next(str(part.content) for part in first.parts if isinstance(part, UserPromptPart))
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart(f"{tag} done")])
+        if tag.startswith("late"):
+            await slow.wait()
+            for _ in range(50):  # turns enough for the early call's end to reach pydantic-ai, were it not held
+                await asyncio.sleep(0)
+        answered.append(tag)
+        return ModelResponse(parts=[ToolCallPart("pay", {"amount": len(tag)})])
+
+    return Runtime(
+        None,
+        entries=[
+            AgentEntry(Agent(FunctionModel(two)), name="two", toolsets=["payer"]),
+            AgentEntry(Agent(FunctionModel(payer)), name="payer", toolsets=["purse"]),
+        ],
+        toolsets={"purse": _Purse},
+        policies={"purse": ToolPolicy(tools={"pay": "ask"})},
+        approver=approver,
+    )
+
+
+async def test_a_suspended_call_waits_for_its_slower_sibling_to_reach_its_own_question() -> None:
+    slow, answered, asked = asyncio.Event(), list[str](), list[int]()
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request.args["amount"])
+        slow.set()  # the late payer's model answers only now: its request was in flight when the early one asked
+        raise _Suspended(request.description)
+
+    async with _holding_runtime(approver, slow, answered) as runtime, asyncio.timeout(10):
+        with pytest.raises(_Suspended):
+            await runtime.run("two", "go")
+    assert answered == ["early", "late"]  # the late payer's request was answered, not cancelled
+    assert asked == [5, 4]  # and its question was asked in the same run
+
+
+async def test_calls_an_entrys_function_makes_side_by_side_are_held_like_a_models() -> None:
+    """fan has two payers pay at once from Python (`asyncio.gather` of `scope.call_agent`): the early payer's
+    suspension waits for the late one's request and question, as for a model's parallel tool calls."""
+    slow, answered, asked = asyncio.Event(), list[str](), list[int]()
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request.args["amount"])
+        slow.set()
+        raise _Suspended(request.description)
+
+    @entry(name="fan", toolsets=["payer"])
+    async def fan(scope: CallScope, text: str) -> str:
+        said = await asyncio.gather(scope.call_agent("payer", "early"), scope.call_agent("payer", "late"))
+        return " | ".join(map(str, said))
+
+    payer = _holding_runtime(approver, slow, answered).entry("payer")
+    runtime = Runtime(
+        None,
+        entries=[fan, payer],
+        toolsets={"purse": _Purse},
+        policies={"purse": ToolPolicy(tools={"pay": "ask"})},
+        approver=approver,
+    )
+    async with runtime, asyncio.timeout(10):
+        with pytest.raises(_Suspended):
+            await runtime.run("fan", "go")
+    assert answered == ["early", "late"] and asked == [5, 4]
+
+
+async def test_a_question_the_same_response_asked_of_the_calls_own_tool_parks_with_the_childs() -> None:
+    """mixed pays itself and has the payer pay, in one response: pydantic-ai would ask mixed's own question after
+    the response's tool calls end, which the payer's suspension cuts short. Both are asked in the one run."""
+    asked: list[str] = []
+
+    async def mixed(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("pay", {"amount": 1}), ToolCallPart("payer", {"input": "child"})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(" > ".join(request.chain))
+        raise _Suspended(request.description)
+
+    payer = _holding_runtime(approver, asyncio.Event(), []).entry("payer")
+    runtime = Runtime(
+        None,
+        entries=[AgentEntry(Agent(FunctionModel(mixed)), name="mixed", toolsets=["purse", "payer"]), payer],
+        toolsets={"purse": _Purse},
+        policies={"purse": ToolPolicy(tools={"pay": "ask"})},
+        approver=approver,
+    )
+    async with runtime, asyncio.timeout(10):
+        with pytest.raises(_Suspended):
+            await runtime.run("mixed", "go")
+    assert sorted(asked) == ["mixed", "mixed > payer"]
+
+
+async def test_a_held_call_is_cancelled_with_its_run() -> None:
+    """The late payer's model never answers: the early payer's call is held, and cancelling the run ends it."""
+    slow, answered, asked = asyncio.Event(), list[str](), list[str]()
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request.approval_id)
+        raise _Suspended(request.description)
+
+    async with _holding_runtime(approver, slow, answered) as runtime:
+        running = asyncio.create_task(runtime.run("two", "go"))
+
+        async def held() -> bool:
+            return bool(asked)
+
+        await eventually(held, "the early payer asked")
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+    assert answered == ["early"] and len(asked) == 1

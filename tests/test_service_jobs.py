@@ -209,7 +209,8 @@ async def test_a_parked_job_is_listed_and_decided_through_the_service(
             assert (await client.post("/jobs/424242/approvals/apr_x", json={"choice": "deny"})).status_code == 404
             assert (await client.post(url_of, json={"choice": "maybe"})).status_code == 422
             decided = await client.post(url_of, json={"choice": "approve"})
-            assert decided.status_code == 200 and decided.json()["status"] == "todo", decided.text
+            assert decided.status_code == 200, decided.text  # queued again, and its workers woken: one may have it
+            assert decided.json()["status"] in ("todo", "doing", "succeeded"), decided.text
             again = await client.post(url_of, json={"choice": "deny"})
             assert again.status_code == 409 and "already decided" in again.json()["error"]
 

@@ -29,6 +29,7 @@ __all__ = [
     "ApprovalUnavailable",
     "Approver",
     "CHOICES",
+    "RunSuspended",
     "approval_id",
     "approval_space",
     "ask_approver",
@@ -130,6 +131,15 @@ class ApprovalUnavailable(LlmDoError):
             "Pass Runtime(..., approver=...) or set approval_mode (LLM_DO_APPROVAL_MODE) to "
             "'approve_all' or 'reject_all'."
         )
+
+
+class RunSuspended(LlmDoError):
+    """Raised by an approver that leaves its question open outside the run, to be answered when the run is made
+    again (a parked job: `llm_do.jobs.RunParked`); the run ends.
+
+    The run's other parallel calls are not cut short by it: each goes on to its end, or to a suspension of its
+    own, before the exception leaves the tool calls they run beside (what they paid for is kept, and their
+    questions are left open together)."""
 
 
 Approver: TypeAlias = Callable[[ApprovalRequest], Approval | ApprovalChoice | Awaitable[Approval | ApprovalChoice]]

@@ -23,6 +23,7 @@ from .parking import DecisionRefused, PendingApproval, RunParked
 from .queue import JobEntry, JobQueue, RuntimeFactory
 from .records import FINAL_STATUSES, InvalidJobRequest, JobNotFound, JobRecord, JobStatus
 from .retry import WorkerShutdown
+from .rounds import ParkingDiverged
 from .settings import JobSettings
 from .worker import WorkerOptions, expire_approvals, recover_stalled_jobs, remove_old_journals, run_worker
 
@@ -37,6 +38,7 @@ __all__ = [
     "JobRecord",
     "JobSettings",
     "JobStatus",
+    "ParkingDiverged",
     "PendingApproval",
     "RetryStrategy",
     "RunParked",

@@ -74,6 +74,8 @@ async def perform(
                 )
         else:
             journal = await journals.open(job.id, job.attempt)
+            if isinstance(approver, Parking):
+                approver.journal = journal  # a resumed run that diverges before its question parks a round further
             try:
                 with journals.installed(runtime, job.entry, journal), asking:
                     result = await runtime.run(

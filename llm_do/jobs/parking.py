@@ -4,8 +4,9 @@ A job of a queue made with `JobQueue(approvals="park")` that reaches a call need
 question here and ends its run (`RunParked`): its teardown runs, and its worker slot and connections are
 free. procrastinate sees the job `failed`; a pending row makes it `awaiting_approval` to llm-do. A
 decision (`JobQueue.decide`, or expiry by the workers' housekeeping) is stored here and queues the job
-again (procrastinate's `retry_job`): the run replays from the journal up to the question, and this module's
-approver answers it with the stored decision without asking.
+again (procrastinate's `retry_job`, and a notification that wakes the queue's workers at once): the run replays
+from the journal up to the question, and this module's approver answers it with the stored decision without
+asking.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_jsonable_python
 
-from ..approvals import Approval, ApprovalRequest
+from ..approvals import Approval, ApprovalRequest, RunSuspended
 from ..errors import LlmDoError
 from ..files import AttachmentInfo
+from ..models.journal import Journal
 from ..scopes import dropped
 from .pgtext import add_missing_column, storable_text, store_json_as_text
+from .rounds import ParkingDiverged, diverged, next_round
+from .wakeup import wake_workers
 
 __all__ = [
     "APPROVALS_TABLE",
@@ -66,6 +70,7 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
     attachments json NOT NULL DEFAULT '[]',
     reason text NOT NULL,
     description text NOT NULL,
+    park_round integer NOT NULL DEFAULT 0,
     asked_at timestamptz NOT NULL DEFAULT now(),
     choice text CHECK (choice IN ('approve', 'deny')),
     note text,
@@ -76,14 +81,14 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
 
 _PARK = """
 INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, call_id, tool_call_id, toolset, tool, args,
-                              attachments, reason, description)
+                              attachments, reason, description, park_round)
 VALUES (%(queue)s, %(job_id)s, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_call_id)s, %(toolset)s, %(tool)s,
-        %(args)s, %(attachments)s, %(reason)s, %(description)s)
+        %(args)s, %(attachments)s, %(reason)s, %(description)s, %(park_round)s)
 ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
     call_path = EXCLUDED.call_path, call_id = EXCLUDED.call_id, tool_call_id = EXCLUDED.tool_call_id,
     toolset = EXCLUDED.toolset, tool = EXCLUDED.tool, args = EXCLUDED.args,
     attachments = EXCLUDED.attachments, reason = EXCLUDED.reason, description = EXCLUDED.description, asked_at = now(),
-    choice = NULL, note = NULL, decided_at = NULL
+    park_round = EXCLUDED.park_round, choice = NULL, note = NULL, decided_at = NULL
 """
 
 _ABORT_REQUESTED = "SELECT abort_requested FROM procrastinate_jobs WHERE id = %s FOR SHARE"
@@ -114,11 +119,12 @@ AWAITING_SQL = (
 """A job's status as llm-do reads it (procrastinate's, or `awaiting_approval`); `j` is procrastinate's row."""
 
 
-class RunParked(LlmDoError):
+class RunParked(RunSuspended):
     """The run reached a call that needs a person's decision, and its queue parks such jobs.
 
-    Raised by the job's approver after the question was stored; the run ends (its teardown runs) and the
-    job waits, holding no worker, until `JobQueue.decide` answers it."""
+    Raised by the job's approver after the question was stored; the run's other parallel calls go on to their end
+    or to their own question (`RunSuspended`), then the run ends (its teardown runs) and the job waits, holding no
+    worker, until `JobQueue.decide` answers it."""
 
     def __init__(self, job_id: int, request: ApprovalRequest) -> None:
         self.job_id = job_id
@@ -185,15 +191,30 @@ class Parking:
     A question is stored in a transaction that holds the job's row, as `cancel_job` does: a cancel that came
     first (its cancellation requested, which the worker may not have acted on yet) stores no question and raises
     procrastinate's `JobAborted`, since the end of a parked run would clear that request. `ended` is what the run
-    must end with, whatever its tools caught: the `JobAborted` if there was one, else the first `RunParked`."""
+    must end with, whatever its tools caught: the `JobAborted` if there was one, else the first `RunParked`.
+
+    A resumed run that went live before its question because a request differed from the journal (`journal`, set by
+    the job's run) parks one round further than the job's latest question (`last_round`); past `rounds`, it raises
+    `ParkingDiverged` instead of parking (see `rounds`)."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[Any], queue: str, job_id: int, decided: Mapping[str, _Decision]
+        self,
+        pool: AsyncConnectionPool[Any],
+        queue: str,
+        job_id: int,
+        decided: Mapping[str, _Decision],
+        *,
+        last_round: int = 0,
+        rounds: int = 3,
     ) -> None:
         self.pool = pool
         self.queue = queue
         self.job_id = job_id
         self.decided = decided
+        self.last_round = last_round
+        self.rounds = rounds
+        self.journal: Journal | None = None
+        """The run's journal, whose points of going live tell a run that diverged before its question."""
         self._parked: RunParked | None = None
         self._aborted: JobAborted | None = None
 
@@ -220,6 +241,7 @@ class Parking:
             "attachments": Json(attachments),
             "reason": storable_text(request.reason),
             "description": storable_text(request.description),
+            "park_round": self._round(),
         }
         storing = asyncio.ensure_future(self._store(values))
         try:
@@ -237,6 +259,14 @@ class Parking:
         if self._parked is None:
             self._parked = parked
         raise parked
+
+    def _round(self) -> int:
+        """This run's round; `ParkingDiverged` when it is past the rounds allowed."""
+        points = diverged(self.journal.live_from if self.journal is not None else ())
+        found = next_round(self.last_round, bool(self.decided), points)
+        if found > self.rounds:
+            raise ParkingDiverged(self.job_id, found, points)
+        return found
 
     async def _store(self, values: Mapping[str, Any]) -> bool:
         """Store the question unless the job's cancellation was requested; whether it was."""
@@ -261,6 +291,7 @@ async def create_approvals_table(conn: AsyncConnection[Any]) -> None:
     await add_missing_column(conn, APPROVALS_TABLE, "attachments", "json NOT NULL DEFAULT '[]'")  # made before files
     for column in ("call_id", "tool_call_id"):  # made before questions named their call
         await add_missing_column(conn, APPROVALS_TABLE, column, "text")
+    await add_missing_column(conn, APPROVALS_TABLE, "park_round", "integer NOT NULL DEFAULT 0")  # before rounds
     await store_json_as_text(conn, APPROVALS_TABLE, "args")
 
 
@@ -324,6 +355,7 @@ async def store_decision(
         if await _waiting(conn, queue, job_id):
             return False
         await _requeue(conn, job_id)
+        await wake_workers(conn, queue, job_id)  # at once, not at their next poll
         return True
 
 

@@ -47,6 +47,7 @@ from .parking import (
 from .records import STATUSES, InvalidJobRequest, JobNotFound, JobRecord, checked_job_id
 from .redact import hide_attachment_bytes
 from .retry import JobRetry
+from .rounds import last_round
 from .settings import JobSettings
 from .store import create_results_table, fetch_records
 
@@ -123,6 +124,7 @@ class JobQueue:
         self._connector = ExitStack()  # the opening's own procrastinate connector, swapped in by open()
         self._runtime: Runtime | None = None
         self._journals: JobJournals | None = None
+        self._parking_rounds = 3
         for spec in self.entries.values():
             self._tasks[spec.name] = self._register(spec)
 
@@ -337,9 +339,11 @@ class JobQueue:
 
     # -- the worker side --------------------------------------------------------
 
-    def attach(self, runtime: Runtime | None) -> None:
-        """Give the jobs this process runs their runtime (a worker does this at start-up; None detaches)."""
+    def attach(self, runtime: Runtime | None, *, parking_rounds: int = 3) -> None:
+        """Give the jobs this process runs their runtime (a worker does this at start-up; None detaches), and, for a
+        queue that parks, how many times in a row a resumed run may diverge before its question and park again."""
         self._runtime = runtime
+        self._parking_rounds = parking_rounds
         self._journals = None if runtime is None else JobJournals(self.pool, self.queue_name)
 
     def _register(self, spec: JobEntry) -> Task[Any, Any, Any]:
@@ -371,8 +375,10 @@ class JobQueue:
 
         approver = None
         if self.approvals == "park":
+            decided = await load_decisions(self.pool, self.queue_name, job.id)
+            last = await last_round(self.pool, self.queue_name, job.id) if decided else 0
             approver = Parking(
-                self.pool, self.queue_name, job.id, await load_decisions(self.pool, self.queue_name, job.id)
+                self.pool, self.queue_name, job.id, decided, last_round=last, rounds=self._parking_rounds
             )
         await perform(
             runtime, self.pool, info, input_data, reason, attachments, journals if spec.journal else None, approver

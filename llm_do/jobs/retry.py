@@ -9,6 +9,7 @@ from procrastinate.jobs import Job
 from procrastinate.retry import RetryValue, get_retry_strategy
 
 from .parking import RunParked
+from .rounds import ParkingDiverged
 
 __all__ = ["JobRetry", "WorkerShutdown"]
 
@@ -21,7 +22,8 @@ class WorkerShutdown(Exception):
 
 
 class JobRetry(BaseRetryStrategy):
-    """The entry's retry rule for runs that raised; never for a cancelled or parked job; always after a shutdown."""
+    """The entry's retry rule for runs that raised; never for a cancelled or parked job, nor one whose resumed runs
+    kept diverging before their question; always after a shutdown."""
 
     def __init__(self, retry: RetryValue) -> None:
         self.own = get_retry_strategy(retry)
@@ -29,7 +31,7 @@ class JobRetry(BaseRetryStrategy):
     def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
         if isinstance(exception, WorkerShutdown):
             return RetryDecision()
-        if isinstance(exception, (asyncio.CancelledError, RunParked)) or self.own is None:
+        if isinstance(exception, (asyncio.CancelledError, RunParked, ParkingDiverged)) or self.own is None:
             return None
         found = self.own.get_retry_exception(exception=exception, job=job)
         return None if found is None else found.retry_decision

@@ -20,6 +20,10 @@ class JobSettings(LlmDoSettings):
     jobs_approval_expiry: float = Field(default=7 * 24 * 3600.0, gt=0)
     """Seconds a parked job's question waits for a decision before the workers deny it, and the job goes on
     reading the denial (`LLM_DO_JOBS_APPROVAL_EXPIRY`; default 7 days)."""
+    jobs_parking_rounds: int = Field(default=3, ge=0)
+    """How many times in a row a parked job's resumed run may go live before its question (a request differed from
+    the journal: a tool's result changed) and park again; the next time the job fails, naming the tool
+    (`LLM_DO_JOBS_PARKING_ROUNDS`; default 3)."""
     worker_concurrency: int = Field(default=10, ge=1)
     """Jobs one worker process runs at once (`LLM_DO_WORKER_CONCURRENCY`; `--concurrency` wins)."""
     worker_heartbeat: float = Field(default=5.0, gt=0)

@@ -21,6 +21,7 @@ from .parking import RunParked, expire_pending
 from .queue import JobQueue, RuntimeFactory, worker_name
 from .redact import hide_attachment_bytes
 from .settings import JobSettings
+from .wakeup import wake_workers
 
 __all__ = ["WorkerOptions", "expire_approvals", "recover_stalled_jobs", "remove_old_journals", "run_worker"]
 
@@ -70,6 +71,9 @@ class WorkerOptions:
     """Seconds a finished job's journal is kept; the worker removes older ones as it goes (`remove_old_journals`)."""
     approval_expiry: float = 7 * 24 * 3600.0
     """Seconds a parked job's question waits before the worker denies it (`expire_approvals`, every heartbeat)."""
+    parking_rounds: int = 3
+    """Times in a row a parked job's resumed run may diverge from its journal before its question and park again;
+    the next time, the job fails (`ParkingDiverged`)."""
 
     @classmethod
     def from_settings(cls, settings: JobSettings | None = None, **overrides: Any) -> WorkerOptions:
@@ -82,6 +86,7 @@ class WorkerOptions:
             database_timeout=values.worker_database_timeout,
             journal_retention=values.jobs_journal_retention,
             approval_expiry=values.jobs_approval_expiry,
+            parking_rounds=values.jobs_parking_rounds,
         )
         return replace(options, **{key: value for key, value in overrides.items() if value is not None})
 
@@ -115,7 +120,7 @@ async def run_worker(
     try:
         await queue.apply_schema()
         async with factory() as opened:
-            queue.attach(opened)
+            queue.attach(opened, parking_rounds=options.parking_rounds)
             recovery = asyncio.create_task(_recover_forever(queue, options), name="llm-do stalled jobs")
             with _signals(stop) if install_signal_handlers else contextlib.nullcontext():
                 try:
@@ -267,6 +272,7 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
                             "new_lock": None,
                         },
                     )
+                    await wake_workers(conn, queue.queue_name, job_id)
             except errors.UniqueViolation:
                 logger.warning(
                     "job %d of a dead worker waits to be queued again: another queued job holds its queueing lock",

@@ -28,7 +28,7 @@ from .. import tracing
 from ..errors import LlmDoError
 from ..run import CallScope, current_scope
 from ..scopes import system_task, system_timer
-from .keys import KeyCache, RequestKey, current_chain, request_key
+from .keys import KeyCache, RequestKey, changed_tools, current_chain, request_key
 from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
@@ -81,6 +81,9 @@ class WentLive:
     reason: Literal["differs", "ends"]
     """`differs`: the request is not the recorded one (a tool's result, a prompt, the tools or the settings
     changed); `ends`: the journal holds nothing there (the request in flight when the earlier attempt stopped)."""
+    tools: tuple[str, ...] = ()
+    """For `differs`: the tools whose results the request carries and that changed since they were recorded (as
+    far as the recorded request shows them); empty when none did (the prompt, instructions, tools or settings)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"call": self.call, "position": self.position, "reason": self.reason}
@@ -231,8 +234,11 @@ class Journal:
                     return replayed(entry.recorded, request, self.source, keep_ids=True), request
                 call.stale_from = place.position
             call.live = True
-            if entry is not None or call.path in self._paths:
-                self._went_live(WentLive(call.path, place.position, "differs" if entry is not None else "ends"))
+            if entry is not None:
+                tools = changed_tools(messages, entry.recorded.asked)
+                self._went_live(WentLive(call.path, place.position, "differs", tools))
+            elif call.path in self._paths:
+                self._went_live(WentLive(call.path, place.position, "ends"))
         self.sent += 1
         if request is not None:
             return None, request

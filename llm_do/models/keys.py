@@ -48,7 +48,7 @@ from ..errors import shortened
 from ..files import METADATA_KEY, AttachmentInfo
 from ..run import current_scope
 
-__all__ = ["HANDLE_PATTERN", "KeyCache", "RequestKey", "current_chain", "request_key"]
+__all__ = ["HANDLE_PATTERN", "KeyCache", "RequestKey", "changed_tools", "current_chain", "request_key"]
 
 HANDLE_PATTERN = re.compile(r"\b[a-z][a-z0-9_]*_[0-9a-f]{8}\b")
 """What a handle looks like: the `prefix_1a2b3c4d` that `Handles.open` mints."""
@@ -297,14 +297,30 @@ def _prompt_text(content: Any) -> str:
     return "\n\n".join(texts) if texts else _canonical([_user_item(item) for item in content])
 
 
+def changed_tools(messages: list[ModelMessage], recorded_asked: str | None) -> tuple[str, ...]:
+    """The tools whose results, carried by the request `messages` ends with, are not shown in what the recorded
+    request asked (`RequestKey.asked`): those whose result changed since it was recorded, as far as `asked` shows."""
+    if recorded_asked is None:
+        return ()
+    return tuple(dict.fromkeys(name for name, shown in _returns(messages) if shown not in recorded_asked))
+
+
+def _returns(messages: list[ModelMessage]) -> list[tuple[str, str]]:
+    """(tool name, `name -> result` as `asked` shows it) of each tool return the last request carries."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, ModelRequest):
+        return []
+    return [
+        (str(part.tool_name), f"{part.tool_name} -> {shortened(part.content, _SHOWN, one_line=True)}")
+        for part in last.parts
+        if isinstance(part, ToolReturnPart | RetryPromptPart)
+    ]
+
+
 def _asked(messages: list[ModelMessage]) -> str:
     last = messages[-1] if messages else None
     if isinstance(last, ModelRequest):
-        returns = [
-            f"{part.tool_name} -> {shortened(part.content, _SHOWN, one_line=True)}"
-            for part in last.parts
-            if isinstance(part, ToolReturnPart | RetryPromptPart)
-        ]
+        returns = [shown for _, shown in _returns(messages)]
         if returns:
             return shortened("tool returns: " + "; ".join(returns), _SHOWN, one_line=True)
     prompt = _latest_prompt(messages)

@@ -316,9 +316,11 @@ class CallScope(metaclass=NoPublicConstructor):
         asked_as = gate.python_call_id(name, name)
         names = args.get("attachments", ())
         facts = CallFacts(name, name, args, asked_as, tool_call=False, attachments=names, shown=handed, direct=True)
-        return await gate.call(
+        call = gate.call(
             facts, lambda approved: self.call_child(name, input_data, attachments=handed, asked_as=asked_as)
         )
+        hold = self._lending.direct_hold()  # held beside the calls made in parallel, as a model's tool calls are
+        return await (call if hold is None else hold.around(call))
 
     async def attachments_named(self, names: Sequence[str | Attachment]) -> tuple[Attachment, ...]:
         """The attachments `names` stand for, checked against the call limits.

@@ -9,6 +9,7 @@ can ask or deny, else decided in place (see docs/approvals.md, "How it is built 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from asyncio import CancelledError
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,6 +29,7 @@ from ..approvals import (
     Approver,
     CallFacts,
     Grants,
+    RunSuspended,
     SessionKey,
     Verdict,
     approval_id,
@@ -207,6 +209,16 @@ class CallGate:
                 self._attached.pop(call.tool_call_id, None)
                 approvals[call.tool_call_id] = ToolDenied(self._message(pending.request, why))
         return DeferredToolResults(approvals=approvals) if approvals else None
+
+    async def ask_deferred(self) -> None:
+        """A call of the step ends the run suspended (`RunSuspended`): pydantic-ai will not reach its handler, so
+        ask the step's deferred calls now, and their questions are left open beside that call's. Their answers are
+        not used (the run ends); a suspension they end with is the run's already."""
+        pending = list(self._pending.values())
+        self._pending.clear()
+        for each in pending:
+            with contextlib.suppress(RunSuspended):
+                await self._settle(each.request, each.verdict)
 
     def _request(self, facts: CallFacts, reason: str, attachments: tuple[Attachment, ...]) -> ApprovalRequest:
         """The question about one call, which is known by `facts.call_id`: the model's tool call id, or for a call

@@ -21,10 +21,11 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
-from ..approvals import Approvals, CallFacts
+from ..approvals import Approvals, CallFacts, RunSuspended
 from ..files import TAKES_ATTACHMENTS, names_in
 from ..toolkit import ReadableArguments, Toolset
 from ._gate import CallGate, GatedCall
+from ._holding import SiblingHold
 
 if TYPE_CHECKING:
     from ..files import Attachment
@@ -39,7 +40,7 @@ class Lending:
     """One call's loans to pydantic-ai: the wrappers, the approval gate (made on first use), and the
     run contexts pydantic-ai made for them, which a callback scheduled by a tool may keep."""
 
-    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_gating", "_lent", "_seen")
+    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_gating", "_lent", "_seen", "hold")
 
     def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
         self._approvals = approvals
@@ -49,6 +50,8 @@ class Lending:
         self._gating = approvals.gating
         self._lent: list[LentToolset | LentGroup] = []
         self._seen: list[RunContext[Any]] = []
+        self.hold = SiblingHold()
+        """The call's tool calls in flight: one that ends the run suspended waits for the others to settle."""
 
     def gate(self) -> CallGate:
         gate = self._gate
@@ -79,6 +82,13 @@ class Lending:
         ctx = current_run_context()
         if ctx is not None and ctx.deps is self._call and all(seen is not ctx for seen in self._seen):
             self._seen.append(ctx)
+
+    def direct_hold(self) -> SiblingHold | None:
+        """The hold a call made from Python counts in: this call's (calls made side by side from an entry's function
+        are siblings), or None inside this call's agent run (a tool's body), whose tool call it is part of (a
+        suspension the tool does not catch is held as that tool call's)."""
+        ctx = current_run_context()
+        return None if ctx is not None and ctx.deps is self._call else self.hold
 
     def lend(self, toolsets: Sequence[tuple[str, AbstractToolset[Any]]]) -> list[AbstractToolset[Any]]:
         """The wrappers to hand pydantic-ai for these (name, toolset) pairs."""
@@ -124,28 +134,43 @@ class Lending:
         direct: bool = False,
     ) -> Any:
         """Call `inner`'s tool `name` (lent as `toolset`) through the gate when anything can ask for it; `direct`
-        for a call made from Python (`CallScope.call_tool`)."""
-        self.saw_current()
-        if toolset in self._entry_tools:
-            self._call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
+        for a call made from Python (`CallScope.call_tool`). A call that ends the run suspended (`RunSuspended`)
+        raises once the call's other tool calls have ended or been suspended too."""
+        hold = self.hold if not direct else self.direct_hold()
+        if hold is not None:
+            hold.running += 1
+        try:
+            self.saw_current()
+            if toolset in self._entry_tools:
+                self._call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
 
-        metadata = tool.tool_def.metadata
-        facts = None
-        if metadata or toolset in self._gating:
-            facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
-        if facts is None:  # nothing can ask for the call, unless the tool does
-            try:
-                return await inner.call_tool(name, tool_args, ctx, tool)
-            except ApprovalRequired:
-                if ctx.tool_call_approved:
-                    raise
-            facts = CallFacts(toolset, name, tool_args, ctx.tool_call_id or "", direct=direct, asked=True)
+            metadata = tool.tool_def.metadata
+            facts = None
+            if metadata or toolset in self._gating:
+                facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
+            if facts is None:  # nothing can ask for the call, unless the tool does
+                try:
+                    return await inner.call_tool(name, tool_args, ctx, tool)
+                except ApprovalRequired:
+                    if ctx.tool_call_approved:
+                        raise
+                facts = CallFacts(toolset, name, tool_args, ctx.tool_call_id or "", direct=direct, asked=True)
 
-        async def run(approved: bool) -> Any:
-            called = replace(ctx, tool_call_approved=True) if approved and not ctx.tool_call_approved else ctx
-            return await inner.call_tool(name, tool_args, called, tool)
+            async def run(approved: bool) -> Any:
+                called = replace(ctx, tool_call_approved=True) if approved and not ctx.tool_call_approved else ctx
+                return await inner.call_tool(name, tool_args, called, tool)
 
-        return await self.gate().call(facts, run)
+            return await self.gate().call(facts, run)
+        except RunSuspended:
+            if hold is None:
+                raise  # part of the tool call whose body made it
+            if self._gate is not None:
+                await self._gate.ask_deferred()  # the step's other questions, which its end would never ask
+            await hold.settled()
+            raise
+        finally:
+            if hold is not None:
+                hold.ended()
 
     def _facts(
         self,
