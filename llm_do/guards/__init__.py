@@ -14,6 +14,7 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._guard import (
         GuardedModel as GuardedModel,
+        GuardPlan as GuardPlan,
         ModelGuard as ModelGuard,
         ModelUnreachable as ModelUnreachable,
         RepliesRefused as RepliesRefused,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_guard": (
+        "GuardPlan",
         "GuardedModel",
         "ModelGuard",
         "ModelUnreachable",

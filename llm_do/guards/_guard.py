@@ -27,10 +27,11 @@ import asyncio
 import contextvars
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from pydantic_ai import Agent, ModelRetry, RunContext
@@ -60,7 +61,7 @@ from ._limits import (
 )
 from ._text_calls import named_calls, sent_texts, suspicion, written_call
 
-__all__ = ["GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of"]
+__all__ = ["GuardPlan", "GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of"]
 
 _CURRENT: ContextVar[ModelGuard | None] = ContextVar("llm_do_model_guard", default=None)
 
@@ -75,15 +76,31 @@ class RepliesRefused(UnexpectedModelBehavior):
     until its output retries ran out."""
 
 
-@asynccontextmanager
-async def _deadline(seconds: float | None) -> AsyncIterator[asyncio.Timeout | None]:
-    """`asyncio.timeout(seconds)` whose timer is armed in an empty context (nothing when `seconds` is None)."""
-    if seconds is None:
-        yield None
-        return
-    async with asyncio.timeout(None) as timeout:
-        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
-        yield timeout
+class _Within:
+    """`asyncio.timeout(seconds)` whose timer is armed in an empty context (nothing when `seconds` is None): the
+    cancelled timer stays in the event loop until its deadline, and must keep nothing of the run."""
+
+    __slots__ = ("seconds", "timeout")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.timeout: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> asyncio.Timeout | None:
+        if self.seconds is None:
+            return None
+        timeout = self.timeout = asyncio.timeout(None)
+        await timeout.__aenter__()
+        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + self.seconds)
+        return timeout
+
+    async def __aexit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if self.timeout is not None:
+            await self.timeout.__aexit__(kind, error, traceback)
+
+    @property
+    def expired(self) -> bool:
+        return self.timeout is not None and self.timeout.expired()
 
 
 def endpoint_of(model: Model) -> tuple[str | None, str | None]:
@@ -132,14 +149,16 @@ class GuardedModel(WrapperModel):
         started = time.monotonic()
         guard = _CURRENT.get()
         seconds = guard.request_deadline(model_settings) if guard is not None else None
+        deadline = _Within(seconds)
         try:
-            async with _deadline(seconds) as deadline:
+            async with deadline:
                 response = await super().request(messages, model_settings, model_request_parameters)
         except ModelConnectionError as error:
             raise self._unreachable(error, started) from error
         except TimeoutError as error:
             raise self._too_long(error, deadline, guard, seconds) from error
-        _noted(model_request_parameters, response)
+        if guard is not None:
+            guard.params, guard.last = model_request_parameters, response
         return response
 
     @asynccontextmanager
@@ -153,9 +172,10 @@ class GuardedModel(WrapperModel):
         started = time.monotonic()
         guard = _CURRENT.get()
         seconds = guard.request_deadline(model_settings) if guard is not None else None
+        deadline = _Within(seconds)
         try:
             async with (
-                _deadline(seconds) as deadline,
+                deadline,
                 super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream,
             ):
                 yield stream  # the deadline covers reading the stream to its end
@@ -165,13 +185,14 @@ class GuardedModel(WrapperModel):
             raise self._unreachable(error, started) from error
         except TimeoutError as error:
             raise self._too_long(error, deadline, guard, seconds) from error
-        _noted(model_request_parameters, stream.get())
+        if guard is not None:
+            guard.params, guard.last = model_request_parameters, stream.get()
 
     def _too_long(
-        self, error: TimeoutError, deadline: asyncio.Timeout | None, guard: ModelGuard | None, seconds: float | None
+        self, error: TimeoutError, deadline: _Within, guard: ModelGuard | None, seconds: float | None
     ) -> Exception:
         """The guard's `RequestTookTooLong` when its deadline ran out; any other timeout as it was."""
-        if deadline is None or not deadline.expired() or guard is None or seconds is None:
+        if not deadline.expired or guard is None or seconds is None:
             return error
         return RequestTookTooLong(guard.entry, self.model_name, seconds, guard.rules.origin("request_timeout"))
 
@@ -231,11 +252,31 @@ def _innermost(error: BaseException) -> str:
     return text or type(found).__name__
 
 
-def _noted(params: ModelRequestParameters, response: ModelResponse) -> None:
-    guard = _CURRENT.get()
-    if guard is not None:
-        guard.tools = frozenset(tool.name for tool in params.function_tools)
-        guard.last = response
+@dataclass(frozen=True, slots=True)
+class GuardPlan:
+    """What an entry's agent runs are held to under one runtime's settings, worked out once (`GuardPlan.of`)."""
+
+    rules: ModelRules
+    defaults: Mapping[str, Any]
+    """Model settings every request gets unless the agent's or the request's own name them (`max_tokens`)."""
+    request_timeout: float | None
+    run_timeout: float | None
+    usage_limits: UsageLimits
+    checks_replies: bool
+    """Whether the reply check runs on each reply (`suspect_output=retry`, `text_tool_calls`)."""
+
+    @classmethod
+    def of(cls, rules: ModelRules) -> GuardPlan:
+        value = rules.value
+        requests, tokens = value("run_requests"), value("run_tokens")
+        return cls(
+            rules,
+            MappingProxyType({"max_tokens": value("max_tokens")} if value("max_tokens") else {}),
+            float(value("request_timeout")) or None,
+            float(value("run_timeout")) or None,
+            UsageLimits(request_limit=requests or None, total_tokens_limit=tokens or None),
+            rules.suspect_output == "retry" or rules.text_tool_calls,
+        )
 
 
 class ModelGuard:
@@ -246,67 +287,66 @@ class ModelGuard:
         self,
         entry: str,
         agent: Agent[Any, Any],
-        rules: ModelRules,
+        plan: GuardPlan,
         model: Model | str | None,
         told: Callable[[str], None] | None = None,
     ) -> None:
         self.entry = entry
         self.told = told
         """Told each warning as it is found (the call's event)."""
-        self.rules = rules
+        self.rules = plan.rules
+        self.plan = plan
         own = agent.model_settings if isinstance(agent.model_settings, Mapping) else {}
         self.own_settings = frozenset(own)
         """Model settings the agent names itself: they win over the guard's defaults."""
-        self.defaults: dict[str, Any] = {}
-        if rules.value("max_tokens"):
-            self.defaults["max_tokens"] = rules.value("max_tokens")
-        self.request_timeout: float | None = float(rules.value("request_timeout")) or None
+        self.defaults = plan.defaults
+        self.request_timeout = plan.request_timeout
         self.model = None if model is None else GuardedModel(model)
-        self.tools: frozenset[str] = frozenset()
+        self.params: ModelRequestParameters | None = None
+        """The parameters of the last model request (the tools it offered)."""
         self.last: ModelResponse | None = None
         self.warnings: list[str] = []
-        self.timeout: float | None = None
-        if current_run_context() is None and rules.value("run_timeout"):
-            self.timeout = float(rules.value("run_timeout"))  # a nested agent run ends with the run that asked it
-        requests, tokens = rules.value("run_requests"), rules.value("run_tokens")
-        self.usage_limits = UsageLimits(request_limit=requests or None, total_tokens_limit=tokens or None)
+        self.timeout = plan.run_timeout if current_run_context() is None else None
+        """The run's time limit: a nested agent run ends with the run that asked it."""
+        self.usage_limits = plan.usage_limits
+        self._token: Any = None
+        self._deadline: _Within | None = None
+
+    @property
+    def tools(self) -> frozenset[str]:
+        """The tools the last model request offered."""
+        params = self.params
+        return frozenset() if params is None else frozenset(tool.name for tool in params.function_tools)
 
     def warn(self, warning: str) -> None:
         self.warnings.append(warning)
         if self.told is not None:
             self.told(warning)
 
-    def capabilities(self, given: Sequence[AbstractCapability[Any]]) -> list[AbstractCapability[Any]]:
+    def capabilities(self, given: Sequence[AbstractCapability[Any]]) -> Sequence[AbstractCapability[Any]]:
         """The run's capabilities: `given`, and the reply check when retries or tolerant calls are on."""
-        if self.rules.suspect_output == "retry" or self.rules.text_tool_calls:
+        if self.plan.checks_replies:
             return [*given, ReplyCheck(self)]
-        return list(given)
+        return given
 
-    @asynccontextmanager
-    async def run_deadline(self) -> AsyncIterator[None]:
-        """The outermost agent run's `run_timeout`: past it the run is cancelled and `RunTookTooLong` raised."""
-        try:
-            async with _deadline(self.timeout) as timeout:
-                yield
-        except TimeoutError as error:
-            if timeout is None or not timeout.expired() or self.timeout is None:
-                raise
-            raise RunTookTooLong(self.entry, self.timeout, self.rules.origin("run_timeout")) from error
+    def run_deadline(self) -> _Within:
+        """The outermost agent run's `run_timeout`: past it the run is cancelled (see `limit_error`)."""
+        self._deadline = _Within(self.timeout)
+        return self._deadline
 
     def request_deadline(self, settings: ModelSettings | None) -> float | None:
         """The seconds a request may take, unless its settings name a `request_timeout` (pydantic-ai's, then)."""
         return None if settings and settings.get("request_timeout") is not None else self.request_timeout
 
-    @contextmanager
-    def watching(self) -> Iterator[ModelGuard]:
+    def __enter__(self) -> ModelGuard:
         """The guard is current while its agent runs; then it lets go of all but its warnings (a copy of the run's
         context that outlives it, in a timer or a thread, still refers to the guard)."""
-        token = _CURRENT.set(self)
-        try:
-            yield self
-        finally:
-            _CURRENT.reset(token)
-            self.last, self.model, self.told = None, None, None
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        _CURRENT.reset(self._token)
+        self.last = self.model = self.told = self.params = self._token = None
 
     def limit_error(self, error: BaseException) -> Exception | None:
         """The error that pydantic-ai's `error` stands for, naming the limit or the check and its setting
@@ -314,6 +354,9 @@ class ModelGuard:
         if isinstance(error, LimitExceeded | RepliesRefused):
             return None
         rules = self.rules
+        deadline = self._deadline
+        if isinstance(error, TimeoutError) and deadline is not None and deadline.expired and self.timeout is not None:
+            return RunTookTooLong(self.entry, self.timeout, rules.origin("run_timeout"))
         refused = [warning for warning in self.warnings if warning.endswith("(suspect_output=retry)")]
         if refused and isinstance(error, UnexpectedModelBehavior) and "Exceeded maximum" in str(error):
             return RepliesRefused(

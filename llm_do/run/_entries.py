@@ -14,10 +14,11 @@ from pydantic_ai.tools import ToolDefinition, ToolPrepareFunc
 from pydantic_ai.toolsets import FunctionToolset
 
 from .._compat import RUN_ALONE, current_run_context, leaves_out_empty_own_toolset
+from ..di import RuntimeConfig
 from ..errors import ToolsetError
 from ..events import AgentStarted, CallWarning
 from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
-from ..guards import GuardedModel, ModelGuard, ModelRules
+from ..guards import GuardedModel, GuardPlan, ModelGuard, ModelRules
 from ._call_scope import CallScope
 from ._entry import Entry
 
@@ -100,7 +101,15 @@ class AgentEntry(_Described):
         self._renamed = agent.name != name
         """The agent carries another name (another entry's, say): each run overrides it with this one."""
         self._alone = leaves_out_empty_own_toolset(agent)
+        self._planned: tuple[RuntimeConfig, GuardPlan] | None = None
         """The call's toolsets can be the only ones of the agent's runs when it has no tool of its own."""
+
+    def _plan(self, config: RuntimeConfig) -> GuardPlan:
+        """The guard's plan under `config`, worked out once per runtime (the last one's kept)."""
+        planned = self._planned
+        if planned is None or planned[0] is not config:
+            planned = self._planned = (config, GuardPlan.of(self.rules.over(config.rules)))
+        return planned[1]
 
     def _prompt(self, input_data: Any) -> Any:
         if self._schema_in is not None:
@@ -128,11 +137,12 @@ class AgentEntry(_Described):
         if renamed is not None:
             renamed.__enter__()
         alone = RUN_ALONE.set(agent) if self._alone and scope.toolsets else None
-        rules = self.rules.over(scope.config.rules)
         told = None if sink is None else lambda warning: sink.emit(CallWarning(scope.tag(), warning))
-        guard = ModelGuard(self._name, agent, rules, model if agent.model is None else agent.model, told)
+        guard = ModelGuard(
+            self._name, agent, self._plan(scope.config), model if agent.model is None else agent.model, told
+        )
         try:
-            with capture_run_messages() as captured, guard.watching():
+            with capture_run_messages() as captured, guard:
                 try:
                     async with guard.run_deadline():
                         result = await agent.run(

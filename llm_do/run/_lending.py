@@ -10,7 +10,7 @@ is lent alone in a `LentToolset`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -318,11 +318,11 @@ class LentGroup(AbstractToolset[Any]):
                 owners[tool_name] = (name, member)
         return _claimed(self, tools)
 
-    async def call_tool(
+    def call_tool(  # the lending's coroutine itself: one frame less, resumed at every step of the call
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
-    ) -> Any:
+    ) -> Coroutine[Any, Any, Any]:
         toolset_name, member = self._owners[name]
-        return await self.lending.call(toolset_name, member, name, tool_args, ctx, tool)
+        return self.lending.call(toolset_name, member, name, tool_args, ctx, tool)
 
     async def call_direct(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
