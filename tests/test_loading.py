@@ -100,17 +100,22 @@ async def test_a_factory_function_returning_a_non_toolset_is_reported_and_still_
     assert made[0].cleaned
 
 
-async def test_unknown_entry_and_calls_outside_the_toolsets_are_refused() -> None:
+async def test_an_unknown_entry_is_refused_and_a_call_may_run_any_entry_of_its_runtime() -> None:
     @entry(toolsets=["search"])
-    async def sneaky(scope: CallScope, input_data: str) -> str:
-        return str(await scope.call_agent("other", input_data))
+    async def caller(scope: CallScope, input_data: str) -> str:
+        return str(await scope.call_agent(input_data, "hi"))
 
     other = agent_entry("other", [])
-    async with Runtime(App(), entries=[sneaky, other]) as runtime:
-        with pytest.raises(ConfigurationError, match="no entry named 'nope'; loaded entries: sneaky, other"):
+    async with Runtime(App(), entries=[caller, other]) as runtime:
+        with pytest.raises(ConfigurationError, match="no entry named 'nope'; loaded entries: caller, other"):
             await runtime.run("nope", "x")
-        with pytest.raises(ToolsetError, match="entry 'sneaky' cannot call 'other': add 'other' to its toolsets"):
-            await runtime.run("sneaky", "x")
+        result = await runtime.run("caller", "other")  # not among its toolsets: any entry of the runtime
+        assert [call.entry for call in result.calls] == ["caller", "other"]
+        with pytest.raises(
+            ToolsetError,
+            match=r"'caller' cannot call 'nope': it is neither an entry \(caller, other\) nor an agent made in",
+        ):
+            await runtime.run("caller", "nope")
 
 
 async def test_a_closed_runtime_refuses_to_run() -> None:
