@@ -14,9 +14,11 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from pydantic_ai.messages import AgentStreamEvent
+from pydantic_ai import Agent
+from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from llm_do import ConfigurationError, Runtime
+from llm_do import AgentEntry, ConfigurationError, ModelLimits, Runtime, RuntimeConfig
 from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
 
 from .jobs_support import Worker, eventually
@@ -211,6 +213,24 @@ async def test_an_agent_made_in_the_run_is_journaled_and_replayed_like_any_call(
     assert record.output == "maker: scribe: step s ok"
     assert record.journal is not None and (record.journal["replayed"], record.journal["sent"]) == (3, 2)
     assert [call["entry"] for call in record.calls] == ["maker", "scribe"]
+
+
+async def test_a_journaled_runs_requests_are_held_to_the_runtimes_limits(queue: JobQueue, tmp_path: Path) -> None:
+    """The journal's model wraps the entry's model for the job's run, inside the guard that carries the limits."""
+    asked: list[object] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked.append((info.model_settings or {}).get("max_tokens"))
+        return ModelResponse(parts=[TextPart("done")])
+
+    def runtime(**options: Any) -> Runtime:
+        counter = AgentEntry(Agent(FunctionModel(respond)), name="counter")
+        config = RuntimeConfig(limits=ModelLimits(max_tokens=77))
+        return Runtime(None, entries=[counter], config=config, **options)
+
+    record = await run_in_process(queue, "counter", ask(tmp_path / "notes"), runtime=runtime)
+    assert record.status == "succeeded" and record.journal is not None and record.journal["sent"] == 1
+    assert asked == [77]
 
 
 @pytest.mark.long

@@ -13,7 +13,7 @@ await run_worker(queue, WorkerOptions(concurrency=10))   # or: llm-do worker mod
 `JobQueue(..., approvals="park")` parks a job whose call needs a person's decision (`awaiting_approval`,
 holding no worker) until `queue.decide(job_id, approval_id, "approve" | "deny")`.
 
-May import: errors, scopes, files, approvals, di, results, tracing, run, models, process.
+May import: errors, scopes, files, approvals, di, guards, results, tracing, run, models, process.
 """
 
 from procrastinate import RetryStrategy

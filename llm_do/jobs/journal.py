@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic_ai import Agent
 from pydantic_ai.models import Model, infer_model
 
+from ..guards import GuardedModel
 from ..models.journal import Journal, JournalEntry, JournalModel, JournalUnreachable
 from ..models.recording import RecordedResponse
 from ..run import AgentEntry, Runtime
@@ -139,7 +140,9 @@ class JobJournals:
         """Inside the block, the model requests of a run of `entry` on `runtime` go through `journal`."""
         with ExitStack() as stack:
             for agent, model in self._plan(runtime, entry):
-                stack.enter_context(agent.override(model=JournalModel(model, journal)))
+                # the guard's model layer outside the journal's: an override wins over the model the entry's run
+                # passes, which carries the run's limits (max_tokens, request_timeout) and names a dead endpoint
+                stack.enter_context(agent.override(model=GuardedModel(JournalModel(model, journal))))
             yield
 
     def _plan(self, runtime: Runtime, entry: str) -> list[tuple[Agent[Any, Any], Model]]:
