@@ -130,7 +130,7 @@ def _file_mode(project: Project) -> str | None:
 
 def _load(args: argparse.Namespace) -> tuple[Project, list[ServerProbe]]:
     """The project (closed again) and what starting each of its declared MCP servers once found."""
-    model = command_line_model(args.model)
+    model = command_line_model(args.model, args.project)
     project = load_project(args.project, model=model, models_required=False, models_installed=args.command == "check")
     return project, signals.run(probe_and_close(project))
 

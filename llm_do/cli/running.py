@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from ..di import LlmDoSettings
 from ..files import Attachment, check_call
 from ..models import RecordingModel
 from ..project import Project, discover_project, load_project, model_problem, resolve_model
+from ..project.models import ModelServer
 from ..results import CallRecord, RunResult, run_report
 from ..run import AgentEntry, Entry
 from ..sessions import Session
@@ -195,7 +196,7 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
             approver = TerminalApprover(
                 asking, lines=lines, pause=(lambda: _paused(shown)) if shown is not None else nullcontext
             )
-        name = command_line_model(args.model)
+        name = command_line_model(args.model, args.project)
         model: Model | str | None = _recording_model(args, name) if args.record else name
         project = load_project(args.project, model=model, approver=approver)
         recorder = model if isinstance(model, RecordingModel) else None
@@ -241,7 +242,7 @@ def _board(args: argparse.Namespace, err: Console) -> Board:
     return Board(verbosity=args.verbose, echo=lambda kind, where, text: _echo(err, kind, where, text))
 
 
-def command_line_model(name: str | None) -> str | None:
+def command_line_model(name: str | None, project: str | None = None) -> str | None:
     """The model named on the command line (or by LLM_DO_MODEL), with a `replay:PATH` made absolute
     against the current directory, as every path on a command line. A name pydantic-ai cannot resolve, or
     a missing file, is a usage error."""
@@ -253,7 +254,7 @@ def command_line_model(name: str | None) -> str | None:
     else:
         where = "--model"
     if not name.startswith("replay:"):
-        problem = model_problem(name)
+        problem = model_problem(name, servers=_project_servers(project))
         if problem is not None:
             raise UsageError(f"{where} {name}: {problem}")
         return name
@@ -261,6 +262,17 @@ def command_line_model(name: str | None) -> str | None:
     if not os.path.isfile(path):
         raise UsageError(f"{where} {name}: the recording {path} does not exist; give the path of a recording file")
     return f"replay:{path}"
+
+
+def _project_servers(project: str | None) -> Mapping[str, ModelServer]:
+    """The OpenAI-compatible servers the project's `project.toml` names (none when it cannot be read: loading
+    the project then says why)."""
+    if project is None:
+        return {}
+    try:
+        return discover_project(project).model_servers
+    except Exception:
+        return {}
 
 
 def _recording_model(args: argparse.Namespace, given: str | None) -> RecordingModel:
@@ -271,7 +283,8 @@ def _recording_model(args: argparse.Namespace, given: str | None) -> RecordingMo
     _check_writable(args.record)
     root = discover_project(args.project).root
     values = {"openai_base_url": settings.openai_base_url, "openai_api_key": settings.openai_api_key}
-    return RecordingModel(resolve_model(name, root=root, settings=values), args.record)
+    servers = _project_servers(args.project)
+    return RecordingModel(resolve_model(name, root=root, settings=values, servers=servers), args.record)
 
 
 def _check_writable(record: str) -> None:

@@ -170,6 +170,8 @@ class _Builder:
             config = replace(self.config, project_root=_project_root(container, self.root))
         settings = _settings_of(container)
         fallback = self.model if self.model is not None else config.model if config is not None else None
+        if fallback is None:
+            fallback = self.layout.default_model
         self.toolsets = {name: spec for name, (spec, _) in modules.toolsets.items()}
         providers = {name: p for name, p in container.providers.items() if name not in _RESERVED}
         self._check_names(workers, modules, providers)
@@ -531,11 +533,12 @@ class _Builder:
 
     def _resolved(self, spec: WorkerSpec, name: str, settings: Mapping[str, Any], key: str) -> Model | None:
         try:
-            model = resolve_model(name, root=self.root, settings=settings)
+            model = resolve_model(name, root=self.root, settings=settings, servers=self.layout.model_servers)
         except (ValueError, OSError) as error:
             self.problems.append(spec.problem(f"model {name!r}: {error}", key))
             return None
-        problem = model_problem(name, installed=True) if self.models_installed else None
+        servers = self.layout.model_servers
+        problem = model_problem(name, installed=True, servers=servers) if self.models_installed else None
         if problem is not None:
             self.problems.append(spec.problem(f"model {name!r}: {problem}", key))
             return None

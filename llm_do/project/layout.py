@@ -14,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from ..approvals import PolicySettings
 from ..guards import ModelLimits, SuspectOutput
 from .manifest import APPROVAL_MODES, json_line_of, read_manifest
+from .models import ModelServer
 from .problems import Problem, ProjectError, raise_if_any
 
 __all__ = ["CONFIG_FILE", "EARLIER_CONFIG_FILE", "ProjectLayout", "discover_project", "survey_project"]
@@ -37,6 +38,9 @@ _KEYS = {
     "approval_mode": "what a call that asks gets when nobody is asked: 'prompt', 'approve_all' or 'reject_all' "
     "(--approve-all, --reject-all and LLM_DO_APPROVAL_MODE win)",
     "max_depth": "the deepest nesting of calls (--max-depth and LLM_DO_MAX_DEPTH win)",
+    "model": "the model of workers that name none, provider:name (--model and LLM_DO_MODEL win)",
+    "providers": "OpenAI-compatible servers by name: [providers.NAME] with base_url and, if it needs a key, "
+    "api_key_env; a model NAME:model is that model on that server",
 }
 
 
@@ -60,6 +64,10 @@ class ProjectLayout:
     """The project file's approval mode (checked); the settings win when they set one."""
     max_depth: int | None = None
     """The project file's max depth (checked); the settings win when they set one."""
+    default_model: str | None = None
+    """The project file's model for workers that name none; `--model` and `LLM_DO_MODEL` win."""
+    model_servers: Mapping[str, ModelServer] = field(default_factory=dict, hash=False)
+    """The project's OpenAI-compatible servers by name: a model `NAME:model` is served by `NAME`'s."""
     agent_approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
     """Approvals of calls to agents, by agent name, from the earlier `project.json` ("*": every agent): laid
     under the `approvals` of each worker that calls the agent."""
@@ -180,6 +188,10 @@ def _from_config(root: Path, config: Path, problems: list[Problem]) -> ProjectLa
     if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 0):
         problems.append(Problem(config, _line_of(text, "max_depth"), f"max_depth must be 0 or more, got {depth!r}"))
         depth = None
+    model = values.get("model")
+    if model is not None and not isinstance(model, str):
+        problems.append(Problem(config, _line_of(text, "model"), f"model must be provider:name, got {model!r}"))
+        model = None
     return ProjectLayout(
         root,
         workers,
@@ -192,7 +204,55 @@ def _from_config(root: Path, config: Path, problems: list[Problem]) -> ProjectLa
         rules,
         approval_mode=mode,
         max_depth=depth,
+        default_model=model,
+        model_servers=_servers(config, text, values.get("providers"), problems),
     )
+
+
+def _header_line(text: str, table: str) -> int | None:
+    """The line of a `[table]` header in `text`, if it has one."""
+    header = re.compile(rf"^[ \t]*\[[ \t]*{re.escape(table)}[ \t]*\]", re.MULTILINE)
+    found = header.search(text)
+    return None if found is None else text.count("\n", 0, found.start()) + 1
+
+
+_SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+_SERVER_KEYS = {"base_url", "api_key_env"}
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _servers(config: Path, text: str, table: Any, problems: list[Problem]) -> dict[str, ModelServer]:
+    """`[providers.NAME]`: each with a `base_url` (http or https) and maybe an `api_key_env`, checked."""
+    if table is None:
+        return {}
+    line = _line_of(text, "providers")
+    if not isinstance(table, dict):
+        problems.append(Problem(config, line, "providers must be a table of [providers.NAME] tables"))
+        return {}
+    servers: dict[str, ModelServer] = {}
+    for name, server in table.items():
+        where = f"providers.{name}"
+        line = _header_line(text, where) or line
+        if not _SERVER_NAME.fullmatch(name) or name in ("test", "replay"):
+            problems.append(Problem(config, line, f"{where}: a provider's name is letters, digits, '_', '.', '-'"))
+            continue
+        keys = set(server) if isinstance(server, dict) else set()
+        url = server.get("base_url") if isinstance(server, dict) else None
+        key_env = server.get("api_key_env") if isinstance(server, dict) else None
+        if not isinstance(url, str) or not re.match(r"https?://", url):
+            problems.append(Problem(config, line, f"{where}: base_url must be the server's http(s) URL, got {url!r}"))
+        elif keys - {"base_url", "api_key_env"}:
+            unknown = ", ".join(sorted(keys - {"base_url", "api_key_env"}))
+            problems.append(
+                Problem(config, line, f"{where}: unknown key {unknown}; the keys are base_url, api_key_env")
+            )
+        elif key_env is not None and not (
+            isinstance(key_env, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env)
+        ):
+            problems.append(Problem(config, line, f"{where}: api_key_env must name an environment variable"))
+        else:
+            servers[name] = ModelServer(url, key_env)
+    return servers
 
 
 def _rules(config: Path, text: str, values: dict[str, Any], problems: list[Problem]) -> dict[str, Any]:

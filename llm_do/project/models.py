@@ -12,7 +12,8 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,9 +28,27 @@ from ..errors import ConfigurationError
 from ..models.observed import ObservedModel
 from ..models.replay import ReplayModel
 
-__all__ = ["DeferredModel", "MissingApiKey", "matches_any", "model_id", "model_problem", "resolve_model"]
+__all__ = [
+    "DeferredModel",
+    "MissingApiKey",
+    "ModelServer",
+    "matches_any",
+    "model_id",
+    "model_problem",
+    "resolve_model",
+]
 
 _KEY_VARIABLE = re.compile(r"`([A-Z][A-Z0-9_]*)` environment variable")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelServer:
+    """An OpenAI-compatible server a project names (`[providers.NAME]` in `project.toml`): a model name
+    `NAME:model` is that model on this server, over the chat completions API."""
+
+    base_url: str
+    api_key_env: str | None = None
+    """The environment variable holding its API key, if it needs one (a local server needs none)."""
 
 
 class MissingApiKey(ConfigurationError):
@@ -81,12 +100,22 @@ class DeferredModel(WrapperModel):
         return f"DeferredModel({self._name!r})"
 
 
-def resolve_model(name: str, *, root: Path, settings: Mapping[str, Any] | None = None) -> Model:
+def resolve_model(
+    name: str,
+    *,
+    root: Path,
+    settings: Mapping[str, Any] | None = None,
+    servers: Mapping[str, ModelServer] | None = None,
+) -> Model:
     """The model a name stands for. Raises `ValueError` with what to do when it cannot be resolved.
 
     `settings` is a mapping of llm-do settings (a container's `config()`), read for `openai_base_url`
-    and `openai_api_key`.
+    and `openai_api_key`; `servers` are the project's OpenAI-compatible servers by name (`NAME:model`).
     """
+    prefix, _, model_name = name.partition(":")
+    if servers and prefix in servers and model_name:
+        server = servers[prefix]
+        return DeferredModel(name, lambda: _served(model_name, server), f"[providers.{prefix}] in project.toml")
     if name.startswith("replay:"):
         return _replay(name.removeprefix("replay:"), root)
     if name == "test":
@@ -107,14 +136,18 @@ _OPENAI_KINDS = ("openai:", "openai-chat:", "openai-responses:")
 speak the chat completions API (`openai-chat:`); `openai:` is OpenAI's responses API."""
 
 
-def model_problem(name: str, *, installed: bool = False) -> str | None:
+def model_problem(name: str, *, installed: bool = False, servers: Collection[str] = ()) -> str | None:
     """What is wrong with a model name (`provider:name`, `test` or `replay:PATH`), or None.
 
-    The provider must be one pydantic-ai knows. With `installed`, the package its client needs must
-    be installed too (imported to find out); without, a missing package is left for run time.
+    The provider must be one pydantic-ai knows, or one of the project's `servers`. With `installed`, the
+    package its client needs must be installed too (imported to find out); without, a missing package is left
+    for run time.
     """
     if name == "test" or name.startswith("replay:"):
         return None
+    prefix, _, model_name = name.partition(":")
+    if prefix in servers:
+        return None if model_name else f"{name!r} names no model after the provider; write {prefix}:model-name"
     provider, model_name = parse_model_id(name)
     known = [k for k in known_model_names() if not k.startswith("gateway/")]
     if provider is None:
@@ -178,6 +211,21 @@ def _openai(base_url: Any, api_key: Any) -> Callable[[str], Provider[Any]]:
         return OpenAIProvider(base_url=base_url, api_key=key)
 
     return provider
+
+
+def _served(model_name: str, server: ModelServer) -> Model:
+    """`model_name` on an OpenAI-compatible server: its token limit sent as `max_tokens`, the field such servers
+    (llama.cpp, Ollama, vLLM) read."""
+    import os
+
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    key = os.environ.get(server.api_key_env) if server.api_key_env else None
+    provider = OpenAIProvider(base_url=server.base_url, api_key=key or "not-needed")
+    profile = OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False)
+    return OpenAIChatModel(model_name, provider=provider, profile=profile)
 
 
 def _replay(path: str, root: Path) -> Model:
