@@ -1,4 +1,4 @@
-"""Entries and a JobQueue for tests/test_jobs.py; worker processes import it (`tests.jobs_app:queue`).
+"""Entries and a JobQueue for tests/jobs/test_jobs.py; worker processes import it (`tests.jobs_app:queue`).
 
 Each entry writes what it did to the file named in its input, so the test (another process) can see
 which worker ran it and whether its teardown ran.

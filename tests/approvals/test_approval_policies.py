@@ -28,7 +28,7 @@ from llm_do import (
     tool,
 )
 
-from .helpers import by_prompt, calls, returns, text
+from ..helpers import by_prompt, calls, returns, text
 
 ran: list[str] = []
 

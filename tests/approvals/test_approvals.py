@@ -36,7 +36,7 @@ from llm_do import (
 from llm_do.approvals import ApprovalMode, ApprovalOnDeny
 from llm_do.run import CallScope
 
-from .helpers import by_prompt, call, calls, returns, text
+from ..helpers import by_prompt, call, calls, returns, text
 
 ASK = ToolPolicy(default="ask")
 

@@ -26,7 +26,7 @@ from llm_do import (
 )
 from llm_do.run import CallScope
 
-from .helpers import by_prompt, call, returns, text
+from ..helpers import by_prompt, call, returns, text
 from .test_approvals import Shell
 
 ASK = ToolPolicy(default="ask")

@@ -10,7 +10,7 @@ from pydantic_ai.messages import ToolCallPart
 
 from llm_do.models import Recording
 
-from .cli_projects import hello_project, llm_do, notes_project
+from ..cli_projects import hello_project, llm_do, notes_project
 
 
 def test_run_prints_the_output_on_stdout_and_the_tree_and_usage_on_stderr(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .attachment_files import CSV, png
-from .cli_projects import llm_do
+from ..attachment_files import CSV, png
+from ..cli_projects import llm_do
 
 SHOW = """
 from llm_do import entry

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .cli_projects import llm_do
-from .test_replay import chat_server
+from ..cli_projects import llm_do
+from ..models.test_replay import chat_server
 
 COUNTER = '''from llm_do import Toolset, tool
 

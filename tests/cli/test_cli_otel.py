@@ -18,10 +18,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from llm_do.jobs import JobQueue
 
-from .attachment_files import png
-from .cli_projects import hello_project, llm_do
-from .jobs_support import Worker, eventually, fresh_database
-from .postgres import PostgresServer
+from ..attachment_files import png
+from ..cli_projects import hello_project, llm_do
+from ..jobs_support import Worker, eventually, fresh_database
+from ..postgres import PostgresServer
 
 
 class Collector(ThreadingHTTPServer):

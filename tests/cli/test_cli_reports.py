@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .cli_projects import TEAM_SCRIPT, hello_project, llm_do, notes_project, team_project
+from ..cli_projects import TEAM_SCRIPT, hello_project, llm_do, notes_project, team_project
 
 SCHEMA = """
 from pydantic import BaseModel

@@ -17,7 +17,7 @@ import pytest
 
 import llm_do
 
-from .cli_projects import environment, llm_do as run_llm_do
+from ..cli_projects import environment, llm_do as run_llm_do
 
 
 def imported_modules(*args: str) -> set[str]:
@@ -42,7 +42,7 @@ def test_each_command_imports_pydantic_ai_only_when_it_runs() -> None:
         assert "pydantic_ai" not in imported_modules(name, "--help")
 
 
-BANK_CLERK = Path(__file__).parents[1] / "examples" / "bank_clerk"
+BANK_CLERK = Path(__file__).parents[2] / "examples" / "bank_clerk"
 
 NOT_FOR_A_REPLAYED_RUN = (
     "fastapi",  # dependency-injector's wiring imports it when installed; the command keeps it out

@@ -14,7 +14,7 @@ from pydantic_ai.messages import ToolCallPart
 
 from llm_do.models import Recording, ScriptStep
 
-from .cli_projects import NOTES, command, environment, llm_do, notes_project, slow_project
+from ..cli_projects import NOTES, command, environment, llm_do, notes_project, slow_project
 from .test_cli_tty import Terminal, _controlling_terminal, wait_for_the_tool
 
 ASKING = """

@@ -18,7 +18,7 @@ from pydantic_ai.messages import ToolCallPart
 
 from llm_do.models import Recording
 
-from .cli_projects import command, environment, notes_project, slow_project
+from ..cli_projects import command, environment, notes_project, slow_project
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 

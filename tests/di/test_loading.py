@@ -10,7 +10,7 @@ from containers import AgentContainer
 from llm_do import AgentEntry, ConfigurationError, RunState, Runtime, Toolset, ToolsetError, entry, tool
 from llm_do.run import CallScope
 
-from .helpers import by_prompt, text
+from ..helpers import by_prompt, text
 
 
 class Search(Toolset):

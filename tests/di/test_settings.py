@@ -17,7 +17,7 @@ from containers import AgentContainer
 from llm_do import AgentEntry, InvalidSettings, LlmDoSettings, Runtime, RuntimeConfig, reveal
 from llm_do.testing import ScriptedModel, override
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 FIX = "Fix the value (environment, .env file or container config), or unset it."
 
 

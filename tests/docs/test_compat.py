@@ -15,7 +15,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from llm_do import _compat
 
-from .mcp_support import SERVER
+from ..mcp_support import SERVER
 
 
 def test_each_read_finds_what_it_reads_without_a_warning() -> None:

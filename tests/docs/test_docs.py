@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from . import cli_warm
+from .. import cli_warm
 
-DOCS = Path(__file__).parents[1] / "docs"
+DOCS = Path(__file__).parents[2] / "docs"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 HEADER = re.compile(r"#\s*file:\s*(\S+)")
 

@@ -16,7 +16,7 @@ from llm_do.models import AttachmentMismatch
 from llm_do.project import load_project
 from llm_do.testing import call_tree
 
-EXAMPLES = Path(__file__).parents[1] / "examples"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 REPLAY = "replay:recording.json"
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import asyncpg
 
-from .postgres import PostgresServer
+from ..postgres import PostgresServer
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def run_example(*path: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

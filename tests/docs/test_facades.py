@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).parent.parent / "llm_do"
+PACKAGE = Path(__file__).parents[2] / "llm_do"
 
 PUBLIC = {
     "llm_do": """AgentEntry AgentStarted Approval ApprovalChoice ApprovalDecided ApprovalDenied ApprovalNotPending

@@ -7,7 +7,7 @@ import ast
 import graphlib
 from pathlib import Path
 
-PACKAGE = Path(__file__).parent.parent / "llm_do"
+PACKAGE = Path(__file__).parents[2] / "llm_do"
 
 
 def module_name(path: Path) -> str:

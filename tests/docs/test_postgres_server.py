@@ -10,9 +10,9 @@ from pathlib import Path
 
 import asyncpg
 
-from .postgres import CHOOSE, PostgresServer
+from ..postgres import CHOOSE, PostgresServer
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 async def test_the_throwaway_server_answers(postgres: PostgresServer) -> None:

@@ -19,8 +19,8 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
 from llm_do import AgentEntry, Attachment, AttachmentError, AttachmentSettings, Runtime, RuntimeConfig
 from llm_do.testing import ScriptedModel, Turn, tool_call
 
-from .attachment_files import png
-from .filesystem_fixtures import HOME_SECRET, SECRET, Sentinel, build_layout
+from ..attachment_files import png
+from ..filesystem_fixtures import HOME_SECRET, SECRET, Sentinel, build_layout
 
 LIMIT = 4096
 LIMITS = AttachmentSettings(max_file_bytes=LIMIT)

@@ -39,7 +39,7 @@ from llm_do.cli.approve import TerminalApprover
 from llm_do.models import AttachmentMismatch, Recording, RecordingModel, ReplayModel
 from llm_do.testing import ScriptedModel, ToolCall, Turn, tool_call
 
-from .attachment_files import CSV, GIF, JPEG, MP3_FRAME, MP3_ID3, TEXT, WEBP, pdf, png, wav
+from ..attachment_files import CSV, GIF, JPEG, MP3_FRAME, MP3_ID3, TEXT, WEBP, pdf, png, wav
 
 
 @pytest.fixture

@@ -34,11 +34,11 @@ from llm_do.jobs import (
     run_worker,
 )
 
-from .attachment_files import CSV, png
-from .jobs_app import make_runtime, queue as app_queue
-from .jobs_support import Worker, eventually, fresh_database, wait_for_workers
-from .mcp_support import alive, stubborn_pids, stubborn_project, wait_for
-from .postgres import temporary_postgres
+from ..attachment_files import CSV, png
+from ..jobs_app import make_runtime, queue as app_queue
+from ..jobs_support import Worker, eventually, fresh_database, wait_for_workers
+from ..mcp_support import alive, stubborn_pids, stubborn_project, wait_for
+from ..postgres import temporary_postgres
 
 TARGET = "tests.jobs_app:queue"
 OTHER_TARGET = "tests.jobs_app:other_queue"
@@ -619,7 +619,7 @@ async def test_the_worker_command_names_a_bad_target(dsn: str, tmp_path: Path) -
 
 
 async def test_the_worker_command_runs_a_projects_entries(dsn: str, tmp_path: Path) -> None:
-    from .test_example_projects import EXAMPLES, SUMMARY
+    from ..docs.test_example_projects import EXAMPLES, SUMMARY
 
     project = EXAMPLES / "summarizer"
     text = tomllib.loads((project / "project.toml").read_text())["input"]

@@ -19,8 +19,8 @@ from pydantic_ai.messages import AgentStreamEvent
 from llm_do import ConfigurationError, Runtime
 from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
 
-from .jobs_support import Worker, eventually
-from .journal_app import ODD, make_runtime, queue as app_queue, sent
+from ..jobs_support import Worker, eventually
+from ..journal_app import ODD, make_runtime, queue as app_queue, sent
 
 TARGET = "tests.journal_app:queue"
 ENTRIES = list(app_queue.entries.values())

@@ -29,9 +29,9 @@ from llm_do.jobs import (
     run_worker,
 )
 
-from .jobs_support import Worker, eventually
-from .journal_app import parking as app_parking, queue as app_queue, sent
-from .tiers import sized
+from ..jobs_support import Worker, eventually
+from ..journal_app import parking as app_parking, queue as app_queue, sent
+from ..tiers import sized
 
 TARGET = "tests.journal_app:parking"
 ENTRIES = list(app_parking.entries.values())

@@ -10,7 +10,7 @@ from dependency_injector import containers, providers
 
 from llm_do import ApprovalRequest, PolicySettings, Runtime, RuntimeConfig, ToolPolicy
 
-from .mcp_support import agent_entry, answers_of, in_process, plan
+from ..mcp_support import agent_entry, answers_of, in_process, plan
 
 
 class App(containers.DeclarativeContainer):

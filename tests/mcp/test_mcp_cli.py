@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .cli_projects import llm_do, start_llm_do
-from .mcp_support import SERVER, alive, gone_within, stubborn_pids, stubborn_project, wait_for
+from ..cli_projects import llm_do, start_llm_do
+from ..mcp_support import SERVER, alive, gone_within, stubborn_pids, stubborn_project, wait_for
 
 CRASH = "import sys; print('crash: reading config', 'crash: bad token', sep='\\n', file=sys.stderr); sys.exit(3)"
 QUIT = "import sys; sys.exit(5)"

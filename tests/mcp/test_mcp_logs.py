@@ -14,8 +14,8 @@ from pydantic_ai.messages import ToolCallPart
 from llm_do import Runtime, RuntimeConfig
 from llm_do.models import Recording
 
-from .cli_projects import llm_do
-from .mcp_support import SERVER, agent_entry, answers_of, plan
+from ..cli_projects import llm_do
+from ..mcp_support import SERVER, agent_entry, answers_of, plan
 
 
 class App(containers.DeclarativeContainer):

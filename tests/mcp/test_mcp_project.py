@@ -14,10 +14,10 @@ from llm_do import ApprovalRequest, RuntimeConfig
 from llm_do.project import ProjectError, load_project
 from llm_do.testing import ScriptedModel, tool_call
 
-from .cli_projects import llm_do
-from .mcp_support import COUNTER_TOML, SERVER, free_port, server_processes, write_project
+from ..cli_projects import llm_do
+from ..mcp_support import COUNTER_TOML, SERVER, free_port, server_processes, write_project
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "notes_desk"
+EXAMPLE = Path(__file__).parents[2] / "examples" / "notes_desk"
 
 
 async def test_the_example_project_runs_a_per_run_server_with_approvals_from_its_annotations() -> None:

@@ -14,8 +14,8 @@ from pydantic_ai.exceptions import UserError
 from llm_do import ApprovalRequest, Runtime, RuntimeConfig
 from llm_do.project import ProjectError, load_project
 
-from .cli_projects import llm_do
-from .mcp_support import (
+from ..cli_projects import llm_do
+from ..mcp_support import (
     COUNTER_TOML,
     SERVER,
     agent_entry,

@@ -17,9 +17,9 @@ from llm_do import ConfigurationError, Runtime, RuntimeConfig
 from llm_do.mcp import confined_roots
 from llm_do.project import ProjectError, load_project
 
-from .mcp_support import SERVER, agent_entry, answers_of, plan, plan_model, server_processes
+from ..mcp_support import SERVER, agent_entry, answers_of, plan, plan_model, server_processes
 
-FILESYSTEM = Path(__file__).parent / "mcp_servers" / "node_modules" / ".bin" / "mcp-server-filesystem"
+FILESYSTEM = Path(__file__).parents[1] / "mcp_servers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 APPROVE_ALL = RuntimeConfig(approval_mode="approve_all")
 
 

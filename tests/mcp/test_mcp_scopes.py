@@ -16,8 +16,8 @@ from dependency_injector import containers, providers
 from llm_do import RunLocalSingleton, Runtime, RuntimeConfig, SessionLocalSingleton, entry
 from llm_do.mcp import McpServer
 
-from .mcp_support import agent_entry, alive, plan, server_processes, stdio_toolset
-from .tiers import sized
+from ..mcp_support import agent_entry, alive, plan, server_processes, stdio_toolset
+from ..tiers import sized
 
 APPROVE_ALL = RuntimeConfig(approval_mode="approve_all")  # tools not annotated read-only ask by default
 
@@ -279,7 +279,7 @@ async def test_a_server_from_load_mcp_toolsets_is_owned_through_its_prefixed_wra
 
     from pydantic_ai.mcp import load_mcp_toolsets
 
-    from .mcp_support import SERVER
+    from ..mcp_support import SERVER
 
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"counter": {"command": sys.executable, "args": [str(SERVER)]}}}))

@@ -19,7 +19,7 @@ from pydantic_ai.mcp import MCPToolset
 from llm_do import Runtime, RuntimeConfig
 from llm_do.mcp import McpOptions, McpServer, McpServerError, McpServersError
 
-from .mcp_support import SERVER, agent_entry, answers_of, free_port, http_server, plan, server_processes, stdio_toolset
+from ..mcp_support import SERVER, agent_entry, answers_of, free_port, http_server, plan, server_processes, stdio_toolset
 
 APPROVE_ALL = RuntimeConfig(approval_mode="approve_all")
 

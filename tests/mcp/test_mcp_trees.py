@@ -15,7 +15,7 @@ from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, Combi
 
 from llm_do import Runtime, RuntimeConfig
 
-from .mcp_support import SERVER, agent_entry, alive, answers_of, plan, server_processes, stdio_toolset
+from ..mcp_support import SERVER, agent_entry, alive, answers_of, plan, server_processes, stdio_toolset
 
 APPROVE_ALL = RuntimeConfig(approval_mode="approve_all")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .cli_projects import llm_do
-from .real_model.httplog import exchanges
-from .real_model.projects import desk
-from .real_model.server import recorded_server
+from ..cli_projects import llm_do
+from ..real_model.httplog import exchanges
+from ..real_model.projects import desk
+from ..real_model.server import recorded_server
 
 QUESTION = "When is the meeting with the auditors? It is in notes.txt."
 ANSWERED = [33, 34]  # read_text, then a text answer

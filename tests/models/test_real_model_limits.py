@@ -14,10 +14,10 @@ from pydantic_ai import models
 
 from llm_do.project import load_project
 
-from .cli_projects import llm_do
-from .real_model.httplog import exchanges
-from .real_model.projects import FILES, desk, worker
-from .real_model.server import RecordedServer, recorded_server
+from ..cli_projects import llm_do
+from ..real_model.httplog import exchanges
+from ..real_model.projects import FILES, desk, worker
+from ..real_model.server import RecordedServer, recorded_server
 
 TODO = "What is on the todo list? It is in todo.md."
 ANSWERED = [33, 34]

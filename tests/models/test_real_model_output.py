@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .real_model.projects import bank, desk, run
+from ..real_model.projects import bank, desk, run
 
 MEETING = "When is the meeting with the auditors? It is in notes.txt."
 TAGGED = [2, 3, 4, 5, 6]  # read_text three times, an empty reply, then `<tool_call>list_dir</tool_call>`

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .real_model.httplog import exchanges
-from .real_model.server import recorded_server
+from ..real_model.httplog import exchanges
+from ..real_model.server import recorded_server
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "real_model.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "real_model.py"
 
 
 def test_the_script_reports_what_worked_on_a_replayed_session() -> None:

@@ -14,10 +14,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from llm_do import AgentEntry, Attachment, Runtime
 
-from .cli_projects import llm_do
-from .real_model.httplog import exchanges
-from .real_model.projects import bank, desk, run
-from .real_model.server import recorded_server
+from ..cli_projects import llm_do
+from ..real_model.httplog import exchanges
+from ..real_model.projects import bank, desk, run
+from ..real_model.server import recorded_server
 
 INVOICE = "How much is the cloud invoice? It is in todo.md."
 NESTED = [22, 23, 24, 25, 26, 27, 28]  # asker -> reader (read_text three times, an empty reply, ...) -> asker

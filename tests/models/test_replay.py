@@ -28,7 +28,7 @@ from llm_do.models import (
     ReplayModel,
 )
 
-from .helpers import by_prompt, call, calls, returns, text
+from ..helpers import by_prompt, call, calls, returns, text
 
 API_KEY = "sk-test-never-recorded-4242"
 

@@ -33,7 +33,7 @@ from llm_do.models import (
     request_key,
 )
 
-from .helpers import returns
+from ..helpers import returns
 
 
 class Tab:

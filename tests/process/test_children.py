@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from .mcp_support import alive, gone_within
+from ..mcp_support import alive, gone_within
 
 PARENT = """
 import os, signal, subprocess, sys

@@ -20,8 +20,8 @@ from llm_do.models import MissingResponse, Recording, RecordingModel
 from llm_do.project import ProjectError, WorkerSpec, load_project, parse_worker
 from llm_do.testing import ScriptedModel, tool_call
 
-from .cli_projects import llm_do
-from .test_replay import JsonServer, chat_server
+from ..cli_projects import llm_do
+from ..models.test_replay import JsonServer, chat_server
 
 FILE = Path("scout.worker")
 

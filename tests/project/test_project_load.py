@@ -14,7 +14,7 @@ from llm_do import AgentEntry, RuntimeConfig
 from llm_do.project import DeferredModel, Project, ProjectError, load_project
 from llm_do.testing import ScriptedModel, tool_call
 
-from .helpers import call, scripted, text
+from ..helpers import call, scripted, text
 
 
 def write(root: Path, files: dict[str, str]) -> Path:

@@ -28,7 +28,7 @@ from pydantic_ai.usage import RequestUsage
 from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, ToolsetError, entry, tool
 from llm_do.run import CallScope
 
-from .helpers import by_prompt, call, returns, text
+from ..helpers import by_prompt, call, returns, text
 
 
 class Counter(Toolset):

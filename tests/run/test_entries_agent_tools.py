@@ -13,7 +13,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from llm_do import AgentEntry, Approval, ApprovalRequest, Runtime, RuntimeConfig, ToolPolicy, Toolset, tool
 
-from .helpers import calls, returns, scripted, text
+from ..helpers import calls, returns, scripted, text
 
 
 class Counter(Toolset):

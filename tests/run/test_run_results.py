@@ -15,7 +15,7 @@ from pydantic_ai import Agent
 from containers import AgentContainer
 from llm_do import AgentEntry, RunLocalSingleton, Runtime, Toolset, run_report, tool
 
-from .helpers import by_prompt, call, cancelled_run_report, text
+from ..helpers import by_prompt, call, cancelled_run_report, text
 
 
 class Audit:

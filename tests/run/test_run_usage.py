@@ -16,7 +16,7 @@ from pydantic_ai.usage import RunUsage
 
 from llm_do import AgentEntry, CallRecord, RunReport, Runtime, RuntimeConfig, Toolset, run_report, tool
 
-from .helpers import call, calls, cancelled_run_report, scripted, text
+from ..helpers import call, calls, cancelled_run_report, scripted, text
 
 started = asyncio.Event()
 

@@ -17,7 +17,7 @@ from llm_do import AgentEntry, Handles, RunLocalSingleton, Runtime, Toolset, ent
 from llm_do.run import CallScope
 from llm_do.testing import LeakError, ScriptedModel, assert_no_leaks, settle, tool_call, track_leaks
 
-from .helpers import by_prompt, call, text
+from ..helpers import by_prompt, call, text
 
 pytestmark = pytest.mark.whole_heap  # the reports name holders found with gc.get_referrers
 
@@ -137,14 +137,16 @@ async def test_a_kept_toolset_and_run_object_are_reported_by_provider_and_holder
     lines = message.splitlines()
     assert lines[0] == "2 leak(s) after their scope ended:"
     assert re.fullmatch(
-        r"- RunLog of per-run provider 'run_log' outlived its scope; made by RunLog \(tests/test_leaks\.py:\d+\); "
-        r"held by (attribute 'log' of a Files, a list in global 'kept' of module tests\.test_leaks"
-        r"|a list in global 'kept' of module tests\.test_leaks, attribute 'log' of a Files)",
+        r"- RunLog of per-run provider 'run_log' outlived its scope; "
+        r"made by RunLog \(tests/scopes/test_leaks\.py:\d+\); "
+        r"held by (attribute 'log' of a Files, a list in global 'kept' of module tests\.scopes\.test_leaks"
+        r"|a list in global 'kept' of module tests\.scopes\.test_leaks, attribute 'log' of a Files)",
         lines[1],
     ), lines[1]
     assert re.fullmatch(
         r"- Files of toolset 'files' \(per_call\) of entry 'worker' outlived its scope; "
-        r"made by Files \(tests/test_leaks\.py:\d+\); held by a list in global 'kept' of module tests\.test_leaks",
+        r"made by Files \(tests/scopes/test_leaks\.py:\d+\); "
+        r"held by a list in global 'kept' of module tests\.scopes\.test_leaks",
         lines[2],
     ), lines[2]
 
@@ -232,7 +234,7 @@ async def test_a_leak_names_the_code_that_opened_its_scope() -> None:
         found = leaks.leaks()
     kept.clear()
     [files] = [line for line in found if line.startswith("Files of")]
-    assert re.search(r"in a scope opened at tests/test_leaks\.py:\d+ in outer; held by", files), files
+    assert re.search(r"in a scope opened at tests/scopes/test_leaks\.py:\d+ in outer; held by", files), files
 
 
 async def test_a_toolset_held_by_a_function_running_in_a_thread_is_reported_with_where_gc_cannot_look() -> None:

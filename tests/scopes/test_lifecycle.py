@@ -13,7 +13,7 @@ from pydantic_ai import Agent
 from llm_do import AgentEntry, CallScope, Runtime, RuntimeConfig, Scope, ScopeError, Toolset, ToolsetSpec, entry, tool
 from llm_do.testing import ScriptedModel, tool_call
 
-from .helpers import by_prompt, call, calls, returns, text
+from ..helpers import by_prompt, call, calls, returns, text
 
 
 class Boom(Exception):

@@ -31,7 +31,7 @@ from llm_do import (
 )
 from llm_do.testing import ScriptedModel, Turn, tool_call, track_leaks
 
-from .helpers import by_prompt, call, calls, text
+from ..helpers import by_prompt, call, calls, text
 
 
 class Pool:
@@ -224,10 +224,10 @@ async def test_plain_context_local_singletons_are_named_and_their_capture_is_exp
             runtime.container.pool().close()  # type: ignore[union-attr]
     assert len(found) == 1, found
     assert re.fullmatch(
-        r"Audit of per-run provider 'audit' outlived its scope; made by Audit \(tests/test_run_capture\.py:\d+\)"
+        r"Audit of per-run provider 'audit' outlived its scope; made by Audit \(tests/scopes/test_run_capture\.py:\d+\)"
         r"(?: in a scope opened at [^;]+)?; held by the value of ContextVar "
         r"'_storage' in a context snapshot kept by a timer \(call_later/call_at\) calling Pool\.expire "
-        r"\(tests/test_run_capture\.py:\d+\) \(a ContextLocalSingleton keeps its instance in the context, .*"
+        r"\(tests/scopes/test_run_capture\.py:\d+\) \(a ContextLocalSingleton keeps its instance in the context, .*"
         r"declare the provider with llm_do\.RunLocalSingleton\).*",
         found[0],
     ), found[0]

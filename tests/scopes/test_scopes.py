@@ -26,7 +26,7 @@ from llm_do import (
 )
 from llm_do.run import CallScope
 
-from .helpers import by_prompt, call, calls, returns, text
+from ..helpers import by_prompt, call, calls, returns, text
 
 serials = itertools.count(1)
 

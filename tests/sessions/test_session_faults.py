@@ -15,7 +15,7 @@ from dependency_injector import containers, providers
 from llm_do import Runtime, RuntimeConfig, Scope, SessionLocalSingleton, Toolset, ToolsetSpec, entry
 from llm_do.run import CallScope
 
-from .mcp_support import alive, server_processes, stdio_toolset
+from ..mcp_support import alive, server_processes, stdio_toolset
 
 
 class Unreachable(Exception):

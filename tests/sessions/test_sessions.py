@@ -51,11 +51,11 @@ from llm_do import (
 from llm_do.run import CallScope
 from llm_do.testing import ScriptedModel, assert_no_leaks, settle, track_leaks
 
-from .helpers import by_prompt, call, returns, scripted, text
-from .jobs_support import fresh_database
-from .postgres import PostgresServer
-from .test_approvals import Shell
-from .test_sql_faults import Proxy
+from ..approvals.test_approvals import Shell
+from ..helpers import by_prompt, call, returns, scripted, text
+from ..jobs_support import fresh_database
+from ..postgres import PostgresServer
+from ..toolsets.test_sql_faults import Proxy
 
 serials = itertools.count(1)
 LOG: list[str] = []

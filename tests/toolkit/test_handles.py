@@ -10,9 +10,9 @@ from pydantic_ai import Agent
 
 from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, UnknownHandle, open_handles
 
-from .helpers import by_prompt, call, returns, text
+from ..helpers import by_prompt, call, returns, text
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "examples" / "ledger"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "ledger"))
 from ledger_app import App, clerk, db_path_in
 
 

@@ -11,7 +11,7 @@ from pydantic_ai.usage import RequestUsage
 from llm_do import AgentEntry, Runtime, Toolset, tool
 from llm_do.testing import ScriptedModel, Turn
 
-from .helpers import by_prompt, calls, returns, text
+from ..helpers import by_prompt, calls, returns, text
 
 
 class Greeter(Toolset):

@@ -24,7 +24,7 @@ from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, tool
 from llm_do.testing import ScriptedModel, tool_call
 from llm_do.toolsets import ALLOWED_PATHS, FilesystemToolset, PathRefused
 
-from .filesystem_fixtures import ATIME_RECORDED, HOME_SECRET, SECRET, Sentinel, build_layout, call_tools, tree_of
+from ..filesystem_fixtures import ATIME_RECORDED, HOME_SECRET, SECRET, Sentinel, build_layout, call_tools, tree_of
 
 OUT = "{outside}"  # replaced by the sentinel's absolute path
 

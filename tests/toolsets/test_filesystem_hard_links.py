@@ -24,7 +24,7 @@ from llm_do import AgentEntry, InvalidSettings, LlmDoSettings, Runtime, RuntimeC
 from llm_do.testing import ScriptedModel, tool_call
 from llm_do.toolsets import FilesystemToolset
 
-from .filesystem_fixtures import SECRET, Sentinel, build_layout, call_tools, tree_of
+from ..filesystem_fixtures import SECRET, Sentinel, build_layout, call_tools, tree_of
 
 CHANGES: list[tuple[str, dict[str, Any]]] = [
     ("write_text", {"path": "hard", "text": "pwned\n"}),

@@ -26,7 +26,7 @@ from llm_do import (
 from llm_do.testing import ScriptedModel, tool_call
 from llm_do.toolsets import FilesystemToolset, PathRefused, ReadOnlyFilesystemToolset
 
-from .filesystem_fixtures import call_tools
+from ..filesystem_fixtures import call_tools
 
 READ_TOOLS = {"read_text", "list_dir", "glob"}
 WRITE_TOOLS = {"write_text", "edit", "mkdir", "delete"}

@@ -82,11 +82,11 @@ from llm_do.toolsets import (
 )
 from llm_do.toolsets.database import Database
 
-from .attachment_files import CSV, png
-from .filesystem_fixtures import SECRET, populate_root, tree_of
-from .postgres import PostgresServer
+from ..attachment_files import CSV, png
+from ..filesystem_fixtures import SECRET, populate_root, tree_of
+from ..postgres import PostgresServer
+from ..tiers import sized
 from .test_shell_toolset import marked_processes
-from .tiers import sized
 
 pytestmark = [pytest.mark.long, pytest.mark.deep]
 

@@ -39,8 +39,8 @@ from llm_do import (
 from llm_do.testing import settle, track_leaks
 from llm_do.toolsets import CommandResult, ShellRule, ShellToolset
 
-from .cli_projects import start_llm_do
-from .helpers import by_prompt, call, text
+from ..cli_projects import start_llm_do
+from ..helpers import by_prompt, call, text
 
 APPROVE = RuntimeConfig(approval_mode="approve_all")
 SH_GRANDCHILDREN = (  # a shell whose children ignore SIGTERM; every pid goes to `pids`, one a line

@@ -34,7 +34,7 @@ from containers import BuiltinToolsets
 from llm_do import AgentEntry, ConfigurationError, Runtime, RuntimeConfig
 from llm_do.toolsets import Database, PoolStats
 
-from .postgres import PostgresServer, temporary_postgres
+from ..postgres import PostgresServer, temporary_postgres
 
 LOST = "the database connection was lost: "
 TABLE = "CREATE TABLE IF NOT EXISTS items (name TEXT)"
@@ -547,7 +547,7 @@ async def test_after_a_restart_the_model_begins_again_and_commits(
 
 def shown_in_the_docs() -> str:
     """The failed tool result docs/toolsets.md shows under "When the database goes away"."""
-    page = (Path(__file__).parents[1] / "docs" / "toolsets.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "toolsets.md").read_text()
     found = re.search(r"```text\n(.*?)\n```", page.split("### When the database goes away", 1)[1], re.DOTALL)
     assert found is not None
     return found.group(1)

@@ -37,7 +37,7 @@ from llm_do import AgentEntry, CallScope, ConfigurationError, Runtime, RuntimeCo
 from llm_do.testing import ToolCall, Turn, returned, tool_call, track_leaks
 from llm_do.toolsets import Database, SqlToolset, database_from_url
 
-from .postgres import PostgresServer
+from ..postgres import PostgresServer
 
 SECRET = "Sup3r-s3cret-pw"
 MakeApp = Callable[..., BuiltinToolsets]
@@ -880,7 +880,7 @@ def test_bad_sql_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_the_postgresql_example_in_the_docs_prints_what_the_page_shows(pg: Backend, tmp_path: Path) -> None:
-    page = (Path(__file__).parents[1] / "docs" / "toolsets.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "toolsets.md").read_text()
     section = page.split("### An example on PostgreSQL", 1)[1]
     code = re.search(r"```py\n(.*?)```", section, re.DOTALL)
     output = re.search(r"Output:\n\n```text\n(.*?)```", section, re.DOTALL)

@@ -51,8 +51,8 @@ from llm_do.run import CallScope
 from llm_do.testing import assert_no_leaks, settle, track_leaks
 from llm_do.tracing import current_span
 
-from .helpers import by_prompt, call, calls, returns, scripted, text
-from .test_leaks import App, cancel_a_hanging_run, worker
+from ..helpers import by_prompt, call, calls, returns, scripted, text
+from ..scopes.test_leaks import App, cancel_a_hanging_run, worker
 
 
 @pytest.fixture

@@ -25,16 +25,16 @@ from fastapi import FastAPI, Request
 from llm_do import tool
 from llm_do.testing import asgi_client, track_leaks
 
-from .postgres import PostgresServer
+from ..postgres import PostgresServer
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "examples" / "service"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "service"))
 
 from bank import ledger
 from bank.app import create_app
 from bank.toolsets import Audit, LedgerToolset
 from bank.wiring import APPLICATION, Bank, open_pool
 
-SERVICE = Path(__file__).resolve().parents[1] / "examples" / "service"
+SERVICE = Path(__file__).resolve().parents[2] / "examples" / "service"
 
 # -- databases and what PostgreSQL says about them ----------------------------------------------
 

@@ -11,8 +11,8 @@ import asyncpg
 import httpx
 import pytest
 
-from .postgres import PostgresServer
-from .web_processes import chat_processes, chunks, fresh_database
+from ..postgres import PostgresServer
+from ..web_processes import chat_processes, chunks, fresh_database
 
 
 @pytest.fixture

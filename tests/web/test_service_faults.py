@@ -23,10 +23,10 @@ from dependency_injector import providers
 from llm_do import tool
 from llm_do.testing import asgi_client
 
-from .postgres import PostgresServer
+from ..postgres import PostgresServer
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "examples" / "service"))
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "service"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
 import bench_faults
 from bank import ledger

@@ -17,11 +17,11 @@ import pytest
 
 from llm_do.jobs import JobQueue
 
-from .jobs_support import ROOT, Worker, eventually, fresh_database, wait_for_workers
-from .journal_app import parking
-from .postgres import PostgresServer
+from ..jobs_support import ROOT, Worker, eventually, fresh_database, wait_for_workers
+from ..journal_app import parking
+from ..postgres import PostgresServer
+from ..tiers import sized
 from .test_service import served
-from .tiers import sized
 
 from bank.app import create_app  # isort: skip  (examples/service is on sys.path via test_service)
 from bank.wiring import Bank  # isort: skip

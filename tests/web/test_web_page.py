@@ -12,8 +12,8 @@ import httpx
 import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
-from .postgres import PostgresServer
-from .web_processes import chat_process, fresh_database
+from ..postgres import PostgresServer
+from ..web_processes import chat_process, fresh_database
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [

@@ -12,7 +12,7 @@ import pytest
 from llm_do import LlmDoError
 from llm_do.web.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
 
-from .postgres import PostgresServer
+from ..postgres import PostgresServer
 
 
 class Waiting:
