@@ -11,7 +11,6 @@ import pytest
 from dependency_injector import providers
 from pydantic import ValidationError
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse
 
 from containers import AgentContainer
 from llm_do import (
@@ -27,8 +26,7 @@ from llm_do import (
     Verdict,
     tool,
 )
-
-from ..helpers import by_prompt, calls, returns, text
+from llm_do.testing import Step, Turn, answering, tool_call
 
 ran: list[str] = []
 
@@ -62,12 +60,12 @@ def _fresh_record() -> None:
 
 
 def job(*tool_calls: tuple[str, dict[str, Any]], toolset: str = "shell") -> AgentEntry:
-    def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        if step == 0:
-            return calls(*tool_calls)
-        return text(" | ".join(str(content) for content in returns(messages)))
+    def script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return [tool_call(name, **args) for name, args in tool_calls]
+        return " | ".join(str(content) for content in turn.returns)
 
-    return AgentEntry(Agent(by_prompt(script)), name="job", toolsets=[toolset])
+    return AgentEntry(Agent(answering(script)), name="job", toolsets=[toolset])
 
 
 async def test_the_same_toolset_class_under_two_names_has_two_policies() -> None:
@@ -304,7 +302,7 @@ def test_a_runtime_tells_the_policy_of_each_toolset_name() -> None:
         App(),
         entries=[
             job(toolset="shell"),
-            AgentEntry(Agent(by_prompt(lambda *_: text("x"))), name="other", toolsets=["sandbox"]),
+            AgentEntry(Agent(answering(lambda turn: "x")), name="other", toolsets=["sandbox"]),
         ],
     )
     assert runtime.policy("shell") == ToolPolicy(default="ask", tools={"ls": "allow"})

@@ -11,7 +11,7 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import HandleDeferredToolCalls
 from pydantic_ai.exceptions import ApprovalRequired
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 from pydantic_ai.toolsets.approval_required import ApprovalRequiredToolset
@@ -35,8 +35,7 @@ from llm_do import (
 )
 from llm_do.approvals import ApprovalMode, ApprovalOnDeny
 from llm_do.run import CallScope
-
-from ..helpers import by_prompt, call, calls, returns, text
+from llm_do.testing import Step, Turn, answering, tool_call
 
 ASK = ToolPolicy(default="ask")
 
@@ -72,27 +71,27 @@ class Approver:
         return self.answers.pop(0) if self.answers else "approve"
 
 
-def first_then_echo(*tool_calls: tuple[str, dict[str, Any]]) -> Callable[[str, int, list[ModelMessage]], Any]:
+def first_then_echo(*tool_calls: tuple[str, dict[str, Any]]) -> Callable[[Turn], Step]:
     """Make the given calls on the first step, then answer with the tool results joined by ' | '."""
 
-    def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        if step == 0:
-            return calls(*tool_calls)
-        return text(" | ".join(str(content) for content in returns(messages)))
+    def script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return [tool_call(name, **args) for name, args in tool_calls]
+        return " | ".join(str(content) for content in turn.returns)
 
     return script
 
 
 def shell_runtime(
     ran: list[str],
-    script: Callable[[str, int, list[ModelMessage]], Any],
+    script: Callable[[Turn], Step],
     *,
     policies: Mapping[str, ToolPolicy] | None = None,
     approver: Callable[[ApprovalRequest], Any] | None = None,
     mode: ApprovalMode = "prompt",
     on_deny: ApprovalOnDeny = "tell_model",
 ) -> Runtime:
-    job = AgentEntry(Agent(by_prompt(script)), name="job", toolsets=["shell"])
+    job = AgentEntry(Agent(answering(script)), name="job", toolsets=["shell"])
     return Runtime(
         None,
         entries=[job],
@@ -276,11 +275,11 @@ async def test_approve_for_session_remembers_the_exact_call_for_the_rest_of_the_
     ran: list[str] = []
     approver = Approver("approve_for_session", "approve", "approve", "approve")
 
-    def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        paths = prompt.split()
-        if step < len(paths):
-            return call("rm", path=paths[step])
-        return text("done")
+    def script(turn: Turn) -> Step:
+        paths = turn.prompt.split()
+        if turn.step < len(paths):
+            return tool_call("rm", path=paths[turn.step])
+        return "done"
 
     runtime = shell_runtime(ran, script, approver=approver)
     async with runtime:
@@ -297,14 +296,20 @@ async def test_the_session_cache_is_keyed_by_toolset_name() -> None:
     approver = Approver("approve_for_session", "approve")
     policies = {"shell": ASK, "backup_shell": ASK}
 
-    def job_script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        return call("rm", path="a.txt") if step < 2 else call("backup", input="go") if step == 2 else text("done")
+    def job_script(turn: Turn) -> Step:
+        return (
+            tool_call("rm", path="a.txt")
+            if turn.step < 2
+            else tool_call("backup", input="go")
+            if turn.step == 2
+            else "done"
+        )
 
-    def backup_script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        return call("rm", path="a.txt") if step == 0 else text("done")
+    def backup_script(turn: Turn) -> Step:
+        return tool_call("rm", path="a.txt") if turn.step == 0 else "done"
 
-    for_shell = AgentEntry(Agent(by_prompt(job_script)), name="job", toolsets=["shell", "backup"])
-    for_backup = AgentEntry(Agent(by_prompt(backup_script)), name="backup", toolsets=["backup_shell"])
+    for_shell = AgentEntry(Agent(answering(job_script)), name="job", toolsets=["shell", "backup"])
+    for_backup = AgentEntry(Agent(answering(backup_script)), name="backup", toolsets=["backup_shell"])
     runtime = Runtime(
         None,
         entries=[for_shell, for_backup],
@@ -375,18 +380,18 @@ def nested_runtime(
 ) -> Runtime:
     """`boss` asks `worker` (an agent used as a tool) to remove files; `worker` calls shell.rm."""
 
-    def boss_script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        if step == 0:
-            return calls(*[("worker", {"input": f"f{i}.txt"}) for i in range(parallel)])
-        return text(" | ".join(str(content) for content in returns(messages)))
+    def boss_script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return [tool_call("worker", input=f"f{i}.txt") for i in range(parallel)]
+        return " | ".join(str(content) for content in turn.returns)
 
     worker_script = first_then_echo()
 
-    def worker_steps(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        return call("rm", path=prompt) if step == 0 else worker_script(prompt, step, messages)
+    def worker_steps(turn: Turn) -> Step:
+        return tool_call("rm", path=turn.prompt) if turn.step == 0 else worker_script(turn)
 
-    boss = AgentEntry(Agent(by_prompt(boss_script)), name="boss", toolsets=["worker"])
-    worker = AgentEntry(Agent(by_prompt(worker_steps)), name="worker", toolsets=["shell"])
+    boss = AgentEntry(Agent(answering(boss_script)), name="boss", toolsets=["worker"])
+    worker = AgentEntry(Agent(answering(worker_steps)), name="worker", toolsets=["shell"])
     return Runtime(
         None,
         entries=[boss, worker],
@@ -412,12 +417,12 @@ async def test_nested_calls_use_the_same_policies_approver_and_session() -> None
     ran: list[str] = []
     approver = Approver("approve_for_session")
 
-    def boss_twice(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        return call("worker", input="f0.txt") if step < 2 else text("done")
+    def boss_twice(turn: Turn) -> Step:
+        return tool_call("worker", input="f0.txt") if turn.step < 2 else "done"
 
-    boss = AgentEntry(Agent(by_prompt(boss_twice)), name="boss", toolsets=["worker"])
+    boss = AgentEntry(Agent(answering(boss_twice)), name="boss", toolsets=["worker"])
     worker = AgentEntry(
-        Agent(by_prompt(lambda p, step, m: call("rm", path=p) if step == 0 else text("removed"))),
+        Agent(answering(lambda turn: tool_call("rm", path=turn.prompt) if turn.step == 0 else "removed")),
         name="worker",
         toolsets=["shell"],
     )
@@ -482,7 +487,7 @@ async def test_calling_an_agent_as_a_tool_is_gated_by_the_entry_name() -> None:
 
 
 def orchestrator(ran: list[str], approver: Approver, *, policies: Mapping[str, ToolPolicy]) -> Runtime:
-    worker = AgentEntry(Agent(by_prompt(lambda p, s, m: text(f"did {p}"))), name="worker")
+    worker = AgentEntry(Agent(answering(lambda turn: f"did {turn.prompt}")), name="worker")
 
     @entry(toolsets=["shell", "worker"])
     async def pipeline(scope: CallScope, input_data: str) -> list[str]:
@@ -530,7 +535,7 @@ async def test_another_capability_approving_a_call_does_not_bypass_the_policy() 
         return requests.build_results(approve_all=True)
 
     agent = Agent(
-        by_prompt(first_then_echo(("rm", {"path": "a"}))),
+        answering(first_then_echo(("rm", {"path": "a"}))),
         capabilities=[HandleDeferredToolCalls(handler=approve_everything)],
     )
     runtime = Runtime(
@@ -575,7 +580,7 @@ async def test_tools_that_ask_for_approval_themselves_are_gated_without_a_policy
     script = first_then_echo(("deploy", {"version": "1.2"}), ("push", {"branch": "main"}))
     runtime = Runtime(
         None,
-        entries=[AgentEntry(Agent(by_prompt(script)), name="job", toolsets=["careful", "git"])],
+        entries=[AgentEntry(Agent(answering(script)), name="job", toolsets=["careful", "git"])],
         toolsets={"careful": lambda: Careful(ran), "git": lambda: self_gated_toolset(ran)},
         approver=approver,
         config=RuntimeConfig(approval_mode=mode),
@@ -614,7 +619,7 @@ async def test_a_toolset_copied_for_the_run_is_still_gated_and_entered_once() ->
 
     runtime = Runtime(
         None,
-        entries=[AgentEntry(Agent(by_prompt(first_then_echo(("rm", {"path": "a"})))), name="job", toolsets=["shell"])],
+        entries=[AgentEntry(Agent(answering(first_then_echo(("rm", {"path": "a"})))), name="job", toolsets=["shell"])],
         toolsets={"shell": lambda: PerRunCopy(ran)},
         policies={"shell": ASK},
         config=RuntimeConfig(approval_mode="reject_all"),
@@ -676,21 +681,25 @@ async def test_a_wrapped_toolset_is_entered_exited_and_cleaned_up_exactly_once()
         asked.append(f"{request.entry} {request.tool}")
         return "deny" if request.args.get("path") == "w.txt" else "approve"
 
-    def boss_script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        if step == 0:
-            return calls(("rm", {"path": "boss.txt"}), ("note", {"line": "boss"}), ("worker", {"input": "w.txt"}))
-        return text("done")
+    def boss_script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return [
+                tool_call("rm", path="boss.txt"),
+                tool_call("note", line="boss"),
+                tool_call("worker", input="w.txt"),
+            ]
+        return "done"
 
-    def worker_script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        if step == 0:
-            return calls(("rm", {"path": prompt}), ("ls", {"path": "."}), ("note", {"line": "worker"}))
-        return text("done")
+    def worker_script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return [tool_call("rm", path=turn.prompt), tool_call("ls", path="."), tool_call("note", line="worker")]
+        return "done"
 
     runtime = Runtime(
         None,
         entries=[
-            AgentEntry(Agent(by_prompt(boss_script)), name="boss", toolsets=["shell", "notes", "worker"]),
-            AgentEntry(Agent(by_prompt(worker_script)), name="worker", toolsets=["shell", "notes"]),
+            AgentEntry(Agent(answering(boss_script)), name="boss", toolsets=["shell", "notes", "worker"]),
+            AgentEntry(Agent(answering(worker_script)), name="worker", toolsets=["shell", "notes"]),
         ],
         toolsets={
             "shell": lambda: Tracked("per-call", ran, events),
@@ -726,7 +735,7 @@ async def test_a_fresh_per_run_copy_is_entered_by_pydantic_ai_and_still_gated() 
     events: list[str] = []
     approver = Approver("deny")
     job = AgentEntry(
-        Agent(by_prompt(first_then_echo(("ls", {"path": "."}), ("rm", {"path": "x"})))), name="job", toolsets=["shell"]
+        Agent(answering(first_then_echo(("ls", {"path": "."}), ("rm", {"path": "x"})))), name="job", toolsets=["shell"]
     )
     runtime = Runtime(
         None,
@@ -746,7 +755,7 @@ async def test_a_fresh_per_run_copy_is_entered_by_pydantic_ai_and_still_gated() 
 async def test_a_call_past_max_depth_fails_before_anyone_is_asked_to_approve_it() -> None:
     approver = Approver("approve")
     recurse = AgentEntry(
-        Agent(by_prompt(lambda p, step, m: call("clerk", input="again"))), name="clerk", toolsets=["clerk"]
+        Agent(answering(lambda turn: tool_call("clerk", input="again"))), name="clerk", toolsets=["clerk"]
     )
 
     @entry(toolsets=["clerk"])
@@ -792,7 +801,7 @@ async def test_a_tool_asking_at_run_time_without_the_capability_is_decided_in_pl
     script = first_then_echo(("migrate", {"table": "big"}))
     runtime = Runtime(
         None,
-        entries=[AgentEntry(Agent(by_prompt(script)), name="job", toolsets=["db"])],
+        entries=[AgentEntry(Agent(answering(script)), name="job", toolsets=["db"])],
         toolsets={"db": lambda: AsksAtRunTime(ran)},
         approver=approver,
     )

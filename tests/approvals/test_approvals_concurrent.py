@@ -9,7 +9,7 @@ import re
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 
 from llm_do import (
     AgentEntry,
@@ -25,19 +25,19 @@ from llm_do import (
     entry,
 )
 from llm_do.run import CallScope
+from llm_do.testing import Step, Turn, answering, tool_call
 
-from ..helpers import by_prompt, call, returns, text
 from .test_approvals import Shell
 
 ASK = ToolPolicy(default="ask")
 
 
-def rm_then_echo(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-    return call("rm", path=prompt) if step == 0 else text(str(returns(messages)[0]))
+def rm_then_echo(turn: Turn) -> Step:
+    return tool_call("rm", path=turn.prompt) if turn.step == 0 else str(turn.returns[0])
 
 
 def shell_runtime(ran: list[str], approver: Approver, **config: object) -> Runtime:
-    job = AgentEntry(Agent(by_prompt(rm_then_echo, threads=False)), name="job", toolsets=["shell"])
+    job = AgentEntry(Agent(answering(rm_then_echo, threads=False)), name="job", toolsets=["shell"])
     return Runtime(
         None,
         entries=[job],
@@ -144,7 +144,7 @@ def test_the_approval_timeout_is_a_setting_in_seconds(monkeypatch: pytest.Monkey
 
 async def test_a_runs_own_approver_wins_over_the_runtimes() -> None:
     ran: list[str] = []
-    job = AgentEntry(Agent(by_prompt(rm_then_echo)), name="job", toolsets=["shell"])
+    job = AgentEntry(Agent(answering(rm_then_echo)), name="job", toolsets=["shell"])
     async with Runtime(
         None,
         entries=[job],
@@ -159,10 +159,10 @@ async def test_a_runs_own_approver_wins_over_the_runtimes() -> None:
     assert ran == ["rm b.txt"]
 
 
-def fixed_ids(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+def fixed_ids(turn: Turn) -> Step:
     """The boss asks the worker (tool call `t1`); the worker removes a file (its tool call is `t1` too)."""
-    if step == 0:
-        if prompt == "boss":
+    if turn.step == 0:
+        if turn.prompt == "boss":
             return ModelResponse(parts=[ToolCallPart("worker", {"input": "worker"}, tool_call_id="t1")])
         return ModelResponse(parts=[ToolCallPart("rm", {"path": "a.txt"}, tool_call_id="t1")])
     return ModelResponse(parts=[TextPart("done")])
@@ -176,8 +176,8 @@ async def test_each_question_has_a_stable_id_and_names_its_tool_call_and_call() 
         return "approve"
 
     ran: list[str] = []
-    boss = AgentEntry(Agent(by_prompt(fixed_ids)), name="boss", toolsets=["worker"])
-    worker = AgentEntry(Agent(by_prompt(fixed_ids)), name="worker", toolsets=["shell"])
+    boss = AgentEntry(Agent(answering(fixed_ids)), name="boss", toolsets=["worker"])
+    worker = AgentEntry(Agent(answering(fixed_ids)), name="worker", toolsets=["shell"])
     async with Runtime(
         None,
         entries=[boss, worker],

@@ -9,8 +9,7 @@ from pydantic_ai import Agent
 from containers import AgentContainer
 from llm_do import AgentEntry, ConfigurationError, RunState, Runtime, Toolset, ToolsetError, entry, tool
 from llm_do.run import CallScope
-
-from ..helpers import by_prompt, text
+from llm_do.testing import answering
 
 
 class Search(Toolset):
@@ -43,7 +42,7 @@ class App(AgentContainer):
 
 
 def agent_entry(name: str, toolsets: list[str]) -> AgentEntry:
-    return AgentEntry(Agent(by_prompt(lambda p, s, m: text("ok"))), name=name, toolsets=toolsets)
+    return AgentEntry(Agent(answering(lambda turn: "ok")), name=name, toolsets=toolsets)
 
 
 def test_unknown_toolset_names_the_entry_and_lists_known_names() -> None:

@@ -26,7 +26,8 @@ PUBLIC = {
         Toolset ToolsetError ToolsetSpec UnknownHandle Verdict continue_trace current_traceparent entry
         inject_trace_context open_handles reveal run_report tool""",
     "llm_do.testing": """LeakCheck LeakError LifespanError Overrides Returned ScriptError ScriptedModel Step ToolCall
-        Turn asgi_client assert_no_leaks call_tree override returned serve_lifespan settle tool_call track_leaks""",
+        Turn answering asgi_client assert_no_leaks call_tree cancelled_run_report override response returned
+        serve_lifespan settle tool_call track_leaks""",
     "llm_do.mcp": """McpOptions McpServer McpServerError McpServersError OwnedStdioTransport RootRefused
         ServerCommandNotFound confined_roots own_mcp_toolsets""",
     "llm_do.jobs": """DecisionRefused FINAL_STATUSES InvalidJobRequest JobEntry JobInfo JobNotFound JobQueue JobRecord

@@ -27,8 +27,7 @@ from llm_do.models import (
     RecordingModel,
     ReplayModel,
 )
-
-from ..helpers import by_prompt, call, calls, returns, text
+from llm_do.testing import Step, Turn, answering, tool_call
 
 API_KEY = "sk-test-never-recorded-4242"
 
@@ -157,19 +156,19 @@ async def test_a_real_openai_client_is_recorded_and_replayed_offline(tmp_path: P
 # nested, parallel and concurrent runs
 
 
-def boss_or_helper(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+def boss_or_helper(turn: Turn) -> Step:
     """The boss asks two helpers and the counter in parallel; each helper adds, then answers."""
-    if prompt.startswith("task "):
-        if step == 0:
-            return calls(
-                ("helper", {"input": f"left of {prompt}"}),
-                ("helper", {"input": f"right of {prompt}"}),
-                ("add", {"amount": len(prompt)}),
-            )
-        return text(f"boss[{prompt}]: " + " | ".join(map(str, returns(messages))))
-    if step == 0:
-        return call("add", amount=len(prompt))
-    return text(f"helper({prompt})={returns(messages)[0]}")
+    if turn.prompt.startswith("task "):
+        if turn.step == 0:
+            return [
+                tool_call("helper", input=f"left of {turn.prompt}"),
+                tool_call("helper", input=f"right of {turn.prompt}"),
+                tool_call("add", amount=len(turn.prompt)),
+            ]
+        return f"boss[{turn.prompt}]: " + " | ".join(map(str, turn.returns))
+    if turn.step == 0:
+        return tool_call("add", amount=len(turn.prompt))
+    return f"helper({turn.prompt})={turn.returns[0]}"
 
 
 def team(model: models.Model) -> Runtime:
@@ -182,7 +181,7 @@ TASKS = [f"task {name}" for name in ("alpha", "beta", "gamma", "delta-long")]
 
 
 async def record_team(path: Path) -> dict[str, tuple[str, Any]]:
-    async with RecordingModel(by_prompt(boss_or_helper), path) as recorder, team(recorder) as runtime:
+    async with RecordingModel(answering(boss_or_helper), path) as recorder, team(recorder) as runtime:
         results = await asyncio.gather(*(runtime.run("boss", task) for task in TASKS))
     return {task: (result.output, result.usage) for task, result in zip(TASKS, results, strict=True)}
 
@@ -262,7 +261,7 @@ async def test_a_nested_miss_names_the_nested_call_and_the_tool_returns(tmp_path
 
 async def test_recordings_merge_and_a_re_recording_replaces_its_answers(tmp_path: Path) -> None:
     path = tmp_path / "merged.json"
-    script = by_prompt(lambda prompt, step, messages: text(f"first answer to {prompt}"))
+    script = answering(lambda turn: f"first answer to {turn.prompt}")
     echo = AgentEntry(Agent(), name="echo")
 
     async def record(model: models.Model, prompt: str) -> None:
@@ -272,7 +271,7 @@ async def test_recordings_merge_and_a_re_recording_replaces_its_answers(tmp_path
 
     for prompt in ("one", "two"):
         await record(script, prompt)
-    await record(by_prompt(lambda prompt, step, messages: text(f"second answer to {prompt}")), "two")
+    await record(answering(lambda turn: f"second answer to {turn.prompt}"), "two")
     assert len(json.loads(path.read_text())["responses"]) == 2
     async with Runtime(None, entries=[echo], config=RuntimeConfig(model=ReplayModel.from_file(path))) as runtime:
         assert (await runtime.run("echo", "one")).output == "first answer to one"

@@ -19,7 +19,6 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestParameters
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 
 from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, Toolset, tool
@@ -32,8 +31,7 @@ from llm_do.models import (
     UnknownRecordedHandle,
     request_key,
 )
-
-from ..helpers import returns
+from llm_do.testing import Step, Turn, answering
 
 
 class Tab:
@@ -70,10 +68,9 @@ class Till(Toolset):
         return total
 
 
-def cashier(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+def cashier(turn: Turn) -> Step:
     """Opens a tab, adds to it twice in parallel, closes it, and names the handle in its answer."""
-    results = returns(messages) if len(messages) > 1 else []
-    step = sum(isinstance(message, ModelResponse) for message in messages)
+    results, step = turn.returns, turn.step
     if step == 0:
         return ModelResponse(parts=[ToolCallPart("open_tab", {})])
     if step == 1:
@@ -87,7 +84,9 @@ def cashier(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if step == 2:
         txn = str(results[0]).split()[0]
         return ModelResponse(parts=[ToolCallPart("close", {"txn": txn})])
-    opened = next(part.content for m in messages for part in getattr(m, "parts", []) if part.part_kind == "tool-return")
+    opened = next(
+        part.content for m in turn.messages for part in getattr(m, "parts", []) if part.part_kind == "tool-return"
+    )
     return ModelResponse(parts=[TextPart(f"Tab {opened} closed at {results[0]}.")])
 
 
@@ -109,7 +108,7 @@ def opened_handle(messages: list[ModelMessage]) -> str:
 async def test_a_recording_with_handles_replays_with_the_live_handles(tmp_path: Path) -> None:
     path = tmp_path / "till.json"
     Till.committed.clear()
-    recorder = RecordingModel(FunctionModel(cashier), path)
+    recorder = RecordingModel(answering(cashier), path)
     async with recorder, app(recorder) as runtime:
         live = await runtime.run("cashier", "Ring up 3 and 4.")
     recorded_handle = opened_handle(live.messages)

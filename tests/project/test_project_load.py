@@ -12,9 +12,7 @@ from pydantic_ai.models.test import TestModel
 
 from llm_do import AgentEntry, RuntimeConfig
 from llm_do.project import DeferredModel, Project, ProjectError, load_project
-from llm_do.testing import ScriptedModel, tool_call
-
-from ..helpers import call, scripted, text
+from llm_do.testing import ScriptedModel, answering, tool_call
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -347,9 +345,13 @@ async def test_worker_approvals_override_the_toolset_policy_for_that_worker_only
             "other.worker": "---\ntoolsets: [vault]\n---\nGo.\n",
         },
     )
-    async with load_project(tmp_path, model=scripted(call("open_vault"), text("done"))) as project:
+    async with load_project(
+        tmp_path, model=answering(lambda turn: tool_call("open_vault") if turn.step == 0 else "done")
+    ) as project:
         trusted = await project.runtime.run("trusted", "open")
-    async with load_project(tmp_path, model=scripted(call("open_vault"), text("done"))) as project:
+    async with load_project(
+        tmp_path, model=answering(lambda turn: tool_call("open_vault") if turn.step == 0 else "done")
+    ) as project:
         other = await project.runtime.run("other", "open")
     assert "opened" in str(trusted.messages)
     assert "opened" not in str(other.messages)

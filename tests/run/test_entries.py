@@ -27,8 +27,7 @@ from pydantic_ai.usage import RequestUsage
 
 from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, ToolsetError, entry, tool
 from llm_do.run import CallScope
-
-from ..helpers import by_prompt, call, returns, text
+from llm_do.testing import Step, Turn, answering, response, tool_call
 
 
 class Counter(Toolset):
@@ -48,7 +47,7 @@ class Order(BaseModel):
 
 
 async def test_function_entry_orchestrates_tools_and_agents() -> None:
-    echo = AgentEntry(Agent(by_prompt(lambda p, s, m: text(f"echo:{p}"))), name="echo")
+    echo = AgentEntry(Agent(answering(lambda turn: f"echo:{turn.prompt}")), name="echo")
 
     @entry(toolsets=["counter", "echo"])
     async def pipeline(scope: CallScope, input_data: str) -> str:
@@ -81,25 +80,25 @@ async def test_call_tool_reports_an_unknown_tool_with_the_available_ones() -> No
 async def test_agent_as_tool_with_typed_input() -> None:
     seen: list[str] = []
 
-    def warehouse_model(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        seen.append(prompt)
-        order = Order.model_validate_json(prompt)
-        return text(f"reserved {order.quantity} x {order.sku}")
+    def warehouse_model(turn: Turn) -> Step:
+        seen.append(turn.prompt)
+        order = Order.model_validate_json(turn.prompt)
+        return f"reserved {order.quantity} x {order.sku}"
 
     warehouse = AgentEntry(
-        Agent(by_prompt(warehouse_model)), name="warehouse", schema_in=Order, description="Reserve stock."
+        Agent(answering(warehouse_model)), name="warehouse", schema_in=Order, description="Reserve stock."
     )
     captured: list[dict[str, Any]] = []
 
-    def shop(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if not any(isinstance(m, ModelResponse) for m in messages):
-            [tool_def] = info.function_tools
+    def shop(turn: Turn) -> Step:
+        if turn.step == 0:
+            [tool_def] = turn.info.function_tools
             captured.append(tool_def.parameters_json_schema)
             assert tool_def.description == "Reserve stock."
-            return call("warehouse", sku="pen", quantity=3)
-        return text(str(returns(messages)[0]))
+            return tool_call("warehouse", sku="pen", quantity=3)
+        return str(turn.returns[0])
 
-    shop_entry = AgentEntry(Agent(FunctionModel(shop)), name="shop", toolsets=["warehouse"])
+    shop_entry = AgentEntry(Agent(answering(shop)), name="shop", toolsets=["warehouse"])
     async with Runtime(None, entries=[shop_entry, warehouse]) as runtime:
         result = await runtime.run("shop", "buy pens")
         direct = await runtime.run("warehouse", {"sku": "ink", "quantity": 1})
@@ -118,12 +117,12 @@ async def test_chat_continues_at_depth_zero_while_nested_calls_start_fresh() -> 
         last = messages[-1]
         assert isinstance(last, ModelRequest)
         if any(isinstance(p, UserPromptPart) for p in last.parts):
-            return call("helper", input="lookup")
-        return text(f"turn with {len(messages)} messages")
+            return response(tool_call("helper", input="lookup"))
+        return response(f"turn with {len(messages)} messages")
 
     def helper_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         histories["helper"].append(len(messages))
-        return text("found")
+        return response("found")
 
     chat = AgentEntry(Agent(FunctionModel(chat_model)), name="chat", toolsets=["helper"])
     helper = AgentEntry(Agent(FunctionModel(helper_model)), name="helper")
@@ -137,14 +136,14 @@ async def test_chat_continues_at_depth_zero_while_nested_calls_start_fresh() -> 
 
 
 async def test_runtime_model_is_used_when_the_agent_has_none() -> None:
-    model = FunctionModel(lambda messages, info: text("from the runtime's model"))
+    model = FunctionModel(lambda messages, info: response("from the runtime's model"))
     bare = AgentEntry(Agent(), name="bare")
     async with Runtime(None, entries=[bare], config=RuntimeConfig(model=model)) as runtime:
         assert (await runtime.run("bare", "hi")).output == "from the runtime's model"
 
 
 async def test_text_entries_refuse_structured_input_with_advice() -> None:
-    bare = AgentEntry(Agent(by_prompt(lambda p, s, m: text("x"))), name="bare")
+    bare = AgentEntry(Agent(answering(lambda turn: "x")), name="bare")
     async with Runtime(None, entries=[bare]) as runtime:
         with pytest.raises(ToolsetError, match="give the entry a schema_in model"):
             await runtime.run("bare", {"a": 1})

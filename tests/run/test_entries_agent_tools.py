@@ -12,8 +12,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from llm_do import AgentEntry, Approval, ApprovalRequest, Runtime, RuntimeConfig, ToolPolicy, Toolset, tool
-
-from ..helpers import calls, returns, scripted, text
+from llm_do.testing import answering, response, tool_call
 
 
 class Counter(Toolset):
@@ -39,9 +38,17 @@ def whisper(word: str) -> str:
 
 def agent_with_own_tools() -> Agent[Any, str]:
     """An agent with a tool of each kind of its own, whose model calls them and the call's `add`."""
-    model = scripted(
-        calls(("echo", {"word": "Hi"}), ("shout", {"word": "Hi"}), ("whisper", {"word": "Hi"}), ("add", {"amount": 2})),
-        lambda messages: text(repr(returns(messages))),
+    model = answering(
+        lambda turn: (
+            [
+                tool_call("echo", word="Hi"),
+                tool_call("shout", word="Hi"),
+                tool_call("whisper", word="Hi"),
+                tool_call("add", amount=2),
+            ]
+            if turn.step == 0
+            else repr(turn.returns)
+        )
     )
     agent = Agent(model, tools=[shout], toolsets=[FunctionToolset([Tool(whisper)])])
 
@@ -83,7 +90,11 @@ async def test_an_agents_own_tools_are_not_gated_by_the_runtimes_policies_or_app
 
 
 async def test_an_agent_with_only_its_own_tools_runs_them() -> None:
-    model = scripted(calls(("shout", {"word": "a"}), ("whisper", {"word": "B"})), lambda m: text(repr(returns(m))))
+    model = answering(
+        lambda turn: (
+            [tool_call("shout", word="a"), tool_call("whisper", word="B")] if turn.step == 0 else repr(turn.returns)
+        )
+    )
     agent = Agent(model, tools=[shout], toolsets=[FunctionToolset([Tool(whisper)])])
     config = RuntimeConfig(approval_mode="reject_all")
     async with Runtime(None, entries=[AgentEntry(agent, name="job")], config=config) as runtime:
@@ -92,7 +103,9 @@ async def test_an_agent_with_only_its_own_tools_runs_them() -> None:
 
 
 async def test_a_tool_registered_on_the_agent_after_its_entries_are_made_runs() -> None:
-    model = scripted(calls(("add", {"amount": 1}), ("late", {})), lambda messages: text(repr(returns(messages))))
+    model = answering(
+        lambda turn: [tool_call("add", amount=1), tool_call("late")] if turn.step == 0 else repr(turn.returns)
+    )
     agent: Agent[Any, str] = Agent(model)
     first = AgentEntry(agent, name="first", toolsets=["counter"])
     second = AgentEntry(agent, name="second", toolsets=["counter"])
@@ -119,7 +132,7 @@ async def test_a_call_s_tools_are_listed_in_the_run_s_own_task_when_the_agent_ha
 
     async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         requested.append(asyncio.current_task())
-        return calls(("shout", {"word": "a"})) if len(messages) == 1 else text("done")
+        return response([tool_call("shout", word="a")]) if len(messages) == 1 else response("done")
 
     entry = AgentEntry(Agent(FunctionModel(model)), name="job", toolsets=["loud", "counter"])
     toolsets = {"loud": lambda: Listed([Tool(shout)]), "counter": Counter}

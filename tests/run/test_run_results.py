@@ -14,8 +14,7 @@ from pydantic_ai import Agent
 
 from containers import AgentContainer
 from llm_do import AgentEntry, RunLocalSingleton, Runtime, Toolset, run_report, tool
-
-from ..helpers import by_prompt, call, cancelled_run_report, text
+from llm_do.testing import Step, Turn, answering, cancelled_run_report, tool_call
 
 
 class Audit:
@@ -58,12 +57,12 @@ class App(AgentContainer):
 
 
 def clerk() -> AgentEntry:
-    def script(prompt: str, step: int, messages: Any) -> Any:
-        if step == 0:
-            return call("wait") if prompt == "wait" else call("transfer", amount=int(prompt))
-        return text("done")
+    def script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return tool_call("wait") if turn.prompt == "wait" else tool_call("transfer", amount=int(turn.prompt))
+        return "done"
 
-    return AgentEntry(Agent(by_prompt(script)), name="clerk", toolsets=["bank"])
+    return AgentEntry(Agent(answering(script)), name="clerk", toolsets=["bank"])
 
 
 async def test_a_result_carries_the_runs_per_run_objects_after_their_teardown() -> None:
@@ -148,7 +147,9 @@ async def test_a_resource_overridden_after_start_up_is_shut_down_when_the_runtim
     events.clear()
     app = PoolApp()
     entry = AgentEntry(
-        Agent(by_prompt(lambda p, step, m: call("which") if step == 0 else text(str(m[-1].parts[0].content)))),
+        Agent(
+            answering(lambda turn: tool_call("which") if turn.step == 0 else str(turn.messages[-1].parts[0].content))
+        ),
         name="job",
         toolsets=["pools"],
     )

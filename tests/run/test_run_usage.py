@@ -15,8 +15,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RunUsage
 
 from llm_do import AgentEntry, CallRecord, RunReport, Runtime, RuntimeConfig, Toolset, run_report, tool
-
-from ..helpers import call, calls, cancelled_run_report, scripted, text
+from llm_do.testing import answering, cancelled_run_report, tool_call
 
 started = asyncio.Event()
 
@@ -73,14 +72,24 @@ async def test_each_call_counts_the_tool_calls_it_ran_and_the_calls_add_up_to_py
     mode: Literal["approve_all", "reject_all"], parent_calls: int
 ) -> None:
     child = AgentEntry(
-        Agent(scripted(calls(("ok", {}), ("ok", {})), text("child done"))), name="child", toolsets=["desk"]
+        Agent(answering(lambda turn: [tool_call("ok"), tool_call("ok")] if turn.step == 0 else "child done")),
+        name="child",
+        toolsets=["desk"],
     )
     parent = AgentEntry(
         Agent(
-            scripted(
-                calls(("ok", {}), ("broken", {}), ("again", {}), ("guarded", {}), ("child", {"input": "go"})),
-                call("ok"),
-                text("done"),
+            answering(
+                lambda turn: [
+                    [
+                        tool_call("ok"),
+                        tool_call("broken"),
+                        tool_call("again"),
+                        tool_call("guarded"),
+                        tool_call("child", input="go"),
+                    ],
+                    tool_call("ok"),
+                    "done",
+                ][turn.step]
             )
         ),
         name="parent",
@@ -122,9 +131,15 @@ async def test_output_tools_and_calls_skipped_after_the_final_result_do_not_coun
 
 
 async def test_a_failed_run_reports_each_calls_usage_up_to_the_failure() -> None:
-    child = AgentEntry(Agent(scripted(call("ok"), call("explode"))), name="child", toolsets=["desk"])
+    child = AgentEntry(
+        Agent(answering(lambda turn: tool_call("ok") if turn.step == 0 else tool_call("explode"))),
+        name="child",
+        toolsets=["desk"],
+    )
     parent = AgentEntry(
-        Agent(scripted(call("ok"), call("child", input="go"))), name="parent", toolsets=["desk", "child"]
+        Agent(answering(lambda turn: tool_call("ok") if turn.step == 0 else tool_call("child", input="go"))),
+        name="parent",
+        toolsets=["desk", "child"],
     )
     async with runtime(parent, child) as rt:
         with pytest.raises(RuntimeError, match="exploded") as raised:
@@ -140,7 +155,11 @@ async def test_a_failed_run_reports_each_calls_usage_up_to_the_failure() -> None
 
 
 async def test_a_cancelled_run_reports_the_tool_calls_that_returned_before_it() -> None:
-    entry = AgentEntry(Agent(scripted(call("ok"), calls(("ok", {}), ("hang", {})))), name="waiter", toolsets=["desk"])
+    entry = AgentEntry(
+        Agent(answering(lambda turn: tool_call("ok") if turn.step == 0 else [tool_call("ok"), tool_call("hang")])),
+        name="waiter",
+        toolsets=["desk"],
+    )
     async with runtime(entry) as rt:
         report = await cancelled_run_report(rt, "waiter", "go", started)
     [record] = report.calls
@@ -150,8 +169,8 @@ async def test_a_cancelled_run_reports_the_tool_calls_that_returned_before_it() 
 
 
 async def test_a_continued_conversation_counts_only_the_new_turn_failed_or_not() -> None:
-    script = scripted(
-        call("ok"), text("one"), call("ok"), call("ok"), text("two"), call("explode")
+    script = answering(
+        lambda turn: [tool_call("ok"), "one", tool_call("ok"), tool_call("ok"), "two", tool_call("explode")][turn.step]
     )  # by responses so far
     entry = AgentEntry(Agent(script), name="talker", toolsets=["desk"])
     async with runtime(entry) as rt:

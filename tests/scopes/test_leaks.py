@@ -15,9 +15,17 @@ from pydantic_ai import Agent
 from containers import AgentContainer
 from llm_do import AgentEntry, Handles, RunLocalSingleton, Runtime, Toolset, entry, open_handles, tool
 from llm_do.run import CallScope
-from llm_do.testing import LeakError, ScriptedModel, assert_no_leaks, settle, tool_call, track_leaks
-
-from ..helpers import by_prompt, call, text
+from llm_do.testing import (
+    LeakError,
+    ScriptedModel,
+    Step,
+    Turn,
+    answering,
+    assert_no_leaks,
+    settle,
+    tool_call,
+    track_leaks,
+)
 
 pytestmark = pytest.mark.whole_heap  # the reports name holders found with gc.get_referrers
 
@@ -85,17 +93,17 @@ class App(AgentContainer):
 
 
 def worker() -> AgentEntry:
-    def script(prompt: str, step: int, messages: object) -> object:
-        if step == 0:
-            return call("create")
-        if step == 1:
-            if prompt == "deep":
-                return call("worker", input="ok")
-            if prompt in ("fail", "hang", "keep", "stream", "ping"):
-                return call(prompt)
-        return text("done")
+    def script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return tool_call("create")
+        if turn.step == 1:
+            if turn.prompt == "deep":
+                return tool_call("worker", input="ok")
+            if turn.prompt in ("fail", "hang", "keep", "stream", "ping"):
+                return tool_call(turn.prompt)
+        return "done"
 
-    return AgentEntry(Agent(by_prompt(script)), name="worker", toolsets=["files", "shared", "worker"])
+    return AgentEntry(Agent(answering(script)), name="worker", toolsets=["files", "shared", "worker"])
 
 
 async def cancel_a_hanging_run(runtime: Runtime) -> None:

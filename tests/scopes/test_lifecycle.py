@@ -11,9 +11,7 @@ import pytest
 from pydantic_ai import Agent
 
 from llm_do import AgentEntry, CallScope, Runtime, RuntimeConfig, Scope, ScopeError, Toolset, ToolsetSpec, entry, tool
-from llm_do.testing import ScriptedModel, tool_call
-
-from ..helpers import by_prompt, call, calls, returns, text
+from llm_do.testing import ScriptedModel, answering, tool_call
 
 
 class Boom(Exception):
@@ -70,7 +68,7 @@ def make_runtime(
         made.on_cleanup = c_cleanup
         return made
 
-    agent = Agent(by_prompt(lambda p, step, m: call("work") if step == 0 else text("done")))
+    agent = Agent(answering(lambda turn: tool_call("work") if turn.step == 0 else "done"))
     return Runtime(
         None,
         entries=[AgentEntry(agent, name="job", toolsets=["a", "b", "c"])],
@@ -228,7 +226,7 @@ async def test_a_failing_factory_is_not_masked_and_earlier_toolsets_are_released
         raised.append(Boom("factory failed"))
         raise raised[-1]
 
-    agent = Agent(by_prompt(lambda p, step, m: text("never")))
+    agent = Agent(answering(lambda turn: "never"))
     runtime = Runtime(
         None,
         entries=[AgentEntry(agent, name="job", toolsets=["a", "broken"])],
@@ -243,11 +241,11 @@ async def test_a_failing_factory_is_not_masked_and_earlier_toolsets_are_released
 
 async def test_per_run_and_global_toolsets_are_entered_and_exited_once() -> None:
     events: list[str] = []
-    script = by_prompt(
-        lambda p, step, m: (
-            (calls(("job", {"input": "child 1"}), ("job", {"input": "child 2"})) if p == "top" else text("leaf"))
-            if step == 0
-            else text(",".join(returns(m)))
+    script = answering(
+        lambda turn: (
+            ([tool_call("job", input="child 1"), tool_call("job", input="child 2")] if turn.prompt == "top" else "leaf")
+            if turn.step == 0
+            else ",".join(turn.returns)
         )
     )
     runtime = Runtime(
@@ -290,8 +288,8 @@ async def test_a_failing_per_run_factory_fails_parallel_users_with_its_own_error
         raised.append(Boom("per-run factory failed"))
         raise raised[-1]
 
-    script = by_prompt(
-        lambda p, step, m: calls(("job", {"input": "a"}), ("job", {"input": "b"})) if p == "top" else text("leaf")
+    script = answering(
+        lambda turn: [tool_call("job", input="a"), tool_call("job", input="b")] if turn.prompt == "top" else "leaf"
     )
     runtime = Runtime(
         None,
@@ -312,7 +310,7 @@ def closing_runtime(events: list[str], release: asyncio.Event, started: asyncio.
         started.set()
         await release.wait()
 
-    agent = Agent(by_prompt(lambda p, step, m: call("work") if step == 0 else text("done")))
+    agent = Agent(answering(lambda turn: tool_call("work") if turn.step == 0 else "done"))
     return Runtime(
         None,
         entries=[AgentEntry(agent, name="job", toolsets=["shared", "c"])],
@@ -378,7 +376,7 @@ async def test_a_toolset_that_fails_to_enter_is_not_exited_and_those_before_it_a
     events: list[str] = []
     runtime = Runtime(
         None,
-        entries=[AgentEntry(Agent(by_prompt(lambda p, s, m: text("never"))), name="job", toolsets=["a", "b"])],
+        entries=[AgentEntry(Agent(answering(lambda turn: "never")), name="job", toolsets=["a", "b"])],
         toolsets={"a": lambda: Tracked("a", events), "b": lambda: FailsToEnter("b", events)},
     )
     async with runtime:

@@ -29,9 +29,7 @@ from llm_do import (
     Toolset,
     tool,
 )
-from llm_do.testing import ScriptedModel, Turn, tool_call, track_leaks
-
-from ..helpers import by_prompt, call, calls, text
+from llm_do.testing import ScriptedModel, Step, Turn, answering, tool_call, track_leaks
 
 
 class Pool:
@@ -88,15 +86,15 @@ class PlainApp(App):
 
 
 def clerk() -> AgentEntry:
-    def script(prompt: str, step: int, messages: Any) -> ModelResponse:
-        if step == 0:
-            return calls(("work", {"note": prompt}), ("work", {"note": prompt + "!"}))  # in parallel
-        if step == 1 and prompt.startswith("nested"):
-            return call("clerk", input="child")
-        return text("done")
+    def script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return [tool_call("work", note=turn.prompt), tool_call("work", note=turn.prompt + "!")]  # in parallel
+        if turn.step == 1 and turn.prompt.startswith("nested"):
+            return tool_call("clerk", input="child")
+        return "done"
 
     # On the loop: a sync model's worker threads would each keep their last job's messages.
-    return AgentEntry(Agent(by_prompt(script, threads=False)), name="clerk", toolsets=["ledger", "clerk"])
+    return AgentEntry(Agent(answering(script, threads=False)), name="clerk", toolsets=["ledger", "clerk"])
 
 
 async def alive(kind: type) -> int:
@@ -191,7 +189,7 @@ async def test_after_its_run_a_per_run_provider_refuses_to_build_a_new_empty_ins
             return "captured"
 
     entry = AgentEntry(
-        Agent(by_prompt(lambda p, step, m: call("capture") if step == 0 else text("done"))),
+        Agent(answering(lambda turn: tool_call("capture") if turn.step == 0 else "done")),
         name="job",
         toolsets=["ledger"],
     )
@@ -251,7 +249,7 @@ async def test_nothing_of_a_cancelled_run_is_alive_once_aclose_returns() -> None
         audit = RunLocalSingleton(Audit)
         hanging = providers.Factory(Hanging, audit=audit)
 
-    entry = AgentEntry(Agent(by_prompt(lambda p, s, m: call("hang"))), name="job", toolsets=["hanging"])
+    entry = AgentEntry(Agent(answering(lambda turn: tool_call("hang"))), name="job", toolsets=["hanging"])
     runtime = Runtime(HangApp(), entries=[entry])
     task = asyncio.create_task(runtime.run("job", "go"))
     await started.wait()

@@ -25,8 +25,7 @@ from llm_do import (
     tool,
 )
 from llm_do.run import CallScope
-
-from ..helpers import by_prompt, call, calls, returns, text
+from llm_do.testing import Step, Turn, answering, tool_call
 
 serials = itertools.count(1)
 
@@ -88,15 +87,15 @@ def parse(report: str) -> dict[str, int]:
 def recursive_clerk(children: int = 1) -> AgentEntry:
     """probe; at depth 0 ask `children` sub-clerks in parallel; answer with every report seen."""
 
-    def script(prompt: str, step: int, messages: list[Any]) -> Any:
-        nested = prompt.startswith("sub")
-        if step == 0:
-            return call("probe")
-        if step == 1 and not nested:
-            return calls(*[("clerk", {"input": f"sub {i}"}) for i in range(children)])
-        return text(" | ".join(str(r) for r in returns(messages)))
+    def script(turn: Turn) -> Step:
+        nested = turn.prompt.startswith("sub")
+        if turn.step == 0:
+            return tool_call("probe")
+        if turn.step == 1 and not nested:
+            return [tool_call("clerk", input=f"sub {i}") for i in range(children)]
+        return " | ".join(str(r) for r in turn.returns)
 
-    return AgentEntry(Agent(by_prompt(script)), name="clerk", toolsets=["notes", "clerk"])
+    return AgentEntry(Agent(answering(script)), name="clerk", toolsets=["notes", "clerk"])
 
 
 async def test_recursive_call_gets_fresh_per_call_and_shared_per_run() -> None:
@@ -127,12 +126,14 @@ def _probe_of(result: Any, call_id: str) -> str:
 
 async def test_two_entries_naming_one_toolset_cannot_share_handles() -> None:
     writer = AgentEntry(
-        Agent(by_prompt(lambda p, step, m: call("write", text="secret") if step == 0 else text(returns(m)[0]))),
+        Agent(answering(lambda turn: tool_call("write", text="secret") if turn.step == 0 else turn.returns[0])),
         name="writer",
         toolsets=["notes"],
     )
     reader = AgentEntry(
-        Agent(by_prompt(lambda p, step, m: call("read", handle=p) if step == 0 else text(str(returns(m)[0])))),
+        Agent(
+            answering(lambda turn: tool_call("read", handle=turn.prompt) if turn.step == 0 else str(turn.returns[0]))
+        ),
         name="reader",
         toolsets=["notes"],
     )
@@ -152,7 +153,7 @@ async def test_two_entries_naming_one_toolset_cannot_share_handles() -> None:
 
 def flat_clerk() -> AgentEntry:
     return AgentEntry(
-        Agent(by_prompt(lambda p, step, m: call("probe") if step == 0 else text(returns(m)[0]))),
+        Agent(answering(lambda turn: tool_call("probe") if turn.step == 0 else turn.returns[0])),
         name="clerk",
         toolsets=["notes"],
     )
@@ -207,11 +208,11 @@ async def test_override_with_another_scope_is_refused_with_a_clear_error() -> No
 
 
 async def test_usage_totals_are_the_sum_over_nested_calls() -> None:
-    depth_script = by_prompt(
-        lambda p, step, m: (
-            (call("clerk", input=p + "!") if len(p) < 4 else text("bottom"))
-            if step == 0
-            else text(f"{p}:{returns(m)[0]}")
+    depth_script = answering(
+        lambda turn: (
+            (tool_call("clerk", input=turn.prompt + "!") if len(turn.prompt) < 4 else "bottom")
+            if turn.step == 0
+            else f"{turn.prompt}:{turn.returns[0]}"
         )
     )
     nester = AgentEntry(Agent(depth_script), name="clerk", toolsets=["clerk"])
@@ -233,7 +234,7 @@ async def test_usage_totals_are_the_sum_over_nested_calls() -> None:
 
 async def test_max_depth_stops_runaway_recursion_naming_the_chain() -> None:
     forever = AgentEntry(
-        Agent(by_prompt(lambda p, step, m: call("clerk", input="again"))), name="clerk", toolsets=["clerk"]
+        Agent(answering(lambda turn: tool_call("clerk", input="again"))), name="clerk", toolsets=["clerk"]
     )
     async with Runtime(None, entries=[forever], config=RuntimeConfig(max_depth=2)) as runtime:
         with pytest.raises(Exception, match=r"exceeds max_depth=2: clerk -> clerk -> clerk -> clerk") as raised:
@@ -253,8 +254,8 @@ async def test_plain_callable_specs_work_without_a_container() -> None:
             self.hits += 1
             return f"counter={self.serial} hits={self.hits}"
 
-    script = by_prompt(
-        lambda p, step, m: calls(("hit", {}), ("hit", {})) if step == 0 else text(" ".join(sorted(returns(m))))
+    script = answering(
+        lambda turn: [tool_call("hit"), tool_call("hit")] if turn.step == 0 else " ".join(sorted(turn.returns))
     )
     counting = AgentEntry(Agent(script), name="counting", toolsets=["counter"])
     runtime = Runtime(None, entries=[counting], toolsets={"counter": ToolsetSpec(RunCounter, Scope.PER_RUN)})
@@ -302,7 +303,7 @@ async def test_a_call_cancelled_while_its_toolset_is_built_from_an_async_provide
     previous = loop.get_exception_handler()
     loop.set_exception_handler(lambda _loop, context: failures.append(context))
     app = SlowPoolApp()
-    job = AgentEntry(Agent(by_prompt(lambda p, step, m: text("never"))), name="job", toolsets=["tools"])
+    job = AgentEntry(Agent(answering(lambda turn: "never")), name="job", toolsets=["tools"])
     try:
         async with Runtime(app, entries=[job]) as runtime:
             run = asyncio.create_task(runtime.run("job", "go"))

@@ -49,10 +49,19 @@ from llm_do import (
     tool,
 )
 from llm_do.run import CallScope
-from llm_do.testing import ScriptedModel, assert_no_leaks, settle, track_leaks
+from llm_do.testing import (
+    ScriptedModel,
+    Step,
+    Turn,
+    answering,
+    assert_no_leaks,
+    response,
+    settle,
+    tool_call,
+    track_leaks,
+)
 
 from ..approvals.test_approvals import Shell
-from ..helpers import by_prompt, call, returns, scripted, text
 from ..jobs_support import fresh_database
 from ..postgres import PostgresServer
 from ..toolsets.test_sql_faults import Proxy
@@ -217,10 +226,10 @@ async def test_one_run_at_a_time_and_the_reaper_never_closes_a_busy_session() ->
 ASK = ToolPolicy(default="ask")
 
 
-def rm_then_echo(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
+def rm_then_echo(turn: Turn) -> Step:
     """Remove the file, then say what came back; a session's history has earlier turns before this one."""
-    answered = returns(messages)
-    return text(str(answered[0])) if answered else call("rm", path="commit.txt")
+    answered = turn.returns
+    return str(answered[0]) if answered else tool_call("rm", path="commit.txt")
 
 
 async def test_approve_for_session_stays_in_its_session() -> None:
@@ -234,7 +243,7 @@ async def test_approve_for_session_stays_in_its_session() -> None:
         return approver
 
     ran: list[str] = []
-    job = AgentEntry(Agent(by_prompt(rm_then_echo)), name="job", toolsets=["shell"])
+    job = AgentEntry(Agent(answering(rm_then_echo)), name="job", toolsets=["shell"])
     async with Runtime(None, entries=[job], toolsets={"shell": lambda: Shell(ran)}, policies={"shell": ASK}) as runtime:
         alice = await runtime.session("alice", approver=approver_for("alice"))
         bob = await runtime.session("bob", approver=approver_for("bob"))
@@ -259,11 +268,11 @@ async def test_identical_questions_pending_in_one_session_are_asked_once() -> No
 
     ran: list[str] = []
 
-    def twice(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        return call("worker", input="go") if step == 0 else text("done")
+    def twice(turn: Turn) -> Step:
+        return tool_call("worker", input="go") if turn.step == 0 else "done"
 
-    boss = AgentEntry(Agent(by_prompt(twice)), name="boss", toolsets=["worker"])
-    worker = AgentEntry(Agent(by_prompt(rm_then_echo)), name="worker", toolsets=["shell"])
+    boss = AgentEntry(Agent(answering(twice)), name="boss", toolsets=["worker"])
+    worker = AgentEntry(Agent(answering(rm_then_echo)), name="worker", toolsets=["shell"])
 
     @entry(toolsets=["boss"])
     async def both(scope: CallScope, input_data: str) -> list[Any]:
@@ -373,7 +382,7 @@ async def test_two_processes_running_one_conversation_at_once_lose_no_turn_silen
         if prompts(messages)[-1] == "I am Ada.":
             started.set()
             await release.wait()
-        return text(f"Noted {len(messages)}.")
+        return response(f"Noted {len(messages)}.")
 
     slow_chat = AgentEntry(Agent(FunctionModel(slow)), name="chat")
     fast_chat = AgentEntry(Agent(ScriptedModel("Noted: Paris.")), name="chat")
@@ -461,7 +470,7 @@ async def test_a_run_in_flight_when_its_conversation_is_deleted_saves_nothing_of
         if prompts(messages)[-1] == "And I live in Paris.":
             started.set()
             await release.wait()
-        return text(f"Noted {len(messages)}.")
+        return response(f"Noted {len(messages)}.")
 
     chat = AgentEntry(Agent(FunctionModel(slow)), name="chat")
     async with contextlib.AsyncExitStack() as stack:
@@ -685,7 +694,7 @@ async def test_a_run_in_progress_when_its_session_closes_ends_well_and_its_histo
         if prompts(messages)[-1] == "I like blue.":
             started.set()
             await release.wait()
-        return text(f"Noted {len(messages)}.")
+        return response(f"Noted {len(messages)}.")
 
     store = InMemoryHistoryStore()
     chat = AgentEntry(Agent(FunctionModel(slow_first)), name="chat")
@@ -820,7 +829,7 @@ async def test_a_history_store_on_a_silent_network_fails_the_run_and_frees_its_s
 
     def silenced(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         proxy.flowing = prompts(messages)[-1] != "I am Ada."  # silent from the answer on: the save gets no reply
-        return text(f"Noted {len(messages)}.")
+        return response(f"Noted {len(messages)}.")
 
     chat = AgentEntry(Agent(FunctionModel(silenced)), name="chat")
     try:
@@ -1014,7 +1023,11 @@ async def test_a_sessions_history_and_teardown_run_for_no_request() -> None:
     the request that asked (and its run) for minutes, and the teardown would act for it."""
     seen: list[str] = []
     sessions: list[Session] = []
-    chat = AgentEntry(Agent(scripted(call("leave"), text("bye"))), name="chat", toolsets=["farewell"])
+    chat = AgentEntry(
+        Agent(answering(lambda turn: tool_call("leave") if turn.step == 0 else "bye")),
+        name="chat",
+        toolsets=["farewell"],
+    )
     toolsets = {"farewell": ToolsetSpec(lambda: Farewell(seen, sessions), Scope.PER_SESSION)}
     async with Runtime(None, entries=[chat], toolsets=toolsets, history_store=WitnessStore(seen)) as runtime:
         REQUEST.set(Request("alice"))

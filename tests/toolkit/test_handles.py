@@ -9,8 +9,7 @@ import pytest
 from pydantic_ai import Agent
 
 from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, UnknownHandle, open_handles
-
-from ..helpers import by_prompt, call, returns, text
+from llm_do.testing import Step, Turn, answering, tool_call
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "ledger"))
 from ledger_app import App, clerk, db_path_in
@@ -71,15 +70,15 @@ async def test_the_example_clerk_commits_through_a_handle(tmp_path: Path) -> Non
 
 
 async def test_a_forgotten_transaction_is_rolled_back_not_committed(tmp_path: Path) -> None:
-    def forgetful(prompt: str, step: int, messages: list[object]) -> object:
-        if step == 0:
-            return call("begin")
-        if step == 1:
-            return call("transfer", txn=returns(messages)[0], source="A", target="B", amount=30)
-        return text("I moved it (but never committed)")
+    def forgetful(turn: Turn) -> Step:
+        if turn.step == 0:
+            return tool_call("begin")
+        if turn.step == 1:
+            return tool_call("transfer", txn=turn.returns[0], source="A", target="B", amount=30)
+        return "I moved it (but never committed)"
 
     app = app_at(tmp_path)
-    entry = AgentEntry(Agent(by_prompt(forgetful)), name="forgetful", toolsets=["db"])
+    entry = AgentEntry(Agent(answering(forgetful)), name="forgetful", toolsets=["db"])
     async with Runtime(app, entries=[entry]) as runtime:
         result = await runtime.run("forgetful", "go")
     assert result.output == "I moved it (but never committed)"
@@ -88,18 +87,18 @@ async def test_a_forgotten_transaction_is_rolled_back_not_committed(tmp_path: Pa
 
 
 async def test_an_unknown_handle_reaches_the_model_and_the_run_goes_on(tmp_path: Path) -> None:
-    def confused(prompt: str, step: int, messages: list[object]) -> object:
-        if step == 0:
-            return call("begin")
-        if step == 1:
-            return call("commit", txn="txn_deadbeef")
-        if step == 2:
-            seen = str(returns(messages)[0])
-            return call("commit", txn=seen.split("Open txn handles: ")[1].rstrip("."))
-        return text(str(returns(messages)[0]))
+    def confused(turn: Turn) -> Step:
+        if turn.step == 0:
+            return tool_call("begin")
+        if turn.step == 1:
+            return tool_call("commit", txn="txn_deadbeef")
+        if turn.step == 2:
+            seen = str(turn.returns[0])
+            return tool_call("commit", txn=seen.split("Open txn handles: ")[1].rstrip("."))
+        return str(turn.returns[0])
 
     app = app_at(tmp_path)
-    entry = AgentEntry(Agent(by_prompt(confused)), name="confused", toolsets=["db"])
+    entry = AgentEntry(Agent(answering(confused)), name="confused", toolsets=["db"])
     async with Runtime(app, entries=[entry], config=APPROVE_ALL) as runtime:
         result = await runtime.run("confused", "go")
     assert result.output.endswith(" committed")

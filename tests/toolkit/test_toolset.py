@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RequestUsage
 
 from llm_do import AgentEntry, Runtime, Toolset, tool
-from llm_do.testing import ScriptedModel, Turn
-
-from ..helpers import by_prompt, calls, returns, text
+from llm_do.testing import ScriptedModel, Step, Turn, answering, response, tool_call
 
 
 class Greeter(Toolset):
@@ -54,9 +52,11 @@ def test_tools_are_described_once_per_class() -> None:
 
 
 async def test_instances_keep_their_own_state() -> None:
-    script = by_prompt(
-        lambda p, step, m: (
-            calls(("greet", {"name": "ada"}), ("shout", {"name": "bob"})) if step == 0 else text(" / ".join(returns(m)))
+    script = answering(
+        lambda turn: (
+            [tool_call("greet", name="ada"), tool_call("shout", name="bob")]
+            if turn.step == 0
+            else " / ".join(turn.returns)
         )
     )
     entry = AgentEntry(Agent(script), name="greeter", toolsets=["greeter"])
@@ -86,17 +86,17 @@ async def test_arguments_that_are_not_valid_unicode_get_a_readable_retry() -> No
     """A lone surrogate (JSON allows `\\ud800`) in a bad argument: the model reads the error, the run goes on."""
     bad = [{"on": "\ud800"}, {"on": True, "\ud800": 1}, {"on": True, "level": "\udcff"}]
 
-    def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        if step < len(bad):
-            response = ModelResponse(parts=[ToolCallPart("flag", bad[step])])
-        elif step == len(bad):
-            response = calls(("flag", {"on": True}))
+    def script(turn: Turn) -> Step:
+        if turn.step < len(bad):
+            answer = ModelResponse(parts=[ToolCallPart("flag", bad[turn.step])])
+        elif turn.step == len(bad):
+            answer = response([tool_call("flag", on=True)])
         else:
-            response = text(repr(returns(messages)))
-        response.usage = RequestUsage(input_tokens=1, output_tokens=1)  # no estimate from args JSON cannot hold
-        return response
+            answer = response(repr(turn.returns))
+        answer.usage = RequestUsage(input_tokens=1, output_tokens=1)  # no estimate from args JSON cannot hold
+        return answer
 
-    agent = AgentEntry(Agent(by_prompt(script), retries=5), name="setter", toolsets=["flags"])
+    agent = AgentEntry(Agent(answering(script), retries=5), name="setter", toolsets=["flags"])
     async with Runtime(None, entries=[agent], toolsets={"flags": Flags}) as runtime:
         result = await runtime.run("setter", "go")
     assert result.output == "['on=True level=0']"

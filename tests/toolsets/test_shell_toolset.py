@@ -21,7 +21,7 @@ import pytest
 from dependency_injector import providers
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ToolFailed
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, RetryPromptPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart
 from pydantic_ai.usage import RequestUsage
 
 from containers import BuiltinToolsets
@@ -36,11 +36,10 @@ from llm_do import (
     ToolPolicy,
     entry,
 )
-from llm_do.testing import settle, track_leaks
+from llm_do.testing import Step, Turn, answering, response, settle, tool_call, track_leaks
 from llm_do.toolsets import CommandResult, ShellRule, ShellToolset
 
 from ..cli_projects import start_llm_do
-from ..helpers import by_prompt, call, text
 
 APPROVE = RuntimeConfig(approval_mode="approve_all")
 SH_GRANDCHILDREN = (  # a shell whose children ignore SIGTERM; every pid goes to `pids`, one a line
@@ -103,15 +102,15 @@ async def call_run(
 def model_reports(*commands: Mapping[str, Any]) -> AgentEntry:
     """An agent whose scripted model calls `run` once per command, then answers with all it read (JSON)."""
 
-    def script(prompt: str, step: int, messages: list[ModelMessage]) -> ModelResponse:
-        if step < len(commands):
-            response = call("run", **commands[step])
+    def script(turn: Turn) -> Step:
+        if turn.step < len(commands):
+            answer = response(tool_call("run", **commands[turn.step]))
         else:
-            response = text(json.dumps([_plain(content) for content in read_back(messages)]))
-        response.usage = RequestUsage(input_tokens=1, output_tokens=1)  # no estimate: args may not be JSON-able
-        return response
+            answer = response(json.dumps([_plain(content) for content in read_back(turn.messages)]))
+        answer.usage = RequestUsage(input_tokens=1, output_tokens=1)  # no estimate: args may not be JSON-able
+        return answer
 
-    return AgentEntry(Agent(by_prompt(script)), name="operator", toolsets=["shell"])
+    return AgentEntry(Agent(answering(script)), name="operator", toolsets=["shell"])
 
 
 def read_back(messages: list[ModelMessage]) -> list[Any]:

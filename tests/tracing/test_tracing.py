@@ -48,10 +48,9 @@ from llm_do import (
     tool,
 )
 from llm_do.run import CallScope
-from llm_do.testing import assert_no_leaks, settle, track_leaks
+from llm_do.testing import Step, Turn, answering, assert_no_leaks, settle, tool_call, track_leaks
 from llm_do.tracing import current_span
 
-from ..helpers import by_prompt, call, calls, returns, scripted, text
 from ..scopes.test_leaks import App, cancel_a_hanging_run, worker
 
 
@@ -114,8 +113,16 @@ class Counter(Toolset):
 async def test_a_nested_run_is_one_trace_with_pydantic_ais_spans(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    helper = AgentEntry(Agent(scripted(call("add", amount=2), text("added"))), name="helper", toolsets=["counter"])
-    boss = AgentEntry(Agent(scripted(call("helper", input="add two"), text("done"))), name="boss", toolsets=["helper"])
+    helper = AgentEntry(
+        Agent(answering(lambda turn: tool_call("add", amount=2) if turn.step == 0 else "added")),
+        name="helper",
+        toolsets=["counter"],
+    )
+    boss = AgentEntry(
+        Agent(answering(lambda turn: tool_call("helper", input="add two") if turn.step == 0 else "done")),
+        name="boss",
+        toolsets=["helper"],
+    )
     Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
     try:
         async with Runtime(
@@ -172,7 +179,7 @@ async def test_a_nested_run_is_one_trace_with_pydantic_ais_spans(
 async def test_a_function_entry_calls_nest_under_its_call_span(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    echo = AgentEntry(instrumented(provider, by_prompt(lambda p, s, m: text(p.upper()))), name="echo")
+    echo = AgentEntry(instrumented(provider, answering(lambda turn: turn.prompt.upper())), name="echo")
 
     @entry(toolsets=["echo"])
     async def pipeline(scope: CallScope, input_data: str) -> Any:
@@ -193,10 +200,10 @@ async def test_a_function_entry_calls_nest_under_its_call_span(
 async def test_agent_spans_carry_the_entry_name_whatever_the_agent_is_called(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    shared = instrumented(provider, by_prompt(lambda p, s, m: text("ok")))
+    shared = instrumented(provider, answering(lambda turn: "ok"))
     alpha = AgentEntry(shared, name="alpha")
     beta = AgentEntry(shared, name="beta")
-    custom = instrumented(provider, by_prompt(lambda p, s, m: text("ok")), name="custom")
+    custom = instrumented(provider, answering(lambda turn: "ok"), name="custom")
     clerk = AgentEntry(custom, name="clerk")
     async with Runtime(None, entries=[alpha, beta, clerk], tracer_provider=provider) as runtime:
         for name in ("alpha", "beta", "clerk", "alpha"):
@@ -248,20 +255,21 @@ class Bank(Toolset):
         raise OSError("disk gone")
 
 
-def bank_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    step = sum(isinstance(message, ModelResponse) for message in messages)
-    if step == 0:
-        return calls(
-            ("begin", {"name": "a"}), ("begin", {"name": "b"}), ("begin", {"name": "c", "fail_rollback": True})
-        )
-    if step == 1:
-        first = returns(messages)[0]
-        return calls(("commit", {"handle": first}))
-    if step == 2:
-        return call("wipe")
-    if step == 3:
-        return call("wipe")
-    return text("done")
+def bank_script(turn: Turn) -> Step:
+    if turn.step == 0:
+        return [
+            tool_call("begin", name="a"),
+            tool_call("begin", name="b"),
+            tool_call("begin", name="c", fail_rollback=True),
+        ]
+    if turn.step == 1:
+        first = turn.returns[0]
+        return [tool_call("commit", handle=first)]
+    if turn.step == 2:
+        return tool_call("wipe")
+    if turn.step == 3:
+        return tool_call("wipe")
+    return "done"
 
 
 async def test_the_call_span_records_approvals_handles_and_teardown_errors(
@@ -275,7 +283,7 @@ async def test_the_call_span_records_approvals_handles_and_teardown_errors(
         asked.append(request)
         return next(answers)
 
-    clerk = AgentEntry(instrumented(provider, FunctionModel(bank_script)), name="clerk", toolsets=["bank"])
+    clerk = AgentEntry(instrumented(provider, answering(bank_script)), name="clerk", toolsets=["bank"])
     async with Runtime(
         None,
         entries=[clerk],
@@ -347,7 +355,11 @@ class LedgerApp(AgentContainer):
 async def test_a_per_run_toolsets_forgotten_handle_is_rolled_back_on_the_run_span(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    clerk = AgentEntry(Agent(scripted(call("begin"), text("done"))), name="clerk", toolsets=["ledger"])
+    clerk = AgentEntry(
+        Agent(answering(lambda turn: tool_call("begin") if turn.step == 0 else "done")),
+        name="clerk",
+        toolsets=["ledger"],
+    )
     async with Runtime(LedgerApp(), entries=[clerk], tracer_provider=provider) as runtime:
         result = await runtime.run("clerk", "go")
     assert result.per_run["ledger"].log == ["rollback run-wide"]
@@ -368,7 +380,9 @@ async def test_a_failed_run_records_the_error_on_its_spans(
 
     helper = AgentEntry(instrumented(provider, FunctionModel(broken)), name="helper")
     boss = AgentEntry(
-        instrumented(provider, scripted(call("helper", input="x"), text("done"))), name="boss", toolsets=["helper"]
+        instrumented(provider, answering(lambda turn: tool_call("helper", input="x") if turn.step == 0 else "done")),
+        name="boss",
+        toolsets=["helper"],
     )
     async with Runtime(None, entries=[boss, helper], tracer_provider=provider) as runtime:
         with pytest.raises(ValueError, match="model exploded"):
@@ -394,7 +408,11 @@ async def test_a_cancelled_run_records_cancelled(provider: TracerProvider, expor
             await asyncio.Event().wait()
             return "never"
 
-    clerk = AgentEntry(instrumented(provider, scripted(call("wait"), text("done"))), name="clerk", toolsets=["waiter"])
+    clerk = AgentEntry(
+        instrumented(provider, answering(lambda turn: tool_call("wait") if turn.step == 0 else "done")),
+        name="clerk",
+        toolsets=["waiter"],
+    )
     async with Runtime(None, entries=[clerk], toolsets={"waiter": Waiter}, tracer_provider=provider) as runtime:
         task = asyncio.create_task(runtime.run("clerk", "go"))
         await started.wait()
@@ -515,8 +533,12 @@ async def test_a_span_processor_that_raises_never_changes_a_runs_outcome(caplog:
     processor = FailingProcessor()
     provider = TracerProvider()
     provider.add_span_processor(processor)
-    helper = AgentEntry(Agent(scripted(text("helped"))), name="helper")
-    boss = AgentEntry(Agent(scripted(call("helper", input="x"), text("done"))), name="boss", toolsets=["helper"])
+    helper = AgentEntry(Agent(answering(lambda turn: "helped")), name="helper")
+    boss = AgentEntry(
+        Agent(answering(lambda turn: tool_call("helper", input="x") if turn.step == 0 else "done")),
+        name="boss",
+        toolsets=["helper"],
+    )
     try:
         async with Runtime(None, entries=[boss, helper], tracer_provider=provider) as runtime:
             assert (await runtime.run("boss", "go")).output == "done"
@@ -544,7 +566,11 @@ async def test_without_a_tracer_provider_llm_do_records_nothing(
             return "seen"
 
     # pydantic-ai's spans are recorded (the agent has its own provider); llm-do's are not.
-    clerk = AgentEntry(instrumented(provider, scripted(call("look"), text("done"))), name="clerk", toolsets=["probe"])
+    clerk = AgentEntry(
+        instrumented(provider, answering(lambda turn: tool_call("look") if turn.step == 0 else "done")),
+        name="clerk",
+        toolsets=["probe"],
+    )
     async with Runtime(None, entries=[clerk], toolsets={"probe": Probe}) as runtime:
         assert (await runtime.run("clerk", "go")).output == "done"
     names = sorted(span.name for span in exporter.get_finished_spans())
@@ -557,7 +583,7 @@ async def test_without_a_tracer_provider_llm_do_records_nothing(
 
 
 async def test_a_run_continues_a_remote_parent(provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
-    clerk = AgentEntry(Agent(by_prompt(lambda p, s, m: text("ok"))), name="clerk")
+    clerk = AgentEntry(Agent(answering(lambda turn: "ok")), name="clerk")
     tracer = provider.get_tracer("web")
     with tracer.start_as_current_span("POST /jobs") as request:
         carrier = inject_trace_context()
