@@ -134,7 +134,8 @@ class ScriptedModel(FunctionModel):
     ```
 
     It answers streamed requests too (a run with an `event_stream_handler`, a live run): text comes
-    word by word, each tool call whole. Steps are used in order across every run that uses the model.
+    word by word, each tool call whole. Steps are used in order across every run that uses the model
+    (for an agent that many runs share, `answering` starts again in each conversation).
     It raises `ScriptError`, saying what the agent last sent, when the script runs out, when a step
     calls a tool the agent does not offer, and, when `tools` is given, when the agent offers a
     different set of tools.
