@@ -19,7 +19,7 @@ $(NODE_SERVERS): tests/mcp_servers/package.json tests/mcp_servers/package-lock.j
 		|| { echo "could not install the test MCP server @modelcontextprotocol/server-filesystem (npm ci --prefix tests/mcp_servers)" >&2; exit 1; }
 	touch $@
 
-# Debian's chromium, which the browser tests drive with Playwright (tests/test_web_page.py): installed with
+# Debian's chromium, which the browser tests drive with Playwright (tests/web/test_web_page.py): installed with
 # apt-get when missing and run as root, else one line says how to install it.
 CHROMIUM := /usr/bin/chromium
 

@@ -2,7 +2,7 @@
 
 pydantic-ai, dependency-injector and fastmcp offer no public way to do what these do; each says what it
 reads and why llm-do needs it. When a release moves one, llm-do does a little less (a warning says what)
-rather than fail runs, and tests/test_compat.py fails, so that the next release of llm-do follows it.
+rather than fail runs, and tests/docs/test_compat.py fails, so that the next release of llm-do follows it.
 """
 
 from __future__ import annotations

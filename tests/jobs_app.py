@@ -1,4 +1,4 @@
-"""Entries and a JobQueue for tests/test_jobs.py; worker processes import it (`tests.jobs_app:queue`).
+"""Entries and a JobQueue for tests/jobs/test_jobs.py; worker processes import it (`tests.jobs_app:queue`).
 
 Each entry writes what it did to the file named in its input, so the test (another process) can see
 which worker ran it and whether its teardown ran.
@@ -20,8 +20,7 @@ from pydantic_ai import Agent
 from containers import AgentContainer
 from llm_do import AgentEntry, CallScope, Runtime, Toolset, entry, tool
 from llm_do.jobs import JobEntry, JobQueue, current_job
-
-from .helpers import call, returns, scripted, text
+from llm_do.testing import Step, Turn, answering, tool_call
 
 
 def _note(path: str, line: str) -> None:
@@ -62,11 +61,11 @@ class JobsApp(AgentContainer):
     vault = providers.Factory(Vault)
 
 
-def _vault_answer(messages: list[Any]) -> Any:
-    return text(f"vault said: {returns(messages)[0]}")
+def _vault_answer(turn: Turn) -> Step:
+    return tool_call("open_vault") if turn.step == 0 else f"vault said: {turn.returns[0]}"
 
 
-guarded = AgentEntry(Agent(scripted(call("open_vault"), _vault_answer)), name="guarded", toolsets=["vault"])
+guarded = AgentEntry(Agent(answering(_vault_answer)), name="guarded", toolsets=["vault"])
 
 
 @entry(toolsets=["notes"])
@@ -106,12 +105,12 @@ async def flaky(scope: CallScope, input_data: Any) -> dict[str, Any]:
     return {"attempt": job.attempt, "input": input_data}
 
 
-def _greeting(messages: list[Any]) -> Any:
-    return text("hello from the job")
+def _greeting(turn: Turn) -> Step:
+    return tool_call("greet_note", path="/dev/null", line="hi") if turn.step == 0 else "hello from the job"
 
 
 greeter = AgentEntry(
-    Agent(scripted(call("greet_note", path="/dev/null", line="hi"), _greeting)),
+    Agent(answering(_greeting)),
     name="greeter",
     toolsets=["greet_note"],
 )

@@ -1,5 +1,5 @@
-"""Entries and JobQueues for tests/test_jobs_journal.py and tests/test_jobs_parking.py; worker processes import
-it (`tests.journal_app:queue`, `tests.journal_app:parking`).
+"""Entries and JobQueues for tests/jobs/test_jobs_journal.py and tests/jobs/test_jobs_parking.py; worker processes
+import it (`tests.journal_app:queue`, `tests.journal_app:parking`).
 
 Every model here counts: each request it receives appends `sent <who> <index> <attempt>` to the notes
 file named in the run's prompt (a JSON object), so the test, in another process, sees which requests

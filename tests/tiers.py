@@ -2,7 +2,7 @@
 
 - `dev` (the default, `make test`): every test, each at a size that runs before every commit. The
   fuzz tests run 500 examples per built-in toolset, enough to find every class of bug the fuzz has
-  found so far (tests/test_fuzz_toolsets.py says which); soaks run fewer rounds.
+  found so far (tests/toolsets/test_fuzz_toolsets.py says which); soaks run fewer rounds.
 - `deep` (`make test-deep`, which CI runs after `make test`): only the tests marked `deep`, at their
   full size: 2,000 fuzz examples per toolset and the long soaks.
 """

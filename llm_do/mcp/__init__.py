@@ -49,7 +49,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
 }
 """Where each public name lives: imported from there on first use, so that importing the package
-imports nothing else (tests/test_facades.py checks this table against the imports above)."""
+imports nothing else (tests/docs/test_facades.py checks this table against the imports above)."""
 
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())

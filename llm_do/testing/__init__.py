@@ -1,4 +1,4 @@
-"""A testing kit for llm-do: scripted models, provider overrides, leak checks, call trees.
+"""A testing kit for llm-do: scripted models, provider overrides, leak checks, call trees, cancelled runs.
 
 Everything here works without pytest. Installed, llm-do is also a pytest plugin (entry point
 `llm_do`) with the fixtures `llm_do_container`, `llm_do_entries`, `llm_do_runtime`,
@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from .cancel import (
+        cancelled_run_report as cancelled_run_report,
+    )
     from .leaks import (
         LeakCheck as LeakCheck,
         LeakError as LeakError,
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
         Step as Step,
         ToolCall as ToolCall,
         Turn as Turn,
+        answering as answering,
+        response as response,
         returned as returned,
         tool_call as tool_call,
     )
@@ -45,6 +50,7 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "cancel": ("cancelled_run_report",),
     "leaks": (
         "LeakCheck",
         "LeakError",
@@ -68,13 +74,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Step",
         "ToolCall",
         "Turn",
+        "answering",
+        "response",
         "returned",
         "tool_call",
     ),
     "tree": ("call_tree",),
 }
 """Where each public name lives: imported from there on first use, so that importing the package
-imports nothing else (tests/test_facades.py checks this table against the imports above)."""
+imports nothing else (tests/docs/test_facades.py checks this table against the imports above)."""
 
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 __getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())

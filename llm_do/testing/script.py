@@ -1,7 +1,9 @@
-"""`ScriptedModel`: a `FunctionModel` that plays tool calls and final texts, and says clearly when it can't."""
+"""`ScriptedModel`: a `FunctionModel` that plays tool calls and final texts, and says clearly when it can't;
+`answering`: a model that answers every request with a function of the turn; `response`: a step as a `ModelResponse`."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -20,7 +22,18 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from llm_do.errors import shortened
 
-__all__ = ["Returned", "ScriptError", "ScriptedModel", "Step", "ToolCall", "Turn", "returned", "tool_call"]
+__all__ = [
+    "Returned",
+    "ScriptError",
+    "ScriptedModel",
+    "Step",
+    "ToolCall",
+    "Turn",
+    "answering",
+    "response",
+    "returned",
+    "tool_call",
+]
 
 
 class ScriptError(AssertionError):
@@ -63,6 +76,11 @@ class Turn:
     """0 for the model's first response, counted across every run that used this model."""
     messages: list[ModelMessage]
     info: AgentInfo
+
+    @property
+    def step(self) -> int:
+        """How many responses this conversation already has (0 for its first request; a session's history counts)."""
+        return sum(isinstance(message, ModelResponse) for message in self.messages)
 
     @property
     def offered(self) -> tuple[str, ...]:
@@ -116,7 +134,8 @@ class ScriptedModel(FunctionModel):
     ```
 
     It answers streamed requests too (a run with an `event_stream_handler`, a live run): text comes
-    word by word, each tool call whole. Steps are used in order across every run that uses the model.
+    word by word, each tool call whole. Steps are used in order across every run that uses the model
+    (for an agent that many runs share, `answering` starts again in each conversation).
     It raises `ScriptError`, saying what the agent last sent, when the script runs out, when a step
     calls a tool the agent does not offer, and, when `tools` is given, when the agent offers a
     different set of tools.
@@ -187,24 +206,70 @@ class ScriptedModel(FunctionModel):
                     f"script tool_call({turn.info.output_tools[0].name!r}, ...) instead"
                 )
             return ModelResponse(parts=[TextPart(step)])
-        if isinstance(step, ModelResponse):
-            response = step
-        else:
-            calls: list[ToolCall] = [step] if isinstance(step, ToolCall) else list(step)  # type: ignore[arg-type]
-            response = ModelResponse(
-                parts=[ToolCallPart(call.tool, {k: _resolve(v, turn) for k, v in call.args.items()}) for call in calls]
-            )
-        for part in response.parts:
+        answer = _as_response(step, turn)
+        for part in answer.parts:
             if isinstance(part, ToolCallPart) and part.tool_name not in turn.offered:
                 raise ScriptError(
                     f"step {turn.index + 1} calls tool {part.tool_name!r}, which the agent does not offer; "
                     f"it offers: {', '.join(turn.offered) or 'no tools'} (check the entry's toolsets)"
                 )
-        return response
+        return answer
 
 
-def _resolve(value: Any, turn: Turn) -> Any:
+def answering(answer: Callable[[Turn], Step], *, threads: bool = True) -> FunctionModel:
+    """A model that answers every request with `answer(turn)`, a step: for an agent that many runs share.
+
+    ```python
+    model = answering(lambda turn: tool_call("lookup", name=turn.prompt) if turn.step == 0 else "Done.")
+    ```
+
+    `turn.step` counts the responses of the request's own conversation, so each run starts again at 0. The
+    model never runs out, keeps no turns, and does not check answers against the agent's tools (a test can call a
+    tool the agent lacks, to see what it is told). pydantic-ai runs a sync model function in worker threads,
+    and an idle thread keeps its last job (the messages) until it takes another; `threads=False` answers on the
+    event loop instead, as a real model's async client does: for tests that count what stays alive.
+    """
+    turns = itertools.count()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = Turn(next(turns), list(messages), info)
+        step = answer(turn)
+        while callable(step):
+            step = step(turn)
+        return _as_response(step, turn)
+
+    async def respond_on_the_loop(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return respond(messages, info)
+
+    return FunctionModel(respond if threads else respond_on_the_loop)
+
+
+def response(step: str | ToolCall | Sequence[ToolCall] | ModelResponse) -> ModelResponse:
+    """The pydantic-ai `ModelResponse` a step stands for, for code that answers with responses (a `FunctionModel`).
+
+    `response("Done.")` is a final text, `response(tool_call("stock", sku="pen"))` one tool call, and a list
+    of tool calls parallel calls. A `returned(...)` argument needs a conversation: use it in a script instead.
+    """
+    return _as_response(step, None)
+
+
+def _as_response(step: Step, turn: Turn | None) -> ModelResponse:
+    if isinstance(step, str):
+        return ModelResponse(parts=[TextPart(step)])
+    if isinstance(step, ModelResponse):
+        return step
+    if callable(step):
+        raise ScriptError(f"{_describe(step)} is a function of the turn; call response() with what it returns")
+    calls: list[ToolCall] = [step] if isinstance(step, ToolCall) else list(step)
+    return ModelResponse(
+        parts=[ToolCallPart(call.tool, {k: _resolve(v, turn) for k, v in call.args.items()}) for call in calls]
+    )
+
+
+def _resolve(value: Any, turn: Turn | None) -> Any:
     if isinstance(value, Returned):
+        if turn is None:
+            raise ScriptError(f"{value!r} needs a conversation: use it in a script, not in response()")
         return turn.returned(value.tool)
     if isinstance(value, list | tuple):
         return type(value)(_resolve(item, turn) for item in value)

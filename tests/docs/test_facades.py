@@ -1,0 +1,81 @@
+"""The public facades keep every name they have, each importable; a lazy facade's table and its imports agree.
+
+The facades users import from are `llm_do`, `llm_do.testing`, `llm_do.mcp`, `llm_do.jobs`, `llm_do.web` and
+`containers`. Their names are pinned here: a file moving inside llm_do must never take one away.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[2] / "llm_do"
+
+PUBLIC = {
+    "llm_do": """AgentEntry AgentStarted Approval ApprovalChoice ApprovalDecided ApprovalDenied ApprovalNotPending
+        ApprovalRequest ApprovalRequested ApprovalUnavailable Approver Attachment AttachmentError AttachmentInfo
+        AttachmentSettings CallEnded CallEvent CallRecord CallScope CallStarted CallTag CapturablePerRunWarning
+        ConfigurationError Decision Entry FunctionEntry HandleClosed HandleOpened HandleRolledBack Handles
+        HistoryConflict HistoryError HistoryStore InMemoryHistoryStore InvalidSettings LiveRun LlmDoError
+        LlmDoSettings LogEntry MaxDepthExceeded PolicySettings PostgresHistoryStore ResponseCompleted Rule RunFailed
+        RunFinished RunLocalSingleton RunReport RunResult RunState Runtime RuntimeClosed RuntimeConfig Scope ScopeError
+        ScopeMismatch Session SessionBusy SessionError SessionLocalSingleton StoredHistory StreamEvent ToolPolicy
+        Toolset ToolsetError ToolsetSpec UnknownHandle Verdict continue_trace current_traceparent entry
+        inject_trace_context open_handles reveal run_report tool""",
+    "llm_do.testing": """LeakCheck LeakError LifespanError Overrides Returned ScriptError ScriptedModel Step ToolCall
+        Turn answering asgi_client assert_no_leaks call_tree cancelled_run_report override response returned
+        serve_lifespan settle tool_call track_leaks""",
+    "llm_do.mcp": """McpOptions McpServer McpServerError McpServersError OwnedStdioTransport RootRefused
+        ServerCommandNotFound confined_roots own_mcp_toolsets""",
+    "llm_do.jobs": """DecisionRefused FINAL_STATUSES InvalidJobRequest JobEntry JobInfo JobNotFound JobQueue JobRecord
+        JobSettings JobStatus PendingApproval RetryStrategy RunParked RuntimeFactory WorkerOptions WorkerShutdown
+        current_job expire_approvals recover_stalled_jobs remove_old_journals run_worker""",
+    "llm_do.web": "RunStopped SSE_HEADERS decision_of questions_end_on_signal sse_response vercel_chunks vercel_sse",
+    "containers": "AgentContainer BuiltinToolsets",
+}
+
+
+@pytest.mark.parametrize("facade", sorted(PUBLIC))
+def test_a_facade_keeps_every_public_name_and_each_imports(facade: str) -> None:
+    module = importlib.import_module(facade)
+    names = set(PUBLIC[facade].split())
+    assert names <= set(module.__all__), f"{facade} lost {sorted(names - set(module.__all__))}"
+    for name in sorted(module.__all__):
+        assert getattr(module, name) is not None, f"{facade}.{name}"
+    exec(f"from {facade} import *", {})  # the star import works too
+
+
+def lazy_facades() -> list[Path]:
+    """Every package of llm_do whose names are imported on first use (an `_EXPORTS` table)."""
+    return [path for path in sorted(PACKAGE.rglob("__init__.py")) if "_EXPORTS" in path.read_text()]
+
+
+@pytest.mark.parametrize("init", lazy_facades(), ids=lambda path: str(path.parent.relative_to(PACKAGE.parent)))
+def test_a_lazy_facades_table_matches_its_imports_for_type_checkers(init: Path) -> None:
+    tree = ast.parse(init.read_text())
+    table: dict[str, tuple[str, ...]] = {}
+    imported: dict[str, set[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "_EXPORTS":
+            assert node.value is not None
+            table = ast.literal_eval(node.value)
+        if isinstance(node, ast.If):  # if TYPE_CHECKING:
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom):
+                    for alias in statement.names:
+                        assert alias.asname == alias.name, f"{init}: re-export {alias.name} as {alias.name}"
+                        imported.setdefault(statement.module or "", set()).add(alias.name)
+    assert {module: set(names) for module, names in table.items()} == imported
+
+
+@pytest.mark.parametrize("name", ["Session", "RunScope", "CallScope"])
+def test_what_only_the_runtime_makes_has_no_public_constructor(name: str) -> None:
+    import llm_do
+    from llm_do.run import RunScope
+
+    cls = RunScope if name == "RunScope" else getattr(llm_do, name)
+    with pytest.raises(TypeError, match=f"{name} has no public constructor: the runtime makes it"):
+        cls()

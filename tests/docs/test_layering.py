@@ -1,0 +1,175 @@
+"""The package is a house with no loops: every module of llm_do imports only modules below it (type-only
+imports included), never another module's private names, and never the `containers` wiring."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[2] / "llm_do"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> list[tuple[str, list[str], int]]:
+    """(imported module, imported names, line) for every import in the module, type-only ones included."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[tuple[str, list[str], int]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            found.append((target, [alias.name for alias in node.names], node.lineno))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, [], node.lineno) for alias in node.names)
+    return found
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {name} from {target}"
+        for path in modules().values()
+        for target, names, line in imports_of(path)
+        if target.startswith("llm_do")
+        for name in names
+        if name.startswith("_")
+    ]
+    assert offenders == []
+
+
+def test_modules_import_downward_only() -> None:
+    known = modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        graph[name] = set()
+        for target, names, _ in imports_of(path):
+            candidates = [f"{target}.{item}" for item in names] + [target]
+            for candidate in candidates:
+                if candidate in known and candidate != name:
+                    graph[name].add(candidate)
+                    break
+    cycle = None
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        cycle = error.args[1]
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_the_mechanisms_never_import_the_wiring() -> None:
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}"
+        for path in modules().values()
+        for target, _, line in imports_of(path)
+        if target == "containers" or target.startswith("containers.")
+    ]
+    assert offenders == []
+
+
+# -- rooms: each subpackage says in its docstring which rooms it may import, and imports no others ---------
+
+BASE = {"errors", "_lazy", "_compat"}
+"""What every room may use: the errors (and URLs shown without secrets), the lazy facade, third-party internals."""
+
+
+def rooms() -> dict[str, Path]:
+    """Each subpackage of llm_do (a room), by name."""
+    return {path.parent.name: path for path in sorted(PACKAGE.glob("*/__init__.py"))}
+
+
+def room_of(module: str) -> str | None:
+    """The room (subpackage) or top-level module of llm_do that `module` belongs to; None outside llm_do."""
+    parts = module.split(".")
+    if parts[0] != "llm_do":
+        return None
+    return "llm_do" if len(parts) == 1 else parts[1]
+
+
+def allowed(init: Path) -> set[str] | None:
+    """The rooms a subpackage's docstring says it may import (`May import: a, b.`); None when it says nothing."""
+    docstring = ast.get_docstring(ast.parse(init.read_text())) or ""
+    for line in docstring.splitlines():
+        if line.startswith("May import:"):
+            listed = line.removeprefix("May import:").strip().rstrip(".")
+            if listed == "the standard library only":
+                return set()
+            return {name.strip() for name in listed.split(",")}
+    return None
+
+
+def test_every_room_says_what_it_may_import() -> None:
+    silent = [name for name, init in rooms().items() if allowed(init) is None]
+    assert silent == [], f"add a line 'May import: ...' to the docstring of llm_do/{{{','.join(silent)}}}/__init__.py"
+
+
+def test_each_room_imports_only_the_rooms_its_docstring_names() -> None:
+    known = modules()
+    offenders = []
+    for room, init in rooms().items():
+        permitted = (allowed(init) or set()) | BASE | {room}
+        for path in sorted(init.parent.rglob("*.py")):
+            for target, names, line in imports_of(path):
+                candidates = [f"{target}.{name}" for name in names if f"{target}.{name}" in known] or [target]
+                for candidate in candidates:
+                    other = room_of(candidate)
+                    if other is not None and other not in permitted:
+                        offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {candidate} ({other})")
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_only_di_imports_dependency_injector_below_the_applications_rooms() -> None:
+    """The core (everything a run goes through) reaches dependency-injector only through `llm_do.di`; the rooms
+    that build containers for applications (project, cli, testing, jobs) may use it directly."""
+    applications = {"project", "cli", "testing", "jobs", "_compat"}
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}"
+        for name, path in modules().items()
+        if room_of(name) not in applications | {"di"}
+        for target, _, line in imports_of(path)
+        if target.split(".")[0] == "dependency_injector"
+    ]
+    assert offenders == []
+
+
+def test_the_top_level_holds_at_most_eight_files_under_a_thousand_lines() -> None:
+    files = sorted(PACKAGE.glob("*.py"))
+    lines = sum(len(path.read_text().splitlines()) for path in files)
+    assert len(files) <= 8 and lines < 1000, f"{len(files)} files, {lines} lines: {[path.name for path in files]}"
+
+
+def test_a_runs_lifecycle_reads_in_ten_files_and_two_thousand_lines() -> None:
+    """docs/architecture.md lists the files to read, in order; the list stays short enough to read in an hour."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    section = doc.split("## Reading one run", 1)[1].split("\n## ", 1)[0]
+    table = section.split("A tool call's path", 1)[0]
+    listed = [line.split("`")[1] for line in table.splitlines() if line.startswith("| ") and "`llm_do/" in line]
+    assert listed and all((PACKAGE.parent / name).is_file() for name in listed), listed
+    lines = sum(len((PACKAGE.parent / name).read_text().splitlines()) for name in listed)
+    assert len(listed) <= 10 and lines <= 2000, f"{len(listed)} files, {lines} lines"
+    assert f"in {_NUMBERS[len(listed)]} files" in section, "the count of files the section states is not true"
+
+
+_NUMBERS = {
+    1: "one",
+    2: "two",
+    3: "three",
+    4: "four",
+    5: "five",
+    6: "six",
+    7: "seven",
+    8: "eight",
+    9: "nine",
+    10: "ten",
+}

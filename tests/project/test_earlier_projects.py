@@ -1,0 +1,352 @@
+"""Projects written for the earlier llm-do (tests/project/earlier_projects), through the command as a user runs it:
+`check`, `run` and `migrate` on a copy of each."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from ..cli_projects import llm_do
+
+EARLIER = Path(__file__).with_name("earlier_projects")
+
+
+def copy(name: str, tmp_path: Path) -> Path:
+    """A copy of the earlier project `name`, so that a test may run and migrate it."""
+    target = tmp_path / name
+    shutil.copytree(EARLIER / name, target)
+    return target
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {path.relative_to(root).as_posix(): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def edit_manifest(root: Path, **runtime: object) -> None:
+    manifest = json.loads((root / "project.json").read_text())
+    manifest["runtime"].update(runtime)
+    (root / "project.json").write_text(json.dumps(manifest, indent=2))
+
+
+# -- .agent files and project.json, no Python ---------------------------------------------------------------
+
+
+def test_check_loads_agent_files_and_project_json(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    done = llm_do("check", project)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok: 2 entries (main, polisher); default entry: main\n"
+    document = json.loads(llm_do("check", project, "--json").stdout)
+    assert (document["ok"], document["entries"], document["default_entry"]) == (True, ["main", "polisher"], "main")
+
+
+def test_run_takes_entry_and_input_from_project_json(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    done = llm_do("run", project, "--model", "test", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    [main] = document["calls"]
+    assert (main["entry"], [call["entry"] for call in main["calls"]]) == ("main", ["polisher"])
+    assert "polisher" in document["output"]
+
+
+def test_max_depth_of_project_json_means_what_it_meant_and_the_flag_wins(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    edit_manifest(project, max_depth=1)  # earlier: the entry agent alone (it ran at depth 1), no agent below it
+    done = llm_do("run", project, "--model", "test")
+    assert done.returncode == 1
+    assert "call depth 1 exceeds max_depth=0: main -> polisher" in done.stderr
+    assert llm_do("run", project, "--model", "test", "--max-depth", "1").returncode == 0
+    edit_manifest(project, max_depth=2)  # earlier: main, and polisher below it
+    assert llm_do("run", project, "--model", "test").returncode == 0
+
+
+def test_agent_calls_require_approval_asks_before_an_agent_is_called(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    edit_manifest(project, approval_mode="prompt", agent_calls_require_approval=True)
+    done = llm_do("run", project, "--model", "test")
+    assert done.returncode == 2, done.stderr
+    assert "polisher" in done.stderr and "pass --approve-all or --reject-all" in done.stderr
+    assert llm_do("run", project, "--model", "test", "--approve-all").returncode == 0
+    edit_manifest(project, approval_mode="approve_all")  # the file's mode answers, as the flag did
+    assert llm_do("run", project, "--model", "test").returncode == 0
+
+
+def test_keys_of_project_json_without_an_equivalent_are_problems_with_their_lines(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    (project / "project.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "runtime": {"approval_mode": "approve_all", "auth_mode": "oauth_auto"},
+                "generated_agents_dir": "generated",
+                "entry": {"function": "entry.py:main", "args": {"input": "Go", "attachments": ["a.pdf"]}},
+                "agent_files": ["main.agent", "polisher.agent"],
+            },
+            indent=2,
+        )
+    )
+    done = llm_do("check", project, "--json")
+    assert done.returncode == 1
+    problems = {problem["line"]: problem["message"] for problem in json.loads(done.stdout)["problems"]}
+    assert "llm-do has no OAuth" in problems[5]
+    assert 7 not in problems  # generated_agents_dir: dropped, as made agents are never written
+    assert "llm_do.entry" in problems[9] and "entry = " in problems[9]
+    assert "--attach" in problems[12]
+
+
+# -- a Python toolset written against the earlier API --------------------------------------------------------
+
+
+def test_check_names_each_earlier_api_use_with_its_replacement(tmp_path: Path) -> None:
+    project = copy("calculator", tmp_path)
+    done = llm_do("check", project, "--json")
+    assert done.returncode == 1
+    problems = [(Path(p["file"]).name, p["line"], p["message"]) for p in json.loads(done.stdout)["problems"]]
+    by_line = {(name, line): message for name, line, message in problems}
+    assert "llm_do.CallScope" in by_line[("tools.py", 5)]
+    assert "llm_do.ToolPolicy" in by_line[("tools.py", 6)]
+    assert "TOOLSETS" in by_line[("tools.py", 33)]
+    assert (
+        "unknown toolset 'calc_tools': tools.py could not be imported and may define it" in by_line[("main.agent", 4)]
+    )
+
+
+def test_migrate_lists_the_python_it_cannot_translate_then_the_fixed_project_runs(tmp_path: Path) -> None:
+    project = copy("calculator", tmp_path)
+    done = llm_do("migrate", project, "--write")
+    assert done.returncode == 1  # done, with things left to do by hand
+    assert "tools.py:5: from llm_do.runtime import CallContext" in done.stderr
+    assert "3 things to do by hand" in done.stderr
+    assert sorted(files(project)) == ["main.worker", "project.toml", "tools.py"]
+    (project / "tools.py").write_text(
+        "from pydantic_ai.toolsets import FunctionToolset\n\n"
+        "calc_tools = FunctionToolset()\n\n\n"
+        "@calc_tools.tool_plain\n"
+        "def factorial(n: int) -> int:\n"
+        '    """Calculate factorial of n."""\n'
+        "    result = 1\n"
+        "    for i in range(2, n + 1):\n"
+        "        result *= i\n"
+        "    return result\n"
+    )
+    assert llm_do("check", project).returncode == 0
+    done = llm_do("run", project, "--model", "test", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == '{"factorial":1}'  # TestModel calls factorial(n=0)
+
+
+# -- a design-era project: .worker files with project.json ------------------------------------------------------
+
+
+def test_check_names_the_design_era_keys_and_their_replacements(tmp_path: Path) -> None:
+    project = copy("summarizer", tmp_path)
+    done = llm_do("check", project)
+    assert done.returncode == 1
+    assert "main.worker:3: 'entry' is a key of the earlier llm-do" in done.stderr
+    assert 'entry = "NAME" in project.toml' in done.stderr
+    assert "summarizer.worker:4: 'schema_in_ref' is a key of the earlier llm-do: today's key is input:" in done.stderr
+    assert "llm-do: 2 problems found" in done.stderr
+
+
+def test_migrate_dry_run_prints_a_diff_and_changes_nothing(tmp_path: Path) -> None:
+    project = copy("summarizer", tmp_path)
+    before = files(project)
+    done = llm_do("migrate", project)
+    assert done.returncode == 0, done.stderr
+    for line in (
+        "--- a/main.worker",
+        "-entry: true",
+        "-  - filesystem_project",
+        "+  - filesystem",
+        "-schema_in_ref: schemas.py:SummarizerInput",
+        "+input: schemas.py:SummarizerInput",
+        "+++ b/project.toml",
+        '+entry = "main"',
+        '+input = "sample_input.txt"',
+        '+approval_mode = "approve_all"',
+        "+max_depth = 2",  # one less: the earlier llm-do ran the entry agent at depth 1
+        "--- a/project.json",
+    ):
+        assert f"\n{line}\n" in f"\n{done.stdout}", line
+    assert "pass --write to apply" in done.stderr
+    assert files(project) == before
+
+
+def test_migrate_write_gives_a_project_that_checks_and_runs(tmp_path: Path) -> None:
+    project = copy("summarizer", tmp_path)
+    done = llm_do("migrate", project, "--write")
+    assert done.returncode == 0, done.stderr
+    assert not (project / "project.json").exists()
+    assert "entry: true" not in (project / "main.worker").read_text()
+    check = llm_do("check", project)
+    assert check.stdout == "ok: 2 entries (main, summarizer); default entry: main\n", check.stderr
+    run = llm_do("run", project, "--model", "test", "--json")
+    assert run.returncode == 0, run.stderr
+    [main] = json.loads(run.stdout)["calls"]
+    assert [call["entry"] for call in main["calls"]] == ["summarizer"]
+    assert llm_do("migrate", project).stderr.strip() == "llm-do: nothing to migrate"
+
+
+def test_migrate_renames_agent_files_and_writes_agent_approvals_into_callers(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    done = llm_do("migrate", project)
+    assert "rename from main.agent\nrename to main.worker\n" in done.stdout
+    assert llm_do("migrate", project, "--write").returncode == 0
+    assert sorted(files(project)) == ["main.worker", "polisher.worker", "project.toml"]
+    assert "approvals:\n  polisher:\n    attachments: ask\n---\n" in (project / "main.worker").read_text()
+    assert llm_do("check", project).returncode == 0
+    assert llm_do("run", project, "--model", "test").returncode == 0
+
+
+def test_migrate_translates_server_side_tools_into_native_tools(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    (project / "polisher.agent").write_text(
+        "---\nname: polisher\nserver_side_tools:\n  - tool_type: web_search\n    max_uses: 3\n---\nPolish.\n"
+    )
+    check = llm_do("check", project)
+    assert "polisher.agent:3: 'server_side_tools' is a key of the earlier llm-do: today's key is native_tools" in (
+        check.stderr
+    )
+    assert llm_do("migrate", project, "--write").returncode == 0
+    assert "native_tools:\n  web_search:\n    max_uses: 3\n" in (project / "polisher.worker").read_text()
+    assert llm_do("check", project, "--model", "test").returncode == 0
+
+
+# -- what check never calls ok --------------------------------------------------------------------------------
+
+
+def test_both_project_files_are_an_error_naming_both(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    (project / "project.toml").write_text('entry = "main"\n')
+    done = llm_do("check", project)
+    assert done.returncode == 1
+    assert f"both {project / 'project.toml'} and {project / 'project.json'} are project files" in done.stderr
+
+
+@pytest.mark.parametrize("json_output", [False, True])
+def test_check_is_not_ok_when_it_loaded_nothing(tmp_path: Path, json_output: bool) -> None:
+    (tmp_path / "notes.txt").write_text("nothing to run here\n")
+    done = llm_do("check", tmp_path, *(["--json"] if json_output else []))
+    assert done.returncode == 1
+    if json_output:
+        document = json.loads(done.stdout)
+        assert document["ok"] is False and "has no entries" in document["problems"][0]["message"]
+    else:
+        assert "the project has no entries" in done.stderr and "ok:" not in done.stdout
+
+
+def test_check_reports_agent_files_it_leaves_out_or_does_not_understand(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    manifest = json.loads((project / "project.json").read_text())
+    manifest["agent_files"] = ["main.agent"]
+    manifest["runtime"]["agent_attachments_require_approval"] = False
+    (project / "project.json").write_text(json.dumps(manifest))
+    (project / "main.agent").write_text("---\nname: main\n---\nGreet.\n")
+    (project / "helper.agent.md").write_text("---\nmodel: test\ntoolsets: []\n---\nHelp.\n")
+    done = llm_do("check", project, "--json")
+    assert done.returncode == 1
+    problems = {Path(p["file"]).name: p["message"] for p in json.loads(done.stdout)["problems"]}
+    assert "an agent file the project leaves out" in problems["polisher.agent"]
+    assert "rename it to helper.worker" in problems["helper.agent.md"]
+
+
+def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
+    (tmp_path / "project.toml").write_text('entry = "mian"\nworker = ["*.worker"]\n')
+    (tmp_path / "broken.py").write_text("import no_such_module_anywhere\n")
+    (tmp_path / "also_broken.py").write_text("x = 1\nraise RuntimeError('at import')\n")
+    (tmp_path / "main.worker").write_text("---\ntoolsets: [nope]\n---\nHi.\n")
+    done = llm_do("check", tmp_path, "--json")
+    assert done.returncode == 1
+    found = {(Path(p["file"]).name, p["line"]) for p in json.loads(done.stdout)["problems"]}
+    assert {
+        ("project.toml", 1),
+        ("project.toml", 2),
+        ("broken.py", 1),
+        ("also_broken.py", 2),
+        ("main.worker", 2),
+    } <= found
+
+
+def test_check_notes_a_project_file_that_approves_every_call_and_the_setting_wins(tmp_path: Path) -> None:
+    project = copy("greeter", tmp_path)
+    done = llm_do("check", project)
+    assert "note: project.json sets approval_mode approve_all" in done.stderr
+    assert json.loads(llm_do("check", project, "--json").stdout)["approval_mode"] == "approve_all"
+    edit_manifest(project, agent_calls_require_approval=True)
+    asked = llm_do("run", project, "--model", "test", env={"LLM_DO_APPROVAL_MODE": "prompt"})
+    assert asked.returncode == 2 and "pass --approve-all or --reject-all" in asked.stderr
+    assert "approval_mode" not in json.loads(
+        llm_do("check", project, "--json", env={"LLM_DO_APPROVAL_MODE": "prompt"}).stdout
+    )
+
+
+def test_a_migration_that_fails_while_writing_leaves_the_project_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llm_do.project import migrate
+
+    project = copy("greeter", tmp_path)
+    before = files(project)
+    plan = migrate.plan_migration(project)
+    assert len(plan.changes) == 4
+    written: list[str] = []
+    real = os.fdopen
+
+    def failing_fdopen(fd: int, mode: str, encoding: str) -> IO[str]:
+        if len(written) == 2:
+            raise OSError(28, "No space left on device")
+        written.append(mode)
+        return real(fd, mode, encoding=encoding)
+
+    monkeypatch.setattr(os, "fdopen", failing_fdopen)
+    with pytest.raises(OSError, match="No space left"):
+        migrate.apply_migration(plan)
+    assert files(project) == before  # no new file, no temporary file left, nothing removed
+    monkeypatch.undo()
+    migrate.apply_migration(plan)
+    assert sorted(files(project)) == ["main.worker", "polisher.worker", "project.toml"]
+
+
+def test_migrate_writes_entry_args_for_an_input_model_as_a_table(tmp_path: Path) -> None:
+    import tomllib
+
+    project = copy("greeter", tmp_path)
+    manifest = json.loads((project / "project.json").read_text())
+    manifest["entry"]["args"] = {"input": "Hi", "tone": 'warm "and" kind', "count": 2}
+    (project / "project.json").write_text(json.dumps(manifest))
+    assert llm_do("migrate", project, "--write").returncode == 0
+    written = tomllib.loads((project / "project.toml").read_text())
+    assert written["input"] == {"input": "Hi", "tone": 'warm "and" kind', "count": 2}
+    assert (written["entry"], written["workers"], written["modules"]) == (
+        "main",
+        ["main.worker", "polisher.worker"],
+        [],
+    )
+
+
+def test_migrate_lists_instructions_that_name_the_earlier_filesystem_tools(tmp_path: Path) -> None:
+    project = copy("summarizer", tmp_path)
+    worker = project / "summarizer.worker"
+    worker.write_text(worker.read_text() + "Read the range with read_file, then\nlist_files if the path is a folder.\n")
+    done = llm_do("migrate", project)
+    assert done.returncode == 1
+    assert (
+        f"{worker}:9: the instructions name the earlier filesystem tools (list_files, read_file, first on this line)"
+        in done.stderr
+    )
+    assert "read_file is read_text" in done.stderr and "list_files is list_dir or glob" in done.stderr
+
+
+def test_project_toml_approval_mode_and_max_depth_are_checked_with_their_lines(tmp_path: Path) -> None:
+    (tmp_path / "main.worker").write_text("---\nmodel: test\n---\nHi.\n")
+    (tmp_path / "project.toml").write_text('approval_mode = "sometimes"\nmax_depth = -1\n')
+    done = llm_do("check", tmp_path)
+    assert done.returncode == 1
+    assert "toml:1: approval_mode must be one of prompt, approve_all, reject_all, got 'sometimes'" in done.stderr
+    assert "project.toml:2: max_depth must be 0 or more, got -1" in done.stderr

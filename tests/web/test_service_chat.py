@@ -1,0 +1,291 @@
+"""The example's chat over HTTP, on two real uvicorn processes sharing one PostgreSQL: a run streamed by
+one process, its approval answered through the other; who may answer; a conversation that continues."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from ..postgres import PostgresServer
+from ..web_processes import PROCESSES, chat_processes, chunks, fresh_database
+
+
+@pytest.fixture
+async def two_processes(postgres: PostgresServer) -> AsyncIterator[tuple[str, str, str]]:
+    name = postgres.new_database_name()
+    await fresh_database(postgres.dsn(), name)
+    async with chat_processes(postgres.dsn(name), 2) as (one, two):
+        async with httpx.AsyncClient(base_url=one) as client:
+            for account, balance in {"A": 100, "B": 0}.items():
+                created = await client.post("/accounts", json={"name": account, "balance": balance})
+                assert created.status_code == 201, created.text
+        yield one, two, postgres.dsn(name)
+
+
+async def _query(dsn: str, sql: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql)
+    finally:
+        await conn.close()
+
+
+async def _session(client: httpx.AsyncClient, user: str) -> str:
+    opened = await client.post("/chat/sessions", headers={"x-user": user})
+    assert opened.status_code == 201, opened.text
+    return str(opened.json()["id"])
+
+
+@pytest.mark.long
+async def test_a_decision_posted_to_another_process_reaches_the_run(two_processes: tuple[str, str, str]) -> None:
+    one, two, _ = two_processes
+    alice = {"x-user": "alice"}
+    async with httpx.AsyncClient(base_url=one, timeout=30) as streaming, httpx.AsyncClient(base_url=two) as other:
+        session = await _session(streaming, "alice")
+        seen: list[dict[str, Any]] = []
+        message = {"text": "move 10 from A to B"}
+        async with streaming.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            assert sse.status_code == 200
+            assert sse.headers["x-vercel-ai-ui-message-stream"] == "v1"
+            async for chunk in chunks(sse):
+                seen.append(chunk)
+                if chunk["type"] != "tool-approval-request":
+                    continue
+                approval = chunk["approvalId"]
+                # Bob may not answer Alice's approval, in any process
+                bob = await other.post(
+                    f"/chat/sessions/{session}/decisions",
+                    json={"approval_id": approval, "choice": "approve"},
+                    headers={"x-user": "bob"},
+                )
+                assert bob.status_code == 403, bob.text
+                # an approval that is not pending in Alice's session is refused by the process holding her run
+                unknown = await other.post(
+                    f"/chat/sessions/{session}/decisions",
+                    json={"approval_id": "apr_0000000000000000", "choice": "approve"},
+                    headers=alice,
+                )
+                assert unknown.status_code == 409, unknown.text
+                assert "'apr_0000000000000000' is not pending in this run" in unknown.json()["error"]
+                assert approval in unknown.json()["error"]  # it says what is pending
+                # Alice's answer, to the other process, in the AI SDK's shape
+                answered = await other.post(
+                    f"/chat/sessions/{session}/decisions", json={"id": approval, "approved": True}, headers=alice
+                )
+                assert answered.status_code == 204, answered.text
+        kinds = [chunk["type"] for chunk in seen]
+        assert kinds[0] == "start" and kinds[-1] == "finish"
+        text = "".join(chunk["delta"] for chunk in seen if chunk["type"] == "text-delta")
+        assert text.startswith("Done: moved 10 from A to B: txn_") and text.endswith(" committed")
+        calls = {chunk["id"]: chunk["data"] for chunk in seen if chunk["type"] == "data-llm-do-call"}
+        assert {call["entry"]: call["state"] for call in calls.values()} == {"banker": "ok", "cashier": "ok"}
+        assert calls["call_2"]["parent"] == "call_1"
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}
+
+        # the conversation goes on, served by the other process, from what the first message left
+        async with other.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "what did I do?"}, headers=alice
+        ) as sse:
+            again = [chunk async for chunk in chunks(sse)]
+        text = "".join(chunk["delta"] for chunk in again if chunk["type"] == "text-delta")
+        assert text.startswith("In this conversation you made 1 transfer(s): moved 10 from A to B")
+
+
+@pytest.mark.long
+async def test_a_process_told_to_stop_mid_question_tells_the_person_and_exits(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, two, _ = two_processes
+    alice = {"x-user": "alice"}
+    async with httpx.AsyncClient(base_url=one, timeout=30) as streaming, httpx.AsyncClient(base_url=two) as other:
+        session = await _session(streaming, "alice")
+        seen: list[dict[str, Any]] = []
+        message = {"text": "move 10 from A to B"}
+        async with streaming.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                seen.append(chunk)
+                if chunk["type"] == "tool-approval-request":
+                    approval = chunk["approvalId"]
+                    PROCESSES[one].send_signal(signal.SIGTERM)  # a deploy, while Alice has a question open
+                    stopping = asyncio.get_running_loop().time()
+        exited = await asyncio.wait_for(PROCESSES[one].wait(), 20)
+        took = asyncio.get_running_loop().time() - stopping
+        kinds = [chunk["type"] for chunk in seen]
+        assert kinds[0] == "start" and kinds[-1] == "finish"  # a whole stream, not a cut one
+        decided = [
+            chunk["data"] for chunk in seen if chunk["type"] == "data-llm-do-approval" and chunk["id"] == approval
+        ]
+        assert decided[-1]["state"] == "denied"
+        assert "restarting" in decided[-1]["why"]
+        assert exited in (0, -signal.SIGTERM) and took < 15  # uvicorn raises the signal again once it has shut down
+        assert (await other.get("/accounts")).json() == {"A": 100, "B": 0}  # nothing half-done
+        late = await other.post(
+            f"/chat/sessions/{session}/decisions", json={"approval_id": approval, "choice": "approve"}, headers=alice
+        )
+        assert late.status_code == 404  # no process holds a run waiting on it
+
+
+@pytest.mark.long
+async def test_a_decision_nobody_holds_is_refused_readably(two_processes: tuple[str, str, str]) -> None:
+    one, _, _ = two_processes
+    async with httpx.AsyncClient(base_url=one, timeout=30) as client:
+        session = await _session(client, "alice")
+        decided = await client.post(
+            f"/chat/sessions/{session}/decisions",
+            json={"approval_id": "apr_1", "choice": "deny", "note": "no"},
+            headers={"x-user": "alice"},
+        )
+        assert decided.status_code == 404, decided.text
+        assert f"no process holds a live run of session {session!r}" in decided.json()["error"]
+        malformed = await client.post(
+            f"/chat/sessions/{session}/decisions", json={"approval_id": "apr_1"}, headers={"x-user": "alice"}
+        )
+        assert malformed.status_code == 400 and "choose one of" in malformed.json()["error"]
+        nobody = await client.post("/chat/sessions", headers={})
+        assert nobody.status_code == 401
+
+
+@pytest.mark.long
+async def test_a_person_who_leaves_while_asked_cancels_the_run_and_its_transaction(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, _, dsn = two_processes
+    alice = {"x-user": "alice"}
+    async with httpx.AsyncClient(base_url=one, timeout=30) as client:
+        session = await _session(client, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with client.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            approval = None
+            async for chunk in chunks(sse):
+                if chunk["type"] == "tool-approval-request":
+                    approval = chunk["approvalId"]
+                    break  # the person closes the tab: the response is closed unread
+        assert approval is not None
+        # the run was cancelled and torn down: its question gone, its transaction rolled back, nothing moved
+        await asyncio.sleep(2)
+        decided = await client.post(
+            f"/chat/sessions/{session}/decisions", json={"approval_id": approval, "choice": "approve"}, headers=alice
+        )
+        assert decided.status_code == 404, decided.text
+        idle = await _query(
+            dsn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in%'"
+        )
+        assert idle[0][0] == 0
+        assert (await client.get("/accounts")).json() == {"A": 100, "B": 0}
+        async with client.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "hello"}, headers=alice
+        ) as sse:
+            text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
+        assert text.startswith("Hello!")  # the session takes the next message
+
+
+async def _approve_and_read(
+    streaming: httpx.AsyncClient, deciding: httpx.AsyncClient, session: str, text: str, user: dict[str, str]
+) -> str:
+    """Send `text`, approve its commit through `deciding`, and return the answer's text."""
+    seen: list[dict[str, Any]] = []
+    async with streaming.stream("POST", f"/chat/sessions/{session}/messages", json={"text": text}, headers=user) as sse:
+        assert sse.status_code == 200
+        async for chunk in chunks(sse):
+            seen.append(chunk)
+            if chunk["type"] == "tool-approval-request":
+                decision = {"approval_id": chunk["approvalId"], "choice": "approve"}
+                answered = await deciding.post(f"/chat/sessions/{session}/decisions", json=decision, headers=user)
+                assert answered.status_code == 204, answered.text
+    return "".join(chunk["delta"] for chunk in seen if chunk["type"] == "text-delta")
+
+
+@pytest.mark.long
+async def test_a_second_message_to_a_busy_conversation_is_refused_by_every_process(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, two, _ = two_processes
+    alice = {"x-user": "alice"}
+    async with (
+        httpx.AsyncClient(base_url=one, timeout=30) as first,
+        httpx.AsyncClient(base_url=two, timeout=30) as other,
+    ):
+        session = await _session(first, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with first.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                if chunk["type"] != "tool-approval-request":
+                    continue
+                # the run waits for Alice: a second message is refused, by the other process as by this one
+                for client in (other, first):
+                    again = await client.post(
+                        f"/chat/sessions/{session}/messages", json={"text": "move 5 from A to B"}, headers=alice
+                    )
+                    assert again.status_code == 409, again.text
+                    assert f"conversation {session!r} is still answering" in again.json()["error"]
+                decision = {"approval_id": chunk["approvalId"], "choice": "approve"}
+                answered = await other.post(f"/chat/sessions/{session}/decisions", json=decision, headers=alice)
+                assert answered.status_code == 204, answered.text
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}
+
+        # once answered, the conversation takes the next message, in either process, and each continues from
+        # the other's last turn (the first process's open session reads what the second one added)
+        text = await _approve_and_read(other, first, session, "move 5 from A to B", alice)
+        assert text.startswith("Done: moved 5 from A to B")
+        async with first.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "what did I do?"}, headers=alice
+        ) as sse:
+            text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
+        assert text.startswith("In this conversation you made 2 transfer(s): moved 10 from A to B")
+        assert "moved 5 from A to B" in text
+        # sent as soon as the answer ended, to the process that gave it: taken too
+        async with first.stream(
+            "POST", f"/chat/sessions/{session}/messages", json={"text": "and?"}, headers=alice
+        ) as sse:
+            assert sse.status_code == 200, await sse.aread()
+            text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
+        assert text.startswith("In this conversation you made 2 transfer(s)")
+        assert (await first.get("/accounts")).json() == {"A": 85, "B": 15}
+
+
+@pytest.mark.long
+async def test_the_conversation_locks_are_taken_back_when_their_connection_comes_back(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, two, dsn = two_processes
+    alice, bob = {"x-user": "alice"}, {"x-user": "bob"}
+    first, other = httpx.AsyncClient(base_url=one, timeout=30), httpx.AsyncClient(base_url=two, timeout=30)
+    async with first, other:
+        session = await _session(first, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with first.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                if chunk["type"] != "tool-approval-request":
+                    continue
+                # the connection holding the first process's locks is ended under it
+                ended = await _query(
+                    dsn,
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'llm-do-bank turns' AND pid IN "
+                    "(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
+                )
+                assert [row[0] for row in ended] == [True]
+                # the next claim in that process connects again (Bob's conversation) and takes Alice's lock back
+                for _ in range(20):
+                    hello = await first.post(
+                        f"/chat/sessions/{await _session(first, 'bob')}/messages", json={"text": "hello"}, headers=bob
+                    )
+                    if hello.status_code != 503:
+                        break
+                    await asyncio.sleep(0.1)
+                assert hello.status_code == 200, hello.text
+                again = await other.post(f"/chat/sessions/{session}/messages", json={"text": "hi"}, headers=alice)
+                assert again.status_code == 409, again.text
+                decision = {"approval_id": chunk["approvalId"], "choice": "approve"}
+                answered = await other.post(f"/chat/sessions/{session}/decisions", json=decision, headers=alice)
+                assert answered.status_code == 204, answered.text
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}
+        # and let go when the run ended
+        text = await _approve_and_read(other, first, session, "move 5 from A to B", alice)
+        assert text.startswith("Done: moved 5 from A to B")
