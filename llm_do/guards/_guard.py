@@ -346,7 +346,7 @@ class ModelGuard:
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         _CURRENT.reset(self._token)
-        self.last = self.model = self.told = self.params = self._token = None
+        self.last = self.model = self.told = self.params = self._token = self._deadline = None
 
     def limit_error(self, error: BaseException) -> Exception | None:
         """The error that pydantic-ai's `error` stands for, naming the limit or the check and its setting

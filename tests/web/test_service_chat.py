@@ -103,7 +103,10 @@ async def test_a_process_told_to_stop_mid_question_tells_the_person_and_exits(
 ) -> None:
     one, two, _ = two_processes
     alice = {"x-user": "alice"}
-    async with httpx.AsyncClient(base_url=one, timeout=30) as streaming, httpx.AsyncClient(base_url=two) as other:
+    async with (
+        httpx.AsyncClient(base_url=one, timeout=30) as streaming,
+        httpx.AsyncClient(base_url=two, timeout=30) as other,
+    ):
         session = await _session(streaming, "alice")
         seen: list[dict[str, Any]] = []
         message = {"text": "move 10 from A to B"}
