@@ -20,6 +20,7 @@ import asyncio
 import bisect
 import functools
 import logging
+import uuid
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -85,6 +86,8 @@ class LiveRun:
         keep: int = 10_000,
     ) -> None:
         self.entry = entry
+        self.message_id = f"msg_{uuid.uuid4().hex}"
+        """The id of the answer this run gives, as a web page's message (`llm_do.web` sends it in `start`)."""
         self.resumable = resumable
         """Whether the run keeps going when its consumer leaves, and every consumer reads it from the start."""
         """The name of the entry being run."""

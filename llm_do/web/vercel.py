@@ -243,22 +243,31 @@ async def _native(
 
 
 def vercel_chunks(
-    events: AsyncIterable[StreamEvent], *, on_result: Callable[[RunResult], Awaitable[None]] | None = None
+    events: AsyncIterable[StreamEvent],
+    *,
+    on_result: Callable[[RunResult], Awaitable[None]] | None = None,
+    message_id: str | None = None,
 ) -> AsyncIterator[BaseChunk]:
     """The Vercel AI data-stream chunks of a live run's events (`async for event in run`).
 
     `on_result` is awaited with the run's result before the stream's closing chunks (save the
     conversation there, so the page's next message sees it). A failed run ends with an `error`
-    chunk that names the exception.
+    chunk that names the exception. The `start` chunk carries `message_id`, by default the live run's
+    `message_id` (the same for every consumer of a resumable run, so that a page that reconnects finds
+    the message it was showing).
     """
-    return _Encoder(sdk_version=SDK_VERSION).transform_stream(_native(events, on_result))
+    encoder = _Encoder(sdk_version=SDK_VERSION, server_message_id=message_id or getattr(events, "message_id", None))
+    return encoder.transform_stream(_native(events, on_result))
 
 
 async def vercel_sse(
-    events: AsyncIterable[StreamEvent], *, on_result: Callable[[RunResult], Awaitable[None]] | None = None
+    events: AsyncIterable[StreamEvent],
+    *,
+    on_result: Callable[[RunResult], Awaitable[None]] | None = None,
+    message_id: str | None = None,
 ) -> AsyncIterator[str]:
     """`vercel_chunks` encoded as server-sent events (`data: {...}`), ending with `data: [DONE]`."""
-    encoder = _Encoder(sdk_version=SDK_VERSION)
+    encoder = _Encoder(sdk_version=SDK_VERSION, server_message_id=message_id or getattr(events, "message_id", None))
     async for chunk in encoder.transform_stream(_native(events, on_result)):
         yield encoder.encode_event(chunk)
 
