@@ -33,6 +33,7 @@ def run(
         )  # fmt: skip
     if ran.returncode == 0:
         assert server.served == answers, ran.stderr
+    assert ran.stdout, f"the command wrote no JSON (exit {ran.returncode}): {ran.stderr}"
     return json.loads(ran.stdout), ran.returncode, server
 
 
