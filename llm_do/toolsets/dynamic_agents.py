@@ -9,13 +9,13 @@ calling by this toolset's policy (`agent_create`, `agent_call`), as any tool.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_core import to_json
 
-from ..approvals import ApprovalDenied
+from ..approvals import ApprovalDenied, ToolPolicy
 from ..errors import ToolsetError, listing
 from ..toolkit import Toolset, tool
 
@@ -33,6 +33,11 @@ class _Maker(Protocol):
 
 class DynamicAgents(Toolset):
     """Make an agent for this run, then call it (the earlier llm-do's `agent_create` and `agent_call`)."""
+
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
+    """Making and calling agents runs without asking: a made agent's tools are gated by their own toolsets'
+    policies, and a call of an entry by the policy under the entry's name. Declare a policy for the toolset's
+    name to have `agent_create` or `agent_call` ask."""
 
     @tool
     def agent_create(
