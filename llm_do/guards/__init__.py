@@ -2,7 +2,7 @@
 look like unexecuted tool calls or echoed prompts (flagged, or sent back to the model), and, where asked, a tool call
 written as text run as that call.
 
-May import: errors.
+May import: errors, scopes.
 """
 
 from __future__ import annotations

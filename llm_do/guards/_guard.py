@@ -23,8 +23,6 @@ the named unreachable server.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -51,6 +49,7 @@ from pydantic_ai.usage import UsageLimits
 
 from .._compat import current_run_context
 from ..errors import shown_url
+from ..scopes import SystemTimeout
 from ._limits import (
     LimitExceeded,
     ModelRules,
@@ -74,33 +73,6 @@ class ModelUnreachable(ModelConnectionError):
 class RepliesRefused(UnexpectedModelBehavior):
     """With `suspect_output=retry`, the model's replies kept looking like unexecuted tool calls or echoed prompts
     until its output retries ran out."""
-
-
-class _Within:
-    """`asyncio.timeout(seconds)` whose timer is armed in an empty context (nothing when `seconds` is None): the
-    cancelled timer stays in the event loop until its deadline, and must keep nothing of the run."""
-
-    __slots__ = ("seconds", "timeout")
-
-    def __init__(self, seconds: float | None) -> None:
-        self.seconds = seconds
-        self.timeout: asyncio.Timeout | None = None
-
-    async def __aenter__(self) -> asyncio.Timeout | None:
-        if self.seconds is None:
-            return None
-        timeout = self.timeout = asyncio.timeout(None)
-        await timeout.__aenter__()
-        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + self.seconds)
-        return timeout
-
-    async def __aexit__(self, kind: Any, error: Any, traceback: Any) -> None:
-        if self.timeout is not None:
-            await self.timeout.__aexit__(kind, error, traceback)
-
-    @property
-    def expired(self) -> bool:
-        return self.timeout is not None and self.timeout.expired()
 
 
 def endpoint_of(model: Model) -> tuple[str | None, str | None]:
@@ -149,7 +121,7 @@ class GuardedModel(WrapperModel):
         started = time.monotonic()
         guard = _CURRENT.get()
         seconds = guard.request_deadline(model_settings) if guard is not None else None
-        deadline = _Within(seconds)
+        deadline = SystemTimeout(seconds)
         try:
             async with deadline:
                 response = await super().request(messages, model_settings, model_request_parameters)
@@ -172,7 +144,7 @@ class GuardedModel(WrapperModel):
         started = time.monotonic()
         guard = _CURRENT.get()
         seconds = guard.request_deadline(model_settings) if guard is not None else None
-        deadline = _Within(seconds)
+        deadline = SystemTimeout(seconds)
         try:
             async with (
                 deadline,
@@ -189,7 +161,7 @@ class GuardedModel(WrapperModel):
             guard.params, guard.last = model_request_parameters, stream.get()
 
     def _too_long(
-        self, error: TimeoutError, deadline: _Within, guard: ModelGuard | None, seconds: float | None
+        self, error: TimeoutError, deadline: SystemTimeout, guard: ModelGuard | None, seconds: float | None
     ) -> Exception:
         """The guard's `RequestTookTooLong` when its deadline ran out; any other timeout as it was."""
         if not deadline.expired or guard is None or seconds is None:
@@ -310,7 +282,7 @@ class ModelGuard:
         """The run's time limit: a nested agent run ends with the run that asked it."""
         self.usage_limits = plan.usage_limits
         self._token: Any = None
-        self._deadline: _Within | None = None
+        self._deadline: SystemTimeout | None = None
 
     @property
     def tools(self) -> frozenset[str]:
@@ -329,9 +301,9 @@ class ModelGuard:
             return [*given, ReplyCheck(self)]
         return given
 
-    def run_deadline(self) -> _Within:
+    def run_deadline(self) -> SystemTimeout:
         """The outermost agent run's `run_timeout`: past it the run is cancelled (see `limit_error`)."""
-        self._deadline = _Within(self.timeout)
+        self._deadline = SystemTimeout(self.timeout)
         return self._deadline
 
     def request_deadline(self, settings: ModelSettings | None) -> float | None:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     )
     from ._tasks import (
         SystemTasks as SystemTasks,
+        SystemTimeout as SystemTimeout,
         built as built,
         dropped as dropped,
         is_awaitable as is_awaitable,
@@ -93,6 +94,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_tasks": (
         "SystemTasks",
+        "SystemTimeout",
         "built",
         "dropped",
         "is_awaitable",

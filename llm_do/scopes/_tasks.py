@@ -11,10 +11,9 @@ the same reason: a timer keeps the context it was armed in until it is due, even
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from types import GeneratorType
 from typing import Any, TypeVar, TypeVarTuple, Unpack, cast
 
@@ -24,6 +23,7 @@ __all__ = [
     "dropped",
     "is_awaitable",
     "system_task",
+    "SystemTimeout",
     "system_timeout",
     "system_timer",
     "wait_out",
@@ -132,10 +132,33 @@ def system_timer(delay: float, callback: Callable[[Unpack[Args]], object], *args
     return asyncio.get_running_loop().call_later(delay, callback, *args, context=contextvars.Context())
 
 
-@contextlib.asynccontextmanager
-async def system_timeout(seconds: float) -> AsyncIterator[asyncio.Timeout]:
+class SystemTimeout:
     """`asyncio.timeout(seconds)` whose timer is armed in an empty context (a cancelled timer stays in the
-    event loop until its deadline, and must hold nothing of the caller's)."""
-    async with asyncio.timeout(None) as timeout:
-        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + seconds)
-        yield timeout
+    event loop until its deadline, and must hold nothing of the caller's); no limit when `seconds` is None.
+    `expired` tells whether its deadline ran out."""
+
+    __slots__ = ("seconds", "timeout")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.timeout: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> asyncio.Timeout | None:
+        if self.seconds is None:
+            return None
+        timeout = self.timeout = asyncio.timeout(None)
+        await timeout.__aenter__()
+        contextvars.Context().run(timeout.reschedule, asyncio.get_running_loop().time() + self.seconds)
+        return timeout
+
+    async def __aexit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if self.timeout is not None:
+            await self.timeout.__aexit__(kind, error, traceback)
+
+    @property
+    def expired(self) -> bool:
+        return self.timeout is not None and self.timeout.expired()
+
+
+system_timeout = SystemTimeout
+"""`async with system_timeout(seconds):` (the class, as a function name)."""
