@@ -23,6 +23,7 @@ the named unreachable server.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -157,6 +158,14 @@ class GuardedModel(WrapperModel):
             raise self._unreachable(error, started) from error
         except TimeoutError as error:
             raise self._too_long(error, deadline, guard, seconds) from error
+        except GeneratorExit:
+            # Closed, not thrown into: pydantic-ai's streamed response reads its requests in a generator of its
+            # own and closes it when the cancellation of the expired deadline reaches the reader, where that
+            # cancellation goes on. The guard names it there (`limit_error`).
+            expired = self._too_long(TimeoutError(), deadline, guard, seconds)
+            if guard is not None and isinstance(expired, RequestTookTooLong):
+                guard.expired_request = expired
+            raise
         if guard is not None:
             guard.params, guard.last = model_request_parameters, stream.get()
 
@@ -185,6 +194,12 @@ class GuardedModel(WrapperModel):
         )
         unreachable = ModelUnreachable(self.model_name, message, phase=getattr(error, "phase", None))
         return unreachable
+
+
+def _cancelling() -> int:
+    """How many cancellations of the current task are still pending (asyncio's timeouts take back their own)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
 
 
 class _Named(WrapperModel):
@@ -283,6 +298,8 @@ class ModelGuard:
         self.usage_limits = plan.usage_limits
         self._token: Any = None
         self._deadline: SystemTimeout | None = None
+        self.expired_request: RequestTookTooLong | None = None
+        """A streamed request whose deadline ran out while the stream was being read (see `limit_error`)."""
 
     @property
     def tools(self) -> frozenset[str]:
@@ -318,13 +335,16 @@ class ModelGuard:
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         _CURRENT.reset(self._token)
-        self.last = self.model = self.told = self.params = self._token = self._deadline = None
+        self.last = self.model = self.told = self.params = self._token = self._deadline = self.expired_request = None
 
     def limit_error(self, error: BaseException) -> Exception | None:
         """The error that pydantic-ai's `error` stands for, naming the limit or the check and its setting
         (`LimitExceeded`, `RepliesRefused`); None for others."""
         if isinstance(error, LimitExceeded | RepliesRefused):
             return None
+        expired = self.expired_request
+        if isinstance(error, asyncio.CancelledError) and expired is not None and not _cancelling():
+            return expired  # the request deadline's own cancellation, which nobody else asked for as well
         rules = self.rules
         deadline = self._deadline
         if isinstance(error, TimeoutError) and deadline is not None and deadline.expired and self.timeout is not None:

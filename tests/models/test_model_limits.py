@@ -3,6 +3,7 @@ token budget, and the readable problems of a wrong limit."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from llm_do import AgentEntry, InvalidSettings, LlmDoSettings, Runtime, RuntimeConfig, run_report
-from llm_do.guards import LimitExceeded, ModelLimits, ModelRules, ReplyTooLong, RunOverLimit
+from llm_do.guards import LimitExceeded, ModelLimits, ModelRules, ReplyTooLong, RequestTookTooLong, RunOverLimit
 from llm_do.project import ProjectError, load_project
 
 
@@ -80,6 +81,35 @@ async def test_the_run_stops_at_its_token_budget_nested_calls_included() -> None
     assert "(limit run_tokens=1000, set by LLM_DO_LIMITS__RUN_TOKENS)" in str(raised.value)
     report = run_report(raised.value)
     assert report is not None and report.calls[0].outcome == "error"
+
+
+async def endless(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+    """A runaway reply: words without end, never waiting (the stream's readers are where the run waits)."""
+    count = 0
+    while True:
+        count += 1
+        yield f"word{count} "
+
+
+async def test_a_streamed_runaway_reply_ends_at_request_timeout_every_time() -> None:
+    # The deadline's cancellation lands wherever the reader of the stream waits, often outside the request's
+    # own frames (pydantic-ai closes the request instead of throwing into it): it is named as the limit
+    # every time, never a bare CancelledError.
+    runaway = AgentEntry(Agent(FunctionModel(stream_function=endless)), name="runaway")
+    config = RuntimeConfig(limits=ModelLimits(request_timeout=0.02))
+    errors: list[BaseException] = []
+    async with Runtime(None, entries=[runaway], config=config) as runtime:
+        for _ in range(25):
+            try:
+                async with runtime.stream("runaway", "Go on.") as run:
+                    async for _event in run:
+                        pass
+                    await run.result()
+            except BaseException as error:  # a CancelledError here is the failure being tested
+                errors.append(error)
+    assert [type(error) for error in errors] == [RequestTookTooLong] * 25
+    assert str(errors[0]).startswith("a model request of entry 'runaway' ")
+    assert "(limit request_timeout=0.02, set by LLM_DO_LIMITS__REQUEST_TIMEOUT)" in str(errors[0])
 
 
 def test_limits_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
