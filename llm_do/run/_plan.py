@@ -20,7 +20,7 @@ from ..di import Container, ContainerParts, Resources, RuntimeConfig, ToolsetSou
 from ..errors import ConfigurationError, listing
 from ..results import RunState
 from ..scopes import Scope, ScopeOwner, Sink, built
-from ..toolkit import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
+from ..toolkit import Toolset, check_unique_tools, known_tool_names, known_tool_traits, may_ask_for_approval
 from ._call_scope import Entry, EntryPlan, ToolsetUse
 from ._entries import entry_toolset
 from ._servers import owning
@@ -71,6 +71,7 @@ class Plan:
             known=self._known() - _RESERVED,
             tools_of=self._static_tool_names,
             mode=config.approval_mode,
+            undeclared=config.approval_default,
             on_deny=config.approval_on_deny,
             approver=approver,
             timeout=config.approval_timeout,
@@ -131,9 +132,15 @@ class Plan:
 
     def _with_gating(self, use: ToolsetUse) -> ToolsetUse:
         """The use, with whether its calls can need an approval when that is known at load."""
-        if self.approvals.may_gate(use.name):
-            return replace(use, may_ask=True)
         provides = use.spec.provides
+        approvals = self.approvals
+        if approvals.may_gate(use.name):
+            traits = known_tool_traits(provides) if approvals.safe_runs(use.name) else None
+            if traits is None or any(
+                approvals.verdict(use.name, tool, traits=declared).decision != "allow" for tool, declared in traits.items()
+            ):
+                return replace(use, may_ask=True)
+            return replace(use, may_ask=False)  # every tool is declared safe (read-only, an agent)
         if isinstance(provides, type) and issubclass(provides, Toolset):
             return replace(use, may_ask=provides.asks_for_approval())
         if provides is not None and not isinstance(provides, type):

@@ -9,13 +9,13 @@ calling by this toolset's policy (`agent_create`, `agent_call`), as any tool.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_core import to_json
 
-from ..approvals import ApprovalDenied
+from ..approvals import ApprovalDenied, ToolPolicy
 from ..errors import ToolsetError, listing
 from ..toolkit import Toolset, tool
 
@@ -32,7 +32,12 @@ class _Maker(Protocol):
 
 
 class DynamicAgents(Toolset):
-    """Make an agent for this run, then call it (the earlier llm-do's `agent_create` and `agent_call`)."""
+    """Make an agent for this run, then call it (the earlier llm-do's `agent_create` and `agent_call`).
+
+    Its calls run without asking, as calls to any agent do: a made agent's tools are gated by their own
+    policies. Declare a policy for the toolset's name to gate the making or the calling."""
+
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
 
     @tool
     def agent_create(
