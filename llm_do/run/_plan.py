@@ -137,7 +137,8 @@ class Plan:
         if approvals.may_gate(use.name):
             traits = known_tool_traits(provides) if approvals.safe_runs(use.name) else None
             if traits is None or any(
-                approvals.verdict(use.name, tool, traits=declared).decision != "allow" for tool, declared in traits.items()
+                approvals.verdict(use.name, tool, traits=declared).decision != "allow"
+                for tool, declared in traits.items()
             ):
                 return replace(use, may_ask=True)
             return replace(use, may_ask=False)  # every tool is declared safe (read-only, an agent)
@@ -173,6 +174,16 @@ class Plan:
             raise ConfigurationError(
                 f"no entry named {name!r}; loaded entries: {', '.join(self.entries) or 'none'}"
             ) from None
+
+    def provides(self, toolset: str) -> object | None:
+        """What the spec of a toolset name declares it builds (a class or an object), None when unknown."""
+        spec = self._named.get(toolset)
+        if spec is None and (toolset in self.parts.by_name or toolset in self.entries):
+            try:
+                spec = self._spec_named("a tool's verdict", toolset)
+            except ConfigurationError:
+                return None
+        return None if spec is None else spec.provides
 
     def plan_of(self, entry_name: str) -> EntryPlan:
         """What a call of the entry does with its toolsets, resolved at load."""

@@ -132,7 +132,9 @@ class Toolset(AbstractToolset[Any]):
         traits = cls.__dict__.get("_llm_do_traits")
         if traits is None:
             traits = {
-                options.name or attr: ToolTraits(read_only=options.read_only, requires_approval=options.requires_approval)
+                options.name or attr: ToolTraits(
+                    read_only=options.read_only, requires_approval=options.requires_approval
+                )
                 for attr, options in _marked_methods(cls).items()
             }
             cls._llm_do_traits = traits
