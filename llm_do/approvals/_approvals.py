@@ -61,7 +61,10 @@ def _merge(
 
 
 def _check_names(
-    policies: Mapping[str, ToolPolicy], known: Collection[str], tools_of: Callable[[str], frozenset[str] | None]
+    policies: Mapping[str, ToolPolicy],
+    known: Collection[str],
+    tools_of: Callable[[str], frozenset[str] | None],
+    listed: Collection[str],
 ) -> None:
     """Refuse a policy that names no known toolset, or tools its toolset does not have (when known)."""
     for name, policy in policies.items():
@@ -69,7 +72,7 @@ def _check_names(
             _refuse_native_tool(name)
             raise ConfigurationError(
                 f"an approval policy names toolset {name!r}, which is neither a provider of the container, "
-                f"a runtime toolset, nor an entry (known: {listing(known)}); fix the name "
+                f"a runtime toolset, nor an entry (known: {listing(listed)}); fix the name "
                 "so the policy applies (names from LLM_DO_APPROVAL_POLICIES__NAME__... are lowercased)"
             )
         tools = tools_of(name)
@@ -85,7 +88,8 @@ class Approvals:
     """A runtime's approval rules: policies by toolset name, the mode, the default approver, the time limit.
 
     The `declared` policies are merged (later ones replace earlier ones per name), the settings
-    `overrides` applied on top, and each checked to name a `known` toolset and tools it has (`tools_of`).
+    `overrides` applied on top, and each checked to name a `known` toolset and tools it has (`tools_of`); an
+    error lists the `listed` names (the toolsets among the known names; all of them by default).
     """
 
     def __init__(
@@ -100,13 +104,14 @@ class Approvals:
         approver: Approver | None,
         timeout: float,
         undeclared: Decision = "ask",
+        listed: Collection[str] | None = None,
     ) -> None:
         self._overrides = {
             name: item if isinstance(item, PolicySettings) else PolicySettings.model_validate(item)
             for name, item in overrides.items()
         }
         merged = _merge(declared, self._overrides)
-        _check_names(merged, known, tools_of)
+        _check_names(merged, known, tools_of, known if listed is None else listed)
         if mode not in _MODES:
             raise ConfigurationError(f"approval_mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
         if on_deny not in _ON_DENY:

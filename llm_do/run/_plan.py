@@ -16,7 +16,7 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..approvals import Approvals, Approver, ToolPolicy
-from ..di import Container, ContainerParts, Resources, RuntimeConfig, ToolsetSource, ToolsetSpec
+from ..di import Container, ContainerParts, Resources, RuntimeConfig, ToolsetSource, ToolsetSpec, toolset_names
 from ..errors import ConfigurationError, listing
 from ..results import RunState
 from ..scopes import Scope, ScopeOwner, Sink, built
@@ -69,6 +69,7 @@ class Plan:
             self._declared_policies(policies or {}),
             config.approval_policies,
             known=self._known() - _RESERVED,
+            listed=self._toolset_names(),
             tools_of=self._static_tool_names,
             mode=config.approval_mode,
             undeclared=config.approval_default,
@@ -113,7 +114,7 @@ class Plan:
         else:
             raise ConfigurationError(
                 f"{owner} names toolset {name!r}, which is neither a provider of the container, "
-                f"a runtime toolset, nor an entry (known: {listing(self._known())}); "
+                f"a runtime toolset, nor an entry (known: {listing(self._toolset_names())}); "
                 f"declare a provider named {name!r} or fix the name"
             )
         spec = self._named[name] = _checked(owner, name, spec)
@@ -121,6 +122,10 @@ class Plan:
 
     def _known(self) -> set[str]:
         return {*self._named, *self.parts.by_name, *self.entries}
+
+    def _toolset_names(self) -> set[str]:
+        """The known names an error lists as toolsets: not the container's other providers (`config`, a pool)."""
+        return {*self._named, *toolset_names(self.parts.by_name), *self.entries}
 
     def _declared_policies(self, policies: Mapping[str, ToolPolicy]) -> list[Mapping[str, ToolPolicy]]:
         """The declared policies, weakest first: the toolset classes' defaults, the container's, `policies`."""
