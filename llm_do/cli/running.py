@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     if args.json:
         document = {"output": _jsonable(result.output), "usage": usage_json(result.usage)}
+        board.read_log(result.log)  # what the live stream did not show (a run not streamed has no responses there)
         document["calls"] = json_calls(result.calls, board)
         print(json.dumps(document, ensure_ascii=False))
         return OK

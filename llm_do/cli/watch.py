@@ -9,13 +9,14 @@ appear in the final tree (from `RunResult.calls`), not live.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai.messages import (
     FunctionToolResultEvent,
     ModelRequest,
+    ModelResponse,
     ModelResponsePart,
     NativeToolCallPart,
     NativeToolReturnPart,
@@ -34,6 +35,7 @@ from pydantic_core import to_json
 from ..errors import shortened
 from ..events import AgentStarted, CallEvent, CallTag, CallWarning, Event, ResponseCompleted
 from ..project.models import model_id
+from ..results import LogEntry
 from ..run import usage_of
 
 __all__ = ["Board", "LiveCall"]
@@ -142,7 +144,7 @@ class Board:
         call = self.calls.get(tag.id)
         if call is not None:
             call.usage.incr(usage_of([response]))
-        self._native(tag, response.parts)
+        self._native(tag.id, response.parts)
         if self.echo is None or self.verbosity < 1:
             return
         for part in response.parts:
@@ -164,16 +166,26 @@ class Board:
                     f"{part.tool_name}(" + shortened(part.args_as_json_str(), 200, one_line=True) + ")",
                 )
 
-    def _native(self, tag: CallTag, parts: Sequence[ModelResponsePart]) -> None:
+    def read_log(self, log: Iterable[LogEntry]) -> None:
+        """Note the native tool calls of the run's message log, for the calls whose responses the stream did not
+        show."""
+        for entry in log:
+            if entry.call_id in self.native:
+                continue
+            for message in entry.messages:
+                if isinstance(message, ModelResponse):
+                    self._native(entry.call_id, message.parts)
+
+    def _native(self, call_id: str, parts: Sequence[ModelResponsePart]) -> None:
         """Note the native tool calls of a response, and the results the provider returned in it."""
         for part in parts:
             if isinstance(part, NativeToolCallPart):
-                made = self.native.setdefault(tag.id, [])
+                made = self.native.setdefault(call_id, [])
                 made.append(
                     {"tool": part.tool_name, "id": part.tool_call_id, "args": part.args_as_dict(), "result": None}
                 )
             elif isinstance(part, NativeToolReturnPart):
-                made = self.native.setdefault(tag.id, [])
+                made = self.native.setdefault(call_id, [])
                 found = next((item for item in made if item["id"] == part.tool_call_id), None)
                 if found is None:
                     found = {"tool": part.tool_name, "id": part.tool_call_id, "args": None, "result": None}
