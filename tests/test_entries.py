@@ -25,13 +25,15 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, ToolsetError, entry, tool
+from llm_do import AgentEntry, Runtime, RuntimeConfig, ToolPolicy, Toolset, ToolsetError, entry, tool
 from llm_do.run import CallScope
 
 from .helpers import by_prompt, call, returns, text
 
 
 class Counter(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
+
     def __init__(self) -> None:
         self.value = 0
 

@@ -98,6 +98,8 @@ def events(span: ReadableSpan) -> list[tuple[str, dict[str, Any]]]:
 
 
 class Counter(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
+
     def __init__(self) -> None:
         self.value = 0
 
