@@ -36,7 +36,9 @@ from .helpers import returns, text
 
 
 class Notes(Toolset):
-    """A notebook per call; `write` is the risky tool."""
+    """A notebook per call; `write` is the risky tool (allowed unless a test declares otherwise)."""
+
+    default_policy = ToolPolicy()  # declared: its calls need no approval unless a test's policy says so
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -50,7 +52,7 @@ class Notes(Toolset):
 
 
 class Secret(Toolset):
-    @tool
+    @tool(read_only=True)
     def reveal(self) -> str:
         """Reveal the secret."""
         return "s3cret"
@@ -229,6 +231,8 @@ async def test_names_already_taken_are_refused() -> None:
 
 class Orchestrator(Toolset):
     """A tool that runs an entry its caller does not list, three times at once."""
+
+    default_policy = ToolPolicy()  # it only runs agents, which are gated by their own policies
 
     @tool
     async def fan_out(self, ctx: RunContext[CallScope], question: str) -> list[str]:
