@@ -14,7 +14,7 @@ from .helpers import by_prompt, text
 
 
 class Search(Toolset):
-    @tool
+    @tool(read_only=True)
     def find(self, query: str) -> str:
         """Find things."""
         return query
