@@ -114,7 +114,7 @@ def notes_runtime(
         None,
         entries=[clerk],
         toolsets={"notes": lambda: Notes(log, waiting)},
-        policies={"notes": policy} if policy is not None else None,
+        policies={"notes": policy if policy is not None else ToolPolicy()},  # declared: allowed unless a test says
         config=RuntimeConfig(stream_buffer=buffer),
         **kwargs,
     )
