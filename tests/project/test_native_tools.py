@@ -420,9 +420,11 @@ class ResponsesServer(JsonServer):
 
 
 NOTES = """
-from llm_do import Toolset, tool
+from llm_do import ToolPolicy, Toolset, tool
 
 class Notes(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval
+
     @tool
     def note(self, text: str) -> str:
         \"\"\"Keep a note.\"\"\"
