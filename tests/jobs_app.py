@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, CallScope, Runtime, Toolset, entry, tool
+from llm_do import AgentEntry, CallScope, Runtime, ToolPolicy, Toolset, entry, tool
 from llm_do.jobs import JobEntry, JobQueue, current_job
 from llm_do.testing import Step, Turn, answering, tool_call
 
@@ -30,6 +30,8 @@ def _note(path: str, line: str) -> None:
 
 class Notes(Toolset):
     """Per call: notes lines to a file; its teardown notes `teardown <job id> <pid>`."""
+
+    default_policy = ToolPolicy()  # declared: its calls need no approval (the jobs tests are not about approvals)
 
     def __init__(self) -> None:
         self.path: str | None = None

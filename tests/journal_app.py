@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import (
@@ -108,6 +108,10 @@ async def _until_asked() -> None:
 class Steps(Toolset):
     """Deterministic steps, one tool whose result changes on every attempt, and one that fails on the first."""
 
+    default_policy: ClassVar[ToolPolicy | None] = (
+        ToolPolicy()
+    )  # declared: steps, reads and a failure: the journal's tests, not about approvals
+
     @tool
     def step(self, n: str) -> str:
         """Do step `n`."""
@@ -155,6 +159,8 @@ class Till(Toolset):
 class Careful(Toolset):
     """One tool that has the payer pay, catching whatever goes wrong (`RunParked` too) and reporting it."""
 
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()  # declared: it only runs the payer, whose own pay asks
+
     @tool
     async def pay_carefully(self, ctx: RunContext[CallScope], notes: str, amount: int) -> str:
         """Have the payer pay `amount`."""
@@ -166,6 +172,10 @@ class Careful(Toolset):
 
 class Quitting(Toolset):
     """One tool that cancels its own job (`parking`'s) and goes on."""
+
+    default_policy: ClassVar[ToolPolicy | None] = (
+        ToolPolicy()
+    )  # declared: cancelling its own job is what the test is about
 
     @tool
     async def quit(self) -> str:

@@ -7,10 +7,14 @@ import json
 
 from pydantic_ai import RunContext
 
-from llm_do import CallScope, Toolset, tool
+from llm_do import CallScope, ToolPolicy, Toolset, tool
 
 
 class Research(Toolset):
+    # Its only effect is running agents, whose own tools are gated by their policies: declared safe, it runs without
+    # asking, as a call to an agent does (a tool that declares nothing asks).
+    default_policy = ToolPolicy()
+
     @tool
     async def deep_research(self, ctx: RunContext[CallScope], question: str) -> str:
         """Research a question: expand it into queries, search each, and synthesize the findings."""

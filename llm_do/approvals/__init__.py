@@ -16,7 +16,10 @@ if TYPE_CHECKING:
         Approvals as Approvals,
     )
     from ._facts import (
+        AGENT_CALL as AGENT_CALL,
+        READ_ONLY as READ_ONLY,
         CallFacts as CallFacts,
+        ToolTraits as ToolTraits,
     )
     from ._grants import (
         Grants as Grants,
@@ -56,7 +59,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Approvals",
         "NATIVE_TOOL_NOT_GATED",
     ),
-    "_facts": ("CallFacts",),
+    "_facts": ("AGENT_CALL", "CallFacts", "READ_ONLY", "ToolTraits"),
     "_grants": (
         "Grants",
         "SessionKey",

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, get_args
 
 from ..errors import ConfigurationError, listing
-from ._facts import CallFacts
+from ._facts import CallFacts, ToolTraits
 from ._grants import Grants, session_key
-from ._policy import ApprovalMode, ApprovalOnDeny, PolicySettings, ToolPolicy, Verdict
+from ._policy import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings, ToolPolicy, Verdict
 from ._requests import Approval, ApprovalRequest, ApprovalUnavailable, Approver, ask_within, check_approver
 
 __all__ = ["Approvals", "NATIVE_TOOL_NOT_GATED"]
 
 _MODES: tuple[str, ...] = get_args(ApprovalMode)
 _ON_DENY: tuple[str, ...] = get_args(ApprovalOnDeny)
+_DECISIONS: tuple[str, ...] = get_args(Decision)
 _OPEN = ToolPolicy()
 
 
@@ -59,7 +61,10 @@ def _merge(
 
 
 def _check_names(
-    policies: Mapping[str, ToolPolicy], known: Collection[str], tools_of: Callable[[str], frozenset[str] | None]
+    policies: Mapping[str, ToolPolicy],
+    known: Collection[str],
+    tools_of: Callable[[str], frozenset[str] | None],
+    listed: Collection[str],
 ) -> None:
     """Refuse a policy that names no known toolset, or tools its toolset does not have (when known)."""
     for name, policy in policies.items():
@@ -67,7 +72,7 @@ def _check_names(
             _refuse_native_tool(name)
             raise ConfigurationError(
                 f"an approval policy names toolset {name!r}, which is neither a provider of the container, "
-                f"a runtime toolset, nor an entry (known: {listing(known)}); fix the name "
+                f"a runtime toolset, nor an entry (known: {listing(listed)}); fix the name "
                 "so the policy applies (names from LLM_DO_APPROVAL_POLICIES__NAME__... are lowercased)"
             )
         tools = tools_of(name)
@@ -83,7 +88,8 @@ class Approvals:
     """A runtime's approval rules: policies by toolset name, the mode, the default approver, the time limit.
 
     The `declared` policies are merged (later ones replace earlier ones per name), the settings
-    `overrides` applied on top, and each checked to name a `known` toolset and tools it has (`tools_of`).
+    `overrides` applied on top, and each checked to name a `known` toolset and tools it has (`tools_of`); an
+    error lists the `listed` names (the toolsets among the known names; all of them by default).
     """
 
     def __init__(
@@ -97,13 +103,15 @@ class Approvals:
         on_deny: ApprovalOnDeny,
         approver: Approver | None,
         timeout: float,
+        undeclared: Decision = "ask",
+        listed: Collection[str] | None = None,
     ) -> None:
         self._overrides = {
             name: item if isinstance(item, PolicySettings) else PolicySettings.model_validate(item)
             for name, item in overrides.items()
         }
         merged = _merge(declared, self._overrides)
-        _check_names(merged, known, tools_of)
+        _check_names(merged, known, tools_of, known if listed is None else listed)
         if mode not in _MODES:
             raise ConfigurationError(f"approval_mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
         if on_deny not in _ON_DENY:
@@ -111,11 +119,30 @@ class Approvals:
                 f"approval_on_deny must be one of {', '.join(map(repr, _ON_DENY))}, got {on_deny!r}"
             )
         check_approver(approver)
-        self.policies: Mapping[str, ToolPolicy] = MappingProxyType(merged)
-        self.gating = frozenset(name for name, policy in merged.items() if policy.may_gate)
-        """The toolset names whose policy can ask or deny a call."""
+        if undeclared not in _DECISIONS:
+            raise ConfigurationError(
+                f"approval_default must be one of {', '.join(map(repr, _DECISIONS))}, got {undeclared!r}"
+            )
         self._declared = frozenset(name for policies in declared for name in policies)
-        """Names with a declared policy (not only a settings override): their tools' MCP annotations are not read."""
+        """Names with a declared policy (not only a settings override): their tools' own declarations (read-only,
+        MCP annotations) are not read."""
+        self.undeclared: Decision = undeclared
+        """What a call gets to a tool that nobody declared safe: no declared policy for its toolset, and the tool
+        is neither declared read-only, nor an agent, nor an MCP tool (whose annotations decide)."""
+        self._unsafe = ToolPolicy(default=undeclared)
+        for name in merged:
+            if name not in self._declared:  # a settings override of a name without a declared policy
+                merged[name] = self._unsafe.overridden(self._overrides[name])
+        self.policies: Mapping[str, ToolPolicy] = MappingProxyType(merged)
+        undeclared_gate = {*known} - self._declared if undeclared != "allow" else set()
+        self.gating = frozenset(
+            {name for name, policy in merged.items() if policy.may_gate and name in self._declared}
+            | {name for name, override in self._overrides.items() if name not in self._declared}
+            | undeclared_gate
+        )
+        """The toolset names whose calls can be asked for or denied by something other than the tool itself: a
+        declared policy that can, a settings override, or no declared policy while `approval_default` is not
+        `allow` (their read-only tools and agents still run: see `evaluate`)."""
         self.mode = mode
         self.on_deny = on_deny
         self.approver = approver
@@ -137,26 +164,41 @@ class Approvals:
         return len(waiting)
 
     def may_gate(self, toolset: str) -> bool:
-        """Whether the policy of a toolset name can ask or deny a call."""
-        return toolset in self.gating
+        """Whether something other than the tool itself can ask for or deny a call to a toolset name."""
+        return toolset in self.gating or (self.undeclared != "allow" and toolset not in self._declared)
+
+    def declared(self, toolset: str) -> bool:
+        """Whether a policy is declared for a toolset name (a class's `default_policy`, the container's
+        `approval_policies`, `Runtime(policies=)`), rather than only overridden by settings or by nobody."""
+        return toolset in self._declared
+
+    def safe_runs(self, toolset: str) -> bool:
+        """Whether a call to a tool declared safe (read-only, an agent) of this toolset runs with nothing to
+        decide: no policy is declared for the name and no override applies to it."""
+        return toolset not in self._declared and toolset not in self._overrides
 
     def policy(self, toolset: str) -> ToolPolicy:
-        """The policy of a toolset name; a name without one allows every call (unless a tool asks)."""
-        return self.policies.get(toolset, _OPEN)
+        """The policy of a toolset name, overrides included. For a name without a declared one, the policy of its
+        tools nobody declared safe (`approval_default`); its read-only tools, agents and MCP tools are decided
+        by what they declare (see `verdict`)."""
+        policy = self.policies.get(toolset)
+        return policy if policy is not None else self._unsafe
 
     def annotated(self, toolset: str) -> bool:
-        """Whether the calls of `toolset` are decided by its tools' MCP annotations (no policy is declared for it)."""
+        """Whether the calls of `toolset` are decided by its tools' own declarations (MCP annotations, read-only):
+        no policy is declared for it."""
         return toolset not in self._declared
 
     async def evaluate(self, call: CallFacts) -> Verdict:
-        """The verdict for one call: its verdict before any rule, then the policy's rule (a toolset decided by its
-        tools' MCP annotations has none)."""
+        """The verdict for one call: its verdict before any rule, then the declared policy's rule (a toolset
+        without a declared policy has none)."""
         carries = bool(call.attachments)
-        if call.annotations is None:
-            return await self.policy(call.toolset).evaluate(
+        if call.toolset in self._declared:
+            return await self.policies[call.toolset].evaluate(
                 call.toolset, call.tool, call.args, requires_approval=call.requires_approval, attachments=carries
             )
-        return self._by_annotations(call.toolset, call.tool, call.requires_approval, call.annotations, carries)
+        traits = ToolTraits(call.read_only, call.requires_approval, call.agent)
+        return self._undeclared(call.toolset, call.tool, traits, call.annotations, carries)
 
     def verdict(
         self,
@@ -166,31 +208,57 @@ class Approvals:
         requires_approval: bool = False,
         annotations: Mapping[str, Any] | None = None,
         attachments: bool = False,
+        traits: ToolTraits | None = None,
     ) -> Verdict:
-        """The verdict for a call before any rule sees its arguments. An MCP tool (`annotations` is its
-        annotations, `{}` when it has none) of a toolset without a declared policy is allowed when
-        annotated `readOnlyHint` and asked for otherwise; settings overrides for the toolset still apply
-        on top."""
-        if annotations is None or toolset in self._declared:
-            return self.policy(toolset).static_verdict(
-                toolset, tool, requires_approval=requires_approval, attachments=attachments
+        """The verdict for a call before any rule sees its arguments. `traits` are what the tool declares
+        (`requires_approval` adds to them). Without a declared policy for the toolset: an MCP tool
+        (`annotations` is its annotations, `{}` when it has none) is allowed when annotated `readOnlyHint`
+        and asked for otherwise; a tool declared read-only, or an agent, is allowed; any other tool gets
+        `approval_default` (`ask` unless set otherwise). Settings overrides for the toolset apply on top."""
+        traits = traits or _NO_TRAITS
+        if requires_approval and not traits.requires_approval:
+            traits = replace(traits, requires_approval=True)
+        if toolset in self._declared:
+            return self.policies[toolset].static_verdict(
+                toolset, tool, requires_approval=traits.requires_approval, attachments=attachments
             )
-        return self._by_annotations(toolset, tool, requires_approval, annotations, attachments)
+        return self._undeclared(toolset, tool, traits, annotations, attachments)
 
-    def _by_annotations(
-        self, toolset: str, tool: str, requires_approval: bool, annotations: Mapping[str, Any], attachments: bool
+    def _undeclared(
+        self,
+        toolset: str,
+        tool: str,
+        traits: ToolTraits,
+        annotations: Mapping[str, Any] | None,
+        attachments: bool,
     ) -> Verdict:
-        """The verdict for a call to an MCP tool of a toolset without a declared policy (see `verdict`)."""
-        read_only = annotations.get("readOnlyHint") is True
+        """The verdict for a call to a tool of a toolset without a declared policy (see `verdict`)."""
         override = self._overrides.get(toolset)
-        if read_only and override is None and not requires_approval and not attachments:
-            return _READ_ONLY_VERDICT  # the common case, decided without building anything
-        base = _READ_ONLY if read_only else _UNMARKED
+        requires_approval = traits.requires_approval
+        if annotations is not None:
+            read_only = annotations.get("readOnlyHint") is True
+            if read_only and override is None and not requires_approval and not attachments:
+                return _READ_ONLY_VERDICT  # the common case, decided without building anything
+            base = _READ_ONLY if read_only else _UNMARKED
+            why = f"MCP tool {tool!r} of toolset {toolset!r}: {_hinted(annotations)}"
+        elif traits.read_only or traits.agent:
+            base = _READ_ONLY
+            why = (
+                f"tool {tool!r} is declared read-only"
+                if traits.read_only
+                else f"{tool!r} is an agent: its own tools are gated by their policies"
+            )
+        else:
+            base = self._unsafe
+            why = (
+                f"tool {tool!r} of toolset {toolset!r} is not declared read-only, and no approval policy is "
+                f"declared for the toolset (approval_default is {self.undeclared!r})"
+            )
         policy = base if override is None else base.overridden(override)
         verdict = policy.static_verdict(toolset, tool, requires_approval=requires_approval, attachments=attachments)
-        by_annotation = override is None or (tool not in override.tools and override.default is None)
-        if by_annotation and verdict.decision == base.default and not requires_approval:
-            verdict = Verdict(verdict.decision, f"MCP tool {tool!r} of toolset {toolset!r}: {_hinted(annotations)}")
+        by_base = override is None or (tool not in override.tools and override.default is None)
+        if by_base and verdict.decision == base.default and not requires_approval:
+            verdict = Verdict(verdict.decision, why)
         return verdict
 
     def asks(self, verdict: Verdict) -> bool:
@@ -256,3 +324,4 @@ def _hinted(annotations: Mapping[str, Any]) -> str:
 _READ_ONLY = ToolPolicy(default="allow")
 _READ_ONLY_VERDICT = Verdict("allow", "the MCP tool is annotated readOnlyHint")
 _UNMARKED = ToolPolicy(default="ask")
+_NO_TRAITS = ToolTraits()

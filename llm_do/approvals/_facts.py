@@ -9,7 +9,36 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..files import Attachment
 
-__all__ = ["CallFacts"]
+__all__ = ["AGENT_CALL", "READ_ONLY", "CallFacts", "ToolTraits"]
+
+READ_ONLY = "read_only"
+"""The key of a tool's metadata (pydantic-ai's `ToolDefinition.metadata`) that declares it read-only when True:
+`@tool(read_only=True)` sets it, and a `FunctionToolset`'s tool takes `metadata={"read_only": True}`. Without a
+declared policy, a read-only tool runs without asking; any other asks (`approval_default`)."""
+
+AGENT_CALL = "llm_do.agent_call"
+"""The key of a tool's metadata that marks a call to an entry (an agent called as a tool): without a declared
+policy it runs without asking, since the called agent's own tools are gated by theirs."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolTraits:
+    """What a tool declares about itself that approvals read: known at load for `Toolset` classes and
+    `FunctionToolset`s, from each call's tool definition otherwise."""
+
+    read_only: bool = False
+    """Declared read-only (`@tool(read_only=True)`, or `metadata={"read_only": True}`)."""
+    requires_approval: bool = False
+    """Declared `requires_approval=True`: it asks at least."""
+    agent: bool = False
+    """A call to an entry (agent-as-tool)."""
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, Any] | None, *, requires_approval: bool = False) -> ToolTraits:
+        """The traits a tool's metadata declares."""
+        if not metadata:
+            return _PLAIN if not requires_approval else cls(requires_approval=True)
+        return cls(metadata.get(READ_ONLY) is True, requires_approval, metadata.get(AGENT_CALL) is True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +59,10 @@ class CallFacts:
     """The tool is declared `requires_approval=True`."""
     annotations: Mapping[str, Any] | None = None
     """An MCP tool's annotations (`{}` when it has none), when they decide: no policy is declared for its toolset."""
+    read_only: bool = False
+    """The tool is declared read-only (`READ_ONLY` in its metadata)."""
+    agent: bool = False
+    """The tool calls an entry (agent-as-tool, `AGENT_CALL` in its metadata)."""
     attachments: Sequence[str] = ()
     """Names of the files the call hands over."""
     shown: tuple[Attachment, ...] | None = None
@@ -41,3 +74,6 @@ class CallFacts:
     """Made from Python: decided in place, and a denial raises `ApprovalDenied` (there is no model to tell)."""
     asked: bool = False
     """The tool asked for approval itself (it raised `ApprovalRequired`): no policy is evaluated."""
+
+
+_PLAIN = ToolTraits()

@@ -18,7 +18,7 @@ from pydantic_ai.models import Model
 from rich.markup import escape
 from rich.table import Table
 
-from ..approvals import ToolPolicy
+from ..approvals import ToolPolicy, Verdict
 from ..project import Problem, Project, load_project
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
@@ -44,6 +44,7 @@ def check(args: argparse.Namespace) -> int:
     with _reported(args):
         project, probes = _load(args)
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
+        ungated = _ungated(project, {probe.name: probe for probe in probes if probe.error is None})
         problems = server_problems(project, probes)
         if project.layout is not None:
             problems.extend(stray_problems(project.layout, project.entries))
@@ -61,6 +62,8 @@ def check(args: argparse.Namespace) -> int:
                 document["mcp_servers"] = [dataclasses.asdict(probe) for probe in probes]
             if problems:
                 document["problems"] = [_problem_json(problem) for problem in problems]
+            if ungated:
+                document["ungated"] = ungated
             print(json.dumps(document, ensure_ascii=False))
             return ERROR if failed or problems else OK
         err = console(stderr=True)
@@ -77,6 +80,9 @@ def check(args: argparse.Namespace) -> int:
         print(
             f"ok: {len(project.entries)} entries ({names}); default entry: {project.default_entry or 'none'}{servers}"
         )
+        for item in ungated:
+            used_by = ", ".join(item["entries"])
+            print(shown(f"ungated: {item['toolset']}.{item['tool']} ({used_by}) runs without asking: {item['why']}"))
         if unset:
             err.print(escape(f"note: no model for {', '.join(unset)}: give one when running (--model or LLM_DO_MODEL)"))
         mode = _file_mode(project)
@@ -167,12 +173,18 @@ def _row(project: Project, name: str, started: Mapping[str, ServerProbe]) -> dic
     kind = "worker" if name in project.workers else "agent" if isinstance(entry, AgentEntry) else "function"
     approvals: dict[str, str] = {}
     decided: dict[str, dict[str, str]] = {}
+    reasons: dict[str, dict[str, str]] = {}
     for toolset in entry.toolsets:
         server = server_of(project, toolset)
         probe = started.get(server) if server is not None else None
+        verdicts = None if server is not None else _tool_verdicts(project, toolset)
         if probe is not None:
             decided[toolset] = decisions(project, toolset, probe)
             approvals[toolset] = grouped(decided[toolset]) + _rule(project.runtime.policy(toolset))
+        elif verdicts is not None and not project.runtime.declares_policy(toolset):
+            decided[toolset] = {tool: verdict.decision for tool, verdict in verdicts.items()}
+            reasons[toolset] = {tool: verdict.reason or verdict.decision for tool, verdict in verdicts.items()}
+            approvals[toolset] = _by_tool(verdicts)
         else:
             approvals[toolset] = _policy(project, toolset, mcp=server is not None)
     row: dict[str, Any] = {"entry": name, "kind": kind, "model": _model_of(entry) or None}
@@ -180,6 +192,8 @@ def _row(project: Project, name: str, started: Mapping[str, ServerProbe]) -> dic
     row["approvals"] = approvals
     if decided:
         row["decisions"] = decided
+    if reasons:
+        row["reasons"] = reasons
     row["description"] = entry.description
     if name in project.workers and project.workers[name].native_tools:
         row["native_tools"] = native_rows(project.workers[name].native_tools)
@@ -205,6 +219,81 @@ def _policy(project: Project, toolset: str, *, mcp: bool) -> str:
     if policy.attachments is not None:
         parts.append(f"with attachments {policy.attachments}")
     return ", ".join(parts) + _rule(policy)
+
+
+def _tool_verdicts(project: Project, toolset: str) -> dict[str, Verdict] | None:
+    """Each tool's verdict before any rule, when the toolset's tools are known at load: a `Toolset` class, a
+    `FunctionToolset`, an entry (also under the name a worker's `approvals:` give it, `worker@caller`)."""
+    runtime = project.runtime
+    verdicts = runtime.tool_verdicts(toolset)
+    base = toolset.partition("@")[0]
+    if verdicts is None and base != toolset and base in project.entries:
+        verdicts = {base: runtime.verdict(toolset, base, agent=True)}
+    return verdicts
+
+
+def _by_tool(verdicts: Mapping[str, Verdict]) -> str:
+    """`allow read, find (read-only); ask write (not declared read-only)`: each tool by its decision and what
+    gave it."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for tool, verdict in verdicts.items():
+        groups.setdefault((verdict.decision, _decided_by(verdict.reason or "")), []).append(tool)
+    return "; ".join(f"{decision} {', '.join(tools)} ({by})" for (decision, by), tools in groups.items()) or "no tools"
+
+
+def _decided_by(reason: str) -> str:
+    """What a verdict's reason says decided it, in a few words."""
+    for says, by in _DECIDED_BY:
+        if says in reason:
+            return by
+    return "policy"
+
+
+_DECIDED_BY = (
+    ("requires_approval=True", "requires_approval"),
+    ("is declared read-only", "read-only"),
+    ("is an agent", "agent"),
+    ("is not declared read-only", "not declared read-only"),
+)
+
+
+def _ungated(project: Project, started: Mapping[str, ServerProbe]) -> list[dict[str, Any]]:
+    """Every tool a call runs without asking anyone (its verdict is `allow` and no rule can change that), with the
+    entries using it and why; native tools too, which no policy reaches."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    runtime = project.runtime
+    for name, entry in project.entries.items():
+        for toolset in entry.toolsets:
+            server = server_of(project, toolset)
+            probe = started.get(server) if server is not None else None
+            if runtime.policy(toolset).rule is not None and runtime.declares_policy(toolset):
+                continue  # a rule sees each call's arguments: it may ask
+            if probe is not None:
+                verdicts = {
+                    tool.name: runtime.verdict(toolset, tool.name, annotations=tool.annotations) for tool in probe.tools
+                }
+            elif server is None:
+                verdicts = _tool_verdicts(project, toolset) or {}
+                if not verdicts and (default := runtime.verdict(toolset, "*")).decision == "allow":
+                    verdicts = {"*": default}  # its tools are known once it is built: every one of them
+            else:
+                verdicts = {}
+            for tool, verdict in verdicts.items():
+                if verdict.decision == "allow":
+                    item = found.setdefault(
+                        (toolset, tool), {"toolset": toolset, "tool": tool, "entries": [], "why": verdict.reason}
+                    )
+                    item["entries"].append(name)
+        worker = project.workers.get(name)
+        for tool in worker.native_tools if worker is not None else ():
+            item = found.setdefault(
+                (tool, tool), {"toolset": tool, "tool": tool, "entries": [], "why": "a native tool: " + _NATIVE}
+            )
+            item["entries"].append(name)
+    return list(found.values())
+
+
+_NATIVE = "it runs at the model's provider, where no approval policy reaches"
 
 
 def _rule(policy: ToolPolicy) -> str:

@@ -123,8 +123,9 @@ def shown(text: str) -> str:
 
 def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]]:
     """The calls as a JSON tree: each with its id, entry, depth, model, outcome, usage and child calls, the
-    files it received (`attachments`: name, media type, size, digest) when it received any, and what its replies
-    looked like (`warnings`) when they were not what they seemed."""
+    files it received (`attachments`: name, media type, size, digest) when it received any, what its replies
+    looked like (`warnings`) when they were not what they seemed, and the native tools its model ran at its
+    provider (`native_tool_calls`: tool, arguments, result) when it ran any."""
     children: dict[str | None, list[dict[str, Any]]] = {}
     ids = {call.id for call in calls}
     for call in depth_first(calls):
@@ -141,6 +142,9 @@ def json_calls(calls: Sequence[CallRecord], board: Board) -> list[dict[str, Any]
             node["attachments"] = [info.to_json() for info in call.attachments]
         if call.warnings:
             node["warnings"] = list(call.warnings)
+        native = board.native_calls(call.id)
+        if native:
+            node["native_tool_calls"] = [{key: item[key] for key in ("tool", "args", "result")} for item in native]
         children.setdefault(call.parent if call.parent in ids else None, []).append(node)
     for nodes in children.values():
         for node in nodes:

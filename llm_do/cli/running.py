@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     if args.json:
         document = {"output": _jsonable(result.output), "usage": usage_json(result.usage)}
+        board.read_log(result.log)  # what the live stream did not show (a run not streamed has no responses there)
         document["calls"] = json_calls(result.calls, board)
         print(json.dumps(document, ensure_ascii=False))
         return OK
@@ -381,20 +382,22 @@ def _entry(project: Project, name: str | None) -> tuple[str, Entry]:
 
 
 def _attachments(project: Project, paths: list[str]) -> tuple[Attachment, ...]:
-    """The files given with --attach, relative to the current directory, each under the project root
-    (attachments never leave it) and within the limits of the project's settings."""
+    """The files given with --attach, relative to the current directory, within the limits of the project's
+    settings. The person typing a path is the authority over it: any regular file they can read, also outside
+    the project (named by its file name) or through a symbolic link. A file under the project root is named by
+    its path there, as a model would name it."""
     config = project.runtime.config
     root = os.path.realpath(config.project_root)
     found: list[Attachment] = []
     for given in paths:
         where = os.path.abspath(given)
         real = os.path.join(os.path.realpath(os.path.dirname(where)), os.path.basename(where))
-        if os.path.commonpath([root, real]) != root or real == root:
-            raise UsageError(
-                f"--attach {given}: {where} is not a file under the project root {root}; "
-                "attachments never leave the project: copy the file into it"
-            )
-        found.append(Attachment.read(root, os.path.relpath(real, root), settings=config.attachments))
+        inside = os.path.commonpath([root, real]) == root and real != root
+        if inside and not os.path.islink(real):
+            found.append(Attachment.read(root, os.path.relpath(real, root), settings=config.attachments))
+        else:
+            name = os.path.relpath(real, root) if inside else None
+            found.append(Attachment.from_path(where, name=name, settings=config.attachments))
     check_call(found, config.attachments)
     return tuple(found)
 

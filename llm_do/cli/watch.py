@@ -9,12 +9,17 @@ appear in the final tree (from `RunResult.calls`), not live.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic_ai.messages import (
     FunctionToolResultEvent,
     ModelRequest,
+    ModelResponse,
+    ModelResponsePart,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     PartDeltaEvent,
     PartEndEvent,
     PartStartEvent,
@@ -25,10 +30,12 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
+from pydantic_core import to_json
 
 from ..errors import shortened
 from ..events import AgentStarted, CallEvent, CallTag, CallWarning, Event, ResponseCompleted
 from ..project.models import model_id
+from ..results import LogEntry
 from ..run import usage_of
 
 __all__ = ["Board", "LiveCall"]
@@ -63,11 +70,19 @@ class Board:
         """The call that asked its model last."""
         self._text: dict[str, str] = {}
         """Text streamed by each call and not echoed yet (`-vv`)."""
+        self.native: dict[str, list[dict[str, Any]]] = {}
+        """The native tool calls (run at the model's provider: web search, ...) of each call, by call id: each
+        `{"tool", "args", "result"}`, the result `None` until the provider returns one."""
 
     def clear(self) -> None:
         self.calls.clear()
         self.active = None
         self._text.clear()
+        self.native.clear()
+
+    def native_calls(self, call_id: str) -> list[dict[str, Any]]:
+        """The native tool calls the call's model made at its provider, in order."""
+        return self.native.get(call_id, [])
 
     def models(self) -> dict[str, str]:
         """Model name by call id."""
@@ -129,15 +144,61 @@ class Board:
         call = self.calls.get(tag.id)
         if call is not None:
             call.usage.incr(usage_of([response]))
+        self._native(tag.id, response.parts)
         if self.echo is None or self.verbosity < 1:
             return
         for part in response.parts:
-            if isinstance(part, ToolCallPart):
+            if isinstance(part, NativeToolCallPart):
+                self.echo(
+                    "call",
+                    _where(tag),
+                    f"{part.tool_name}(" + shortened(part.args_as_json_str(), 200, one_line=True) + ") [native: "
+                    f"run by {part.provider_name or 'the provider'}]",
+                )
+            elif isinstance(part, NativeToolReturnPart):
+                self.echo(
+                    "result", _where(tag), part.tool_name + " -> " + shortened(_content(part), 200, one_line=True)
+                )
+            elif isinstance(part, ToolCallPart):
                 self.echo(
                     "call",
                     _where(tag),
                     f"{part.tool_name}(" + shortened(part.args_as_json_str(), 200, one_line=True) + ")",
                 )
+
+    def read_log(self, log: Iterable[LogEntry]) -> None:
+        """Note the native tool calls of the run's message log, for the calls whose responses the stream did not
+        show."""
+        for entry in log:
+            if entry.call_id in self.native:
+                continue
+            for message in entry.messages:
+                if isinstance(message, ModelResponse):
+                    self._native(entry.call_id, message.parts)
+
+    def _native(self, call_id: str, parts: Sequence[ModelResponsePart]) -> None:
+        """Note the native tool calls of a response, and the results the provider returned in it."""
+        for part in parts:
+            if isinstance(part, NativeToolCallPart):
+                made = self.native.setdefault(call_id, [])
+                made.append(
+                    {"tool": part.tool_name, "id": part.tool_call_id, "args": part.args_as_dict(), "result": None}
+                )
+            elif isinstance(part, NativeToolReturnPart):
+                made = self.native.setdefault(call_id, [])
+                found = next((item for item in made if item["id"] == part.tool_call_id), None)
+                if found is None:
+                    found = {"tool": part.tool_name, "id": part.tool_call_id, "args": None, "result": None}
+                    made.append(found)
+                found["result"] = shortened(_content(part), 2000, one_line=True)
+
+
+def _content(part: NativeToolReturnPart) -> str:
+    """What a native tool returned, as text."""
+    content = part.content
+    if isinstance(content, str):
+        return content
+    return to_json(content, fallback=str).decode()
 
 
 def _shown(model: Model | str | None) -> str:

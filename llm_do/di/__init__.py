@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         ToolsetSource as ToolsetSource,
         ToolsetSpec as ToolsetSpec,
         scope_of_provider as scope_of_provider,
+        toolset_names as toolset_names,
     )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -56,6 +57,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ToolsetSource",
         "ToolsetSpec",
         "scope_of_provider",
+        "toolset_names",
     ),
 }
 """Each private module of the room, and the names it gives the other rooms."""

@@ -10,7 +10,7 @@ from typing import Any
 from dependency_injector import providers
 from pydantic_ai.models import Model
 
-from ..approvals import ApprovalMode, ApprovalOnDeny, PolicySettings
+from ..approvals import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings
 from ..files import AttachmentSettings
 from ..guards import ModelLimits, ModelRules, SuspectOutput
 from ._settings import LlmDoSettings, settings_values
@@ -34,6 +34,10 @@ class RuntimeConfig:
     approval_policies: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
     approval_timeout: float = 600.0
     """Seconds an approver may take to answer before the call is denied."""
+    approval_default: Decision = "ask"
+    """What a call gets to a tool nobody declared safe: its toolset has no declared policy and the tool is not
+    declared read-only (nor an agent, nor an MCP tool, whose annotations decide). `allow` keeps the behaviour of
+    llm-do before this setting: such tools run without asking."""
     project_root: Path = Path(".")
     """The directory attachments are read from (and confined to): names are relative to it."""
     attachments: AttachmentSettings = field(default_factory=AttachmentSettings, hash=False)

@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, DirectoryPath, 
 from pydantic_ai.models import Model
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError as _ParseError
 
-from ..approvals import ApprovalMode, ApprovalOnDeny, PolicySettings
+from ..approvals import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings
 from ..errors import InvalidSettings
 from ..files import AttachmentSettings, FilesystemSettings
 from ..guards import ModelLimits, SuspectOutput
@@ -70,6 +70,7 @@ _FORMS: dict[str, tuple[str, str]] = {
     "approval_on_deny": ("one of tell_model, raise", "tell_model"),
     "cleanup_timeout": ("a number of seconds > 0", "10"),
     "approval_timeout": ("a number of seconds > 0", "600"),
+    "approval_default": ("one of ask, allow, deny", "ask"),
     "session_idle_timeout": ("a number of seconds > 0", "1800"),
     "stream_buffer": ("a whole number of events >= 1", "256"),
     "resume_buffer": ("a whole number of events >= 1", "10000"),
@@ -114,6 +115,9 @@ class LlmDoSettings(BaseSettings):
     """Policy overrides per toolset name, on top of the declared policies (see docs/approvals.md)."""
     approval_timeout: float = Field(default=600.0, gt=0)
     """Seconds an approver may take to answer; then the call is denied (the model reads why)."""
+    approval_default: Decision = "ask"
+    """What a call to a tool nobody declared safe gets (no declared policy, not declared read-only): `ask`, or
+    `allow` to run such tools without asking, as llm-do did before (see docs/approvals.md)."""
     session_idle_timeout: float = Field(default=1800.0, gt=0)
     """Seconds a session may stay without a run before it closes (its objects are torn down)."""
     cleanup_timeout: float = Field(default=10.0, gt=0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,32 @@ from ..errors import ScopeMismatch
 from ..scopes import Scope, built
 from ._singletons import SessionLocalSingleton
 
-__all__ = ["ToolsetSource", "ToolsetSpec", "scope_of_provider"]
+__all__ = ["ToolsetSource", "ToolsetSpec", "scope_of_provider", "toolset_names"]
+
+_NOT_TOOLSETS = frozenset({"approval_policies", "config", "run_state"})
+"""The providers every `AgentContainer` has that are no toolsets."""
+
+
+def toolset_names(by_name: Mapping[str, providers.Provider[Any]]) -> list[str]:
+    """The names of a container's providers that may build a toolset, as error messages list them: not
+    `config`, `approval_policies` or `run_state`, not settings or collections, not a `Resource` (a pool or a
+    client that toolsets use) unless it declares a toolset class, and not a provider declared to build a class
+    that is no toolset."""
+    from pydantic_ai.toolsets import AbstractToolset
+
+    names: list[str] = []
+    for name, provider in by_name.items():
+        if name in _NOT_TOOLSETS or isinstance(provider, providers.Configuration | providers.Dict | providers.List):
+            continue
+        declared = getattr(provider, "provides", None)
+        if isinstance(provider, providers.Object) and not isinstance(declared, type):
+            declared = type(declared)
+        if isinstance(declared, type):
+            if issubclass(declared, AbstractToolset):
+                names.append(name)
+        elif not isinstance(provider, providers.Resource):
+            names.append(name)  # a factory function: it may build one
+    return names
 
 
 # Order matters: SessionLocalSingleton is a ContextLocalSingleton, which is a BaseSingleton too.

@@ -133,6 +133,39 @@ class Attachment:
         return cls._made(canonical, data, detect_media_type(canonical, data), limits)
 
     @classmethod
+    def from_path(
+        cls, path: str | os.PathLike[str], *, name: str | None = None, settings: AttachmentSettings | None = None
+    ) -> Attachment:
+        """Read a file a person names (a path typed on the command line), wherever it is: any regular file they
+        can read, symbolic links followed, within the limits and typed by its content like any attachment. It is
+        named `name`, by default the file's own name. Never use it for a name a model gives: those are read with
+        `read`, confined to a root (blocking: run it in a thread)."""
+        limits = settings or AttachmentSettings()
+        shown = os.fspath(path)
+        name = name if name is not None else os.path.basename(shown.rstrip("/"))
+        _check_name(name)
+        try:
+            fd = os.open(shown, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as error:
+            reason = "does not exist" if isinstance(error, FileNotFoundError) else error.strerror or "cannot be read"
+            raise AttachmentError(f"attach: {shown!r} {reason}; give the path of a file you can read") from None
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise AttachmentError(f"attach: {shown!r} is a directory; attach the files in it one by one")
+            if not stat.S_ISREG(info.st_mode):
+                raise AttachmentError(f"attach: {shown!r} is not a regular file (a device, pipe or socket)")
+            _check_size(name, info.st_size, limits.max_file_bytes, "max_file_bytes")
+            with os.fdopen(fd, "rb", closefd=False) as file:
+                data = file.read(limits.max_file_bytes + 1)  # one byte more tells a file that grew since fstat
+        except OSError as error:
+            raise AttachmentError(f"attach: cannot read {shown!r}: {error.strerror or type(error).__name__}") from None
+        finally:
+            os.close(fd)
+        _check_size(name, len(data), limits.max_file_bytes, "max_file_bytes")
+        return cls._made(name, data, detect_media_type(name, data), limits)
+
+    @classmethod
     def from_bytes(
         cls, name: str, data: bytes, media_type: str | None = None, *, settings: AttachmentSettings | None = None
     ) -> Attachment:

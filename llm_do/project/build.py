@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
 from ..approvals import Approver, PolicySettings, ToolPolicy
-from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec
+from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec, toolset_names
 from ..errors import ConfigurationError, listing
 from ..files import Attachment
 from ..guards import ModelRules
@@ -366,6 +366,7 @@ class _Builder:
         config: RuntimeConfig | None,
     ) -> None:
         count = len(self.problems)
+        not_toolsets = set(providers) - set(toolset_names(providers))  # a pool, settings: listed as no toolset
         for index, name in enumerate(spec.toolsets):
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=1)
@@ -380,7 +381,7 @@ class _Builder:
                     hint = f"{earlier}. "
                 self.problems.append(
                     spec.problem(
-                        f"unknown toolset {name!r}: {hint}known toolsets are {listing(known)}; "
+                        f"unknown toolset {name!r}: {hint}known toolsets are {listing(known - not_toolsets)}; "
                         "fix the name, or define it (a provider of the project's container, a toolset in a "
                         "project module, or another worker)",
                         "toolsets",

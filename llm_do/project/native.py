@@ -28,7 +28,7 @@ from pydantic_ai.capabilities import (
     WebFetch,
     WebSearch,
 )
-from pydantic_ai.models import Model, infer_model_profile
+from pydantic_ai.models import Model, infer_model, infer_model_profile
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.native_tools import (
     NATIVE_TOOL_TYPES,
@@ -39,6 +39,7 @@ from pydantic_ai.native_tools import (
     ImageSize,
     WebSearchUserLocation,
 )
+from pydantic_ai.providers import infer_provider_class
 
 from ..approvals import NATIVE_TOOL_NOT_GATED
 from ..errors import listing
@@ -372,7 +373,26 @@ def _support(model: Model) -> _Support | None:
             kinds = infer_model_profile(name).get("supported_native_tools", SUPPORTED_NATIVE_TOOLS)
         except Exception:
             return None
-        return _Support(name, kinds, lambda tool: frozenset())
+        return _Support(name, kinds, _unapplied_without_key(name))
+
+
+def _unapplied_without_key(name: str) -> Callable[[AbstractNativeTool], frozenset[str]]:
+    """The model class's own answer on the settings it cannot apply, from a model built with a stand-in key (it
+    sends nothing: only its class's answer is read), so that whether a key is set never changes the verdict;
+    nothing is missing when the model cannot be built even so."""
+    try:
+
+        def provider(name: str) -> Any:
+            made: Any = infer_provider_class(name)
+            return made(api_key=_NO_KEY)
+
+        built = infer_model(name, provider_factory=provider)
+        return built.unsupported_native_tool_settings
+    except Exception:
+        return lambda tool: frozenset()
+
+
+_NO_KEY = "llm-do-check-sends-nothing"
 
 
 def worker_native_problems(

@@ -315,7 +315,9 @@ class CallScope(metaclass=NoPublicConstructor):
         gate = self._lending.gate()
         asked_as = gate.python_call_id(name, name)
         names = args.get("attachments", ())
-        facts = CallFacts(name, name, args, asked_as, tool_call=False, attachments=names, shown=handed, direct=True)
+        facts = CallFacts(
+            name, name, args, asked_as, tool_call=False, agent=True, attachments=names, shown=handed, direct=True
+        )
         call = gate.call(
             facts, lambda approved: self.call_child(name, input_data, attachments=handed, asked_as=asked_as)
         )

@@ -14,6 +14,7 @@ from pydantic_ai.tools import ToolDefinition, ToolPrepareFunc
 from pydantic_ai.toolsets import FunctionToolset
 
 from .._compat import RUN_ALONE, current_run_context, leaves_out_empty_own_toolset
+from ..approvals import AGENT_CALL
 from ..di import RuntimeConfig
 from ..errors import ToolsetError
 from ..events import AgentStarted, CallWarning
@@ -290,7 +291,9 @@ def entry_toolset(target: Entry) -> FunctionToolset[Any]:
         call = call_typed
     description = target.description or f"Ask the {target.name!r} agent to do a task and return its answer."
     # The typed tool takes one model, which pydantic-ai hands over as its `input` argument.
-    metadata = {TAKES_ATTACHMENTS: True if schema_in is None else "input"} if takes else None
+    metadata: dict[str, Any] = {AGENT_CALL: True}  # without a declared policy, calling an agent asks nothing
+    if takes:
+        metadata[TAKES_ATTACHMENTS] = True if schema_in is None else "input"
     offered = not takes or getattr(target, "takes_attachments", False)  # else only to a caller holding files
     prepare: ToolPrepareFunc[Any] | None = None if offered else _attachments_when_held
     tool: Tool[Any] = Tool(

@@ -21,7 +21,7 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
-from ..approvals import Approvals, CallFacts, RunSuspended
+from ..approvals import AGENT_CALL, READ_ONLY, Approvals, CallFacts, RunSuspended
 from ..files import TAKES_ATTACHMENTS, names_in
 from ..toolkit import ReadableArguments, Toolset
 from ._gate import CallGate, GatedCall
@@ -40,14 +40,13 @@ class Lending:
     """One call's loans to pydantic-ai: the wrappers, the approval gate (made on first use), and the
     run contexts pydantic-ai made for them, which a callback scheduled by a tool may keep."""
 
-    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_gating", "_lent", "_seen", "hold")
+    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_lent", "_seen", "hold")
 
     def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
         self._approvals = approvals
         self._call = call
         self._entry_tools = entry_tools
         self._gate: CallGate | None = None
-        self._gating = approvals.gating
         self._lent: list[LentToolset | LentGroup] = []
         self._seen: list[RunContext[Any]] = []
         self.hold = SiblingHold()
@@ -146,7 +145,7 @@ class Lending:
 
             metadata = tool.tool_def.metadata
             facts = None
-            if metadata or toolset in self._gating:
+            if metadata or self._approvals.may_gate(toolset):
                 facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
             if facts is None:  # nothing can ask for the call, unless the tool does
                 try:
@@ -182,13 +181,19 @@ class Lending:
         direct: bool,
     ) -> CallFacts | None:
         """The facts of a call the gate must see, or None when nothing but the tool itself can ask for it."""
+        approvals = self._approvals
         requires_approval = bool(metadata.get(_REQUIRES_APPROVAL))
         annotations: dict[str, Any] | None = None
-        if "annotations" in metadata and self._approvals.annotated(toolset):
+        undeclared = approvals.annotated(toolset)
+        if "annotations" in metadata and undeclared:
             annotations = metadata["annotations"] or {}  # an MCP tool's: without a declared policy, they decide
-        if not requires_approval and annotations is None and toolset not in self._gating:
+        if not requires_approval and annotations is None and not approvals.may_gate(toolset):
             return None  # its policy allows every call and the tool does not ask
+        read_only = metadata.get(READ_ONLY) is True
+        agent = metadata.get(AGENT_CALL) is True
         names = names_in(tool_args, metadata.get(TAKES_ATTACHMENTS))
+        if (read_only or agent) and not requires_approval and not names and approvals.safe_runs(toolset):
+            return None  # declared safe, and nothing is declared for its toolset that could say otherwise
         if names is not None and not names:  # an empty list of attachments is left out of what policies see
             tool_args = {key: value for key, value in tool_args.items() if key != "attachments"}
         return CallFacts(
@@ -198,6 +203,8 @@ class Lending:
             ctx.tool_call_id or "",
             requires_approval=requires_approval,
             annotations=annotations,
+            read_only=read_only,
+            agent=agent,
             attachments=names or (),
             approved=ctx.tool_call_approved,
             direct=direct,

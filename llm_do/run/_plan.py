@@ -16,11 +16,11 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..approvals import Approvals, Approver, ToolPolicy
-from ..di import Container, ContainerParts, Resources, RuntimeConfig, ToolsetSource, ToolsetSpec
+from ..di import Container, ContainerParts, Resources, RuntimeConfig, ToolsetSource, ToolsetSpec, toolset_names
 from ..errors import ConfigurationError, listing
 from ..results import RunState
 from ..scopes import Scope, ScopeOwner, Sink, built
-from ..toolkit import Toolset, check_unique_tools, known_tool_names, may_ask_for_approval
+from ..toolkit import Toolset, check_unique_tools, known_tool_names, known_tool_traits, may_ask_for_approval
 from ._entries import entry_toolset, made_agent
 from ._entry import Entry, EntryPlan, ToolsetUse
 from ._servers import owning
@@ -69,8 +69,10 @@ class Plan:
             self._declared_policies(policies or {}),
             config.approval_policies,
             known=self._known() - _RESERVED,
+            listed=self._toolset_names(),
             tools_of=self._static_tool_names,
             mode=config.approval_mode,
+            undeclared=config.approval_default,
             on_deny=config.approval_on_deny,
             approver=approver,
             timeout=config.approval_timeout,
@@ -112,7 +114,7 @@ class Plan:
         else:
             raise ConfigurationError(
                 f"{owner} names toolset {name!r}, which is neither a provider of the container, "
-                f"a runtime toolset, nor an entry (known: {listing(self._known())}); "
+                f"a runtime toolset, nor an entry (known: {listing(self._toolset_names())}); "
                 f"declare a provider named {name!r} or fix the name"
             )
         spec = self._named[name] = _checked(owner, name, spec)
@@ -120,6 +122,10 @@ class Plan:
 
     def _known(self) -> set[str]:
         return {*self._named, *self.parts.by_name, *self.entries}
+
+    def _toolset_names(self) -> set[str]:
+        """The known names an error lists as toolsets: not the container's other providers (`config`, a pool)."""
+        return {*self._named, *toolset_names(self.parts.by_name), *self.entries}
 
     def _declared_policies(self, policies: Mapping[str, ToolPolicy]) -> list[Mapping[str, ToolPolicy]]:
         """The declared policies, weakest first: the toolset classes' defaults, the container's, `policies`."""
@@ -131,9 +137,16 @@ class Plan:
 
     def _with_gating(self, use: ToolsetUse) -> ToolsetUse:
         """The use, with whether its calls can need an approval when that is known at load."""
-        if self.approvals.may_gate(use.name):
-            return replace(use, may_ask=True)
         provides = use.spec.provides
+        approvals = self.approvals
+        if approvals.may_gate(use.name):
+            traits = known_tool_traits(provides) if approvals.safe_runs(use.name) else None
+            if traits is None or any(
+                approvals.verdict(use.name, tool, traits=declared).decision != "allow"
+                for tool, declared in traits.items()
+            ):
+                return replace(use, may_ask=True)
+            return replace(use, may_ask=False)  # every tool is declared safe (read-only, an agent)
         if isinstance(provides, type) and issubclass(provides, Toolset):
             return replace(use, may_ask=provides.asks_for_approval())
         if provides is not None and not isinstance(provides, type):
@@ -166,6 +179,16 @@ class Plan:
             raise ConfigurationError(
                 f"no entry named {name!r}; loaded entries: {', '.join(self.entries) or 'none'}"
             ) from None
+
+    def provides(self, toolset: str) -> object | None:
+        """What the spec of a toolset name declares it builds (a class or an object), None when unknown."""
+        spec = self._named.get(toolset)
+        if spec is None and (toolset in self.parts.by_name or toolset in self.entries):
+            try:
+                spec = self._spec_named("a tool's verdict", toolset)
+            except ConfigurationError:
+                return None
+        return None if spec is None else spec.provides
 
     def plan_of(self, entry_name: str) -> EntryPlan:
         """What a call of the entry does with its toolsets, resolved at load."""

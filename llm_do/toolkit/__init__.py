@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         Toolset as Toolset,
         check_unique_tools as check_unique_tools,
         known_tool_names as known_tool_names,
+        known_tool_traits as known_tool_traits,
         may_ask_for_approval as may_ask_for_approval,
         tool as tool,
     )
@@ -38,6 +39,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Toolset",
         "check_unique_tools",
         "known_tool_names",
+        "known_tool_traits",
         "may_ask_for_approval",
         "tool",
     ),

@@ -14,11 +14,19 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool
 from pydantic_core import ValidationError
 
-from ..approvals import ToolPolicy
+from ..approvals import READ_ONLY, ToolPolicy, ToolTraits
 from ..errors import ConfigurationError
 from ..scopes import no_op_context
 
-__all__ = ["ReadableArguments", "Toolset", "check_unique_tools", "known_tool_names", "may_ask_for_approval", "tool"]
+__all__ = [
+    "ReadableArguments",
+    "Toolset",
+    "check_unique_tools",
+    "known_tool_names",
+    "known_tool_traits",
+    "may_ask_for_approval",
+    "tool",
+]
 
 no_op_context(AbstractToolset)  # its __aenter__ and __aexit__ do nothing: a scope need not call them
 
@@ -31,6 +39,7 @@ class _ToolOptions:
     name: str | None
     description: str | None
     requires_approval: bool
+    read_only: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +54,11 @@ class _ToolDescription:
 def tool(func: F, /) -> F: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    read_only: bool = False,
 ) -> Callable[[F], F]: ...
 def tool(
     func: F | None = None,
@@ -54,11 +67,18 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_approval: bool = False,
+    read_only: bool = False,
 ) -> F | Callable[[F], F]:
-    """Mark a `Toolset` method as a tool. The method stays an ordinary method."""
+    """Mark a `Toolset` method as a tool. The method stays an ordinary method.
+
+    `read_only=True` declares that the tool changes nothing and sends nothing anywhere: without a declared
+    policy for its toolset it runs without asking, while a tool not so declared asks (`approval_default`).
+    `requires_approval=True` makes it ask whatever its policy allows."""
+    if requires_approval and read_only:
+        raise TypeError("a tool cannot be both read_only and requires_approval: choose one")
 
     def mark(method: F) -> F:
-        setattr(method, _MARK, _ToolOptions(name, description, requires_approval))
+        setattr(method, _MARK, _ToolOptions(name, description, requires_approval, read_only))
         return method
 
     return mark(func) if func is not None else mark
@@ -81,6 +101,7 @@ class Toolset(AbstractToolset[Any]):
     _llm_do_described: ClassVar[dict[str, _ToolDescription] | None] = None
     _llm_do_tool_names: ClassVar[frozenset[str] | None] = None
     _llm_do_asks: ClassVar[bool | None] = None
+    _llm_do_traits: ClassVar[dict[str, ToolTraits] | None] = None
 
     @property
     def id(self) -> str | None:
@@ -103,6 +124,21 @@ class Toolset(AbstractToolset[Any]):
             asks = any(options.requires_approval for options in _marked_methods(cls).values())
             cls._llm_do_asks = asks
         return asks
+
+    @classmethod
+    def tool_traits(cls) -> dict[str, ToolTraits]:
+        """What each tool of this class declares (read-only, `requires_approval`), known without building any
+        schema."""
+        traits = cls.__dict__.get("_llm_do_traits")
+        if traits is None:
+            traits = {
+                options.name or attr: ToolTraits(
+                    read_only=options.read_only, requires_approval=options.requires_approval
+                )
+                for attr, options in _marked_methods(cls).items()
+            }
+            cls._llm_do_traits = traits
+        return dict(traits)
 
     @classmethod
     def _described(cls) -> dict[str, _ToolDescription]:
@@ -163,6 +199,7 @@ def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _
         name=options.name or attr,
         description=options.description,
         requires_approval=options.requires_approval,
+        metadata={READ_ONLY: True} if options.read_only else None,
     )
     return _ToolDescription(
         method=attr,
@@ -234,6 +271,21 @@ def known_tool_names(toolset: object) -> frozenset[str] | None:
         return type(toolset).tool_names()
     if isinstance(toolset, FunctionToolset):
         return frozenset(toolset.tools)
+    return None
+
+
+def known_tool_traits(toolset: object) -> dict[str, ToolTraits] | None:
+    """What each tool declares (read-only, `requires_approval`, an agent), known without a run: of a `Toolset`
+    class or instance, or a `FunctionToolset`."""
+    if isinstance(toolset, type):
+        return toolset.tool_traits() if issubclass(toolset, Toolset) else None
+    if isinstance(toolset, Toolset):
+        return type(toolset).tool_traits()
+    if isinstance(toolset, FunctionToolset):
+        return {
+            name: ToolTraits.of(item.metadata, requires_approval=item.requires_approval)
+            for name, item in toolset.tools.items()
+        }
     return None
 
 

@@ -32,7 +32,10 @@ class _Maker(Protocol):
 
 
 class DynamicAgents(Toolset):
-    """Make an agent for this run, then call it (the earlier llm-do's `agent_create` and `agent_call`)."""
+    """Make an agent for this run, then call it (the earlier llm-do's `agent_create` and `agent_call`).
+
+    Its calls run without asking, as calls to any agent do: a made agent's tools are gated by their own
+    policies. Declare a policy for the toolset's name to gate the making or the calling."""
 
     default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
     """Making and calling agents runs without asking: a made agent's tools are gated by their own toolsets'

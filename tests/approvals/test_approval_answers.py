@@ -146,7 +146,8 @@ async def test_an_async_approvers_answer_runs_the_call_as_soon_as_the_call_can(e
 async def test_a_tool_that_asks_while_it_runs_runs_again_in_the_turn_after_the_answer(entry_name: str) -> None:
     turns = Turns()
     approver = Answering()
-    async with acting(turns, AsksWhileRunning, approver=approver) as runtime:
+    allow = RuntimeConfig(approval_default="allow")  # only the tool itself asks
+    async with acting(turns, AsksWhileRunning, approver=approver, config=allow) as runtime:
         running = asyncio.ensure_future(runtime.run(entry_name, "k"))
         await approver.answer(turns)
         result = await running

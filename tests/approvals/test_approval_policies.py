@@ -307,4 +307,7 @@ def test_a_runtime_tells_the_policy_of_each_toolset_name() -> None:
     )
     assert runtime.policy("shell") == ToolPolicy(default="ask", tools={"ls": "allow"})
     assert runtime.policy("sandbox").rule is not None
-    assert runtime.policy("unknown") == ToolPolicy()  # no policy: every call allowed
+    # no declared policy: the tools nobody declared safe ask (approval_default); read-only ones run (see verdict)
+    assert runtime.policy("unknown") == ToolPolicy(default="ask")
+    earlier = Runtime(App(), entries=[job(toolset="shell")], config=RuntimeConfig(approval_default="allow"))
+    assert earlier.policy("unknown") == ToolPolicy()  # no policy: every call allowed

@@ -185,7 +185,8 @@ async def test_prompt_without_an_approver_fails_fast_and_never_runs_the_call() -
 async def test_allowed_calls_need_no_approver_in_prompt_mode() -> None:
     ran: list[str] = []
     script = first_then_echo(("ls", {"path": "."}))
-    async with shell_runtime(ran, script, policies={}, approver=None) as runtime:
+    allowing = {"shell": ToolPolicy()}  # declared: every call allowed
+    async with shell_runtime(ran, script, policies=allowing, approver=None) as runtime:
         assert (await runtime.run("job", "look")).output == "listed ."
 
 
@@ -583,7 +584,7 @@ async def test_tools_that_ask_for_approval_themselves_are_gated_without_a_policy
         entries=[AgentEntry(Agent(answering(script)), name="job", toolsets=["careful", "git"])],
         toolsets={"careful": lambda: Careful(ran), "git": lambda: self_gated_toolset(ran)},
         approver=approver,
-        config=RuntimeConfig(approval_mode=mode),
+        config=RuntimeConfig(approval_mode=mode, approval_default="allow"),  # only the tools' own asking gates
     )
     async with runtime:
         result = await runtime.run("job", "ship it")
@@ -804,6 +805,7 @@ async def test_a_tool_asking_at_run_time_without_the_capability_is_decided_in_pl
         entries=[AgentEntry(Agent(answering(script)), name="job", toolsets=["db"])],
         toolsets={"db": lambda: AsksAtRunTime(ran)},
         approver=approver,
+        config=RuntimeConfig(approval_default="allow"),  # nothing but the tool itself asks
     )
     async with runtime:
         result = await runtime.run("job", "go")
@@ -836,8 +838,33 @@ async def test_the_approval_capability_is_passed_only_where_a_toolset_can_ask_or
             "unknown": lambda: FunctionToolset([]).prefixed("x"),  # a kind whose tools cannot be known
         },
         policies={"gated": ToolPolicy(tools={"migrate": "deny"})},
+        config=RuntimeConfig(approval_default="allow"),  # "open": no policy and nothing that asks
     )
     async with runtime:
         for name in ("open", "gated", "careful", "unknown"):
             await runtime.run(name, "go")
     assert seen == {"open": 0, "gated": 1, "careful": 1, "unknown": 1}
+
+
+async def test_an_undeclared_toolset_whose_tools_are_all_read_only_gets_no_capability() -> None:
+    seen: dict[str, int] = {}
+
+    class Reads(Toolset):
+        @tool(read_only=True)
+        def look(self) -> str:
+            """Look."""
+            return "seen"
+
+    @entry(name="reads", toolsets=["reads"])
+    async def count(scope: CallScope, input_data: str) -> None:
+        seen["reads"] = len(scope.capabilities)
+
+    @entry(name="plain", toolsets=["plain"])
+    async def count_plain(scope: CallScope, input_data: str) -> None:
+        seen["plain"] = len(scope.capabilities)
+
+    runtime = Runtime(None, entries=[count, count_plain], toolsets={"reads": Reads, "plain": lambda: Careful([])})
+    async with runtime:
+        await runtime.run("reads", "go")
+        await runtime.run("plain", "go")
+    assert seen == {"reads": 0, "plain": 1}

@@ -1,5 +1,5 @@
-"""`llm-do run --attach`: files under the project reach the entry; a missing, outside or oversized file is a
-usage error (exit 2) in one line."""
+"""`llm-do run --attach`: files the person names reach the entry, also from outside the project; a missing,
+unreadable or oversized file is a usage error (exit 2) in one line. Files a model names stay confined."""
 
 from __future__ import annotations
 
@@ -78,15 +78,41 @@ def test_a_file_over_the_limit_is_a_usage_error_in_one_line(tmp_path: Path) -> N
     )
 
 
-def test_a_file_outside_the_project_is_a_usage_error(tmp_path: Path) -> None:
+def test_a_file_the_person_names_outside_the_project_is_attached_by_its_name(tmp_path: Path) -> None:
     project = project_at(tmp_path / "desk")
+    (tmp_path / "brief.txt").write_text("Ship it.\n")
+    (project / "data" / "link.txt").symlink_to(tmp_path / "brief.txt")
+    outside = llm_do("run", project, "look", "--attach", tmp_path / "brief.txt", "--json")
+    assert outside.returncode == 0, outside.stderr
+    assert [item[:3] for item in json.loads(outside.stdout)["output"]] == [["brief.txt", "text/plain", 9]]
+    linked = llm_do("run", project, "look", "--attach", project / "data" / "link.txt", "--json")
+    assert linked.returncode == 0, linked.stderr
+    assert [item[:3] for item in json.loads(linked.stdout)["output"]] == [["data/link.txt", "text/plain", 9]]
+    device = llm_do("run", project, "look", "--attach", "/dev/null")
+    assert device.returncode == 2
+    assert "'/dev/null' is not a regular file" in device.stderr
+    limit = {"LLM_DO_ATTACHMENTS__MAX_FILE_BYTES": "4"}  # limits still apply
+    big = llm_do("run", project, "look", "--attach", tmp_path / "brief.txt", env=limit)
+    assert big.returncode == 2 and "more than the 4-byte limit" in big.stderr
+
+
+async def test_a_file_a_model_names_stays_confined_to_the_project(tmp_path: Path) -> None:
+    from pydantic_ai import Agent
+
+    from llm_do import AgentEntry, Runtime, RuntimeConfig
+    from llm_do.testing import ScriptedModel, tool_call
+
     (tmp_path / "secret.txt").write_text("TOPSECRET\n")
-    (project / "data" / "link.txt").symlink_to(tmp_path / "secret.txt")
-    outside = llm_do("run", project, "look", "--attach", tmp_path / "secret.txt")
-    assert outside.returncode == 2
-    assert outside.stderr.startswith(f"llm-do: error: --attach {tmp_path / 'secret.txt'}: ")
-    assert "is not a file under the project root" in outside.stderr
-    linked = llm_do("run", project, "look", "--attach", project / "data" / "link.txt")
-    assert linked.returncode == 2
-    assert "'data/link.txt' is a symbolic link, and symbolic links are never followed" in linked.stderr
-    assert "TOPSECRET" not in outside.stderr + outside.stdout + linked.stderr + linked.stdout
+    root = tmp_path / "desk"
+    root.mkdir()
+    reader = AgentEntry(Agent(ScriptedModel("read")), name="reader")
+    boss = AgentEntry(
+        Agent(ScriptedModel(tool_call("reader", input="look", attachments=["../secret.txt"]), "done")),
+        name="boss",
+        toolsets=["reader"],
+    )
+    config = RuntimeConfig(project_root=root)
+    async with Runtime(None, entries=[boss, reader], config=config) as runtime:
+        result = await runtime.run("boss", "go")
+    assert [call.entry for call in result.calls] == ["boss"]  # the child never ran
+    assert "TOPSECRET" not in str(result.messages) and "../secret.txt" in str(result.messages)

@@ -9,10 +9,12 @@ from pathlib import Path
 from ..cli_projects import llm_do
 from ..models.test_replay import chat_server
 
-COUNTER = '''from llm_do import Toolset, tool
+COUNTER = '''from llm_do import ToolPolicy, Toolset, tool
 
 
 class Counter(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval
+
     def __init__(self) -> None:
         self.value = 40
 

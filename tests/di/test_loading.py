@@ -13,7 +13,7 @@ from llm_do.testing import answering
 
 
 class Search(Toolset):
-    @tool
+    @tool(read_only=True)
     def find(self, query: str) -> str:
         """Find things."""
         return query

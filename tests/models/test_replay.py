@@ -19,7 +19,7 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, tool
+from llm_do import AgentEntry, Runtime, RuntimeConfig, ToolPolicy, Toolset, tool
 from llm_do.models import (
     MissingResponse,
     Recording,
@@ -33,6 +33,8 @@ API_KEY = "sk-test-never-recorded-4242"
 
 
 class Counter(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
+
     def __init__(self) -> None:
         self.value = 0
 

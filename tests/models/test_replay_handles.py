@@ -34,6 +34,13 @@ from llm_do.models import (
 from llm_do.testing import Step, Turn, answering
 
 
+@pytest.fixture(autouse=True)
+def _tools_without_a_policy_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are not about approvals: their toolsets declare no policy, and run as before (the explicit
+    setting; a tool nobody declared safe asks otherwise, see tests/test_undeclared_approvals.py)."""
+    monkeypatch.setenv("LLM_DO_APPROVAL_DEFAULT", "allow")
+
+
 class Tab:
     def __init__(self) -> None:
         self.items: list[int] = []
@@ -94,7 +101,9 @@ entry = AgentEntry(Agent(instructions="Run the till."), name="cashier", toolsets
 
 
 def app(model: object) -> Runtime:
-    return Runtime(None, entries=[entry], toolsets={"till": Till}, config=RuntimeConfig(model=model))
+    return Runtime(
+        None, entries=[entry], toolsets={"till": Till}, config=RuntimeConfig(model=model, approval_default="allow")
+    )
 
 
 def opened_handle(messages: list[ModelMessage]) -> str:

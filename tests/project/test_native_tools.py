@@ -234,10 +234,12 @@ def test_a_model_that_cannot_run_a_declared_tool_is_a_problem_at_load(tmp_path: 
 def test_the_model_class_answers_when_the_model_can_be_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = project(tmp_path / "scouts", {"scout.worker": "---\nnative_tools: {web_search: {max_uses: 2}}\n---\nGo.\n"})
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    # without its key the model is not built: the provider's profile for the name claims web search
-    assert list(load_project(root, model="openai:gpt-5.2").entries) == ["scout"]
+    # without its key the model class still answers (built with a stand-in key that is never sent): whether a key
+    # is set does not change the verdict
+    without_key = load_problems(root, model="openai:gpt-5.2")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent")
     [(_, line, message)] = load_problems(root, model="openai:gpt-5.2")
+    assert without_key == [(_, line, message)]
     assert line == 2
     assert message == (
         "worker 'scout': model 'openai:gpt-5.2' runs the native tool 'web_search' but cannot apply its max_uses: "
@@ -418,9 +420,11 @@ class ResponsesServer(JsonServer):
 
 
 NOTES = """
-from llm_do import Toolset, tool
+from llm_do import ToolPolicy, Toolset, tool
 
 class Notes(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval
+
     @tool
     def note(self, text: str) -> str:
         \"\"\"Keep a note.\"\"\"

@@ -30,10 +30,13 @@ def problems(root: Path, **kwargs: object) -> list[tuple[str, int | None, str]]:
 
 
 NOTES = """
-from llm_do import Toolset, tool
+from llm_do import ToolPolicy, Toolset, tool
+from pydantic_ai import Tool
 from pydantic_ai.toolsets import FunctionToolset
 
 class NotesToolset(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval
+
     @tool
     def note(self, text: str) -> str:
         \"\"\"Keep a note.\"\"\"
@@ -43,7 +46,7 @@ def shout(text: str) -> str:
     \"\"\"Shout a text.\"\"\"
     return text.upper()
 
-loud = FunctionToolset([shout])
+loud = FunctionToolset([Tool(shout, metadata={"read_only": True})])  # declared read-only: it runs
 """
 
 
@@ -238,7 +241,7 @@ async def test_a_project_with_its_own_container(tmp_path: Path) -> None:
                     def __init__(self, start: int) -> None:
                         self.start = start
 
-                    @tool
+                    @tool(read_only=True)
                     def count(self) -> int:
                         \"\"\"The start value.\"\"\"
                         return self.start

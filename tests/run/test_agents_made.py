@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from pydantic_ai import Agent, RunContext
@@ -42,7 +42,9 @@ from llm_do.toolsets import DynamicAgents
 
 
 class Notes(Toolset):
-    """A notebook per call; `write` is the risky tool."""
+    """A notebook per call; `write` is the risky tool (declared safe here; a test gates it by policy)."""
+
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -56,6 +58,8 @@ class Notes(Toolset):
 
 
 class Secret(Toolset):
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
+
     @tool
     def reveal(self) -> str:
         """Reveal the secret."""
@@ -246,6 +250,8 @@ async def test_names_already_taken_are_refused() -> None:
 
 class Orchestrator(Toolset):
     """A tool that runs an entry its caller does not list, three times at once."""
+
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
 
     @tool
     async def fan_out(self, ctx: RunContext[CallScope], question: str) -> list[str]:

@@ -25,12 +25,14 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, Runtime, RuntimeConfig, Toolset, ToolsetError, entry, tool
+from llm_do import AgentEntry, Runtime, RuntimeConfig, ToolPolicy, Toolset, ToolsetError, entry, tool
 from llm_do.run import CallScope
 from llm_do.testing import Step, Turn, answering, response, tool_call
 
 
 class Counter(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
+
     def __init__(self) -> None:
         self.value = 0
 

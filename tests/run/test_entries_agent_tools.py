@@ -16,6 +16,8 @@ from llm_do.testing import answering, response, tool_call
 
 
 class Counter(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
+
     def __init__(self) -> None:
         self.value = 0
 
@@ -136,7 +138,8 @@ async def test_a_call_s_tools_are_listed_in_the_run_s_own_task_when_the_agent_ha
 
     entry = AgentEntry(Agent(FunctionModel(model)), name="job", toolsets=["loud", "counter"])
     toolsets = {"loud": lambda: Listed([Tool(shout)]), "counter": Counter}
-    async with Runtime(None, entries=[entry], toolsets=toolsets) as runtime:
+    allowing = {"loud": ToolPolicy()}  # declared: its calls need no approval (this test is about tasks)
+    async with Runtime(None, entries=[entry], toolsets=toolsets, policies=allowing) as runtime:
         assert (await runtime.run("job", "go")).output == "done"
     assert len(listed) == 2 and len(requested) == 2
     assert listed == requested

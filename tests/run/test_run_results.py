@@ -13,7 +13,7 @@ from dependency_injector import providers
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, RunLocalSingleton, Runtime, Toolset, run_report, tool
+from llm_do import AgentEntry, RunLocalSingleton, Runtime, ToolPolicy, Toolset, run_report, tool
 from llm_do.testing import Step, Turn, answering, cancelled_run_report, tool_call
 
 
@@ -31,6 +31,8 @@ waiting = asyncio.Event()
 
 
 class Bank(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about results)
+
     def __init__(self, audit: Audit) -> None:
         self.audit = audit
 
@@ -129,6 +131,8 @@ async def pool(name: str) -> AsyncIterator[str]:
 
 
 class Pools(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about results)
+
     def __init__(self, pool: str) -> None:
         self.pool = pool
 

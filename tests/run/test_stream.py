@@ -114,7 +114,7 @@ def notes_runtime(
         None,
         entries=[clerk],
         toolsets={"notes": lambda: Notes(log, waiting)},
-        policies={"notes": policy} if policy is not None else None,
+        policies={"notes": policy if policy is not None else ToolPolicy()},  # declared: allowed unless a test says
         config=RuntimeConfig(stream_buffer=buffer),
         **kwargs,
     )
@@ -487,7 +487,9 @@ async def test_a_call_made_from_python_that_needs_no_approval_asks_no_question()
 
     log: list[str] = []
     async with (
-        Runtime(None, entries=[boss, scribe], toolsets={"notes": lambda: Notes(log)}) as runtime,
+        Runtime(
+            None, entries=[boss, scribe], toolsets={"notes": lambda: Notes(log)}, policies={"notes": ToolPolicy()}
+        ) as runtime,
         runtime.stream("boss", "the milk") as run,
     ):
         kinds = [type(event).__name__ async for event in run]

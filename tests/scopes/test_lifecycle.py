@@ -10,7 +10,19 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 
-from llm_do import AgentEntry, CallScope, Runtime, RuntimeConfig, Scope, ScopeError, Toolset, ToolsetSpec, entry, tool
+from llm_do import (
+    AgentEntry,
+    CallScope,
+    Runtime,
+    RuntimeConfig,
+    Scope,
+    ScopeError,
+    ToolPolicy,
+    Toolset,
+    ToolsetSpec,
+    entry,
+    tool,
+)
 from llm_do.testing import ScriptedModel, answering, tool_call
 
 
@@ -77,6 +89,7 @@ def make_runtime(
             "b": lambda: Tracked("b", events, on_cleanup=b_cleanup),
             "c": worker,
         },
+        policies={"c": ToolPolicy()},  # declared: its calls need no approval (these tests are about teardown)
         config=RuntimeConfig(cleanup_timeout=timeout),
     )
 

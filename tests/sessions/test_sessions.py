@@ -70,6 +70,13 @@ serials = itertools.count(1)
 LOG: list[str] = []
 
 
+@pytest.fixture(autouse=True)
+def _tools_without_a_policy_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are not about approvals: their toolsets declare no policy, and run as before (the explicit
+    setting; a tool nobody declared safe asks otherwise, see tests/test_undeclared_approvals.py)."""
+    monkeypatch.setenv("LLM_DO_APPROVAL_DEFAULT", "allow")
+
+
 class Sandbox:
     """What a person keeps between requests: made once per session, cleaned up when it ends."""
 
@@ -190,7 +197,7 @@ async def test_per_session_toolsets_without_a_container() -> None:
 
 async def test_an_idle_session_closes_and_tears_down_its_objects() -> None:
     LOG.clear()
-    config = RuntimeConfig(session_idle_timeout=0.01)
+    config = RuntimeConfig(session_idle_timeout=0.01, approval_default="allow")  # not about approvals
     app = App()
     async with Runtime(app, entries=[browsing(app)], config=config) as runtime:
         session = await runtime.session("idle")

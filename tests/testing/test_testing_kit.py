@@ -22,6 +22,13 @@ from llm_do.testing import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _tools_without_a_policy_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are not about approvals: their toolsets declare no policy, and run as before (the explicit
+    setting; a tool nobody declared safe asks otherwise, see tests/test_undeclared_approvals.py)."""
+    monkeypatch.setenv("LLM_DO_APPROVAL_DEFAULT", "allow")
+
+
 class Vault(Toolset):
     def __init__(self, kind: str = "real") -> None:
         self.kind = kind

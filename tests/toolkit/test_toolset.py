@@ -8,11 +8,13 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, Runtime, Toolset, tool
+from llm_do import AgentEntry, Runtime, ToolPolicy, Toolset, tool
 from llm_do.testing import ScriptedModel, Step, Turn, answering, response, tool_call
 
 
 class Greeter(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
+
     def __init__(self, greeting: str = "hello") -> None:
         self.greeting = greeting
 
@@ -60,7 +62,10 @@ async def test_instances_keep_their_own_state() -> None:
         )
     )
     entry = AgentEntry(Agent(script), name="greeter", toolsets=["greeter"])
-    async with Runtime(None, entries=[entry], toolsets={"greeter": lambda: Greeter("hi")}) as runtime:
+    allowing = {"greeter": ToolPolicy()}  # a plain factory: its class's policy is not known at load
+    async with Runtime(
+        None, entries=[entry], toolsets={"greeter": lambda: Greeter("hi")}, policies=allowing
+    ) as runtime:
         assert (await runtime.run("greeter", "x")).output == "hi ada / HI BOB"
 
 
@@ -76,6 +81,8 @@ def test_positional_only_parameters_are_refused_with_the_tool_name() -> None:
 
 
 class Flags(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
+
     @tool
     def flag(self, on: bool, level: int = 0) -> str:
         """Set a flag."""

@@ -54,6 +54,13 @@ from llm_do.tracing import current_span
 from ..scopes.test_leaks import App, cancel_a_hanging_run, worker
 
 
+@pytest.fixture(autouse=True)
+def _tools_without_a_policy_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are not about approvals: their toolsets declare no policy, and run as before (the explicit
+    setting; a tool nobody declared safe asks otherwise, see tests/test_undeclared_approvals.py)."""
+    monkeypatch.setenv("LLM_DO_APPROVAL_DEFAULT", "allow")
+
+
 @pytest.fixture
 def exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()
@@ -97,6 +104,8 @@ def events(span: ReadableSpan) -> list[tuple[str, dict[str, Any]]]:
 
 
 class Counter(Toolset):
+    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
+
     def __init__(self) -> None:
         self.value = 0
 

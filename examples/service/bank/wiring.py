@@ -55,7 +55,10 @@ class Bank(AgentContainer):
     audit = RunLocalSingleton(Audit)  # per run: emptied when the run ends
     ledger = providers.Factory(LedgerToolset, pool=pool, audit=audit)  # per call
     counter = providers.Factory(LedgerToolset, pool=pool, audit=audit)  # the chat's: its commits need approval
-    approval_policies = providers.Dict(counter=ToolPolicy(tools={"commit": "ask"}))
+    approval_policies = providers.Dict(
+        ledger=ToolPolicy(),  # the payment service's: its calls run without asking (declared, not by default)
+        counter=ToolPolicy(tools={"commit": "ask"}),
+    )
 
 
 teller = AgentEntry(
