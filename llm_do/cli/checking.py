@@ -278,10 +278,11 @@ def _ungated(project: Project, started: Mapping[str, ServerProbe]) -> list[dict[
                     verdicts = {"*": default}  # its tools are known once it is built: every one of them
             else:
                 verdicts = {}
+            shown = toolset.partition("@")[0]  # a worker's own approvals use the toolset as `name@worker`
             for tool, verdict in verdicts.items():
                 if verdict.decision == "allow":
                     item = found.setdefault(
-                        (toolset, tool), {"toolset": toolset, "tool": tool, "entries": [], "why": verdict.reason}
+                        (shown, tool), {"toolset": shown, "tool": tool, "entries": [], "why": verdict.reason}
                     )
                     item["entries"].append(name)
         worker = project.workers.get(name)

@@ -79,7 +79,12 @@ class ToolsetSpec:
     scope: Scope = Scope.PER_CALL
     provides: Any = None
     """What the factory is declared to build, when known without calling it: a class, or (for an
-    `Object` provider) the object itself. Lets a runtime check toolsets at load time."""
+    `Object` provider) the object itself. Lets a runtime check toolsets at load time; a class given as the
+    factory is what it builds."""
+
+    def __post_init__(self) -> None:
+        if self.provides is None and isinstance(self.factory, type):
+            object.__setattr__(self, "provides", self.factory)
 
     @classmethod
     def from_provider(cls, provider: providers.Provider[Any], name: str | None = None) -> ToolsetSpec:
@@ -107,7 +112,7 @@ class ToolsetSpec:
         if isinstance(value, providers.Provider):
             return cls.from_provider(value)
         if callable(value):
-            return cls(value, Scope.PER_CALL, value if isinstance(value, type) else None)
+            return cls(value, Scope.PER_CALL)
         raise TypeError(f"expected a ToolsetSpec, a provider or a callable, got {type(value).__name__}")
 
     async def create(self) -> Any:

@@ -17,25 +17,25 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from .. import tracing
-from ..approvals import Approver, ToolPolicy, ToolTraits, Verdict, check_approver, own_approval_ids
+from ..approvals import Approver, ToolPolicy, check_approver, own_approval_ids
 from ..di import Container, RuntimeConfig, ToolsetSource
 from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
 from ..scopes import Observer, Sink, current_box, trackers, wait_out
 from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError, SessionRegistry
-from ..toolkit import known_tool_traits
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope
 from ._entry import Entry
 from ._live import GuardedHandler, LiveRun, open_stream
 from ._plan import GlobalScope, Plan
+from ._policies import PolicyQueries
 from ._run_scope import RunScope
 
 __all__ = ["Runtime"]
 
 
-class Runtime:
+class Runtime(PolicyQueries):
     """Runs entries with their resources. Use `async with Runtime(...)` or call `aclose()`.
 
     Toolset names resolve against `toolsets`, then the container's providers, then the other entries
@@ -83,9 +83,9 @@ class Runtime:
         self._closed = False
         self._abandoned = False
         self._running: dict[asyncio.Task[RunResult], RunScope] = {}
+        """The runs in flight: each one's task and scope."""
         self._live: dict[str, LiveRun] = {}
         """The resumable live runs in flight, by session id."""
-        """The runs in flight: each one's task and scope."""
         self._sessions = SessionRegistry(
             self,
             self._globals.owner,
@@ -111,44 +111,6 @@ class Runtime:
     def entries(self) -> Mapping[str, Entry]:
         """The loaded entries, by name."""
         return MappingProxyType(self._plan.entries)
-
-    def policy(self, toolset: str) -> ToolPolicy:
-        """The approval policy of toolset `toolset`, settings overrides included. A name without a declared
-        policy gets the policy of its tools nobody declared safe (`approval_default`, `ask` unless set
-        otherwise); its tools declared read-only, its agents and its MCP tools are decided by what they
-        declare instead, with the overrides on top: `verdict` tells, tool by tool."""
-        return self._plan.approvals.policy(toolset)
-
-    def declares_policy(self, toolset: str) -> bool:
-        """Whether a policy is declared for toolset `toolset` (its class's `default_policy`, the container's
-        `approval_policies`, `Runtime(policies=)`): then it decides every tool, whatever the tools declare."""
-        return self._plan.approvals.declared(toolset)
-
-    def verdict(
-        self,
-        toolset: str,
-        tool: str,
-        *,
-        requires_approval: bool = False,
-        annotations: Mapping[str, Any] | None = None,
-        read_only: bool = False,
-        agent: bool = False,
-    ) -> Verdict:
-        """The verdict a call to `tool` of `toolset` gets before the policy's rule (if any) sees its arguments.
-        For an MCP tool, pass its annotations (`{}` when it has none), and for a tool declared read-only,
-        `read_only=True` (for a call to an entry, `agent=True`): without a declared policy they decide."""
-        traits = ToolTraits(read_only=read_only, requires_approval=requires_approval, agent=agent)
-        return self._plan.approvals.verdict(toolset, tool, annotations=annotations, traits=traits)
-
-    def tool_verdicts(self, toolset: str) -> dict[str, Verdict] | None:
-        """The verdict of each tool of toolset `toolset` before any rule, as a call gets it; None when its tools
-        are only known once it is built (a plain factory, an MCP server: use `verdict` with each tool's
-        annotations)."""
-        approvals = self._plan.approvals
-        traits = known_tool_traits(self._plan.provides(toolset))
-        if traits is None:
-            return None
-        return {tool: approvals.verdict(toolset, tool, traits=declared) for tool, declared in traits.items()}
 
     # -- running ---------------------------------------------------------------
 

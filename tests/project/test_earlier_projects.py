@@ -40,7 +40,11 @@ def test_check_loads_agent_files_and_project_json(tmp_path: Path) -> None:
     project = copy("greeter", tmp_path)
     done = llm_do("check", project)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "ok: 2 entries (main, polisher); default entry: main\n"
+    assert done.stdout.splitlines() == [
+        "ok: 2 entries (main, polisher); default entry: main",
+        "ungated: polisher.polisher (main) runs without asking: 'polisher' is an agent: its own tools are gated by "
+        "their policies",
+    ]
     document = json.loads(llm_do("check", project, "--json").stdout)
     assert (document["ok"], document["entries"], document["default_entry"]) == (True, ["main", "polisher"], "main")
 
@@ -185,7 +189,18 @@ def test_migrate_write_gives_a_project_that_checks_and_runs(tmp_path: Path) -> N
     assert not (project / "project.json").exists()
     assert "entry: true" not in (project / "main.worker").read_text()
     check = llm_do("check", project)
-    assert check.stdout == "ok: 2 entries (main, summarizer); default entry: main\n", check.stderr
+    ok, *ungated = check.stdout.splitlines()
+    assert ok == "ok: 2 entries (main, summarizer); default entry: main", check.stderr
+    # reads run without asking, as in the earlier project; nothing that writes is among them
+    assert [line.split(" runs without")[0] for line in ungated] == [
+        "ungated: filesystem.read_text (main)",
+        "ungated: filesystem.list_dir (main)",
+        "ungated: filesystem.glob (main)",
+        "ungated: summarizer.summarizer (main)",
+        "ungated: filesystem_readonly.read_text (summarizer)",
+        "ungated: filesystem_readonly.list_dir (summarizer)",
+        "ungated: filesystem_readonly.glob (summarizer)",
+    ]
     run = llm_do("run", project, "--model", "test", "--json")
     assert run.returncode == 0, run.stderr
     [main] = json.loads(run.stdout)["calls"]

@@ -14,13 +14,15 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, Tool
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RunUsage
 
-from llm_do import AgentEntry, CallRecord, RunReport, Runtime, RuntimeConfig, Toolset, run_report, tool
+from llm_do import AgentEntry, CallRecord, RunReport, Runtime, RuntimeConfig, ToolPolicy, Toolset, run_report, tool
 from llm_do.testing import answering, cancelled_run_report, tool_call
 
 started = asyncio.Event()
 
 
 class Desk(Toolset):
+    default_policy = ToolPolicy()  # only `guarded` asks (its own requires_approval)
+
     @tool
     def ok(self) -> str:
         """Succeed."""

@@ -13,7 +13,17 @@ from dependency_injector import providers
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, Handles, RunLocalSingleton, Runtime, Toolset, entry, open_handles, tool
+from llm_do import (
+    AgentEntry,
+    Handles,
+    RunLocalSingleton,
+    Runtime,
+    ToolPolicy,
+    Toolset,
+    entry,
+    open_handles,
+    tool,
+)
 from llm_do.run import CallScope
 from llm_do.testing import (
     LeakError,
@@ -44,6 +54,8 @@ class Opener:
 
 
 class Files(Toolset):
+    default_policy = ToolPolicy()  # these tests are about scopes, not approvals
+
     def __init__(self, log: RunLog) -> None:
         self.log = log
         self.open_files: Handles[list[str]] = Handles("file")
@@ -79,6 +91,8 @@ class Files(Toolset):
 
 class Shared(Toolset):
     """Global: alive after every run, never a leak."""
+
+    default_policy = ToolPolicy()  # these tests are about scopes, not approvals
 
     @tool
     def ping(self) -> str:

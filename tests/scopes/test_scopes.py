@@ -19,6 +19,7 @@ from llm_do import (
     Runtime,
     RuntimeConfig,
     Scope,
+    ToolPolicy,
     Toolset,
     ToolsetSpec,
     entry,
@@ -47,6 +48,8 @@ class Ledger:
 
 class Notes(Toolset):
     """Per call."""
+
+    default_policy = ToolPolicy()  # these tests are about scopes, not approvals
 
     def __init__(self, pool: Pool, ledger: Ledger, ledger_provider: Any) -> None:
         self.serial = next(serials)
@@ -244,6 +247,8 @@ async def test_max_depth_stops_runaway_recursion_naming_the_chain() -> None:
 
 async def test_plain_callable_specs_work_without_a_container() -> None:
     class RunCounter(Toolset):
+        default_policy = ToolPolicy()  # about scopes, not approvals
+
         def __init__(self) -> None:
             self.serial = next(serials)
             self.hits = 0

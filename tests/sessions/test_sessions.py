@@ -531,6 +531,8 @@ async def test_sessions_idled_out_leave_nothing_alive_and_memory_returns_to_its_
     log: list[str] = []
 
     class Memo(Toolset):
+        default_policy = ToolPolicy()  # about sessions, not approvals
+
         def __init__(self) -> None:
             self.notes: list[str] = []
 
