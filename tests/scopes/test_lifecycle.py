@@ -331,6 +331,7 @@ def closing_runtime(events: list[str], release: asyncio.Event, started: asyncio.
             "shared": ToolsetSpec(lambda: _the_global(events), Scope.GLOBAL),
             "c": lambda: Worker(events, wait_for_release),
         },
+        policies={"c": ToolPolicy()},  # declared: its calls need no approval (these tests are about teardown)
     )
 
 
@@ -423,7 +424,7 @@ async def test_aclose_from_within_one_of_its_runs_refuses_at_once_and_leaves_the
 
     agent = Agent(ScriptedModel(tool_call("shut_down"), lambda turn: "never"))
     job = AgentEntry(agent, name="job", toolsets=["console"])
-    runtime = Runtime(None, entries=[job, ping], toolsets={"console": Console})
+    runtime = Runtime(None, entries=[job, ping], toolsets={"console": Console}, policies={"console": ToolPolicy()})
     runtimes.append(runtime)
     async with runtime:
         async with asyncio.timeout(10):  # a guard: before, the run waited for itself forever
