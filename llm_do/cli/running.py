@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             project = session.project
             name = args.entry or project.default_entry
             input_data = _checked_input(project, name, given, args)
-            attachments = _attachments(project, args.attach)
+            attachments = _attachments(project, args.attach) if args.attach else project.attachments_for(name)
             try:
                 result = signals.run(_run_once(session, name, input_data, attachments))
             except BaseException as error:

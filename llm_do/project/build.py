@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from pydantic_ai.models import Model
 from ..approvals import Approver, PolicySettings, ToolPolicy
 from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec
 from ..errors import ConfigurationError, listing
-from ..files import Attachment
+from ..files import Attachment, check_call
 from ..guards import ModelRules
 from ..results import RunResult
 from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
@@ -57,6 +58,21 @@ class Project:
     mcp_servers: Mapping[str, Declared] = field(default_factory=dict, repr=False)
     """MCP servers declared in the project's files, by toolset name."""
     mcp_specs: Mapping[str, ToolsetSpec] = field(default_factory=dict, repr=False)
+    default_attachments: tuple[str, ...] = ()
+    """Files (relative to the project directory) handed to a run of the default entry that is given none: the
+    project file's `attachments`."""
+
+    def attachments_for(self, entry: str | None) -> tuple[Attachment, ...]:
+        """The files a run of `entry` (None: the default entry) is handed when it is given none: the project's
+        default attachments for its default entry, read now (blocking) and checked against the settings' limits;
+        none for any other entry."""
+        name = entry or self.default_entry
+        if not self.default_attachments or name is None or name != self.default_entry:
+            return ()
+        settings = self.runtime.config.attachments
+        found = tuple(Attachment.read(self.root, path, settings=settings) for path in self.default_attachments)
+        check_call(found, settings)
+        return found
 
     async def run(
         self,
@@ -68,7 +84,8 @@ class Project:
         session: Session | str | None = None,
     ) -> RunResult:
         """Run `entry` (default: the project's default entry) on `input_data` (default: its default input),
-        handing it `attachments`, in `session` if given (see `Runtime.run`)."""
+        handing it `attachments` (default: the project's default attachments, for its default entry), in `session`
+        if given (see `Runtime.run`)."""
         name = entry or self.default_entry
         if name is None:
             raise ConfigurationError(
@@ -79,6 +96,9 @@ class Project:
             if self.default_input is None:
                 raise ConfigurationError(f"no input for entry {name!r}: give one, or set input = ... in project.toml")
             input_data = self.default_input
+        if not attachments and self.default_attachments:
+            loop = asyncio.get_running_loop()
+            attachments = await loop.run_in_executor(None, self.attachments_for, name)
         return await self.runtime.run(
             name, input_data, message_history=message_history, attachments=attachments, session=session
         )
@@ -215,6 +235,7 @@ class _Builder:
             layout=self.layout,
             mcp_servers=MappingProxyType(servers),
             mcp_specs=MappingProxyType(mcp_specs),
+            default_attachments=self.layout.default_attachments,
         )
 
     def _raise(self) -> None:
@@ -441,7 +462,8 @@ class _Builder:
             model,
             instructions=spec.instructions or None,
             output_type=output_type if output_type is not None else str,
-            model_settings=dict(spec.model_settings) or None,  # type: ignore[arg-type]
+            # the project file's model settings, under the worker's own (key by key)
+            model_settings={**self.layout.model_settings, **spec.model_settings} or None,  # type: ignore[arg-type]
             name=spec.name,
             deps_type=CallScope,
             capabilities=capabilities,
