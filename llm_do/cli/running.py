@@ -23,7 +23,7 @@ from ..approvals import ApprovalRequest, ApprovalUnavailable, Approver
 from ..di import LlmDoSettings
 from ..files import Attachment, check_call
 from ..models import RecordingModel
-from ..project import Project, discover_project, load_project, model_problem, resolve_model
+from ..project import ModelNameError, Project, discover_project, load_project, model_problem, resolve_model
 from ..project.models import ModelServer
 from ..results import CallRecord, RunResult, run_report
 from ..run import AgentEntry, Entry
@@ -38,7 +38,7 @@ from .watch import Board
 if TYPE_CHECKING:
     from rich.live import Live
 
-__all__ = ["chat", "command_line_model", "run"]
+__all__ = ["chat", "command_line_model", "load_with_model", "run"]
 
 pydantic_ai.BANNER_ENABLED = False  # the command owns its output: no first-run banner (errors are unaffected)
 
@@ -198,7 +198,7 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
             )
         name = command_line_model(args.model, args.project)
         model: Model | str | None = _recording_model(args, name) if args.record else name
-        project = load_project(args.project, model=model, approver=approver)
+        project = load_with_model(args.project, model, name, approver=approver)
         recorder = model if isinstance(model, RecordingModel) else None
         shows = live is not None or args.verbose >= 1
         yield _Session(project, board, live, recorder, approver or _no_approver, lines, asking, shows)
@@ -255,13 +255,34 @@ def command_line_model(name: str | None, project: str | None = None) -> str | No
         where = "--model"
     if not name.startswith("replay:"):
         problem = model_problem(name, servers=_project_servers(project))
-        if problem is not None:
+        if problem is not None and not (problem.startswith("unknown model provider") and _has_modules(project)):
             raise UsageError(f"{where} {name}: {problem}")
-        return name
+        return name  # a prefix a project module may declare (model_factory) is checked as the project loads
     path = os.path.abspath(name.removeprefix("replay:"))
     if not os.path.isfile(path):
         raise UsageError(f"{where} {name}: the recording {path} does not exist; give the path of a recording file")
     return f"replay:{path}"
+
+
+def load_with_model(project: str, model: Model | str | None, given: str | None, **options: Any) -> Project:
+    """`load_project(project, model=model, **options)`, with a model name `given` on the command line that the
+    project cannot build (an unknown prefix) a usage error, as when it is checked before the project loads."""
+    try:
+        return load_project(project, model=model, **options)
+    except ModelNameError as error:
+        if given is None or len(error.problems) > 1:
+            raise
+        raise UsageError(f"--model {given}: {error.problem}") from None
+
+
+def _has_modules(project: str | None) -> bool:
+    """Whether the project has Python modules, which may declare model prefixes of their own."""
+    if project is None:
+        return False
+    try:
+        return bool(discover_project(project).module_files)
+    except Exception:
+        return False
 
 
 def _project_servers(project: str | None) -> Mapping[str, ModelServer]:

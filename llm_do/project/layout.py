@@ -287,7 +287,9 @@ def _model_settings(config: Path, text: str, table: Any, problems: list[Problem]
             close = difflib.get_close_matches(key, _SETTING_TYPES, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             known = ", ".join(sorted(_SETTING_TYPES))
-            problems.append(Problem(config, line, f"model_settings: unknown model setting {key!r}{hint}; known: {known}"))
+            problems.append(
+                Problem(config, line, f"model_settings: unknown model setting {key!r}{hint}; known: {known}")
+            )
             continue
         try:
             adapter: TypeAdapter[Any] = TypeAdapter(

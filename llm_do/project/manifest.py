@@ -260,7 +260,9 @@ class _Reader:
                     Problem(self.path, line, f"entry.args.attachments must be a list of file paths, got {given!r}")
                 )
             else:
-                attachments = attachment_paths(self.root, self.path, line, "entry.args.attachments", given, self.problems)
+                attachments = attachment_paths(
+                    self.root, self.path, line, "entry.args.attachments", given, self.problems
+                )
         rest = {key: value for key, value in args.items() if key != "attachments"}
         if set(rest) == {"input"} and isinstance(rest["input"], str):
             return name, rest["input"], attachments

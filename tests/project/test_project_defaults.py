@@ -148,10 +148,14 @@ async def test_a_default_attachment_over_the_limits_fails_the_run_not_the_load(
     monkeypatch.setenv("LLM_DO_ATTACHMENTS__MAX_FILE_BYTES", "4")
     write(
         tmp_path,
-        {"project.toml": 'input = "Read."\nattachments = ["big.txt"]\n', "reader.worker": "Read.\n", "big.txt": "x" * 64},
+        {
+            "project.toml": 'input = "Read."\nattachments = ["big.txt"]\n',
+            "reader.worker": "Read.\n",
+            "big.txt": "x" * 64,
+        },
     )
     async with load_project(tmp_path, model=Seen().model) as project:
-        with pytest.raises(AttachmentError, match="big.txt"):
+        with pytest.raises(AttachmentError, match=r"big\.txt"):
             await project.run()
 
 
@@ -177,7 +181,10 @@ async def test_earlier_project_json_entry_attachments_are_the_default_attachment
 
 
 def test_earlier_project_json_attachments_that_are_no_files_are_problems_with_their_line(tmp_path: Path) -> None:
-    text = '{\n  "version": 1,\n  "entry": {\n    "agent": "reader",\n    "args": {"input": "x", "attachments": ["gone.pdf"]}\n  },\n  "agent_files": ["reader.agent"]\n}\n'
+    text = (
+        '{\n  "version": 1,\n  "entry": {\n    "agent": "reader",\n'
+        '    "args": {"input": "x", "attachments": ["gone.pdf"]}\n  },\n  "agent_files": ["reader.agent"]\n}\n'
+    )
     write(tmp_path, {"project.json": text, "reader.agent": "Read.\n"})
     [(name, line, message)] = problems(tmp_path)
     assert (name, line) == ("project.json", 5)
