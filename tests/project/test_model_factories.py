@@ -210,3 +210,16 @@ def test_the_earlier_register_model_factory_is_a_problem_naming_model_factory(tm
     assert "from llm_do import register_model_factory" in message and "llm_do.project.model_factory" in message
     listed = [str(problem) for problem in plan_migration(root).untranslated]
     assert any("llm_do.project.model_factory" in text for text in listed)
+
+
+def test_a_model_of_a_projects_prefix_is_recorded_and_replayed(tmp_path: Path) -> None:
+    root = write(tmp_path / "desk", {"providers.py": ACME, "clerk.worker": "Answer.\n"})
+    record = tmp_path / "session.json"
+    done = llm_do("run", root, "hi", "-m", "acme:tiny", "--record", record, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == "acme tiny answers" and record.is_file()
+    replayed = llm_do("run", root, "hi", "-m", f"replay:{record}", "--json")
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["output"] == "acme tiny answers"
+    unknown = llm_do("run", root, "hi", "-m", "acmee:tiny", "--record", tmp_path / "other.json")
+    assert unknown.returncode == 2 and "--model acmee:tiny: unknown model provider 'acmee'" in unknown.stderr
