@@ -514,8 +514,7 @@ class _Builder:
             model,
             instructions=spec.instructions or None,
             output_type=output_type if output_type is not None else str,
-            # the project file's model settings, under the worker's own (key by key)
-            model_settings={**self.layout.model_settings, **spec.model_settings} or None,  # type: ignore[arg-type]
+            model_settings=self._model_settings(spec) or None,  # type: ignore[arg-type]
             name=spec.name,
             deps_type=CallScope,
             capabilities=capabilities,
@@ -531,6 +530,13 @@ class _Builder:
             rules=self._rules(spec),
             takes_attachments=spec.takes_attachments,
         )
+
+    def _model_settings(self, spec: WorkerSpec) -> dict[str, Any]:
+        """The worker's model settings: its own, over the project file's `[model_settings]`, key by key; a project
+        setting that is also one of the worker's own `limits` (`max_tokens`, `request_timeout`) gives way to it,
+        so the worker's file wins whichever of its keys says it."""
+        project = {name: value for name, value in self.layout.model_settings.items() if name not in spec.rules}
+        return {**project, **spec.model_settings}
 
     def _rules(self, spec: WorkerSpec) -> ModelRules:
         """The worker's model rules: what its file sets, over what `project.toml` sets (over the settings)."""

@@ -62,15 +62,18 @@ async def test_project_model_settings_hold_for_every_worker_and_a_workers_own_wi
             """,
             "plain.worker": "Answer.\n",
             "tuned.worker": "---\nmodel_settings: {temperature: 0.9, seed: 7}\n---\nAnswer.\n",
+            "limited.worker": "---\nlimits: {max_tokens: 50}\n---\nAnswer.\n",
         },
     )
     seen = Seen()
     async with load_project(tmp_path, model=seen.model) as project:
         await project.run("plain", "hi")
         await project.run("tuned", "hi")
-    plain, tuned = seen.settings
+        await project.run("limited", "hi")
+    plain, tuned, limited = seen.settings
     assert (plain["temperature"], plain["max_tokens"]) == (0.1, 300) and "seed" not in plain
     assert (tuned["temperature"], tuned["max_tokens"], tuned["seed"]) == (0.9, 300, 7)
+    assert (limited["temperature"], limited["max_tokens"]) == (0.1, 50)  # the worker's own limit wins
 
 
 def test_wrong_model_settings_are_problems_with_their_lines(tmp_path: Path) -> None:
