@@ -316,14 +316,17 @@ def _reviewing(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 def _making(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
-    """The maker makes a scribe (with the steps), asks it, then reports; the scribe (the same model, asked with
-    `who: scribe`) runs a step, then answers. `scribe_hold` holds the scribe's request of that index."""
+    """The maker makes a scribe (with the steps; `keep`, if given, says how long it lives), asks it, then reports;
+    the scribe (the same model, asked with `who: scribe`) runs a step, then answers. `scribe_hold` holds the
+    scribe's request of that index."""
     if fields.get("who") == "scribe":
         if index == 0:
             return ModelResponse(parts=[ToolCallPart("step", {"n": "s"})])
         return ModelResponse(parts=[TextPart(f"scribe: {returns[-1]}")])
     if index == 0:
         made = {"name": "scribe", "instructions": "Do the step you are asked.", "toolsets": ["steps"]}
+        if "keep" in fields:  # kept by the run's session (a job's run is a session of its own)
+            made["keep"] = fields["keep"]
         return ModelResponse(parts=[ToolCallPart("agent_create", made)])
     if index == 1:
         ask = {"notes": fields["notes"], "who": "scribe", "hold": fields.get("scribe_hold", -1)}

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..approvals import ToolPolicy, Verdict
-from ..project import Problem, Project, load_project
+from ..project import Problem, Project
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import native_rows
@@ -28,7 +28,7 @@ from ..run import AgentEntry
 from . import signals
 from .failures import ERROR, OK, classify, problems_json
 from .render import console, shown
-from .running import command_line_model
+from .running import command_line_model, load_with_model
 from .servers import decisions, grouped, probe_and_close, report_failures, server_of, server_problems, servers_table
 
 __all__ = ["check", "list_project"]
@@ -137,7 +137,8 @@ def _file_mode(project: Project) -> str | None:
 def _load(args: argparse.Namespace) -> tuple[Project, list[ServerProbe]]:
     """The project (closed again) and what starting each of its declared MCP servers once found."""
     model = command_line_model(args.model, args.project)
-    project = load_project(args.project, model=model, models_required=False, models_installed=args.command == "check")
+    installed = args.command == "check"
+    project = load_with_model(args.project, model, model, models_required=False, models_installed=installed)
     return project, signals.run(probe_and_close(project))
 
 

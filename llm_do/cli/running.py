@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,15 @@ from ..approvals import ApprovalRequest, ApprovalUnavailable, Approver
 from ..di import LlmDoSettings
 from ..files import Attachment, check_call
 from ..models import RecordingModel
-from ..project import Project, discover_project, load_project, model_problem, resolve_model
+from ..project import (
+    DeferredModel,
+    ModelNameError,
+    Project,
+    discover_project,
+    load_project,
+    model_problem,
+    resolve_model,
+)
 from ..project.models import ModelServer
 from ..results import CallRecord, RunResult, run_report
 from ..run import AgentEntry, Entry
@@ -38,7 +46,7 @@ from .watch import Board
 if TYPE_CHECKING:
     from rich.live import Live
 
-__all__ = ["chat", "command_line_model", "run"]
+__all__ = ["chat", "command_line_model", "load_with_model", "run"]
 
 pydantic_ai.BANNER_ENABLED = False  # the command owns its output: no first-run banner (errors are unaffected)
 
@@ -100,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             project = session.project
             name = args.entry or project.default_entry
             input_data = _checked_input(project, name, given, args)
-            attachments = _attachments(project, args.attach)
+            attachments = _attachments(project, args.attach) if args.attach else project.attachments_for(name)
             try:
                 result = signals.run(_run_once(session, name, input_data, attachments))
             except BaseException as error:
@@ -198,9 +206,13 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
                 asking, lines=lines, pause=(lambda: _paused(shown)) if shown is not None else nullcontext
             )
         name = command_line_model(args.model, args.project)
-        model: Model | str | None = _recording_model(args, name) if args.record else name
-        project = load_project(args.project, model=model, approver=approver)
+        loaded: list[Project] = []  # a model of a project module's prefix is built once the project has loaded
+        model: Model | str | None = _recording_model(args, name, loaded) if args.record else name
+        project = load_with_model(args.project, model, name, approver=approver)
+        loaded.append(project)
         recorder = model if isinstance(model, RecordingModel) else None
+        if recorder is not None and isinstance(recorder.wrapped, DeferredModel):
+            _check_recorded(recorder.wrapped, project, "--model" if name is not None else "LLM_DO_MODEL")
         shows = live is not None or args.verbose >= 1
         yield _Session(project, board, live, recorder, approver or _no_approver, lines, asking, shows)
 
@@ -256,13 +268,34 @@ def command_line_model(name: str | None, project: str | None = None) -> str | No
         where = "--model"
     if not name.startswith("replay:"):
         problem = model_problem(name, servers=_project_servers(project))
-        if problem is not None:
+        if problem is not None and not (problem.startswith("unknown model provider") and _has_modules(project)):
             raise UsageError(f"{where} {name}: {problem}")
-        return name
+        return name  # a prefix a project module may declare (model_factory) is checked as the project loads
     path = os.path.abspath(name.removeprefix("replay:"))
     if not os.path.isfile(path):
         raise UsageError(f"{where} {name}: the recording {path} does not exist; give the path of a recording file")
     return f"replay:{path}"
+
+
+def load_with_model(project: str, model: Model | str | None, given: str | None, **options: Any) -> Project:
+    """`load_project(project, model=model, **options)`, with a model name `given` on the command line that the
+    project cannot build (an unknown prefix) a usage error, as when it is checked before the project loads."""
+    try:
+        return load_project(project, model=model, **options)
+    except ModelNameError as error:
+        if given is None or len(error.problems) > 1:
+            raise
+        raise UsageError(f"--model {given}: {error.problem}") from None
+
+
+def _has_modules(project: str | None) -> bool:
+    """Whether the project has Python modules, which may declare model prefixes of their own."""
+    if project is None:
+        return False
+    try:
+        return bool(discover_project(project).module_files)
+    except Exception:
+        return False
 
 
 def _project_servers(project: str | None) -> Mapping[str, ModelServer]:
@@ -276,7 +309,9 @@ def _project_servers(project: str | None) -> Mapping[str, ModelServer]:
         return {}
 
 
-def _recording_model(args: argparse.Namespace, given: str | None) -> RecordingModel:
+def _recording_model(args: argparse.Namespace, given: str | None, loaded: list[Project]) -> RecordingModel:
+    """The model to record, wrapped; one of a prefix only a project module can declare (`model_factory`) is built
+    from the project in `loaded` when first used (`_check_recorded` checks its prefix once the project loads)."""
     settings = LlmDoSettings()
     name = given or settings.model
     if name is None:
@@ -285,7 +320,37 @@ def _recording_model(args: argparse.Namespace, given: str | None) -> RecordingMo
     root = discover_project(args.project).root
     values = {"openai_base_url": settings.openai_base_url, "openai_api_key": settings.openai_api_key}
     servers = _project_servers(args.project)
-    return RecordingModel(resolve_model(name, root=root, settings=values, servers=servers), args.record)
+    try:
+        return RecordingModel(resolve_model(name, root=root, settings=values, servers=servers), args.record)
+    except ValueError as error:
+        if not _has_modules(args.project):
+            raise UsageError(f"{'--model' if given else 'LLM_DO_MODEL'} {name}: {error}") from None
+
+    def build() -> Model:
+        project = loaded[0]
+        return resolve_model(name, root=root, settings=values, servers=servers, factories=project.model_factories)
+
+    return RecordingModel(_PendingModel(name, build), args.record)
+
+
+class _PendingModel(DeferredModel):
+    """A recorded model whose prefix a project module declares, built from the project once it has loaded."""
+
+    def __init__(self, name: str, build: Callable[[], Model]) -> None:
+        super().__init__(name, build)
+        self.name = name
+
+
+def _check_recorded(model: DeferredModel, project: Project, where: str) -> None:
+    """A recorded model of a prefix the project did not declare after all is a usage error, before any run."""
+    if not isinstance(model, _PendingModel):
+        return
+    name = model.name
+    servers = project.layout.model_servers if project.layout is not None else {}
+    prefixes = {*servers, *project.model_factories}
+    problem = model_problem(name, servers=prefixes)
+    if problem is not None:
+        raise UsageError(f"{where} {name}: {problem}")
 
 
 def _check_writable(record: str) -> None:

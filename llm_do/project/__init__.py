@@ -5,9 +5,9 @@ See docs/projects.md. `load_project(path)` is the entry point; the rest is for t
 May import: errors, scopes, files, approvals, guards, di, results, toolkit, sessions, mcp, run, models.
 """
 
-from .build import DEFAULT_CONTAINER, Project, load_project
+from .build import DEFAULT_CONTAINER, ModelNameError, Project, load_project
 from .layout import CONFIG_FILE, EARLIER_CONFIG_FILE, ProjectLayout, discover_project, survey_project
-from .models import DeferredModel, MissingApiKey, model_problem, resolve_model
+from .models import DeferredModel, MissingApiKey, ModelFactory, model_factory, model_problem, resolve_model
 from .modules import ProjectModules, load_modules, toolset_name
 from .problems import Problem, ProjectError
 from .worker import FIELDS, WorkerSpec, check_worker, check_worker_file, parse_worker, read_worker
@@ -19,6 +19,8 @@ __all__ = [
     "FIELDS",
     "DeferredModel",
     "MissingApiKey",
+    "ModelFactory",
+    "ModelNameError",
     "Problem",
     "Project",
     "ProjectError",
@@ -30,6 +32,7 @@ __all__ = [
     "discover_project",
     "load_modules",
     "load_project",
+    "model_factory",
     "model_problem",
     "parse_worker",
     "read_worker",

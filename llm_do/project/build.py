@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from pydantic_ai.models import Model
 from ..approvals import Approver, PolicySettings, ToolPolicy
 from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec, toolset_names
 from ..errors import ConfigurationError, listing
-from ..files import Attachment
+from ..files import Attachment, check_call
 from ..guards import ModelRules
 from ..results import RunResult
 from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
@@ -29,18 +30,29 @@ from ..toolkit import known_tool_names
 from .earlier import EARLIER_TOOLSETS, earlier_toolset_message
 from .layout import ProjectLayout, survey_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
-from .models import matches_any, model_id, model_problem, resolve_model
-from .modules import ProjectModules, load_modules
+from .models import ModelFactory, matches_any, model_id, model_problem, resolve_model
+from .modules import ProjectModules, factory_line, load_modules
 from .native import is_native_tool, native_capabilities, native_policy_problem, worker_native_problems
 from .problems import Problem, ProjectError, raise_if_any
 from .worker import WorkerSpec, check_worker_file
 
-__all__ = ["DEFAULT_CONTAINER", "Project", "load_project"]
+__all__ = ["DEFAULT_CONTAINER", "ModelNameError", "Project", "load_project"]
 
 DEFAULT_CONTAINER = "containers.project:ProjectContainer"
 """The container of a project that declares none: llm-do's built-in toolsets."""
 
 _RESERVED = frozenset({"approval_policies", "config", "run_state"})
+
+
+class ModelNameError(ProjectError):
+    """The model name given to `load_project` (`--model`) is none the project can build: `name` is the name,
+    `problem` says why (naming the prefixes known); `problems` also lists those found before it (a module that
+    failed to import, which may declare the prefix)."""
+
+    def __init__(self, name: str, problem: str, others: Sequence[Problem] = ()) -> None:
+        self.name = name
+        self.problem = problem
+        super().__init__([*others, Problem(None, None, f"the model given, {name!r}: {problem}")])
 
 
 @dataclass
@@ -57,6 +69,23 @@ class Project:
     mcp_servers: Mapping[str, Declared] = field(default_factory=dict, repr=False)
     """MCP servers declared in the project's files, by toolset name."""
     mcp_specs: Mapping[str, ToolsetSpec] = field(default_factory=dict, repr=False)
+    model_factories: Mapping[str, ModelFactory] = field(default_factory=dict, repr=False)
+    """The model factories of the project's modules, by prefix (`model_factory`)."""
+    default_attachments: tuple[str, ...] = ()
+    """Files (relative to the project directory) handed to a run of the default entry that is given none: the
+    project file's `attachments`."""
+
+    def attachments_for(self, entry: str | None) -> tuple[Attachment, ...]:
+        """The files a run of `entry` (None: the default entry) is handed when it is given none: the project's
+        default attachments for its default entry, read now (blocking) and checked against the settings' limits;
+        none for any other entry."""
+        name = entry or self.default_entry
+        if not self.default_attachments or name is None or name != self.default_entry:
+            return ()
+        settings = self.runtime.config.attachments
+        found = tuple(Attachment.read(self.root, path, settings=settings) for path in self.default_attachments)
+        check_call(found, settings)
+        return found
 
     async def run(
         self,
@@ -68,7 +97,8 @@ class Project:
         session: Session | str | None = None,
     ) -> RunResult:
         """Run `entry` (default: the project's default entry) on `input_data` (default: its default input),
-        handing it `attachments`, in `session` if given (see `Runtime.run`)."""
+        handing it `attachments` (default: the project's default attachments, for its default entry), in `session`
+        if given (see `Runtime.run`)."""
         name = entry or self.default_entry
         if name is None:
             raise ConfigurationError(
@@ -79,6 +109,9 @@ class Project:
             if self.default_input is None:
                 raise ConfigurationError(f"no input for entry {name!r}: give one, or set input = ... in project.toml")
             input_data = self.default_input
+        if not attachments and self.default_attachments:
+            loop = asyncio.get_running_loop()
+            attachments = await loop.run_in_executor(None, self.attachments_for, name)
         return await self.runtime.run(
             name, input_data, message_history=message_history, attachments=attachments, session=session
         )
@@ -154,6 +187,7 @@ class _Builder:
         self.models_required = True
         self.models_installed = False
         self.settings_class: object = None
+        self.factories: dict[str, ModelFactory] = {}
 
     def build(self) -> Project:
         workers = self._parse_workers()
@@ -172,6 +206,8 @@ class _Builder:
         fallback = self.model if self.model is not None else config.model if config is not None else None
         if fallback is None:
             fallback = self.layout.default_model
+        self.factories = self._model_factories(modules)
+        self._check_given_model(modules)
         self.toolsets = {name: spec for name, (spec, _) in modules.toolsets.items()}
         providers = {name: p for name, p in container.providers.items() if name not in _RESERVED}
         self._check_names(workers, modules, providers)
@@ -215,10 +251,47 @@ class _Builder:
             layout=self.layout,
             mcp_servers=MappingProxyType(servers),
             mcp_specs=MappingProxyType(mcp_specs),
+            model_factories=MappingProxyType(self.factories),
+            default_attachments=self.layout.default_attachments,
         )
 
     def _raise(self) -> None:
         raise_if_any(self.problems)
+
+    def _model_factories(self, modules: ProjectModules) -> dict[str, ModelFactory]:
+        """The modules' model factories by prefix; one that a `[providers.NAME]` also names is a problem."""
+        found: dict[str, ModelFactory] = {}
+        for prefix, (factory, path) in modules.model_factories.items():
+            if prefix in self.layout.model_servers:
+                config = self.layout.config_file
+                where = config.name if config is not None else "the project file"
+                self.problems.append(
+                    Problem(
+                        path,
+                        factory_line(factory),
+                        f"the model factory of prefix {prefix!r} has the name of [providers.{prefix}] in {where}; "
+                        "keep one of them, or rename one",
+                    )
+                )
+                continue
+            found[prefix] = factory
+        return found
+
+    def _prefixes(self) -> set[str]:
+        """The project's own model prefixes: its `[providers.NAME]` and its modules' model factories."""
+        return {*self.layout.model_servers, *self.factories}
+
+    def _check_given_model(self, modules: ProjectModules) -> None:
+        """A model name given to `load_project` must be one the project can build (`ModelNameError`)."""
+        if not isinstance(self.model, str):
+            return
+        problem = model_problem(self.model, servers=self._prefixes())
+        if problem is None:
+            return
+        if modules.failed:
+            failed = ", ".join(path.name for path in modules.failed)
+            problem += f" ({failed} could not be imported, and may declare its prefix)"
+        raise ModelNameError(self.model, problem, self.problems)
 
     def _project_settings(self, config: RuntimeConfig) -> RuntimeConfig:
         """The project file's approval mode and max depth, where the settings (and so the command line's
@@ -442,7 +515,7 @@ class _Builder:
             model,
             instructions=spec.instructions or None,
             output_type=output_type if output_type is not None else str,
-            model_settings=dict(spec.model_settings) or None,  # type: ignore[arg-type]
+            model_settings=self._model_settings(spec) or None,  # type: ignore[arg-type]
             name=spec.name,
             deps_type=CallScope,
             capabilities=capabilities,
@@ -458,6 +531,13 @@ class _Builder:
             rules=self._rules(spec),
             takes_attachments=spec.takes_attachments,
         )
+
+    def _model_settings(self, spec: WorkerSpec) -> dict[str, Any]:
+        """The worker's model settings: its own, over the project file's `[model_settings]`, key by key; a project
+        setting that is also one of the worker's own `limits` (`max_tokens`, `request_timeout`) gives way to it,
+        so the worker's file wins whichever of its keys says it."""
+        project = {name: value for name, value in self.layout.model_settings.items() if name not in spec.rules}
+        return {**project, **spec.model_settings}
 
     def _rules(self, spec: WorkerSpec) -> ModelRules:
         """The worker's model rules: what its file sets, over what `project.toml` sets (over the settings)."""
@@ -534,11 +614,13 @@ class _Builder:
 
     def _resolved(self, spec: WorkerSpec, name: str, settings: Mapping[str, Any], key: str) -> Model | None:
         try:
-            model = resolve_model(name, root=self.root, settings=settings, servers=self.layout.model_servers)
+            model = resolve_model(
+                name, root=self.root, settings=settings, servers=self.layout.model_servers, factories=self.factories
+            )
         except (ValueError, OSError) as error:
             self.problems.append(spec.problem(f"model {name!r}: {error}", key))
             return None
-        servers = self.layout.model_servers
+        servers = self._prefixes()
         problem = model_problem(name, installed=True, servers=servers) if self.models_installed else None
         if problem is not None:
             self.problems.append(spec.problem(f"model {name!r}: {problem}", key))

@@ -51,14 +51,15 @@ EARLIER_API: dict[str, str] = {
     "set_toolset_approval_config": _NO_APPROVAL_TOOLSET + " ({pre_approved: true} is allow)",
     "ToolDef": "llm_do.tool on a method of an llm_do.Toolset subclass",
     "ToolsetDef": "llm_do.Toolset",
-    "register_model_factory": "none: pass a pydantic_ai Model object as the model (load_project(model=...)), or "
-    "set LLM_DO_OPENAI_BASE_URL for an OpenAI-compatible server",
+    "register_model_factory": "llm_do.project.model_factory: register_model_factory(PREFIX, build) becomes a module "
+    "attribute, NAME = model_factory(PREFIX, build), or @model_factory(PREFIX) on build; it holds for this project",
+    "OpenAICompatibleProvider": "none: a [providers.NAME] table in project.toml with base_url (a model NAME:model is "
+    "served there), or pydantic_ai's OpenAIProvider(base_url=...) in a model_factory",
     "resolve_model": "none in llm_do: name the model (provider:name), or pydantic_ai.models.infer_model",
     "ModelInput": "none: a model name or a pydantic_ai Model",
     "NoModelError": "llm_do.ConfigurationError (a worker without a model is a load problem)",
     "ModelCompatibilityError": "llm_do.ConfigurationError",
     "InvalidCompatibleModelsError": "llm_do.ConfigurationError",
-    "OpenAICompatibleProvider": "none: set LLM_DO_OPENAI_BASE_URL and name the model openai-chat:NAME",
     "agent_as_toolset": "none: a worker names another worker in its toolsets",
     "build_host_toolsets": "none: the built-in toolsets are containers.project.ProjectContainer's providers",
     "run_ui": "none: the llm-do run and llm-do chat commands",

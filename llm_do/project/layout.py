@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic_ai.settings import ModelSettings
 
 from ..approvals import PolicySettings
 from ..guards import ModelLimits, SuspectOutput
-from .manifest import APPROVAL_MODES, json_line_of, read_manifest
+from .manifest import APPROVAL_MODES, attachment_paths, json_line_of, read_manifest
 from .models import ModelServer
 from .problems import Problem, ProjectError, raise_if_any
 
@@ -41,6 +43,10 @@ _KEYS = {
     "model": "the model of workers that name none, provider:name (--model and LLM_DO_MODEL win)",
     "providers": "OpenAI-compatible servers by name: [providers.NAME] with base_url and, if it needs a key, "
     "api_key_env; a model NAME:model is that model on that server",
+    "model_settings": "pydantic-ai model settings of every worker, [model_settings] with temperature, max_tokens, ...; "
+    "a worker's own model_settings win, key by key",
+    "attachments": "files handed to a run of the default entry that is given none (--attach wins): paths relative to "
+    "the project directory",
 }
 
 
@@ -68,6 +74,10 @@ class ProjectLayout:
     """The project file's model for workers that name none; `--model` and `LLM_DO_MODEL` win."""
     model_servers: Mapping[str, ModelServer] = field(default_factory=dict, hash=False)
     """The project's OpenAI-compatible servers by name: a model `NAME:model` is served by `NAME`'s."""
+    model_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The project file's model settings (checked), laid under each worker's own `model_settings`."""
+    default_attachments: tuple[str, ...] = ()
+    """Files (paths relative to the project directory, checked) handed to a run of the default entry given none."""
     agent_approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
     """Approvals of calls to agents, by agent name, from the earlier `project.json` ("*": every agent): laid
     under the `approvals` of each worker that calls the agent."""
@@ -135,6 +145,7 @@ def survey_project(path: Path | str) -> tuple[ProjectLayout, list[Problem]]:
             earlier,
             approval_mode=manifest.approval_mode,
             max_depth=manifest.max_depth,
+            default_attachments=manifest.attachments,
             agent_approvals=manifest.agent_approvals,
         )
     else:
@@ -206,6 +217,8 @@ def _from_config(root: Path, config: Path, problems: list[Problem]) -> ProjectLa
         max_depth=depth,
         default_model=model,
         model_servers=_servers(config, text, values.get("providers"), problems),
+        model_settings=_model_settings(config, text, values.get("model_settings"), problems),
+        default_attachments=_attachments(root, config, text, values.get("attachments"), problems),
     )
 
 
@@ -253,6 +266,66 @@ def _servers(config: Path, text: str, table: Any, problems: list[Problem]) -> di
         else:
             servers[name] = ModelServer(url, key_env)
     return servers
+
+
+_SETTING_TYPES: dict[str, Any] = get_type_hints(ModelSettings)
+
+
+def _model_settings(config: Path, text: str, table: Any, problems: list[Problem]) -> dict[str, Any]:
+    """`[model_settings]`: pydantic-ai's model settings, each key known and each value of its type (checked)."""
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        problems.append(
+            Problem(config, _line_of(text, "model_settings"), f"model_settings must be a table, got {table!r}")
+        )
+        return {}
+    found: dict[str, Any] = {}
+    for key, value in table.items():
+        line = _table_key_line(text, "model_settings", key)
+        if key not in _SETTING_TYPES:
+            close = difflib.get_close_matches(key, _SETTING_TYPES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            known = ", ".join(sorted(_SETTING_TYPES))
+            problems.append(
+                Problem(config, line, f"model_settings: unknown model setting {key!r}{hint}; known: {known}")
+            )
+            continue
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(
+                _SETTING_TYPES[key], config=ConfigDict(arbitrary_types_allowed=True)
+            )
+            found[key] = adapter.validate_python(value, strict=True)
+        except ValidationError as error:
+            message = f"model_settings.{key}: {error.errors()[0]['msg']} (got {value!r})"
+            problems.append(Problem(config, line, message))
+    return found
+
+
+def _attachments(root: Path, config: Path, text: str, given: Any, problems: list[Problem]) -> tuple[str, ...]:
+    """`attachments`: files under the project directory, by paths relative to it (checked: each a file)."""
+    if given is None:
+        return ()
+    line = _line_of(text, "attachments")
+    if not isinstance(given, list) or not all(isinstance(item, str) and item.strip() for item in given):
+        problems.append(Problem(config, line, f"attachments must be a list of file paths, got {given!r}"))
+        return ()
+    return attachment_paths(root, config, line, "attachments", given, problems)
+
+
+def _table_key_line(text: str, table: str, key: str) -> int | None:
+    """The line of `key = ...` under the `[table]` header, else the line of the table (an inline table)."""
+    header = _header_line(text, table)
+    if header is not None:
+        lines = text.splitlines()
+        pattern = re.compile(rf"^[ \t]*\"?{re.escape(key)}\"?[ \t]*=")
+        for number in range(header, len(lines)):
+            if lines[number].lstrip().startswith("["):
+                break
+            if pattern.match(lines[number]):
+                return number + 1
+        return header
+    return _line_of(text, table)
 
 
 def _rules(config: Path, text: str, values: dict[str, Any], problems: list[Problem]) -> dict[str, Any]:

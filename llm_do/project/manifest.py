@@ -16,7 +16,7 @@ from typing import Any, get_args
 from ..approvals import ApprovalMode, PolicySettings
 from .problems import Problem
 
-__all__ = ["APPROVAL_MODES", "EARLIER_PROJECT_KEYS", "Manifest", "json_line_of", "read_manifest"]
+__all__ = ["APPROVAL_MODES", "EARLIER_PROJECT_KEYS", "Manifest", "attachment_paths", "json_line_of", "read_manifest"]
 
 APPROVAL_MODES: tuple[str, ...] = get_args(ApprovalMode)
 CONFIG_FILE = "project.toml"
@@ -32,6 +32,7 @@ class Manifest:
     default_input: Any = None
     approval_mode: str | None = None
     max_depth: int | None = None
+    attachments: tuple[str, ...] = ()
     agent_approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
 
 
@@ -47,6 +48,7 @@ EARLIER_PROJECT_KEYS: dict[str, str] = {
     "allow_cli_input": "true is dropped (the command line's input is always taken); false has no equivalent",
     "entry.agent": "entry",
     "entry.function": "entry, naming an @entry function of a project module",
+    "entry.args.attachments": "attachments (files handed to a run of the default entry that is given none)",
     "entry.args": "input (a text when args is only {input: TEXT}, else a table for the entry's input model)",
     "entry.input": "input",
     "agent_files": "workers (the files renamed from .agent to .worker by llm-do migrate)",
@@ -82,6 +84,24 @@ def json_line_of(text: str, key: str, after: int = 0) -> int | None:
     return None if match is None else text.count("\n", 0, match.start()) + 1
 
 
+def attachment_paths(
+    root: Path, config: Path, line: int | None, key: str, given: list[str], problems: list[Problem]
+) -> tuple[str, ...]:
+    """The default attachments `given` (paths relative to `root`), each a file under it, named once."""
+    found: list[str] = []
+    for name in given:
+        path = (root / name).resolve()
+        if Path(name).is_absolute() or not path.is_relative_to(root.resolve()):
+            problems.append(Problem(config, line, f"{key}: {name!r} is outside the project; give a relative path"))
+        elif not path.is_file():
+            problems.append(Problem(config, line, f"{key}: {name!r} is not a file under {root}; fix the path"))
+        elif name in found:
+            problems.append(Problem(config, line, f"{key}: {name!r} is named twice; name each file once"))
+        else:
+            found.append(name)
+    return tuple(found)
+
+
 def read_manifest(root: Path, path: Path, problems: list[Problem]) -> Manifest:
     """The layout `project.json` at `path` describes; what cannot be taken over goes to `problems`."""
     reader = _Reader(root, path, problems)
@@ -96,10 +116,13 @@ class _Reader:
         self.text = ""
 
     def problem(self, message: str, *keys: str) -> None:
+        self.problems.append(Problem(self.path, self.line(*keys), message))
+
+    def line(self, *keys: str) -> int | None:
         line: int | None = None
         for key in keys:  # a nested key is looked for after its parent's line
             line = json_line_of(self.text, key, line or 0) or line
-        self.problems.append(Problem(self.path, line, message))
+        return line
 
     def layout(self) -> Manifest:
         empty = Manifest()
@@ -131,7 +154,7 @@ class _Reader:
                 "remove the key",
                 "allow_cli_input",
             )
-        entry, given_input = self.entry(values.get("entry", {}))
+        entry, given_input, attachments = self.entry(values.get("entry", {}))
         workers = self.files("agent_files" if "agent_files" in values else "worker_files", values)
         modules = self.files("python_files", values)
         return Manifest(
@@ -141,6 +164,7 @@ class _Reader:
             given_input,
             approval_mode=mode,
             max_depth=depth,
+            attachments=attachments,
             agent_approvals=approvals,
         )
 
@@ -203,10 +227,10 @@ class _Reader:
     def policy(calls: Any, attachments: Any) -> PolicySettings:
         return PolicySettings(default="ask" if calls else None, attachments="ask" if attachments else None)
 
-    def entry(self, entry: Any) -> tuple[str | None, Any]:
+    def entry(self, entry: Any) -> tuple[str | None, Any, tuple[str, ...]]:
         if not isinstance(entry, dict):
             self.problem(f"entry must be an object, got {entry!r}", "entry")
-            return None, None
+            return None, None, ()
         for key in entry:
             if key not in ("agent", "function", "args", "input"):
                 self.problem(f"unknown key entry.{key}; its keys were agent, function, args (or input)", "entry", key)
@@ -223,21 +247,26 @@ class _Reader:
             )
         args = entry.get("args", entry.get("input"))
         if args is None:
-            return name, None
+            return name, None, ()
         if not isinstance(args, dict):
             self.problem(f"entry.args must be an object, got {args!r}", "entry", "args")
-            return name, None
+            return name, None, ()
+        attachments: tuple[str, ...] = ()
         if "attachments" in args:
-            self.problem(
-                "entry.args.attachments: a project gives no default attachments today; hand files to a run with "
-                "--attach PATH (or attachments= to Project.run)",
-                "entry",
-                "attachments",
-            )
+            given = args["attachments"]
+            line = self.line("entry", "attachments")
+            if not isinstance(given, list) or not all(isinstance(item, str) and item.strip() for item in given):
+                self.problems.append(
+                    Problem(self.path, line, f"entry.args.attachments must be a list of file paths, got {given!r}")
+                )
+            else:
+                attachments = attachment_paths(
+                    self.root, self.path, line, "entry.args.attachments", given, self.problems
+                )
         rest = {key: value for key, value in args.items() if key != "attachments"}
         if set(rest) == {"input"} and isinstance(rest["input"], str):
-            return name, rest["input"]
-        return name, rest or None
+            return name, rest["input"], attachments
+        return name, rest or None, attachments
 
     def files(self, key: str, values: dict[str, Any]) -> tuple[Path, ...]:
         given = values.get(key, [])

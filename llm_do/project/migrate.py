@@ -366,6 +366,8 @@ def _project_toml(
         lines.append(f"entry = {_toml(entry)}\n")
     if layout.default_input is not None:
         lines.append(f"input = {_toml(layout.default_input)}\n")
+    if layout.default_attachments:
+        lines.append(f"attachments = {_toml(list(layout.default_attachments))}\n")
     if layout.approval_mode is not None:
         lines.append(f"approval_mode = {_toml(layout.approval_mode)}\n")
     if layout.max_depth is not None:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -31,8 +31,10 @@ from ..models.replay import ReplayModel
 __all__ = [
     "DeferredModel",
     "MissingApiKey",
+    "ModelFactory",
     "ModelServer",
     "matches_any",
+    "model_factory",
     "model_id",
     "model_problem",
     "resolve_model",
@@ -49,6 +51,61 @@ class ModelServer:
     base_url: str
     api_key_env: str | None = None
     """The environment variable holding its API key, if it needs one (a local server needs none)."""
+
+
+_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFactory:
+    """A project's own model prefix (`llm_do.project.model_factory`): a model name `PREFIX:NAME`, in the project's
+    files or on the command line, is the model `build(NAME)` returns, built when first used. It holds for the
+    project whose module defines it (as a module attribute), never for another project."""
+
+    prefix: str
+    build: Callable[[str], Model]
+
+    def __call__(self, model_name: str) -> Model:
+        """The model `PREFIX:model_name` stands for; `ConfigurationError` when `build` returns no pydantic-ai
+        `Model`."""
+        model = self.build(model_name)
+        if not isinstance(model, Model):
+            raise ConfigurationError(
+                f"the model factory of prefix {self.prefix!r} ({_qualified(self.build)}) returned "
+                f"{type(model).__name__}, not a pydantic-ai Model; return one (OpenAIChatModel(...), "
+                "FunctionModel(...))"
+            )
+        return model
+
+
+@overload
+def model_factory(prefix: str) -> Callable[[Callable[[str], Model]], ModelFactory]: ...
+@overload
+def model_factory(prefix: str, build: Callable[[str], Model]) -> ModelFactory: ...
+def model_factory(
+    prefix: str, build: Callable[[str], Model] | None = None
+) -> ModelFactory | Callable[[Callable[[str], Model]], ModelFactory]:
+    """Declare, in a project module, that model names `PREFIX:NAME` are `build(NAME)`: a decorator
+    (`@model_factory("acme")` over `def acme(name: str) -> Model`), or a call whose result is kept as a module
+    attribute (`acme = model_factory("acme", build_acme)`). The module attribute is what counts: a project that
+    does not load the module knows no such prefix. Raises `ValueError` for a prefix that is not a provider name
+    (letters, digits, `_`, `.`, `-`, starting with a letter) or is `test` or `replay`."""
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix) or prefix in ("test", "replay"):
+        raise ValueError(
+            f"model_factory({prefix!r}): a model prefix is letters, digits, '_', '.' or '-', starting with a letter, "
+            "and not 'test' or 'replay'"
+        )
+
+    def declare(function: Callable[[str], Model]) -> ModelFactory:
+        if not callable(function):
+            raise TypeError(f"model_factory({prefix!r}) takes a function of the model's name, got {function!r}")
+        return ModelFactory(prefix, function)
+
+    return declare(build) if build is not None else declare
+
+
+def _qualified(function: Callable[..., Any]) -> str:
+    return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
 
 
 class MissingApiKey(ConfigurationError):
@@ -106,13 +163,19 @@ def resolve_model(
     root: Path,
     settings: Mapping[str, Any] | None = None,
     servers: Mapping[str, ModelServer] | None = None,
+    factories: Mapping[str, ModelFactory] | None = None,
 ) -> Model:
     """The model a name stands for. Raises `ValueError` with what to do when it cannot be resolved.
 
     `settings` is a mapping of llm-do settings (a container's `config()`), read for `openai_base_url`
-    and `openai_api_key`; `servers` are the project's OpenAI-compatible servers by name (`NAME:model`).
+    and `openai_api_key`; `servers` are the project's OpenAI-compatible servers by name (`NAME:model`), and
+    `factories` its modules' model factories by prefix (`PREFIX:model`).
     """
     prefix, _, model_name = name.partition(":")
+    if factories and prefix in factories and model_name:
+        factory = factories[prefix]
+        return DeferredModel(name, lambda: factory(model_name))
+    known = {*(servers or ()), *(factories or ())}
     if servers and prefix in servers and model_name:
         server = servers[prefix]
         return DeferredModel(name, lambda: _served(model_name, server), f"[providers.{prefix}] in project.toml")
@@ -120,7 +183,7 @@ def resolve_model(
         return _replay(name.removeprefix("replay:"), root)
     if name == "test":
         return infer_model("test")
-    problem = model_problem(name)
+    problem = model_problem(name, servers=known)
     if problem is not None:
         raise ValueError(problem)
     settings = settings or {}
@@ -139,7 +202,8 @@ speak the chat completions API (`openai-chat:`); `openai:` is OpenAI's responses
 def model_problem(name: str, *, installed: bool = False, servers: Collection[str] = ()) -> str | None:
     """What is wrong with a model name (`provider:name`, `test` or `replay:PATH`), or None.
 
-    The provider must be one pydantic-ai knows, or one of the project's `servers`. With `installed`, the
+    The provider must be one pydantic-ai knows, or one of the project's own prefixes (`servers`: its
+    `[providers.NAME]` and its modules' `model_factory` prefixes). With `installed`, the
     package its client needs must be installed too (imported to find out); without, a missing package is left
     for run time.
     """
@@ -158,9 +222,10 @@ def model_problem(name: str, *, installed: bool = False, servers: Collection[str
         infer_provider_class(provider)
     except ValueError:
         providers = sorted({k.split(":", 1)[0] for k in known if ":" in k})
-        close = difflib.get_close_matches(provider, providers, n=1)
+        close = difflib.get_close_matches(provider, [*servers, *providers], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown model provider {provider!r}{hint}; known providers include {', '.join(providers)}"
+        own = f"the project's own prefixes are {', '.join(sorted(servers))}; " if servers else ""
+        return f"unknown model provider {provider!r}{hint}; {own}known providers include {', '.join(providers)}"
     except ImportError as error:
         if installed:
             return f"the {provider!r} provider cannot be used here: {error}"

@@ -23,6 +23,7 @@ from ..di import ToolsetSpec
 from ..run import FunctionEntry
 from ..scopes import Scope
 from .earlier_api import earlier_api_problems
+from .models import ModelFactory
 from .problems import Problem
 
 __all__ = ["ProjectModules", "load_modules", "toolset_name"]
@@ -40,6 +41,8 @@ class ProjectModules:
     toolsets: dict[str, tuple[ToolsetSpec, Path]] = field(default_factory=dict)
     entries: dict[str, tuple[FunctionEntry, Path]] = field(default_factory=dict)
     container: tuple[type[containers.DeclarativeContainer], Path] | None = None
+    model_factories: dict[str, tuple[ModelFactory, Path]] = field(default_factory=dict)
+    """The model factories the modules declare (`model_factory`), by prefix, each with its file."""
     unbuildable: dict[str, str] = field(default_factory=dict)
     """Toolset classes that need arguments, so are not project toolsets (a container may use them): why."""
     problems: list[Problem] = field(default_factory=list)
@@ -150,6 +153,8 @@ def _collect(found: ProjectModules, module: ModuleType, path: Path) -> None:
             _add(found, "toolset", attribute, (spec, path), found.toolsets, same=value)
         elif isinstance(value, FunctionEntry):
             _add(found, "entry", value.name, (value, path), found.entries, same=value)
+        elif isinstance(value, ModelFactory):
+            _add(found, "model factory of prefix", value.prefix, (value, path), found.model_factories, same=value)
         elif isinstance(value, type) and issubclass(value, containers.DeclarativeContainer) and own:
             if found.container is not None and found.container[0] is not value:
                 other, where = found.container
@@ -189,6 +194,11 @@ def _add(found: ProjectModules, kind: str, name: str, item: Any, into: dict[str,
     spec_or_entry, where = existing
     if (spec_or_entry.provides if isinstance(spec_or_entry, ToolsetSpec) else spec_or_entry) is same:
         return  # the same object, imported by another project module
+    if isinstance(same, ModelFactory):
+        line = factory_line(same)
+        message = f"a second model factory of prefix {name!r} (the first is in {where.name}); keep one"
+        found.problems.append(Problem(item[1], line, message))
+        return
     found.problems.append(
         Problem(item[1], None, f"a second {kind} named {name!r} (the first is in {where.name}); rename one")
     )
@@ -213,6 +223,14 @@ def _error_line(error: Exception, path: Path) -> int | None:
         return error.lineno
     lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if Path(frame.filename) == path]
     return lines[-1] if lines else None
+
+
+def factory_line(factory: ModelFactory) -> int | None:
+    """The line of a model factory's function (its decorator's, when decorated), when it can be found."""
+    try:
+        return inspect.getsourcelines(factory.build)[1]
+    except (OSError, TypeError):
+        return None
 
 
 def _line_of_class(cls: type) -> int | None:

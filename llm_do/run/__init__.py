@@ -46,7 +46,9 @@ if TYPE_CHECKING:
         open_stream as open_stream,
     )
     from ._made import (
+        KEEPS as KEEPS,
         MAX_MADE as MAX_MADE,
+        Keep as Keep,
         make_agent as make_agent,
     )
     from ._plan import (
@@ -105,7 +107,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "open_stream",
     ),
     "_made": (
+        "KEEPS",
         "MAX_MADE",
+        "Keep",
         "make_agent",
     ),
     "_plan": (

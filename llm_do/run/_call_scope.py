@@ -31,7 +31,7 @@ from ..scopes import CURRENT_SINK, NoPublicConstructor, Observer, Scope, ScopeOw
 from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
 from ._entry import CallHost, Entry, EntryPlan, ToolsetUse
 from ._lending import Lending
-from ._made import make_agent
+from ._made import Keep, made_names, made_target, make_agent
 from ._run_scope import RunScope
 from ._servers import start_servers
 from ._usage import usage_of
@@ -388,33 +388,34 @@ class CallScope(metaclass=NoPublicConstructor):
             return await target.run_turn(child, input_data)
 
     def _target(self, name: str) -> tuple[Entry, EntryPlan | None]:
-        """The entry `name` names, with its plan when it is an agent made in this run (else the runtime's)."""
-        made = self._open_run().made
-        if made is not None and name in made:
-            target: tuple[Entry, EntryPlan | None] = made[name]
-            return target
+        """The entry `name` names, with its plan when it is a made agent (else the runtime's)."""
+        run = self._open_run()
+        if (found := made_target(run, name)) is not None:
+            return found
         entry = self.host.entries.get(name)
         if entry is None:
             raise ToolsetError(
                 f"{self.entry.name!r} cannot call {name!r}: it is neither an entry ({listing(self.host.entries)}) "
-                f"nor an agent made in this run ({listing(made or ())}); fix the name"
+                f"nor an agent made in this run or kept by its session ({listing(made_names(run))}); fix the name"
             )
         return entry, None
 
     def make_agent(
-        self, name: str, instructions: str, *, toolsets: Sequence[str] = (), description: str | None = None
+        self,
+        name: str,
+        instructions: str,
+        *,
+        toolsets: Sequence[str] = (),
+        description: str | None = None,
+        keep: Keep = "run",
     ) -> Entry:
-        """Make an agent that lives in this run: `call_agent(name, ...)` runs it from any call of the run.
-
-        It runs with `instructions` on the model this call's agent run uses, and may use only `toolsets` this
-        call's entry has (each gated by its own approval policy, as for any call); its calls are children like
-        any entry's, under the depth limit. Nothing of it outlives the run. Raises `ToolsetError` for a name
-        already taken or not a valid tool name, or a toolset this entry does not have (see `MAX_MADE`).
-        """
-        run = self._open_run()
-        plan = self._plan or self.host.plan_of(self.entry.name)
-        run.made = run.made if run.made is not None else {}
-        return make_agent(self.host, self.entry, plan, run.made, name, instructions, toolsets, description)
+        """Make an agent that lives in this run (`keep="session"`: in its session, for its later runs, until it
+        closes): `call_agent(name, ...)` runs it. It runs with `instructions` on the model this call's agent run
+        uses, and may use only `toolsets` this call's entry has (each gated by its own approval policy, as for any
+        call); its calls are children like any entry's, under the depth limit. Raises `ToolsetError` for a name
+        already taken or not a valid tool name, a toolset this entry does not have, or another `keep`."""
+        run, plan = self._open_run(), self._plan or self.host.plan_of(self.entry.name)
+        return make_agent(self.host, self.entry, plan, run, name, instructions, toolsets, description, keep)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """Call one of this scope's tools directly, validating `args` like a model's call.

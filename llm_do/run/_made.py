@@ -1,18 +1,25 @@
-"""Agents made in a run (`CallScope.make_agent`): the rules a made agent is held to, and where it is kept."""
+"""Agents made in a run (`CallScope.make_agent`): the rules a made agent is held to, and where it is kept: in
+its run (`keep="run"`), or in the run's session for the session's later runs (`keep="session"`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ToolsetError, listing
 from ._entry import CallHost, Entry, EntryPlan
 
-__all__ = ["MAX_MADE", "make_agent"]
+if TYPE_CHECKING:
+    from ._run_scope import RunScope
+
+__all__ = ["KEEPS", "MAX_MADE", "Keep", "made_names", "made_target", "make_agent"]
 
 MAX_MADE = 32
-"""The most agents one run may make."""
+"""The most agents one run may make (and one session keep)."""
+Keep = Literal["run", "session"]
+"""How long a made agent lives: its run, or its run's session (a run without a session is a session of its own)."""
+KEEPS: tuple[Keep, ...] = ("run", "session")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
@@ -20,20 +27,33 @@ def make_agent(
     host: CallHost,
     creator: Entry,
     plan: EntryPlan,
-    made: dict[str, Any],
+    run: RunScope,
     name: str,
     instructions: str,
     toolsets: Sequence[str],
     description: str | None,
+    keep: Keep = "run",
 ) -> Entry:
-    """Make the agent `name` for the run whose made agents are `made`: a tool name not taken by an entry or
-    another made agent, using only toolsets of `creator` (whose call's plan is `plan`), at most `MAX_MADE`."""
+    """Make the agent `name` for `run`, kept by the run (`keep="run"`) or by its session (`"session"`; a run of no
+    session is a session of its own): a tool name not taken by an entry or another made agent of the run or its
+    session, using only toolsets of `creator` (whose call's plan is `plan`), at most `MAX_MADE` in its keeper."""
+    if keep not in KEEPS:
+        raise ToolsetError(f"keep must be one of {', '.join(KEEPS)}, got {keep!r}")
+    run.made = run.made if run.made is not None else {}
+    session = run.session
+    kept: dict[str, Any] = session.made if session is not None else {}
+    made, taken, keeper = (kept, run.made, "session") if keep == "session" and session else (run.made, kept, "run")
     if not _NAME.fullmatch(name):
         raise ToolsetError(f"an agent's name must be letters, digits, '_' or '-' (at most 64), got {name!r}")
-    if name in made or name in host.entries:
-        raise ToolsetError(f"the name {name!r} is taken (an entry, or an agent made in this run): choose another")
+    if name in made or name in taken or name in host.entries:
+        raise ToolsetError(
+            f"the name {name!r} is taken (an entry, or an agent made in this run or kept by its session): "
+            "choose another"
+        )
     if len(made) >= MAX_MADE:
-        raise ToolsetError(f"this run has made {MAX_MADE} agents, the most a run may make: call one of them")
+        raise ToolsetError(
+            f"this {keeper} keeps {MAX_MADE} made agents, the most a {keeper} may keep: call one of them"
+        )
     uses = {use.name: use for use in plan.uses}
     refused = [toolset for toolset in toolsets if toolset not in uses]
     if refused:
@@ -44,3 +64,17 @@ def make_agent(
     entry = host.made_entry(creator, name, instructions, toolsets, description)
     made[name] = (entry, EntryPlan.of(tuple(uses[toolset] for toolset in dict.fromkeys(toolsets))))
     return entry
+
+
+def made_target(run: RunScope, name: str) -> tuple[Entry, EntryPlan] | None:
+    """The agent `name` made in `run` or kept by its session, with its plan; None when there is none."""
+    for made in (run.made or {}, run.session.made if run.session is not None else {}):
+        if name in made:
+            found: tuple[Entry, EntryPlan] = made[name]
+            return found
+    return None
+
+
+def made_names(run: RunScope) -> list[str]:
+    """The names of the agents made in `run` and kept by its session."""
+    return [*(run.made or ()), *(run.session.made if run.session is not None else ())]

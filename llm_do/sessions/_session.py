@@ -116,6 +116,9 @@ class Session(metaclass=NoPublicConstructor):
         """The calls approved for the rest of this session."""
         self.built = False
         """Whether the session's per-session providers have been made (by its first run)."""
+        self.made: dict[str, Any] = {}
+        """The agents its runs made to keep for the session (`CallScope.make_agent(..., keep="session")`), by name,
+        each with its plan: callable in its later runs, forgotten when it closes."""
         self._host: SessionHost | None = host
         self._idle_timeout = idle_timeout
         self._timer: asyncio.TimerHandle | None = None
@@ -325,6 +328,7 @@ class Session(metaclass=NoPublicConstructor):
             self.owner.named = {}
             self.box.close()
             self.grants = Grants()
+            self.made = {}
             self.history = []
             self._ended.set()
 

@@ -1,7 +1,9 @@
 """`DynamicAgents`: a model makes an agent (its instructions, some of its own toolsets) and calls it.
 
-A made agent lives in its run: any call of the run can call it, and nothing of it outlives the run. It may use
-only toolsets its maker has, each gated by its own approval policy; its calls are children in the call tree,
+A made agent lives in its run: any call of the run can call it, and nothing of it outlives the run; made with
+`keep="session"`, it lives in the run's session instead: the session's later runs can call it, no other session
+can, and it is forgotten when the session closes. It is never written anywhere. It may use only toolsets its maker
+has, each gated by its own approval policy; its calls are children in the call tree,
 under the depth limit, counted in the run's usage, streamed and traced like any entry's. Gate the making or the
 calling by this toolset's policy (`agent_create`, `agent_call`), as any tool.
 """
@@ -9,7 +11,7 @@ calling by this toolset's policy (`agent_create`, `agent_call`), as any tool.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
@@ -26,7 +28,13 @@ class _Maker(Protocol):
     """What the toolset needs of the call it serves (llm-do's `CallScope`, its tools' `ctx.deps`)."""
 
     def make_agent(
-        self, name: str, instructions: str, *, toolsets: Sequence[str] = (), description: str | None = None
+        self,
+        name: str,
+        instructions: str,
+        *,
+        toolsets: Sequence[str] = (),
+        description: str | None = None,
+        keep: Literal["run", "session"] = "run",
     ) -> Any: ...
     async def call_agent(self, name: str, input_data: Any, *, attachments: Sequence[str] = ()) -> Any: ...
 
@@ -51,16 +59,24 @@ class DynamicAgents(Toolset):
         description: str = "",
         toolsets: list[str] | None = None,
         model: str | None = None,
+        keep: Literal["run", "session"] = "run",
     ) -> str:
         """Make an agent that lives for this run: `instructions` say what it does; `toolsets` are names of toolsets
-        you have that it may use (none by default). It runs with your model. Call it with agent_call."""
+        you have that it may use (none by default). It runs with your model. Call it with agent_call. With
+        keep="session" it lives for the rest of this conversation instead: later requests can call it too."""
         try:
-            _maker(ctx).make_agent(name, instructions, toolsets=toolsets or (), description=description or None)
+            _maker(ctx).make_agent(
+                name, instructions, toolsets=toolsets or (), description=description or None, keep=keep
+            )
         except ToolsetError as error:
             raise ToolFailed(str(error)) from None
         given = listing(toolsets or (), ordered=False)
         ignored = f" It runs with your model, not {model!r}." if model else ""
-        return f"Made agent {name!r} (toolsets: {given}).{ignored} Call it with agent_call(agent={name!r}, input=...)."
+        kept = " It is kept for this conversation." if keep == "session" else ""
+        return (
+            f"Made agent {name!r} (toolsets: {given}).{ignored}{kept} "
+            f"Call it with agent_call(agent={name!r}, input=...)."
+        )
 
     @tool
     async def agent_call(

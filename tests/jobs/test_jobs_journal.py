@@ -215,6 +215,22 @@ async def test_an_agent_made_in_the_run_is_journaled_and_replayed_like_any_call(
     assert [call["entry"] for call in record.calls] == ["maker", "scribe"]
 
 
+@pytest.mark.long
+async def test_an_agent_kept_for_the_session_is_made_again_and_replayed_when_a_killed_job_runs_again(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """As above, the scribe made with keep="session": a job's run is a session of its own, so the run that runs
+    again makes it again from the journaled agent_create, and calls it there."""
+    job_id, notes = await killed_and_rerun(
+        queue, dsn, tmp_path, "maker", "scribe", journaled=3, hold=-1, scribe_hold=1, keep="session"
+    )
+    record = await queue.get(job_id)
+    assert sent(notes) == {("maker", 0): 1, ("maker", 1): 1, ("scribe", 0): 1, ("scribe", 1): 2, ("maker", 2): 1}
+    assert record.output == "maker: scribe: step s ok"
+    assert record.journal is not None and (record.journal["replayed"], record.journal["sent"]) == (3, 2)
+    assert [call["entry"] for call in record.calls] == ["maker", "scribe"]
+
+
 async def test_a_journaled_runs_requests_are_held_to_the_runtimes_limits(queue: JobQueue, tmp_path: Path) -> None:
     """The journal's model wraps the entry's model for the job's run, inside the guard that carries the limits."""
     asked: list[object] = []

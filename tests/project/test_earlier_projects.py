@@ -101,7 +101,7 @@ def test_keys_of_project_json_without_an_equivalent_are_problems_with_their_line
     assert "llm-do has no OAuth" in problems[5]
     assert 7 not in problems  # generated_agents_dir: dropped, as made agents are never written
     assert "llm_do.entry" in problems[9] and "entry = " in problems[9]
-    assert "--attach" in problems[12]
+    assert "entry.args.attachments: 'a.pdf' is not a file under" in problems[12]  # today's attachments, checked
 
 
 # -- a Python toolset written against the earlier API --------------------------------------------------------

@@ -226,7 +226,8 @@ async def test_a_made_agent_is_forgotten_with_its_run() -> None:
         assert (await runtime.run("main", "go")).output == "made"
         with entry.agent.override(model=second):
             result = await runtime.run("main", "go")
-    assert "cannot call 'scribe': it is neither an entry (main) nor an agent made in this run (none)" in result.output
+    assert "cannot call 'scribe': it is neither an entry (main) nor an agent made in this run" in result.output
+    assert "or kept by its session (none)" in result.output
 
 
 async def test_names_already_taken_are_refused() -> None:

@@ -1,0 +1,213 @@
+"""Project-level defaults in `project.toml` (and the earlier `project.json`): model settings laid under each
+worker's own, and the files handed to a run of the default entry that is given none."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from llm_do import Attachment, AttachmentError
+from llm_do.project import ProjectError, load_project
+from llm_do.project.migrate import plan_migration
+
+from ..cli_projects import llm_do
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(content).lstrip())
+    return root
+
+
+def problems(root: Path) -> list[tuple[str, int | None, str]]:
+    with pytest.raises(ProjectError) as caught:
+        load_project(root, model="test")
+    return [(p.file.name if p.file else "", p.line, p.message) for p in caught.value.problems]
+
+
+class Seen:
+    """A model that answers with what it was sent: the settings of each request and the files attached."""
+
+    def __init__(self) -> None:
+        self.settings: list[dict[str, Any]] = []
+        self.files: list[list[str]] = []
+        self.model = FunctionModel(self.respond)
+
+    def respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.settings.append(dict(info.model_settings or {}))
+        first = messages[-1]
+        assert isinstance(first, ModelRequest)
+        prompt = next(part.content for part in first.parts if isinstance(part, UserPromptPart))
+        texts = [] if isinstance(prompt, str) else [str(item) for item in prompt[1:]]
+        self.files.append(texts)
+        return ModelResponse(parts=[TextPart(f"{len(texts)} files")])
+
+
+async def test_project_model_settings_hold_for_every_worker_and_a_workers_own_win_key_by_key(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "project.toml": """
+                [model_settings]
+                temperature = 0.1
+                max_tokens = 300
+            """,
+            "plain.worker": "Answer.\n",
+            "tuned.worker": "---\nmodel_settings: {temperature: 0.9, seed: 7}\n---\nAnswer.\n",
+            "limited.worker": "---\nlimits: {max_tokens: 50}\n---\nAnswer.\n",
+        },
+    )
+    seen = Seen()
+    async with load_project(tmp_path, model=seen.model) as project:
+        await project.run("plain", "hi")
+        await project.run("tuned", "hi")
+        await project.run("limited", "hi")
+    plain, tuned, limited = seen.settings
+    assert (plain["temperature"], plain["max_tokens"]) == (0.1, 300) and "seed" not in plain
+    assert (tuned["temperature"], tuned["max_tokens"], tuned["seed"]) == (0.9, 300, 7)
+    assert (limited["temperature"], limited["max_tokens"]) == (0.1, 50)  # the worker's own limit wins
+
+
+def test_wrong_model_settings_are_problems_with_their_lines(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "project.toml": """
+                entry = "plain"
+
+                [model_settings]
+                temprature = 0.1
+                max_tokens = "many"
+            """,
+            "plain.worker": "Answer.\n",
+        },
+    )
+    found = problems(tmp_path)
+    assert [(name, line) for name, line, _ in found] == [("project.toml", 4), ("project.toml", 5)]
+    assert "unknown model setting 'temprature' (did you mean 'temperature'?)" in found[0][2]
+    assert found[1][2].startswith("model_settings.max_tokens:") and "'many'" in found[1][2]
+
+
+def test_model_settings_must_be_a_table(tmp_path: Path) -> None:
+    write(tmp_path, {"project.toml": 'entry = "plain"\nmodel_settings = 0.2\n', "plain.worker": "Answer.\n"})
+    assert problems(tmp_path) == [("project.toml", 2, "model_settings must be a table, got 0.2")]
+
+
+async def test_default_attachments_go_to_the_default_entry_given_none(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "project.toml": 'entry = "reader"\ninput = "Read."\nattachments = ["docs/brief.txt", "notes.txt"]\n',
+            "reader.worker": "Read the files.\n",
+            "other.worker": "Answer.\n",
+            "docs/brief.txt": "the brief\n",
+            "notes.txt": "a note\n",
+            "extra.txt": "extra\n",
+        },
+    )
+    seen = Seen()
+    async with load_project(tmp_path, model=seen.model) as project:
+        assert project.default_attachments == ("docs/brief.txt", "notes.txt")
+        defaulted = await project.run()  # the default entry, its default input and files
+        asked = await project.run(None, "Something else.")  # another input: the files still go
+        given = await project.run(attachments=[Attachment.read(tmp_path, "extra.txt")])  # given files win
+        other = await project.run("other", "hi")  # another entry gets none
+    assert [defaulted.output, asked.output, given.output, other.output] == ["2 files", "2 files", "1 files", "0 files"]
+    assert "docs/brief.txt" in seen.files[0][0] and "notes.txt" in seen.files[0][1]
+    assert "extra.txt" in seen.files[2][0]
+
+
+def test_default_attachments_that_are_not_files_of_the_project_are_problems(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "project.toml": 'entry = "reader"\n\nattachments = ["missing.txt", "../outside.txt", "ok.txt", "ok.txt"]\n',
+            "reader.worker": "Read the files.\n",
+            "ok.txt": "fine\n",
+        },
+    )
+    (tmp_path.parent / "outside.txt").write_text("outside\n")
+    found = problems(tmp_path)
+    assert {line for _, line, _ in found} == {3}
+    messages = [message for _, _, message in found]
+    assert "attachments: 'missing.txt' is not a file under" in messages[0]
+    assert "attachments: '../outside.txt' is outside the project" in messages[1]
+    assert "attachments: 'ok.txt' is named twice" in messages[2]
+    write(tmp_path, {"project.toml": 'entry = "reader"\nattachments = "ok.txt"\n'})
+    assert problems(tmp_path) == [("project.toml", 2, "attachments must be a list of file paths, got 'ok.txt'")]
+
+
+async def test_a_default_attachment_over_the_limits_fails_the_run_not_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLM_DO_ATTACHMENTS__MAX_FILE_BYTES", "4")
+    write(
+        tmp_path,
+        {
+            "project.toml": 'input = "Read."\nattachments = ["big.txt"]\n',
+            "reader.worker": "Read.\n",
+            "big.txt": "x" * 64,
+        },
+    )
+    async with load_project(tmp_path, model=Seen().model) as project:
+        with pytest.raises(AttachmentError, match=r"big\.txt"):
+            await project.run()
+
+
+async def test_earlier_project_json_entry_attachments_are_the_default_attachments(tmp_path: Path) -> None:
+    manifest = {
+        "version": 1,
+        "runtime": {"approval_mode": "approve_all"},
+        "entry": {"agent": "reader", "args": {"input": "Read it.", "attachments": ["deck.txt"]}},
+        "agent_files": ["reader.agent"],
+    }
+    write(
+        tmp_path,
+        {"project.json": json.dumps(manifest, indent=2), "reader.agent": "Read the deck.\n", "deck.txt": "slides\n"},
+    )
+    seen = Seen()
+    async with load_project(tmp_path, model=seen.model) as project:
+        assert project.default_attachments == ("deck.txt",)
+        result = await project.run()
+    assert result.output == "1 files" and "deck.txt" in seen.files[0][0]
+    migration = plan_migration(tmp_path)
+    assert 'attachments = ["deck.txt"]\n' in migration.diff()
+    assert not [problem for problem in migration.untranslated if "attachments" in problem.message]
+
+
+def test_earlier_project_json_attachments_that_are_no_files_are_problems_with_their_line(tmp_path: Path) -> None:
+    text = (
+        '{\n  "version": 1,\n  "entry": {\n    "agent": "reader",\n'
+        '    "args": {"input": "x", "attachments": ["gone.pdf"]}\n  },\n  "agent_files": ["reader.agent"]\n}\n'
+    )
+    write(tmp_path, {"project.json": text, "reader.agent": "Read.\n"})
+    [(name, line, message)] = problems(tmp_path)
+    assert (name, line) == ("project.json", 5)
+    assert "entry.args.attachments: 'gone.pdf' is not a file under" in message
+
+
+def test_the_command_line_hands_the_default_attachments_and_attach_replaces_them(tmp_path: Path) -> None:
+    root = write(
+        tmp_path / "desk",
+        {
+            "project.toml": 'input = "Read."\nattachments = ["brief.txt"]\n',
+            "reader.worker": "---\nmodel: test\n---\nRead.\n",
+            "brief.txt": "the brief\n",
+            "other.txt": "other\n",
+        },
+    )
+    defaulted = llm_do("run", root, "--json")
+    replaced = llm_do("run", root, "--json", "--attach", root / "other.txt")
+    assert defaulted.returncode == 0 and replaced.returncode == 0, (defaulted.stderr, replaced.stderr)
+    [call] = json.loads(defaulted.stdout)["calls"]
+    assert [info["name"] for info in call["attachments"]] == ["brief.txt"]
+    [call] = json.loads(replaced.stdout)["calls"]
+    assert [info["name"] for info in call["attachments"]] == ["other.txt"]
