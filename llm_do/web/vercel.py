@@ -6,10 +6,12 @@ event for, in the same stream:
 
 - every call of the run as a data part `data-llm-do-call` (id: the call's id; sent when the call
   starts and again, with the same id, when it ends), so a page can draw the call tree;
-- a child call's tool calls as data parts `data-llm-do-tool` (id: the tool call's id);
-- a pending approval as the protocol's `tool-approval-request` (id: the `approval_id`), preceded by
-  the tool call's `tool-input-available` (as a dynamic tool) when the call belongs to a child call,
-  and a data part `data-llm-do-approval` (its description, and later its decision).
+- a child call's tool calls as the protocol's tool parts, dynamic and `providerExecuted` (the run executed
+  them, not the page, and they are not the top-level model's), tagged with their call in
+  `providerMetadata.llm_do` (`call`, `entry`, `parent_tool_call_id`), each child call in a step of its own;
+  and as data parts `data-llm-do-tool` (id: the tool call's id);
+- a pending approval as the protocol's `tool-approval-request` (id: the `approval_id`), and a data part
+  `data-llm-do-approval` (its description, and later its decision).
 
 A data part sent again under its id carries all of its fields, the new ones merged in: the AI SDK
 replaces a data part by the one that comes later under the same type and id.
@@ -31,6 +33,7 @@ from pydantic_ai.ui.vercel_ai import VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.response_types import (
     BaseChunk,
     DataChunk,
+    StartStepChunk,
     ToolApprovalRequestChunk,
     ToolInputAvailableChunk,
     ToolOutputAvailableChunk,
@@ -119,6 +122,20 @@ def _call_data(tag: CallTag, state: str) -> dict[str, Any]:
     }
 
 
+def _child_tool_input(tag: CallTag, tool_call_id: str, tool: str, args: dict[str, Any]) -> ToolInputAvailableChunk:
+    """A child call's tool call as the protocol's tool part: executed by the run (`providerExecuted`), tagged with
+    its call, so that the AI SDK's `convertToModelMessages` does not take it for a call of the top-level model."""
+    tagged: dict[str, Any] = {"call": tag.id, "entry": tag.entry, "parent_tool_call_id": tag.tool_call_id}
+    return ToolInputAvailableChunk(
+        tool_call_id=tool_call_id,
+        tool_name=tool,
+        input=args,
+        dynamic=True,
+        provider_executed=True,
+        provider_metadata={"llm_do": tagged},
+    )
+
+
 def _tool_result(tools: _Parts, part: ToolReturnPart, announced: bool) -> list[BaseChunk]:
     """The result of a child call's tool call: its data part, and its protocol chunk if it was announced."""
     state = {"success": "done", "denied": "denied"}.get(part.outcome, "failed")
@@ -129,9 +146,18 @@ def _tool_result(tools: _Parts, part: ToolReturnPart, announced: bool) -> list[B
         if state == "denied":
             chunks.append(ToolOutputDeniedChunk(tool_call_id=tool_call_id))
         elif state == "failed":
-            chunks.append(ToolOutputErrorChunk(tool_call_id=tool_call_id, error_text=part.model_response_str()))
+            error_text = part.model_response_str()
+            chunks.append(
+                ToolOutputErrorChunk(
+                    tool_call_id=tool_call_id, error_text=error_text, dynamic=True, provider_executed=True
+                )
+            )
         else:
-            chunks.append(ToolOutputAvailableChunk(tool_call_id=tool_call_id, output=part.content, dynamic=True))
+            chunks.append(
+                ToolOutputAvailableChunk(
+                    tool_call_id=tool_call_id, output=part.content, dynamic=True, provider_executed=True
+                )
+            )
     return chunks
 
 
@@ -142,7 +168,7 @@ class _Translator:
         self.top_level_tool_calls: set[str] = set()
         """Tool calls of the top-level call: pydantic-ai's encoder announced them."""
         self.announced: set[str] = set()
-        """Child calls' tool calls announced in the protocol (they needed an approval)."""
+        """Child calls' tool calls announced in the protocol."""
         self.calls = _Parts("data-llm-do-call")
         self.tools = _Parts("data-llm-do-tool")
         self.approvals = _Parts("data-llm-do-approval")
@@ -156,7 +182,11 @@ class _Translator:
             data = {**_call_data(started.call, "running"), "toolsets": list(started.toolsets)}
             if started.attachments:
                 data["attachments"] = [info.to_json() for info in started.attachments]
-            return _Chunks((self.calls.part(started.call.id, data),))
+            if started.call.parent is None:
+                return _Chunks((self.calls.part(started.call.id, data),))
+            # a child call's tool parts in a step of their own: the AI SDK checks that a step's tool calls are
+            # all answered before it sends approvals back, and the parent's tool call runs until the child ends
+            return _Chunks((StartStepChunk(), self.calls.part(started.call.id, data)))
         if kind is CallEnded:
             ended = cast(CallEnded, event)
             error = None if ended.error is None else type(ended.error).__name__  # the message is for the log
@@ -180,14 +210,17 @@ class _Translator:
             return native
         if isinstance(native, FunctionToolCallEvent):
             part = native.part
+            args = part.args_as_dict()
             data = {
                 "tool_call_id": part.tool_call_id,
                 "tool": part.tool_name,
                 "call": event.call.id,
-                "args": part.args_as_dict(),
+                "args": args,
                 "state": "running",
             }
-            return _Chunks((self.tools.part(part.tool_call_id, data),))
+            self.announced.add(part.tool_call_id)
+            tool_input = _child_tool_input(event.call, part.tool_call_id, part.tool_name, args)
+            return _Chunks((tool_input, self.tools.part(part.tool_call_id, data)))
         if isinstance(native, FunctionToolResultEvent) and isinstance(native.part, ToolReturnPart):
             announced = native.part.tool_call_id in self.announced
             return _Chunks(tuple(_tool_result(self.tools, native.part, announced)))
@@ -197,8 +230,8 @@ class _Translator:
         request = event.request
         tool_call_id = request.tool_call_id or request.approval_id
         chunks: list[BaseChunk] = []
-        if tool_call_id not in self.top_level_tool_calls:
-            self.announced.add(tool_call_id)
+        if tool_call_id not in self.top_level_tool_calls and tool_call_id not in self.announced:
+            self.announced.add(tool_call_id)  # asked without its tool call's event (an approver called directly)
             chunks.append(
                 ToolInputAvailableChunk(
                     tool_call_id=tool_call_id, tool_name=request.tool, input=dict(request.args), dynamic=True
