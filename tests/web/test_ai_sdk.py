@@ -128,12 +128,12 @@ async def test_the_ai_sdk_chats_approves_its_way_and_resumes_after_a_reload(serv
     before = seen["before_reload"]
     assert seen["saved"]["running"] == before["message"]["id"]
     assert seen["saved"]["pending"] == [before["approval"]]
-    assert seen["saved"]["roles"] == []  # the run in flight is not saved before it ends; the stream brings it back
+    assert seen["saved"]["roles"] == ["user"]  # the message the run in flight answers; the stream brings the answer
     for replay in (seen["replayed"], seen["resumed"]["message"], seen["follower_asked"]):
         assert replay["id"] == before["message"]["id"]
         assert _tool(replay, "commit")["state"] == "approval-requested"
         assert _tool(replay, "commit")["approval"]["id"] == before["approval"]
-    assert seen["resumed"]["status"] == "ready" and seen["resumed"]["messages"] == 1
+    assert seen["resumed"]["status"] == "ready" and seen["resumed"]["messages"] == 2
 
     # the reloaded chat answered its way; the tab that followed the run saw the question answered and the end
     assert seen["finished"]["message"]["text"].startswith("Done: moved 5 from A to B")

@@ -10,7 +10,8 @@
 - `GET /chat/sessions/{id}/stream`: the conversation's run in flight, from its start (204 when there is none):
   the AI SDK's resumable stream, which a page that reloads reads (it ends at an open question, as above);
   `?follow=true` follows the run to its end instead, for a page that answers through the decisions endpoint.
-- `GET /chat/sessions/{id}`: the conversation so far (the AI SDK's UI messages) and its open questions.
+- `GET /chat/sessions/{id}`: the conversation so far (the AI SDK's UI messages, with the person's message that
+  the run in flight answers), its open questions (`session.pending`), and the run in flight's message id.
 - `POST /chat/sessions/{id}/messages` `{"text": ...}`: the hand-written page's message: the banker's run,
   streamed as the Vercel AI data-stream protocol (`llm_do.web`) to its end; its questions are answered by
   the decisions endpoint meanwhile.
@@ -136,11 +137,18 @@ def add_chat_endpoints(app: FastAPI) -> None:
             }
             for asked in session.pending
         ]
+        shown = [message.model_dump(mode="json", by_alias=True, exclude_none=True) for message in messages]
         live = runtime.live_run(session_id)
+        keepers: Keepers = request.state.keepers
+        prompt = None if live is None else keepers.prompt(live)
+        if live is not None and prompt is not None:  # the message the run in flight answers: saved when it ends
+            shown.append(
+                {"id": f"{live.message_id}_prompt", "role": "user", "parts": [{"type": "text", "text": prompt}]}
+            )
         return JSONResponse(
             {
                 "id": session_id,
-                "messages": [message.model_dump(mode="json", by_alias=True, exclude_none=True) for message in messages],
+                "messages": shown,
                 "pending": pending,
                 "running": None if live is None else live.message_id,
             }

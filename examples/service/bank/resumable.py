@@ -37,6 +37,8 @@ SDK_VERSION = 6
 @dataclass
 class _Kept:
     run: LiveRun
+    prompt: str
+    """The person's message the run answers (saved in the session's history when the run ends)."""
     released: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the run ended and its conversation was let go: the next message may come."""
     asked: set[str] = field(default_factory=set)
@@ -66,7 +68,7 @@ class Keepers:
         kept: _Kept | None = None
         try:
             async with self.runtime.stream("banker", text, session=session, resumable=True) as run:
-                kept = self._kept[session_id] = _Kept(run)
+                kept = self._kept[session_id] = _Kept(run, text)
                 with self.relay.hold(session_id, run):
                     started.set_result(run)
                     async for event in run:  # to its end; the run never waits for this reader
@@ -90,6 +92,11 @@ class Keepers:
         """The event set once `run` ended and its conversation was let go (None: not a run held here)."""
         kept = self._of(run)
         return None if kept is None else kept.released
+
+    def prompt(self, run: LiveRun) -> str | None:
+        """The person's message `run` answers (None: not a run held here)."""
+        kept = self._of(run)
+        return None if kept is None else kept.prompt
 
     def asked(self, run: LiveRun) -> set[str]:
         """The approval ids of the questions `run` asked so far, answered or not."""
