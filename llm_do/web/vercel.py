@@ -62,12 +62,25 @@ if TYPE_CHECKING:
 
     from ..results import RunResult
 
-__all__ = ["SSE_HEADERS", "RunStopped", "decision_of", "sse_response", "vercel_chunks", "vercel_sse"]
+__all__ = [
+    "SSE_HEADERS",
+    "RunStopped",
+    "SdkVersion",
+    "ToolApprovalResponseChunk",
+    "decision_of",
+    "sse_response",
+    "vercel_chunks",
+    "vercel_sse",
+]
 
 logger = logging.getLogger("llm_do")
 
 SDK_VERSION: Final[Literal[6]] = 6
-"""The AI SDK UI version the stream is written for: tool approvals need 6 (7 reads the same stream)."""
+"""The AI SDK UI version the stream is written for by default: tool approvals need 6 (7 reads the same stream)."""
+
+SdkVersion = Literal[6, 7]
+"""6: the stream every AI SDK from 6 on reads. 7 adds a `tool-approval-response` chunk for each decision, which 6
+cannot read (it refuses a chunk it does not know)."""
 
 SSE_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache", "x-accel-buffering": "no"}
 """Headers of the response: the protocol's marker, and no caching or proxy buffering of the stream."""
@@ -76,6 +89,16 @@ SSE_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache
 class RunStopped(LlmDoError):
     """The run was cancelled before it ended, or failed (the stream then ends with the protocol's `error` chunk,
     which names the exception's type: its message, which can hold a server's secrets, goes to the log)."""
+
+
+class ToolApprovalResponseChunk(BaseChunk):
+    """A question answered, whoever answered it (AI SDK 7's chunk, which pydantic-ai does not have yet): the SDK
+    marks its tool part `approval-responded` with the answer, as `addToolApprovalResponse` does."""
+
+    type: Literal["tool-approval-response"] = "tool-approval-response"
+    approval_id: str
+    approved: bool
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +187,10 @@ def _tool_result(tools: _Parts, part: ToolReturnPart, announced: bool) -> list[B
 class _Translator:
     """What each event of the live run becomes: pydantic-ai's own event (top-level call) or our chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, sdk_version: SdkVersion = SDK_VERSION) -> None:
+        self.sdk_version = sdk_version
+        self.asked: set[str] = set()
+        """The approval ids announced with `tool-approval-request`."""
         self.top_level_tool_calls: set[str] = set()
         """Tool calls of the top-level call: pydantic-ai's encoder announced them."""
         self.announced: set[str] = set()
@@ -199,7 +225,13 @@ class _Translator:
             approval_id = decided.request.approval_id
             state = "approved" if decided.approved else "denied"
             data = {"approval_id": approval_id, "approved": decided.approved, "why": decided.why, "state": state}
-            return _Chunks((self.approvals.part(approval_id, data, last=True),))
+            chunks: tuple[BaseChunk, ...] = (self.approvals.part(approval_id, data, last=True),)
+            if self.sdk_version >= 7 and approval_id in self.asked:  # a question nobody was asked has no tool part
+                answer = ToolApprovalResponseChunk(
+                    approval_id=approval_id, approved=decided.approved, reason=decided.why
+                )
+                chunks = (answer, *chunks)
+            return _Chunks(chunks)
         return None  # handles, completed responses: not part of the page's protocol
 
     def _call_event(self, event: CallEvent) -> NativeEvent | _Chunks | None:
@@ -238,6 +270,7 @@ class _Translator:
                 )
             )
         chunks.append(ToolApprovalRequestChunk(approval_id=request.approval_id, tool_call_id=tool_call_id))
+        self.asked.add(request.approval_id)
         data: dict[str, Any] = {
             "approval_id": request.approval_id,
             "tool_call_id": tool_call_id,
@@ -256,9 +289,11 @@ class _Translator:
 
 
 async def _native(
-    events: AsyncIterable[StreamEvent], on_result: Callable[[RunResult], Awaitable[None]] | None
+    events: AsyncIterable[StreamEvent],
+    on_result: Callable[[RunResult], Awaitable[None]] | None,
+    sdk_version: SdkVersion = SDK_VERSION,
 ) -> AsyncIterator[NativeEvent]:
-    translator = _Translator()
+    translator = _Translator(sdk_version)
     async for event in events:
         if isinstance(event, RunFinished):
             if on_result is not None:
@@ -280,6 +315,7 @@ def vercel_chunks(
     *,
     on_result: Callable[[RunResult], Awaitable[None]] | None = None,
     message_id: str | None = None,
+    sdk_version: SdkVersion = SDK_VERSION,
 ) -> AsyncIterator[BaseChunk]:
     """The Vercel AI data-stream chunks of a live run's events (`async for event in run`).
 
@@ -287,10 +323,11 @@ def vercel_chunks(
     conversation there, so the page's next message sees it). A failed run ends with an `error`
     chunk that names the exception. The `start` chunk carries `message_id`, by default the live run's
     `message_id` (the same for every consumer of a resumable run, so that a page that reconnects finds
-    the message it was showing).
+    the message it was showing). `sdk_version=7` adds AI SDK 7's `tool-approval-response` for each question
+    answered, wherever the answer came from (AI SDK 6 refuses that chunk).
     """
-    encoder = _Encoder(sdk_version=SDK_VERSION, server_message_id=message_id or getattr(events, "message_id", None))
-    return encoder.transform_stream(_native(events, on_result))
+    encoder = _Encoder(sdk_version=sdk_version, server_message_id=message_id or getattr(events, "message_id", None))
+    return encoder.transform_stream(_native(events, on_result, sdk_version))
 
 
 async def vercel_sse(
@@ -298,10 +335,11 @@ async def vercel_sse(
     *,
     on_result: Callable[[RunResult], Awaitable[None]] | None = None,
     message_id: str | None = None,
+    sdk_version: SdkVersion = SDK_VERSION,
 ) -> AsyncIterator[str]:
     """`vercel_chunks` encoded as server-sent events (`data: {...}`), ending with `data: [DONE]`."""
-    encoder = _Encoder(sdk_version=SDK_VERSION, server_message_id=message_id or getattr(events, "message_id", None))
-    async for chunk in encoder.transform_stream(_native(events, on_result)):
+    encoder = _Encoder(sdk_version=sdk_version, server_message_id=message_id or getattr(events, "message_id", None))
+    async for chunk in encoder.transform_stream(_native(events, on_result, sdk_version)):
         yield encoder.encode_event(chunk)
 
 

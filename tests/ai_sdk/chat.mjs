@@ -2,17 +2,22 @@
 // default transport, approvals answered its way, a reload that resumes the run in flight, and the messages
 // converted back for a model. Prints one JSON object (what each step saw) for tests/web/test_ai_sdk.py.
 //
-//   node chat.mjs http://127.0.0.1:PORT
-import {
+//   node chat.mjs http://127.0.0.1:PORT [ai | ai7]
+//
+// `ai` is AI SDK 6 (the one whose engines include this Node); `ai7` is AI SDK 7, told so with `?sdk=7` on the api.
+const pkg = process.argv[3] ?? "ai";
+const {
   AbstractChat,
   DefaultChatTransport,
   convertToModelMessages,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   readUIMessageStream,
-} from "ai";
+} = await import(pkg);
 
 const base = process.argv[2];
-const api = `${base}/chat/sessions`;
+const sessions = `${base}/chat/sessions`;
+const query = pkg === "ai" ? "" : "?sdk=7";
+const api = `${sessions}${query}`;
 
 // The smallest state a chat needs (what @ai-sdk/react's `Chat` keeps in React state), with a way to wait for it.
 class State {
@@ -64,8 +69,9 @@ class Chat extends AbstractChat {
   }
 }
 
-function transport(user) {
-  return new DefaultChatTransport({ api, headers: { "x-user": user } });
+function transport(user, follow = false) {
+  const address = follow ? `${sessions}${query ? `${query}&` : "?"}follow=true` : api;
+  return new DefaultChatTransport({ api: address, headers: { "x-user": user } });
 }
 
 const tools = (message) => message.parts.filter((part) => part.type === "dynamic-tool" || part.type.startsWith("tool-"));
@@ -90,7 +96,7 @@ function summary(message) {
   };
 }
 
-const out = {};
+const out = { version: JSON.parse(await (await import("node:fs/promises")).readFile(new URL(`./node_modules/${pkg}/package.json`, import.meta.url))).version };
 
 // 1. The person's message, its question answered the SDK's way (the answer travels in the next request).
 const chat = new Chat({
@@ -101,6 +107,7 @@ await chat.sendMessage({ text: "move 10 from A to B" });
 out.chat_id = chat.id;
 out.first = { status: chat.status, error: chat.error?.message ?? null, message: summary(last(chat)) };
 const question = asked(last(chat));
+if (!question) throw new Error(`no question: ${chat.status} ${chat.error} ${JSON.stringify(chat.messages)}`);
 await chat.addToolApprovalResponse({ id: question.approval.id, approved: true });
 await chat.until((it) => it.status === "ready" && text(last(it)).includes("Done"), "the answer after the approval");
 out.answered = { status: chat.status, messages: chat.messages.length, message: summary(last(chat)) };
@@ -127,7 +134,7 @@ await before.sendMessage({ text: "move 5 from A to B" });
 const open = asked(last(before));
 out.before_reload = { message: summary(last(before)), approval: open.approval.id };
 
-const saved = await (await fetch(`${api}/${before.id}`, { headers: { "x-user": "alice" } })).json();
+const saved = await (await fetch(`${sessions}/${before.id}`, { headers: { "x-user": "alice" } })).json();
 out.saved = { running: saved.running, pending: saved.pending.map((item) => item.approval_id), roles: saved.messages.map((m) => m.role) };
 // the stream as readUIMessageStream reads it: from the start, to the open question
 let replayed;
@@ -146,7 +153,7 @@ await after.resumeStream();
 out.resumed = { status: after.status, message: summary(last(after)), messages: after.messages.length };
 
 // another tab follows the run (the same transport, `?follow=true` on its api: its stream stays open at questions)
-const follower = new Chat({ id: before.id, transport: new DefaultChatTransport({ api: `${api}?follow=true`, headers: { "x-user": "alice" } }) });
+const follower = new Chat({ id: before.id, transport: transport("alice", true) });
 const following = follower.resumeStream();
 await follower.until((it) => it.messages.length > 0 && asked(last(it)) !== undefined, "the follower to see the question");
 out.follower_asked = summary(last(follower));

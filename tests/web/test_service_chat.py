@@ -187,8 +187,9 @@ async def test_a_person_who_leaves_while_asked_finds_the_run_again_and_a_denial_
         assert replayed[0] == {"type": "start", "messageId": started}
         assert [chunk["approvalId"] for chunk in replayed if chunk["type"] == "tool-approval-request"] == [approval]
         assert replayed[-1]["type"] == "finish"
-        # followed to its end, the person's denial given meanwhile
-        async with client.stream("GET", f"/chat/sessions/{session}/stream?follow=true", headers=alice) as followed:
+        # followed to its end by AI SDK 7, told of the denial given meanwhile through the other process
+        follow = f"/chat/sessions/{session}/stream?follow=true&sdk=7"
+        async with client.stream("GET", follow, headers=alice) as followed:
             seen = []
             async for chunk in chunks(followed):
                 seen.append(chunk)
@@ -198,6 +199,8 @@ async def test_a_person_who_leaves_while_asked_finds_the_run_again_and_a_denial_
                     assert denied.status_code == 204, denied.text
         text = "".join(chunk["delta"] for chunk in seen if chunk["type"] == "text-delta")
         assert text.startswith("The transfer was not made") and seen[-1]["type"] == "finish"
+        [answer] = [chunk for chunk in seen if chunk["type"] == "tool-approval-response"]
+        assert answer["approvalId"] == approval and answer["approved"] is False and "not today" in answer["reason"]
         # its transaction was rolled back when the cashier's call ended: nothing moved, no connection left in it
         idle = await _query(
             dsn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in%'"

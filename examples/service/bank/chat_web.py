@@ -10,6 +10,8 @@
 - `GET /chat/sessions/{id}/stream`: the conversation's run in flight, from its start (204 when there is none):
   the AI SDK's resumable stream, which a page that reloads reads (it ends at an open question, as above);
   `?follow=true` follows the run to its end instead, for a page that answers through the decisions endpoint.
+  `?sdk=7` (on the SDK's `api`: `/chat/sessions?sdk=7`, which its reconnect URL keeps) adds AI SDK 7's
+  `tool-approval-response` chunk for every answer, wherever it came from; AI SDK 6 cannot read it.
 - `GET /chat/sessions/{id}`: the conversation so far (the AI SDK's UI messages, with the person's message that
   the run in flight answers), its open questions (`session.pending`), and the run in flight's message id.
 - `POST /chat/sessions/{id}/messages` `{"text": ...}`: the hand-written page's message: the banker's run,
@@ -35,7 +37,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Request, Response
+from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
@@ -48,7 +50,7 @@ from pydantic_ai.ui.vercel_ai.request_types import (
 )
 
 from llm_do import LiveRun, LlmDoError, Runtime
-from llm_do.web import decision_of, sse_response
+from llm_do.web import SdkVersion, decision_of, sse_response
 from llm_do.web.relay import DecisionRefused, DecisionRelay, DecisionUndelivered
 
 from .chat import ChatStore
@@ -62,6 +64,11 @@ __all__ = ["add_chat_endpoints"]
 STATIC = Path(__file__).parent / "static"
 
 User = Annotated[str | None, Header(alias="x-user", max_length=64)]
+Sdk = Annotated[int, Query(ge=6, le=7, description="the AI SDK's major version: 7 is told of every answer")]
+
+
+def _version(sdk: int) -> SdkVersion:
+    return 7 if sdk == 7 else 6
 
 
 _CHAT_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
@@ -84,12 +91,12 @@ def add_chat_endpoints(app: FastAPI) -> None:
         return FileResponse(STATIC / "chat.js", media_type="text/javascript")
 
     @app.post("/chat/sessions", status_code=201)
-    async def open_session(request: Request, user: User = None) -> Response:
+    async def open_session(request: Request, user: User = None, sdk: Sdk = 6) -> Response:
         if not user:
             return _no_user()
         body = await request.body()
         if body.strip() not in (b"", b"{}"):
-            return await _sdk_request(request, body, user)
+            return await _sdk_request(request, body, user, _version(sdk))
         chats: ChatStore = request.state.chats
         return JSONResponse({"id": await chats.open(user)}, status_code=201)
 
@@ -106,7 +113,9 @@ def add_chat_endpoints(app: FastAPI) -> None:
         return sse_response(sdk_lines(run, keepers, pause=False))  # the page stays and answers meanwhile
 
     @app.get("/chat/sessions/{session_id}/stream")
-    async def resume(session_id: str, request: Request, user: User = None, follow: bool = False) -> Response:
+    async def resume(
+        session_id: str, request: Request, user: User = None, follow: bool = False, sdk: Sdk = 6
+    ) -> Response:
         chats: ChatStore = request.state.chats
         refused = await _refuse_unless_owner(chats, session_id, user)
         if refused is not None:
@@ -116,7 +125,7 @@ def add_chat_endpoints(app: FastAPI) -> None:
         if run is None:
             return Response(status_code=204)
         keepers: Keepers = request.state.keepers
-        return sse_response(sdk_lines(run, keepers, pause=not follow))
+        return sse_response(sdk_lines(run, keepers, pause=not follow, sdk_version=_version(sdk)))
 
     @app.get("/chat/sessions/{session_id}")
     async def conversation(session_id: str, request: Request, user: User = None) -> Response:
@@ -194,7 +203,7 @@ async def _start_run(request: Request, session_id: str, text: str) -> LiveRun | 
         raise
 
 
-async def _sdk_request(request: Request, body: bytes, user: str) -> Response:
+async def _sdk_request(request: Request, body: bytes, user: str, sdk: SdkVersion) -> Response:
     """The AI SDK's chat request: the person's message starts a run; the assistant's carries answers."""
     try:
         data = VercelAIAdapter.build_run_input(body)
@@ -211,7 +220,7 @@ async def _sdk_request(request: Request, body: bytes, user: str) -> Response:
         return error_response(400, "the chat request has no messages", None)
     last = data.messages[-1]
     if last.role == "assistant":
-        return await _answers(request, chat_id, last)
+        return await _answers(request, chat_id, last, sdk)
     text = "".join(part.text for part in last.parts if isinstance(part, TextUIPart)).strip()
     if last.role != "user" or not text:
         return error_response(400, "the last message is neither the person's text nor answers to questions", None)
@@ -219,7 +228,7 @@ async def _sdk_request(request: Request, body: bytes, user: str) -> Response:
     if isinstance(run, Response):
         return run
     keepers: Keepers = request.state.keepers
-    return sse_response(sdk_lines(run, keepers))
+    return sse_response(sdk_lines(run, keepers, sdk_version=sdk))
 
 
 def _answered(message: UIMessage) -> list[ToolApprovalResponded]:
@@ -231,7 +240,7 @@ def _answered(message: UIMessage) -> list[ToolApprovalResponded]:
     ]
 
 
-async def _answers(request: Request, chat_id: str, message: UIMessage) -> Response:
+async def _answers(request: Request, chat_id: str, message: UIMessage, sdk: SdkVersion) -> Response:
     """The person's answers, sent back the AI SDK's way: applied, then the rest of the run streams."""
     answers = _answered(message)
     if not answers:
@@ -251,7 +260,7 @@ async def _answers(request: Request, chat_id: str, message: UIMessage) -> Respon
         if answer.id in pending:  # else answered elsewhere (another tab, the decisions endpoint): the first won
             with suppress(DecisionRefused, LlmDoError):  # answered meanwhile: its stream says how
                 await relay.decide(chat_id, answer.id, "approve" if answer.approved else "deny", answer.reason)
-    return sse_response(sdk_lines(run, keepers, after=[answer.id for answer in answers]))
+    return sse_response(sdk_lines(run, keepers, after=[answer.id for answer in answers], sdk_version=sdk))
 
 
 def _no_user() -> Response:

@@ -22,7 +22,7 @@ from types import TracebackType
 from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, DoneChunk, FinishChunk, StartChunk
 
 from llm_do import ApprovalRequested, LiveRun, RunResult, Runtime, Session
-from llm_do.web import vercel_chunks
+from llm_do.web import SdkVersion, vercel_chunks
 from llm_do.web.relay import DecisionRelay
 
 from .turns import Turns
@@ -30,8 +30,6 @@ from .turns import Turns
 __all__ = ["Keepers", "sdk_lines"]
 
 logger = logging.getLogger("bank")
-
-SDK_VERSION = 6
 
 
 @dataclass
@@ -129,13 +127,18 @@ def _asked(chunk: BaseChunk) -> str | None:
 
 
 async def sdk_lines(
-    run: LiveRun, keepers: Keepers, *, pause: bool = True, after: Collection[str] = ()
+    run: LiveRun,
+    keepers: Keepers,
+    *,
+    pause: bool = True,
+    after: Collection[str] = (),
+    sdk_version: SdkVersion = 6,
 ) -> AsyncIterator[str]:
     """The run as server-sent events of the AI SDK's protocol, from its start.
 
     `pause`: end the stream (`finish`) after a question the run is still waiting on. `after`: approval ids the
     request answers; what precedes their questions (and the questions) was sent by an earlier stream and is
-    skipped, but for the `start` chunk.
+    skipped, but for the `start` chunk. `sdk_version=7`: AI SDK 7's `tool-approval-response` tells of every answer.
     """
     released = keepers.released(run)
 
@@ -144,14 +147,14 @@ async def sdk_lines(
             await released.wait()
 
     waiting_for = set(after)
-    async for chunk in vercel_chunks(run, on_result=let_go):
+    async for chunk in vercel_chunks(run, on_result=let_go, sdk_version=sdk_version):
         asked = _asked(chunk)
         if waiting_for and not isinstance(chunk, StartChunk):
             if asked is not None:
                 waiting_for.discard(asked)
             continue
-        yield f"data: {chunk.encode(SDK_VERSION)}\n\n"
+        yield f"data: {chunk.encode(sdk_version)}\n\n"
         if pause and asked is not None and any(request.approval_id == asked for request in run.pending):
-            yield f"data: {FinishChunk().encode(SDK_VERSION)}\n\n"  # the answer comes in the next request
-            yield f"data: {DoneChunk().encode(SDK_VERSION)}\n\n"
+            yield f"data: {FinishChunk().encode(sdk_version)}\n\n"  # the answer comes in the next request
+            yield f"data: {DoneChunk().encode(sdk_version)}\n\n"
             return
