@@ -6,8 +6,9 @@ run's stream up to the `commit` tool call the cashier makes (everything before t
 (the response is closed: a reload); the run goes on and asks its question. The page comes back with the AI
 SDK's `GET /chat/sessions/{id}/stream`, which replays the run from its start: timed from sending the GET to the
 first chunk (`start`) and to the first chunk the page had not seen (the `tool-approval-request`). The baseline
-is the same GET for a conversation with no run in flight (204, the ownership check's query included): what any
-request to the service costs. The question is then answered and the run followed to its end, untimed.
+is the same GET for a conversation with no run in flight (204, the ownership check's query included), sent right
+after the replay: what any request to the service costs. The question is then answered and the run followed to
+its end, untimed.
 
     python benchmarks/bench_reload.py [--rounds 5] [--reloads 20]
 """
@@ -55,10 +56,6 @@ async def reload_once(client: httpx.AsyncClient, idle: str) -> tuple[float, floa
             chunk = json.loads(line.removeprefix("data: "))
             if chunk["type"] == "data-llm-do-tool" and chunk["data"]["tool"] == "commit":
                 break  # the cashier's commit has started: the page goes away before its question reaches it
-    began = time.perf_counter()
-    nothing = await client.get(f"/chat/sessions/{idle}/stream", headers=ALICE)
-    baseline = time.perf_counter() - began
-    assert nothing.status_code == 204, nothing.text
     first = missed = 0.0
     approval = None
     count = 0
@@ -76,6 +73,10 @@ async def reload_once(client: httpx.AsyncClient, idle: str) -> tuple[float, floa
                 assert chunk["type"] == "tool-approval-request", chunk  # the first event the page missed
                 approval = chunk["approvalId"]
     assert approval is not None
+    began = time.perf_counter()  # the baseline, the run idle at its question as during the replay
+    nothing = await client.get(f"/chat/sessions/{idle}/stream", headers=ALICE)
+    baseline = time.perf_counter() - began
+    assert nothing.status_code == 204, nothing.text
     decision = {"approval_id": approval, "choice": "approve"}
     async with client.stream("GET", f"/chat/sessions/{session}/stream?follow=true", headers=ALICE) as rest:
         decided = await client.post(f"/chat/sessions/{session}/decisions", json=decision, headers=ALICE)
