@@ -43,6 +43,10 @@ async def _session(client: httpx.AsyncClient) -> str:
     return str(opened.json()["id"])
 
 
+SEEN: list[int] = []
+"""How many chunks the page had read before each reload."""
+
+
 async def reload_once(client: httpx.AsyncClient, idle: str) -> tuple[float, float, float]:
     """(baseline, to the first chunk, to the first missed chunk) in seconds, for one reload."""
     session = await _session(client)
@@ -56,6 +60,7 @@ async def reload_once(client: httpx.AsyncClient, idle: str) -> tuple[float, floa
             chunk = json.loads(line.removeprefix("data: "))
             if chunk["type"] == "data-llm-do-tool" and chunk["data"]["tool"] == "commit":
                 break  # the cashier's commit has started: the page goes away before its question reaches it
+    SEEN.append(seen)
     first = missed = 0.0
     approval = None
     count = 0
@@ -122,7 +127,8 @@ async def main(args: argparse.Namespace) -> None:
         f"  GET to the first missed event:      {missed * 1000:.2f} ms "
         f"(90th percentile of all reloads {percentile(everything, 0.9) * 1000:.2f} ms)\n"
         f"  ratio first missed / 204 baseline:  {statistics.median(ratios):.2f} "
-        f"(rounds {min(ratios):.2f} to {max(ratios):.2f})"
+        f"(rounds {min(ratios):.2f} to {max(ratios):.2f})\n"
+        f"  chunks the page had read (replayed before the missed one): {min(SEEN)} to {max(SEEN)}"
     )
 
 
