@@ -36,7 +36,7 @@ async def service(postgres: PostgresServer) -> AsyncIterator[str]:
     await fresh_database(postgres.dsn(), name)
     async with chat_process(postgres.dsn(name)) as url:
         async with httpx.AsyncClient(base_url=url) as client:
-            for account, balance in {"A": 100, "B": 0}.items():
+            for account, balance in {"A": 100, "B": 0, "C": 50, "D": 0}.items():
                 created = await client.post("/accounts", json={"name": account, "balance": balance})
                 assert created.status_code == 201, created.text
         yield url
@@ -153,4 +153,79 @@ async def test_the_ai_sdk_chats_approves_its_way_and_resumes_after_a_reload(
     assert seen["nothing_to_resume"] is True
 
     async with httpx.AsyncClient(base_url=service) as client:
-        assert (await client.get("/accounts")).json() == {"A": 85, "B": 15}
+        assert (await client.get("/accounts")).json() == {"A": 85, "B": 15, "C": 50, "D": 0}
+
+
+def _says(chat: str, text: str) -> dict[str, Any]:
+    """The AI SDK's request body for the person's message `text` in chat `chat`."""
+    message = {"id": f"u{len(text)}", "role": "user", "parts": [{"type": "text", "text": text}]}
+    return {"id": chat, "messages": [message], "trigger": "submit-message"}
+
+
+def _answers(chat: str, message_id: str, tool_call_id: str, approval_id: str, approved: bool) -> dict[str, Any]:
+    """The AI SDK's request body after `addToolApprovalResponse`: the assistant's message carries the answer."""
+    part = {
+        "type": "dynamic-tool",
+        "toolName": "commit",
+        "toolCallId": tool_call_id,
+        "state": "approval-responded",
+        "input": {},
+        "approval": {"id": approval_id, "approved": approved},
+    }
+    assistant = {"id": message_id, "role": "assistant", "parts": [{"type": "step-start"}, part]}
+    return {"id": chat, "messages": [assistant], "trigger": "submit-message", "messageId": message_id}
+
+
+async def _streamed(client: httpx.AsyncClient, body: dict[str, Any], user: str) -> list[dict[str, Any]]:
+    async with client.stream("POST", "/chat/sessions", json=body, headers={"x-user": user}) as sse:
+        assert sse.status_code == 200, await sse.aread()
+        return [json.loads(line[6:]) async for line in sse.aiter_lines() if line.startswith("data: {")]
+
+
+@pytest.mark.long
+async def test_a_chat_request_reaches_its_own_session_only_and_only_its_owner_answers(service: str) -> None:
+    async with httpx.AsyncClient(base_url=service, timeout=30) as client:
+        asked: dict[str, tuple[str, str, str]] = {}
+        for user, chat, text in (
+            ("alice", "alice-chat", "move 10 from A to B"),
+            ("bob", "bob-chat", "move 5 from C to D"),
+        ):
+            chunks = await _streamed(client, _says(chat, text), user)
+            assert chunks[-1]["type"] == "finish"  # ended at the question; the run waits on it
+            question = next(chunk for chunk in chunks if chunk["type"] == "tool-approval-request")
+            asked[user] = (chunks[0]["messageId"], question["toolCallId"], question["approvalId"])
+        alice_message, alice_tool, alice_approval = asked["alice"]
+        bob_message, bob_tool, bob_approval = asked["bob"]
+
+        # (Bob's transfer is between other accounts: Alice's waiting commit holds the row locks of A and B)
+        # Bob cannot write to Alice's chat, nor answer her question in it, nor answer it through his own
+        refused = await client.post("/chat/sessions", json=_says("alice-chat", "hello"), headers={"x-user": "bob"})
+        assert refused.status_code == 403, refused.text
+        theirs = _answers("alice-chat", alice_message, alice_tool, alice_approval, True)
+        assert (await client.post("/chat/sessions", json=theirs, headers={"x-user": "bob"})).status_code == 403
+        smuggled = _answers("bob-chat", bob_message, alice_tool, alice_approval, True)
+        wrong = await client.post("/chat/sessions", json=smuggled, headers={"x-user": "bob"})
+        assert wrong.status_code == 409 and "not a question of the run in flight" in wrong.json()["error"]
+        saved = (await client.get("/chat/sessions/alice-chat", headers={"x-user": "alice"})).json()
+        assert [item["approval_id"] for item in saved["pending"]] == [alice_approval]  # still waiting for Alice
+        # a second message while the run waits is refused
+        busy = await client.post("/chat/sessions", json=_says("alice-chat", "hello"), headers={"x-user": "alice"})
+        assert busy.status_code == 409, busy.text
+
+        # each answers their own, the SDK's way: the rest of the run, not what the first response sent
+        rest = await _streamed(client, _answers("alice-chat", alice_message, alice_tool, alice_approval, True), "alice")
+        assert rest[0] == {"type": "start", "messageId": alice_message}
+        assert "tool-approval-request" not in [chunk["type"] for chunk in rest]
+        outputs = [chunk["toolCallId"] for chunk in rest if chunk["type"] == "tool-output-available"]
+        assert alice_tool in outputs  # the commit ran, and its result continues the same message
+        text = "".join(chunk["delta"] for chunk in rest if chunk["type"] == "text-delta")
+        assert text.startswith("Done: moved 10 from A to B")
+        rest = await _streamed(client, _answers("bob-chat", bob_message, bob_tool, bob_approval, False), "bob")
+        text = "".join(chunk["delta"] for chunk in rest if chunk["type"] == "text-delta")
+        assert text.startswith("The transfer was not made")
+        assert (await client.get("/accounts")).json() == {"A": 90, "B": 10, "C": 50, "D": 0}
+        # nothing in flight any more: nothing to resume, and the conversations were saved
+        for user, chat in (("alice", "alice-chat"), ("bob", "bob-chat")):
+            assert (await client.get(f"/chat/sessions/{chat}/stream", headers={"x-user": user})).status_code == 204
+            saved = (await client.get(f"/chat/sessions/{chat}", headers={"x-user": user})).json()
+            assert saved["running"] is None and saved["pending"] == [] and saved["messages"][0]["role"] == "user"
