@@ -3,6 +3,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # MCP servers of the ecosystem that the tests run for real (tests/mcp_servers/package.json).
 NODE_SERVERS := tests/mcp_servers/node_modules/.installed
+# The Vercel AI SDK (npm package `ai`) whose client the tests run against the example's chat (tests/ai_sdk/package.json).
+AI_SDK := tests/ai_sdk/node_modules/.installed
 
 .PHONY: setup browser preflight test test-deep lint typecheck pytest demo real-model bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions clean
 
@@ -19,6 +21,12 @@ $(NODE_SERVERS): tests/mcp_servers/package.json tests/mcp_servers/package-lock.j
 		|| { echo "could not install the test MCP server @modelcontextprotocol/server-filesystem (npm ci --prefix tests/mcp_servers)" >&2; exit 1; }
 	touch $@
 
+$(AI_SDK): tests/ai_sdk/package.json tests/ai_sdk/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm (Node.js 20 or later) is needed to install the Vercel AI SDK's client for the tests (npm package ai, tests/ai_sdk/package.json); install Node.js" >&2; exit 1; }
+	npm ci --prefix tests/ai_sdk --no-audit --no-fund --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=2000 --fetch-timeout=30000 \
+		|| { echo "could not install the Vercel AI SDK's client, npm package ai (npm ci --prefix tests/ai_sdk)" >&2; exit 1; }
+	touch $@
+
 # Debian's chromium, which the browser tests drive with Playwright (tests/web/test_web_page.py): installed with
 # apt-get when missing and run as root, else one line says how to install it.
 CHROMIUM := /usr/bin/chromium
@@ -33,7 +41,7 @@ browser:
 			echo "Debian's chromium ($(CHROMIUM)) is needed for the browser tests: run 'sudo apt-get install chromium'" >&2; exit 1; \
 		fi; }
 
-setup: $(STAMP) $(NODE_SERVERS) browser
+setup: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
 
 # What the suite needs beyond the virtualenv, checked in seconds: chromium is there, a PostgreSQL server starts.
 preflight: $(STAMP) browser
@@ -48,14 +56,14 @@ typecheck: $(STAMP)
 
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: the suite starts a few hundred Python processes
 # (commands, workers, servers) that would each compile llm_do again, and pytest would rewrite every test's asserts.
-pytest: $(STAMP) $(NODE_SERVERS) browser
+pytest: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
 	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -n auto --dist worksteal
 
 test: preflight lint typecheck pytest
 
 # The deep tier (tests/tiers.py): only the tests marked `deep`, at full size: 2,000 fuzz examples per built-in
 # toolset and the long soaks. CI runs it after `make test`.
-test-deep: $(STAMP) $(NODE_SERVERS) browser
+test-deep: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
 	env -u PYTHONDONTWRITEBYTECODE LLM_DO_TEST_TIER=deep $(VENV)/bin/pytest -q -n auto --dist worksteal -m deep
 
 demo: $(STAMP)
@@ -79,7 +87,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_scopes.py
 	$(PY) benchmarks/bench_memory.py
 
-bench-suite: $(STAMP) $(NODE_SERVERS) browser
+bench-suite: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
 	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/bench_suite.py
 
 bench-service: $(STAMP)
@@ -104,4 +112,4 @@ bench-sessions: $(STAMP)
 	$(PY) benchmarks/bench_sessions_web.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules tests/ai_sdk/node_modules

@@ -8,11 +8,22 @@ May import: errors, approvals, results, events, process.
 """
 
 from .stopping import questions_end_on_signal
-from .vercel import SSE_HEADERS, RunStopped, decision_of, sse_response, vercel_chunks, vercel_sse
+from .vercel import (
+    SSE_HEADERS,
+    RunStopped,
+    SdkVersion,
+    ToolApprovalResponseChunk,
+    decision_of,
+    sse_response,
+    vercel_chunks,
+    vercel_sse,
+)
 
 __all__ = [
     "SSE_HEADERS",
     "RunStopped",
+    "SdkVersion",
+    "ToolApprovalResponseChunk",
     "decision_of",
     "questions_end_on_signal",
     "sse_response",

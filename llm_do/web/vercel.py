@@ -6,10 +6,12 @@ event for, in the same stream:
 
 - every call of the run as a data part `data-llm-do-call` (id: the call's id; sent when the call
   starts and again, with the same id, when it ends), so a page can draw the call tree;
-- a child call's tool calls as data parts `data-llm-do-tool` (id: the tool call's id);
-- a pending approval as the protocol's `tool-approval-request` (id: the `approval_id`), preceded by
-  the tool call's `tool-input-available` (as a dynamic tool) when the call belongs to a child call,
-  and a data part `data-llm-do-approval` (its description, and later its decision).
+- a child call's tool calls as the protocol's tool parts, dynamic and `providerExecuted` (the run executed
+  them, not the page, and they are not the top-level model's), tagged with their call in
+  `providerMetadata.llm_do` (`call`, `entry`, `parent_tool_call_id`), each child call in a step of its own;
+  and as data parts `data-llm-do-tool` (id: the tool call's id);
+- a pending approval as the protocol's `tool-approval-request` (id: the `approval_id`), and a data part
+  `data-llm-do-approval` (its description, and later its decision).
 
 A data part sent again under its id carries all of its fields, the new ones merged in: the AI SDK
 replaces a data part by the one that comes later under the same type and id.
@@ -31,6 +33,7 @@ from pydantic_ai.ui.vercel_ai import VercelAIEventStream
 from pydantic_ai.ui.vercel_ai.response_types import (
     BaseChunk,
     DataChunk,
+    StartStepChunk,
     ToolApprovalRequestChunk,
     ToolInputAvailableChunk,
     ToolOutputAvailableChunk,
@@ -59,12 +62,25 @@ if TYPE_CHECKING:
 
     from ..results import RunResult
 
-__all__ = ["SSE_HEADERS", "RunStopped", "decision_of", "sse_response", "vercel_chunks", "vercel_sse"]
+__all__ = [
+    "SSE_HEADERS",
+    "RunStopped",
+    "SdkVersion",
+    "ToolApprovalResponseChunk",
+    "decision_of",
+    "sse_response",
+    "vercel_chunks",
+    "vercel_sse",
+]
 
 logger = logging.getLogger("llm_do")
 
 SDK_VERSION: Final[Literal[6]] = 6
-"""The AI SDK UI version the stream is written for: tool approvals need 6 (7 reads the same stream)."""
+"""The AI SDK UI version the stream is written for by default: tool approvals need 6 (7 reads the same stream)."""
+
+SdkVersion = Literal[6, 7]
+"""6: the stream every AI SDK from 6 on reads. 7 adds a `tool-approval-response` chunk for each decision, which 6
+cannot read (it refuses a chunk it does not know)."""
 
 SSE_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache", "x-accel-buffering": "no"}
 """Headers of the response: the protocol's marker, and no caching or proxy buffering of the stream."""
@@ -73,6 +89,16 @@ SSE_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache
 class RunStopped(LlmDoError):
     """The run was cancelled before it ended, or failed (the stream then ends with the protocol's `error` chunk,
     which names the exception's type: its message, which can hold a server's secrets, goes to the log)."""
+
+
+class ToolApprovalResponseChunk(BaseChunk):
+    """A question answered, whoever answered it (AI SDK 7's chunk, which pydantic-ai does not have yet): the SDK
+    marks its tool part `approval-responded` with the answer, as `addToolApprovalResponse` does."""
+
+    type: Literal["tool-approval-response"] = "tool-approval-response"
+    approval_id: str
+    approved: bool
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +145,20 @@ def _call_data(tag: CallTag, state: str) -> dict[str, Any]:
     }
 
 
+def _child_tool_input(tag: CallTag, tool_call_id: str, tool: str, args: dict[str, Any]) -> ToolInputAvailableChunk:
+    """A child call's tool call as the protocol's tool part: executed by the run (`providerExecuted`), tagged with
+    its call, so that the AI SDK's `convertToModelMessages` does not take it for a call of the top-level model."""
+    tagged: dict[str, Any] = {"call": tag.id, "entry": tag.entry, "parent_tool_call_id": tag.tool_call_id}
+    return ToolInputAvailableChunk(
+        tool_call_id=tool_call_id,
+        tool_name=tool,
+        input=args,
+        dynamic=True,
+        provider_executed=True,
+        provider_metadata={"llm_do": tagged},
+    )
+
+
 def _tool_result(tools: _Parts, part: ToolReturnPart, announced: bool) -> list[BaseChunk]:
     """The result of a child call's tool call: its data part, and its protocol chunk if it was announced."""
     state = {"success": "done", "denied": "denied"}.get(part.outcome, "failed")
@@ -129,20 +169,32 @@ def _tool_result(tools: _Parts, part: ToolReturnPart, announced: bool) -> list[B
         if state == "denied":
             chunks.append(ToolOutputDeniedChunk(tool_call_id=tool_call_id))
         elif state == "failed":
-            chunks.append(ToolOutputErrorChunk(tool_call_id=tool_call_id, error_text=part.model_response_str()))
+            error_text = part.model_response_str()
+            chunks.append(
+                ToolOutputErrorChunk(
+                    tool_call_id=tool_call_id, error_text=error_text, dynamic=True, provider_executed=True
+                )
+            )
         else:
-            chunks.append(ToolOutputAvailableChunk(tool_call_id=tool_call_id, output=part.content, dynamic=True))
+            chunks.append(
+                ToolOutputAvailableChunk(
+                    tool_call_id=tool_call_id, output=part.content, dynamic=True, provider_executed=True
+                )
+            )
     return chunks
 
 
 class _Translator:
     """What each event of the live run becomes: pydantic-ai's own event (top-level call) or our chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, sdk_version: SdkVersion = SDK_VERSION) -> None:
+        self.sdk_version = sdk_version
+        self.asked: set[str] = set()
+        """The approval ids announced with `tool-approval-request`."""
         self.top_level_tool_calls: set[str] = set()
         """Tool calls of the top-level call: pydantic-ai's encoder announced them."""
         self.announced: set[str] = set()
-        """Child calls' tool calls announced in the protocol (they needed an approval)."""
+        """Child calls' tool calls announced in the protocol."""
         self.calls = _Parts("data-llm-do-call")
         self.tools = _Parts("data-llm-do-tool")
         self.approvals = _Parts("data-llm-do-approval")
@@ -156,7 +208,11 @@ class _Translator:
             data = {**_call_data(started.call, "running"), "toolsets": list(started.toolsets)}
             if started.attachments:
                 data["attachments"] = [info.to_json() for info in started.attachments]
-            return _Chunks((self.calls.part(started.call.id, data),))
+            if started.call.parent is None:
+                return _Chunks((self.calls.part(started.call.id, data),))
+            # a child call's tool parts in a step of their own: the AI SDK checks that a step's tool calls are
+            # all answered before it sends approvals back, and the parent's tool call runs until the child ends
+            return _Chunks((StartStepChunk(), self.calls.part(started.call.id, data)))
         if kind is CallEnded:
             ended = cast(CallEnded, event)
             error = None if ended.error is None else type(ended.error).__name__  # the message is for the log
@@ -169,7 +225,13 @@ class _Translator:
             approval_id = decided.request.approval_id
             state = "approved" if decided.approved else "denied"
             data = {"approval_id": approval_id, "approved": decided.approved, "why": decided.why, "state": state}
-            return _Chunks((self.approvals.part(approval_id, data, last=True),))
+            chunks: tuple[BaseChunk, ...] = (self.approvals.part(approval_id, data, last=True),)
+            if self.sdk_version >= 7 and approval_id in self.asked:  # a question nobody was asked has no tool part
+                answer = ToolApprovalResponseChunk(
+                    approval_id=approval_id, approved=decided.approved, reason=decided.why
+                )
+                chunks = (answer, *chunks)
+            return _Chunks(chunks)
         return None  # handles, completed responses: not part of the page's protocol
 
     def _call_event(self, event: CallEvent) -> NativeEvent | _Chunks | None:
@@ -180,14 +242,17 @@ class _Translator:
             return native
         if isinstance(native, FunctionToolCallEvent):
             part = native.part
+            args = part.args_as_dict()
             data = {
                 "tool_call_id": part.tool_call_id,
                 "tool": part.tool_name,
                 "call": event.call.id,
-                "args": part.args_as_dict(),
+                "args": args,
                 "state": "running",
             }
-            return _Chunks((self.tools.part(part.tool_call_id, data),))
+            self.announced.add(part.tool_call_id)
+            tool_input = _child_tool_input(event.call, part.tool_call_id, part.tool_name, args)
+            return _Chunks((tool_input, self.tools.part(part.tool_call_id, data)))
         if isinstance(native, FunctionToolResultEvent) and isinstance(native.part, ToolReturnPart):
             announced = native.part.tool_call_id in self.announced
             return _Chunks(tuple(_tool_result(self.tools, native.part, announced)))
@@ -197,14 +262,15 @@ class _Translator:
         request = event.request
         tool_call_id = request.tool_call_id or request.approval_id
         chunks: list[BaseChunk] = []
-        if tool_call_id not in self.top_level_tool_calls:
-            self.announced.add(tool_call_id)
+        if tool_call_id not in self.top_level_tool_calls and tool_call_id not in self.announced:
+            self.announced.add(tool_call_id)  # asked without its tool call's event (an approver called directly)
             chunks.append(
                 ToolInputAvailableChunk(
                     tool_call_id=tool_call_id, tool_name=request.tool, input=dict(request.args), dynamic=True
                 )
             )
         chunks.append(ToolApprovalRequestChunk(approval_id=request.approval_id, tool_call_id=tool_call_id))
+        self.asked.add(request.approval_id)
         data: dict[str, Any] = {
             "approval_id": request.approval_id,
             "tool_call_id": tool_call_id,
@@ -223,9 +289,11 @@ class _Translator:
 
 
 async def _native(
-    events: AsyncIterable[StreamEvent], on_result: Callable[[RunResult], Awaitable[None]] | None
+    events: AsyncIterable[StreamEvent],
+    on_result: Callable[[RunResult], Awaitable[None]] | None,
+    sdk_version: SdkVersion = SDK_VERSION,
 ) -> AsyncIterator[NativeEvent]:
-    translator = _Translator()
+    translator = _Translator(sdk_version)
     async for event in events:
         if isinstance(event, RunFinished):
             if on_result is not None:
@@ -247,6 +315,7 @@ def vercel_chunks(
     *,
     on_result: Callable[[RunResult], Awaitable[None]] | None = None,
     message_id: str | None = None,
+    sdk_version: SdkVersion = SDK_VERSION,
 ) -> AsyncIterator[BaseChunk]:
     """The Vercel AI data-stream chunks of a live run's events (`async for event in run`).
 
@@ -254,10 +323,11 @@ def vercel_chunks(
     conversation there, so the page's next message sees it). A failed run ends with an `error`
     chunk that names the exception. The `start` chunk carries `message_id`, by default the live run's
     `message_id` (the same for every consumer of a resumable run, so that a page that reconnects finds
-    the message it was showing).
+    the message it was showing). `sdk_version=7` adds AI SDK 7's `tool-approval-response` for each question
+    answered, wherever the answer came from (AI SDK 6 refuses that chunk).
     """
-    encoder = _Encoder(sdk_version=SDK_VERSION, server_message_id=message_id or getattr(events, "message_id", None))
-    return encoder.transform_stream(_native(events, on_result))
+    encoder = _Encoder(sdk_version=sdk_version, server_message_id=message_id or getattr(events, "message_id", None))
+    return encoder.transform_stream(_native(events, on_result, sdk_version))
 
 
 async def vercel_sse(
@@ -265,10 +335,11 @@ async def vercel_sse(
     *,
     on_result: Callable[[RunResult], Awaitable[None]] | None = None,
     message_id: str | None = None,
+    sdk_version: SdkVersion = SDK_VERSION,
 ) -> AsyncIterator[str]:
     """`vercel_chunks` encoded as server-sent events (`data: {...}`), ending with `data: [DONE]`."""
-    encoder = _Encoder(sdk_version=SDK_VERSION, server_message_id=message_id or getattr(events, "message_id", None))
-    async for chunk in encoder.transform_stream(_native(events, on_result)):
+    encoder = _Encoder(sdk_version=sdk_version, server_message_id=message_id or getattr(events, "message_id", None))
+    async for chunk in encoder.transform_stream(_native(events, on_result, sdk_version)):
         yield encoder.encode_event(chunk)
 
 

@@ -155,37 +155,68 @@ async def test_a_decision_nobody_holds_is_refused_readably(two_processes: tuple[
 
 
 @pytest.mark.long
-async def test_a_person_who_leaves_while_asked_cancels_the_run_and_its_transaction(
+async def test_a_person_who_leaves_while_asked_finds_the_run_again_and_a_denial_rolls_it_back(
     two_processes: tuple[str, str, str],
 ) -> None:
-    one, _, dsn = two_processes
+    one, two, dsn = two_processes
     alice = {"x-user": "alice"}
-    async with httpx.AsyncClient(base_url=one, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=one, timeout=30) as client, httpx.AsyncClient(base_url=two) as other:
         session = await _session(client, "alice")
         message = {"text": "move 10 from A to B"}
         async with client.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
-            approval = None
+            approval = started = None
             async for chunk in chunks(sse):
+                if chunk["type"] == "start":
+                    started = chunk["messageId"]
                 if chunk["type"] == "tool-approval-request":
                     approval = chunk["approvalId"]
-                    break  # the person closes the tab: the response is closed unread
-        assert approval is not None
-        # the run was cancelled and torn down: its question gone, its transaction rolled back, nothing moved
-        await asyncio.sleep(2)
-        decided = await client.post(
-            f"/chat/sessions/{session}/decisions", json={"approval_id": approval, "choice": "approve"}, headers=alice
-        )
-        assert decided.status_code == 404, decided.text
+                    break  # the person closes the tab (or reloads): the response is closed unread
+        assert approval is not None and started is not None
+        # the run waits for its answer: the conversation says so, and takes no other message meanwhile
+        saved = (await client.get(f"/chat/sessions/{session}", headers=alice)).json()
+        assert saved["running"] == started
+        assert [item["approval_id"] for item in saved["pending"]] == [approval]
+        assert saved["pending"][0]["tool"] == "commit"
+        busy = await other.post(f"/chat/sessions/{session}/messages", json={"text": "hello"}, headers=alice)
+        assert busy.status_code == 409, busy.text
+        assert (await client.get(f"/chat/sessions/{session}", headers={"x-user": "bob"})).status_code == 403
+        assert (await client.get(f"/chat/sessions/{session}/stream", headers={"x-user": "bob"})).status_code == 403
+        # the AI SDK's resumable stream: the run from its start, to the open question
+        async with client.stream("GET", f"/chat/sessions/{session}/stream", headers=alice) as again:
+            replayed = [chunk async for chunk in chunks(again)]
+        assert replayed[0] == {"type": "start", "messageId": started}
+        assert [chunk["approvalId"] for chunk in replayed if chunk["type"] == "tool-approval-request"] == [approval]
+        assert replayed[-1]["type"] == "finish"
+        # followed to its end by AI SDK 7, told of the denial given meanwhile through the other process
+        follow = f"/chat/sessions/{session}/stream?follow=true&sdk=7"
+        async with client.stream("GET", follow, headers=alice) as followed:
+            seen = []
+            async for chunk in chunks(followed):
+                seen.append(chunk)
+                if chunk["type"] == "tool-approval-request":
+                    decision = {"approval_id": approval, "choice": "deny", "note": "not today"}
+                    denied = await other.post(f"/chat/sessions/{session}/decisions", json=decision, headers=alice)
+                    assert denied.status_code == 204, denied.text
+        text = "".join(chunk["delta"] for chunk in seen if chunk["type"] == "text-delta")
+        assert text.startswith("The transfer was not made") and seen[-1]["type"] == "finish"
+        [answer] = [chunk for chunk in seen if chunk["type"] == "tool-approval-response"]
+        assert answer["approvalId"] == approval and answer["approved"] is False and "not today" in answer["reason"]
+        # its transaction was rolled back when the cashier's call ended: nothing moved, no connection left in it
         idle = await _query(
             dsn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in%'"
         )
         assert idle[0][0] == 0
         assert (await client.get("/accounts")).json() == {"A": 100, "B": 0}
+        assert (await client.get(f"/chat/sessions/{session}/stream", headers=alice)).status_code == 204
         async with client.stream(
             "POST", f"/chat/sessions/{session}/messages", json={"text": "hello"}, headers=alice
         ) as sse:
             text = "".join([chunk["delta"] async for chunk in chunks(sse) if chunk["type"] == "text-delta"])
         assert text.startswith("Hello!")  # the session takes the next message
+        roles = [
+            item["role"] for item in (await client.get(f"/chat/sessions/{session}", headers=alice)).json()["messages"]
+        ]
+        assert roles[0] == "user" and roles[-1] == "assistant"
 
 
 async def _approve_and_read(

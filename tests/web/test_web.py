@@ -114,6 +114,61 @@ async def test_a_child_calls_approval_announces_its_tool_call_and_the_tree_goes_
     assert "".join(chunk["delta"] for chunk in chunks if chunk["type"] == "text-delta") == "porter says so"
 
 
+async def test_a_child_calls_tool_calls_are_protocol_tool_parts_tagged_with_their_call_in_a_step_of_their_own() -> None:
+    steps = (tool_call("porter", input="open up"), lambda turn: "porter says so")
+    chunks = await chunks_of(runtime(*steps, child=True), "approve")
+    porter_call = next(
+        chunk for chunk in chunks if chunk["type"] == "tool-input-available" and not chunk.get("dynamic")
+    )
+    assert "providerExecuted" not in porter_call and "providerMetadata" not in porter_call  # the top-level model's
+    (child_tool,) = [chunk for chunk in chunks if chunk["type"] == "tool-input-available" and chunk.get("dynamic")]
+    assert child_tool["providerExecuted"] is True  # executed by the run: not for the page's own tool handling
+    assert child_tool["providerMetadata"] == {
+        "llm_do": {"call": "call_2", "entry": "porter", "parent_tool_call_id": porter_call["toolCallId"]}
+    }
+    (output,) = [chunk for chunk in chunks if chunk["type"] == "tool-output-available" and chunk.get("dynamic")]
+    assert output == {
+        "type": "tool-output-available",
+        "toolCallId": child_tool["toolCallId"],
+        "output": "north is open",
+        "providerExecuted": True,
+        "dynamic": True,
+    }
+    kinds = [chunk["type"] for chunk in chunks]
+    child_started = next(
+        at for at, chunk in enumerate(chunks) if chunk["type"] == "data-llm-do-call" and chunk["id"] == "call_2"
+    )
+    assert kinds[child_started - 1] == "start-step"  # the child's parts: a step of their own
+    assert kinds.index("tool-input-available") < child_started - 1 < chunks.index(child_tool)
+
+
+@pytest.mark.parametrize("sdk_version", [6, 7])
+async def test_ai_sdk_7_is_told_of_every_answer_and_6_never_sees_the_chunk_it_cannot_read(sdk_version: int) -> None:
+    steps = (tool_call("porter", input="open up"), lambda turn: "porter says so")
+    chunks = await chunks_of(runtime(*steps, child=True), "deny", sdk_version=sdk_version)
+    answers = [chunk for chunk in chunks if chunk["type"] == "tool-approval-response"]
+    if sdk_version == 6:
+        assert answers == []
+        return
+    (asked,) = [chunk for chunk in chunks if chunk["type"] == "tool-approval-request"]
+    (answer,) = answers
+    assert (
+        answer["approvalId"] == asked["approvalId"] and answer["approved"] is False and "no entry" in answer["reason"]
+    )
+    kinds = [chunk["type"] for chunk in chunks]
+    assert (
+        kinds.index("tool-approval-request") < kinds.index("tool-approval-response") < kinds.index("tool-output-denied")
+    )
+
+
+async def test_ai_sdk_7_hears_of_no_answer_to_a_question_nobody_was_asked() -> None:
+    rt = runtime(tool_call("porter", input="open up"), lambda turn: "told no", child=True, opening="deny")
+    chunks = await chunks_of(rt, sdk_version=7)
+    kinds = [chunk["type"] for chunk in chunks]
+    assert "tool-approval-request" not in kinds and "tool-approval-response" not in kinds  # it has no tool part
+    assert "tool-output-denied" in kinds
+
+
 async def test_a_data_part_sent_again_under_its_id_keeps_every_field_it_had() -> None:
     """The AI SDK replaces a data part by the later one with the same type and id: an update that sent only
     what changed would lose the call's place in the tree, a tool call's arguments, an approval's question."""

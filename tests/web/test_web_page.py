@@ -145,3 +145,51 @@ async def test_two_people_chat_at_once_and_approve_their_own_commits(
 
     async with httpx.AsyncClient(base_url=service) as client:
         assert (await client.get("/accounts")).json() == {"A": 90, "B": 10, "C": 43, "D": 7}
+
+
+@pytest.mark.long
+async def test_a_reload_mid_question_brings_the_conversation_back_and_its_answer_finishes_the_run(
+    browser: BrowserContext, service: str
+) -> None:
+    page = await browser.new_page()
+    await page.goto(f"{service}/chat?user=alice")
+    await _send(page, "move 10 from A to B")
+    approval = await _approval_of(page)
+    session = await page.text_content("#session")
+    assert session and f"session={session}" in page.url  # the conversation is in the address
+
+    await page.reload()  # mid-question: the run waits on, and the page finds it again
+    await expect(page.locator("#session")).to_have_text(session)
+    await expect(page.locator(".message.user")).to_have_text(["move 10 from A to B"])
+    question = page.locator(".approval")
+    await expect(question).to_have_count(1)
+    await expect(question).to_have_attribute("data-approval-id", approval)
+    await expect(question).to_have_attribute("data-state", "pending")
+    await expect(question.locator(".what")).to_contain_text("commit")
+    cashier = page.locator("#tree > ul > li.call[data-entry=banker] li.call[data-entry=cashier]")
+    await expect(cashier).to_have_attribute("data-state", "running")
+    await expect(cashier.locator("li.tool")).to_have_count(3)  # begin, transfer: done; commit: asked
+
+    # Bob, with Alice's conversation in his address, sees none of it
+    intruder = await browser.new_page()
+    await intruder.goto(f"{service}/chat?user=bob&session={session}")
+    await expect(intruder.locator(".message.assistant.error")).to_contain_text("belongs to another user")
+    await expect(intruder.locator(".approval")).to_have_count(0)
+
+    await question.locator("button.approve").click()
+    reply = page.locator(".message.assistant[data-done=true]").last
+    await expect(reply.locator(".text")).to_contain_text("Done: moved 10 from A to B", timeout=20_000)
+    await expect(question).to_have_attribute("data-state", "approved")
+    await expect(cashier).to_have_attribute("data-state", "ok")
+
+    await page.reload()  # after the run: the saved conversation, and nothing in flight
+    await expect(page.locator(".message.user")).to_have_text(["move 10 from A to B"])
+    await expect(page.locator(".message.assistant .text")).to_have_count(1)
+    await expect(page.locator(".message.assistant .text")).to_contain_text("Done: moved 10 from A to B")
+    await expect(page.locator(".approval")).to_have_count(0)
+    await _send(page, "what have I done so far?")
+    second = page.locator(".message.assistant[data-done=true]").nth(1)
+    await expect(second.locator(".text")).to_contain_text("In this conversation you made 1 transfer(s)", timeout=20_000)
+
+    async with httpx.AsyncClient(base_url=service) as client:
+        assert (await client.get("/accounts")).json() == {"A": 90, "B": 10, "C": 50, "D": 0}

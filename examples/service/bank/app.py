@@ -24,6 +24,7 @@ from . import ledger
 from .chat import ChatStore, banker, cashier
 from .chat_web import add_chat_endpoints
 from .model import TransferRequest
+from .resumable import Keepers
 from .toolsets import Audit
 from .turns import Turns
 from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
@@ -117,6 +118,8 @@ def create_app(
                 await chats.create_schema(history)
                 state["relay"] = await stack.enter_async_context(DecisionRelay(_dsn(bank)))
                 state["turns"] = await stack.enter_async_context(Turns(_dsn(bank)))
+                # each conversation's run goes on without its page; closed first: waits for the runs in flight
+                state["keepers"] = await stack.enter_async_context(Keepers(runtime, state["relay"], state["turns"]))
                 # told to stop (a deploy), the questions a run waits on are denied first, and the person told:
                 # the runs end and their streams close, instead of waiting for answers that cannot come
                 stack.enter_context(questions_end_on_signal(runtime.stop_asking))

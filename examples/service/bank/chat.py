@@ -152,6 +152,15 @@ class ChatStore:
         await self.pool.execute("INSERT INTO chat_sessions (id, owner) VALUES ($1, $2)", session_id, owner)
         return session_id
 
+    async def claim(self, session_id: str, owner: str) -> str:
+        """Open `session_id` for `owner` unless it exists (a chat id the AI SDK chose); returns its owner."""
+        await self.pool.execute(
+            "INSERT INTO chat_sessions (id, owner) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", session_id, owner
+        )
+        found = await self.owner(session_id)
+        assert found is not None
+        return found
+
     async def owner(self, session_id: str) -> str | None:
         found = await self.pool.fetchval("SELECT owner FROM chat_sessions WHERE id = $1", session_id)
         return None if found is None else str(found)

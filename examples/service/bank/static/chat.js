@@ -1,7 +1,9 @@
 // The bank's chat page: plain JavaScript, no build step. It posts a message, reads the run back as
 // the Vercel AI data-stream protocol (server-sent events, read with fetch and a ReadableStream),
 // shows the text as it streams, grows the call tree from the `data-llm-do-call` parts, and answers
-// each `tool-approval-request` with a POST to the session's decisions endpoint.
+// each `tool-approval-request` with a POST to the session's decisions endpoint. The conversation is
+// in the address (`?user=...&session=...`): a reload shows it again (GET /chat/sessions/{id}) and
+// reattaches to its run in flight (GET /chat/sessions/{id}/stream), open question included.
 "use strict";
 
 const $ = (selector) => document.querySelector(selector);
@@ -17,6 +19,16 @@ function element(tag, className, text) {
 
 function user() {
   return $("#user").value.trim();
+}
+
+async function get(path) {
+  const response = await fetch(path, { headers: { "x-user": user() } });
+  if (!response.ok) {
+    let message = `${response.status}`;
+    try { message = (await response.json()).error ?? message; } catch (ignored) { /* not JSON */ }
+    throw new Error(message);
+  }
+  return response;
 }
 
 async function post(path, body) {
@@ -35,9 +47,15 @@ async function post(path, body) {
 
 async function openSession() {
   const response = await post("/chat/sessions");
-  sessionId = (await response.json()).id;
+  useSession((await response.json()).id);
+}
+
+function useSession(id) {
+  sessionId = id;
   $("#session").textContent = sessionId;
   $("#user").disabled = true; // the session belongs to this user
+  const address = new URLSearchParams({ user: user(), session: sessionId });
+  history.replaceState(null, "", `${location.pathname}?${address}`); // a reload comes back to it
 }
 
 // Server-sent events from a fetch response: yields each `data:` payload, parsed.
@@ -182,6 +200,44 @@ async function send(text) {
   reply.box.dataset.done = "true";
 }
 
+// A reload: the conversation so far, then its run in flight from the start (its open questions among it).
+async function reattach(id) {
+  useSession(id);
+  const saved = await (await get(`/chat/sessions/${id}`)).json();
+  let answer = null; // one reply per answer: a run's tool calls and its text may be saved as several messages
+  for (const message of saved.messages) {
+    const text = message.parts.filter((part) => part.type === "text").map((part) => part.text).join("");
+    if (message.role === "user") {
+      $("#messages").append(element("div", "message user", text));
+      answer = null;
+    } else {
+      if (!answer) {
+        answer = new Reply(++runs);
+        answer.box.dataset.done = "true";
+      }
+      answer.text.textContent += text;
+    }
+  }
+  const response = await get(`/chat/sessions/${id}/stream?follow=true`);
+  if (response.status === 204) {
+    if (saved.pending.length === 0) return;
+    const reply = new Reply(++runs); // a run held by another process: its questions, answered through the relay
+    for (const asked of saved.pending) {
+      reply.inputs.set(asked.tool_call_id, { toolName: asked.tool, input: asked.args });
+      reply.askApproval(asked.approval_id, asked.tool_call_id);
+    }
+    return;
+  }
+  const reply = new Reply(++runs);
+  $("#send").disabled = true;
+  try {
+    for await (const chunk of events(response)) reply.handle(chunk);
+    reply.box.dataset.done = "true";
+  } finally {
+    $("#send").disabled = false;
+  }
+}
+
 $("#composer").addEventListener("submit", async (event) => {
   event.preventDefault();
   const text = $("#text").value.trim();
@@ -197,4 +253,10 @@ $("#composer").addEventListener("submit", async (event) => {
   }
 });
 
-$("#user").value = new URLSearchParams(location.search).get("user") ?? "";
+const address = new URLSearchParams(location.search);
+$("#user").value = address.get("user") ?? "";
+if (address.get("session")) {
+  reattach(address.get("session")).catch((error) => {
+    $("#messages").append(element("div", "message assistant error", error.message));
+  });
+}
