@@ -27,7 +27,7 @@ from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy,
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope
 from ._entry import Entry
-from ._live import GuardedHandler, LiveRun, open_stream
+from ._live import GuardedHandler, LiveRun, OnEnd, open_stream
 from ._plan import GlobalScope, Plan
 from ._run_scope import RunScope
 
@@ -193,6 +193,7 @@ class Runtime:
         session: Session | str | None = None,
         model_events: bool = True,
         resumable: bool = False,
+        on_end: OnEnd | None = None,
     ) -> AbstractAsyncContextManager[LiveRun]:
         """Run an entry as `run` does, as a live run: `async with runtime.stream(...) as run: async for event
         in run: ...` yields every call's pydantic-ai events and llm-do's own, ending with `RunFinished` or
@@ -209,6 +210,10 @@ class Runtime:
         when it closes); every consumer reads its events from the start, then follows it, and a run of a
         session is found again with `live_run(session_id)` (see docs/streaming.md, "Runs that outlive their
         connection").
+
+        `on_end(outcome)` is awaited once the run and its teardown are done, with its `RunResult` or the exception
+        it ended with, before the stream's last event; what it returns (a result, or an exception) is what the
+        stream ends with (`llm_do.jobs.LiveParking` parks a run there).
         """
         name = entry if isinstance(entry, str) else entry.name
         key = None if session is None or not resumable else session if isinstance(session, str) else session.id
@@ -246,6 +251,7 @@ class Runtime:
             model_events=model_events,
             resumable=resumable,
             keep=self.config.resume_buffer,
+            on_end=on_end,
         )
 
     def live_run(self, session_id: str) -> LiveRun | None:
