@@ -167,6 +167,8 @@ class _Translator:
         if kind is ApprovalDecided:
             decided = cast(ApprovalDecided, event)
             approval_id = decided.request.approval_id
+            if isinstance(decided.error, RunSuspended):  # left open elsewhere: the run's last part says where
+                return _Chunks((self.approvals.part(approval_id, {"state": "parked"}),))
             state = "approved" if decided.approved else "denied"
             data = {"approval_id": approval_id, "approved": decided.approved, "why": decided.why, "state": state}
             return _Chunks((self.approvals.part(approval_id, data, last=True),))
