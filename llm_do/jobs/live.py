@@ -42,7 +42,7 @@ from ..models.journal import Journal
 from ..run import LiveRun, Outcome, Runtime
 from ..tracing import current_traceparent
 from .execute import stored_attachments
-from .journal import JobJournals
+from .journal import LIVE_SUFFIX, JobJournals
 from .parking import (
     PARK_SQL,
     DecisionRefused,
@@ -61,10 +61,6 @@ if TYPE_CHECKING:
     from .queue import JobQueue
 
 __all__ = ["LIVE_SUFFIX", "LiveParking", "LiveRunParked"]
-
-LIVE_SUFFIX = ":live"
-"""A live run's journal is kept under its queue's name with this suffix until the run parks (the job then adopts
-it) or ends otherwise (it is dropped)."""
 
 STOPPING = "the service is restarting; ask again in a moment"
 

@@ -209,11 +209,8 @@ class Runtime:
         `resumable=True`: leaving the block does not cancel the run, which goes on (the runtime waits for it
         when it closes); every consumer reads its events from the start, then follows it, and a run of a
         session is found again with `live_run(session_id)` (see docs/streaming.md, "Runs that outlive their
-        connection").
-
-        `on_end(outcome)` is awaited once the run and its teardown are done, with its `RunResult` or the exception
-        it ended with, before the stream's last event; what it returns (a result, or an exception) is what the
-        stream ends with (`llm_do.jobs.LiveParking` parks a run there).
+        connection"). `on_end(outcome)`, awaited with the run's result or exception once its teardown is done, gives
+        the outcome the stream ends with (`llm_do.jobs.LiveParking` parks a run there).
         """
         name = entry if isinstance(entry, str) else entry.name
         key = None if session is None or not resumable else session if isinstance(session, str) else session.id

@@ -17,7 +17,15 @@ from pydantic_ai.messages import ModelResponse, TextPart
 
 from llm_do import ApprovalNotPending, ApprovalRequested, PostgresHistoryStore, RunFailed, RunFinished, Runtime
 from llm_do.events import ApprovalDecided, StreamEvent
-from llm_do.jobs import DecisionRefused, JobQueue, JobRecord, LiveParking, LiveRunParked, RunParked
+from llm_do.jobs import (
+    DecisionRefused,
+    JobQueue,
+    JobRecord,
+    LiveParking,
+    LiveRunParked,
+    RunParked,
+    remove_old_journals,
+)
 from llm_do.web import vercel_chunks
 
 from ..jobs_support import Worker, wait_for_workers
@@ -154,14 +162,19 @@ async def test_parallel_questions_park_together_and_resume_once_both_are_decided
         parking = LiveParking(queue, runtime, park_after=0.2)
         async with parking.stream("pair", prompt, session="carol") as run:
             events = [event async for event in run]
-        asked = {event.request.approval_id for event in events if isinstance(event, ApprovalRequested)}
+        amounts = {
+            event.request.args["amount"]: event.request.approval_id
+            for event in events
+            if isinstance(event, ApprovalRequested)
+        }
+        asked = set(amounts.values())
         last = events[-1]
         assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked), last
         assert {question.approval_id for question in last.error.questions} == asked and len(asked) == 2
         assert noted(notes_a, "paid") == noted(notes_b, "paid") == []
         pending = await parking.pending("carol")
         assert {question.approval_id for question in pending} == asked
-        first, second = sorted(asked)
+        first, second = amounts[1], amounts[2]  # payer a's question, payer b's
         assert await parking.decide("carol", first, "approve") is False  # it waits on the other one too
         assert await parking.decide("carol", second, "deny", note="not b") is True
         record = await finished(queue, last.error.job_id)
@@ -236,3 +249,20 @@ async def test_told_to_stop_a_waiting_question_parks_at_once_and_a_run_that_cann
     assert isinstance(late[-1], RunFinished)
     assert [event.approved for event in late if isinstance(event, ApprovalDecided)] == [False]
     assert [record.id for record in await queue.list("awaiting_approval")] == [last.error.job_id]
+
+
+async def test_the_journal_of_a_live_run_whose_process_died_is_removed_after_the_retention(
+    queue: JobQueue, dsn: str
+) -> None:
+    insert = (
+        "INSERT INTO llm_do_journal (queue, job_id, call_path, position, key, response, attempt, written_at) "
+        "VALUES ('live:live', $1, 'payer', 0, 'k', '{}', 1, now() - make_interval(secs => $2))"
+    )
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(insert, 1001, 7200.0)  # a run whose process died two hours ago
+        await conn.execute(insert, 1002, 0.0)  # a run going on now
+    finally:
+        await conn.close()
+    assert await remove_old_journals(queue, 3600) == 1
+    assert [row[0] for row in await rows(dsn, "SELECT job_id FROM llm_do_journal")] == [1002]
