@@ -75,6 +75,11 @@ VALUES (%(id)s, %(queue)s, %(task)s, %(args)s, 'failed', 1)
 _ADOPT_JOURNAL = "UPDATE llm_do_journal SET queue = %(queue)s WHERE queue = %(live)s AND job_id = %(id)s"
 _DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(live)s AND job_id = %(id)s"
 
+_DECIDED = """
+UPDATE llm_do_approvals SET choice = %s, note = %s, decided_at = now()
+ WHERE queue = %s AND job_id = %s AND approval_id = %s
+"""
+
 _SESSION_JOBS = """
 SELECT j.id FROM procrastinate_jobs j
  WHERE j.queue_name = %s AND j.args->>'session' = %s AND j.status = 'failed'
@@ -276,6 +281,9 @@ class _RunParking:
         self.live: LiveRun | None = None
         self.questions: list[ApprovalRequest] = []
         """The questions the run left open, in the order they parked."""
+        self.answered: dict[str, tuple[ApprovalRequest, Approval]] = {}
+        """The questions answered in the live run: the job keeps their decisions, so the resumed run, which asks
+        them again on its way to the open ones, is answered as the person answered, without asking."""
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
         owner = self.owner
@@ -284,6 +292,9 @@ class _RunParking:
         owner._settling.add(settled)
         settled.add_done_callback(owner._settling.discard)
         parking = False
+        answer = None if self.live is None else self.live.answer(request.approval_id)
+        if answer is not None:
+            answer.add_done_callback(functools.partial(self._answered, request))
         try:
             if not self.questions and owner.stopping is None:  # a run that parks already parks each question at once
                 woken = asyncio.Event()
@@ -308,6 +319,10 @@ class _RunParking:
         finally:
             if not parking and not settled.done():
                 settled.set_result(None)
+
+    def _answered(self, request: ApprovalRequest, answer: asyncio.Future[Approval]) -> None:
+        if not answer.cancelled() and answer.exception() is None:
+            self.answered[request.approval_id] = (request, answer.result())
 
     async def ended(self, outcome: Outcome) -> Outcome:
         """The run has ended: park it as its job if it left questions open, else drop its journal."""
@@ -335,6 +350,12 @@ class _RunParking:
             await conn.execute(_INSERT_JOB, job)
             for request in self.questions:
                 await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
+            for request, approval in self.answered.values():  # the decisions the person gave the live run
+                await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
+                choice = "deny" if approval.choice == "deny" else "approve"  # a grant for the session approves this one
+                await conn.execute(
+                    _DECIDED, (choice, approval.note, queue.queue_name, self.job_id, request.approval_id)
+                )
             await conn.execute(_ADOPT_JOURNAL, names)
 
 

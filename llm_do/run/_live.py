@@ -132,6 +132,12 @@ class LiveRun:
             raise ApprovalNotPending(approval_id, tuple(request.approval_id for request in self.pending))
         found[1].set_result(answer)
 
+    def answer(self, approval_id: str) -> asyncio.Future[Approval] | None:
+        """The future the answer to pending question `approval_id` comes in (from `decide`, or the stream's
+        approver), or the exception that withdrew it; None when the question is not pending."""
+        found = self._pending.get(approval_id)
+        return None if found is None else found[1]
+
     def withdraw(self, approval_id: str, error: BaseException) -> asyncio.Future[None] | None:
         """End the pending question `approval_id` with `error` instead of an answer: it is no longer pending (a
         later `decide` is refused with `ApprovalNotPending`), and the call that asked it raises `error` (a

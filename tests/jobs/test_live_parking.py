@@ -188,6 +188,37 @@ async def test_parallel_questions_park_together_and_resume_once_both_are_decided
     assert "not b" in str(record.output)
 
 
+async def test_a_question_answered_live_is_not_asked_again_when_the_run_resumes(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    await wait_for_workers(dsn, 1, [worker])
+    try:
+        parking = LiveParking(queue, runtime, park_after=0.3)
+        asked: list[ApprovalRequested] = []
+        async with parking.stream("twice", json.dumps({"notes": str(notes)}), session="hana") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    asked.append(event)
+                    if len(asked) == 1:
+                        run.decide(event.request.approval_id, "deny", note="not 1")  # the person answers the first
+                last = event
+        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+        _, second = (event.request.approval_id for event in asked)
+        assert [question.approval_id for question in last.error.questions] == [second]
+        assert [question.approval_id for question in await parking.pending("hana")] == [second]
+        assert await parking.decide("hana", second, "approve") is True
+        record = await finished(queue, last.error.job_id)
+    finally:
+        stopped = worker.stop()
+    assert stopped == 0, worker.output()
+    assert record.status == "succeeded" and record.attempts == 3, (record, worker.output())  # parked once, not twice
+    assert "not 1" in str(record.output) and str(record.output).endswith("paid 2")  # the first denied as answered
+    assert noted(notes, "paid") == ["paid 2"]
+    assert sent(notes) == {("twice", 0): 1, ("twice", 1): 1, ("twice", 2): 1}
+
+
 async def test_a_question_answered_in_time_never_parks_and_leaves_no_job_or_journal(
     queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
 ) -> None:
