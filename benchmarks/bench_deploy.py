@@ -111,18 +111,16 @@ async def one_round(postgres: PostgresServer, case: str, people: int, bound: flo
     seen = [result if isinstance(result, list) else [] for result in results]
     outcomes = [outcome(each) for each in seen]
     told = sum(bool(each) and each[-1]["type"] == "finish" for each in seen)
+    shown = {str(chunk["approvalId"]) for each in seen for chunk in each if chunk["type"] == "tool-approval-request"}
     conn = await asyncpg.connect(dsn)
-    try:
-        jobs = 0
-        if await conn.fetchval("SELECT to_regclass('llm_do_approvals')") is not None:
-            jobs = int(
-                await conn.fetchval(
-                    "SELECT count(DISTINCT job_id) FROM llm_do_approvals a JOIN procrastinate_jobs j "
-                    "ON j.id = a.job_id WHERE a.choice IS NULL AND j.status = 'failed'"
-                )
-            )
+    try:  # the parked jobs: each waits on a question its person was shown, under the id the page has
+        rows = await conn.fetch(
+            "SELECT a.job_id, a.approval_id FROM llm_do_approvals a JOIN procrastinate_jobs j "
+            "ON j.id = a.job_id WHERE a.choice IS NULL AND j.status = 'failed'"
+        )
     finally:
         await conn.close()
+    jobs = len({row["job_id"] for row in rows if row["approval_id"] in shown})
     return Round(
         case=case,
         exit_seconds=exited - signalled,

@@ -265,6 +265,7 @@ async def test_told_to_stop_a_waiting_question_parks_at_once_and_a_run_that_cann
 
     runs = asyncio.gather(parkable(), plain())
     await both_asked.wait()
+    await asyncio.sleep(0.05)  # the questions' approvers have started: each waits for its answer
     assert parking.stop_asking() == 1  # SIGTERM: the one waiting here parks
     parked_events, denied_events = await runs
     last = parked_events[-1]
