@@ -219,6 +219,57 @@ async def test_a_question_answered_live_is_not_asked_again_when_the_run_resumes(
     assert sent(notes) == {("twice", 0): 1, ("twice", 1): 1, ("twice", 2): 1}
 
 
+async def test_a_later_turn_of_a_conversation_parks_and_resumes_from_the_conversation_so_far(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    await wait_for_workers(dsn, 1, [worker])
+    try:
+        parking = LiveParking(queue, runtime, park_after=0.3)
+        async with parking.stream("clerk", json.dumps({"notes": str(notes), "amount": 1}), session="ivy") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    run.decide(event.request.approval_id, "approve")  # the first turn is answered at once
+                last = event
+        assert isinstance(last, RunFinished) and last.result.output == "turn 1: paid 1"
+        async with parking.stream("clerk", json.dumps({"notes": str(notes), "amount": 2}), session="ivy") as run:
+            events = [event async for event in run]  # the second one is not: it parks
+        parked = events[-1]
+        assert isinstance(parked, RunFailed) and isinstance(parked.error, LiveRunParked)
+        [question] = parked.error.questions
+        assert await parking.decide("ivy", question.approval_id, "approve") is True
+        record = await finished(queue, parked.error.job_id)
+    finally:
+        stopped = worker.stop()
+    assert stopped == 0, worker.output()
+    assert record.status == "succeeded" and record.output == "turn 2: paid 2", (record, worker.output())
+    assert noted(notes, "paid") == ["paid 1", "paid 2"]
+    assert noted(notes, "sent") == ["sent clerk 1.0", "sent clerk 1.1", "sent clerk 2.0", "sent clerk 2.1"]
+    async with PostgresHistoryStore(dsn) as store:
+        history = (await store.load("ivy")).messages
+    said = [part.content for message in history for part in message.parts if isinstance(part, TextPart)]
+    assert said == ["turn 1: paid 1", "turn 2: paid 2"]  # the second turn saved after the first
+
+
+async def test_a_resumable_run_whose_page_closed_parks_and_a_page_that_comes_back_reads_where_it_went(
+    queue: JobQueue, runtime: Runtime, tmp_path: Path
+) -> None:
+    parking = LiveParking(queue, runtime, park_after=0.3)
+    async with parking.stream("payer", ask(tmp_path / "notes"), session="jack", resumable=True) as run:
+        async for event in run:
+            if isinstance(event, ApprovalRequested):
+                break  # the page closes; the run goes on waiting
+    events = [event async for event in run]  # the page comes back: the run from its start, to its end
+    assert sum(isinstance(event, ApprovalRequested) for event in events) == 1
+    last = events[-1]
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+    assert runtime.live_run("jack") is None  # ended: its question waits as a job
+    assert [question.approval_id for question in await parking.pending("jack")] == [
+        question.approval_id for question in last.error.questions
+    ]
+
+
 async def test_a_question_answered_in_time_never_parks_and_leaves_no_job_or_journal(
     queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
 ) -> None:
