@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from psycopg.types.json import Jsonb
@@ -185,20 +185,24 @@ class LiveParking:
         if handed:
             args["attachments"] = stored_attachments(handed)
         parking = _RunParking(self, job_id, entry, session_id, args, journal)
-        with journals.installed(self.runtime, entry, journal), stable_approval_ids(f"job {job_id}"):
-            async with self.runtime.stream(
-                entry,
-                input_data,
-                session=session,
-                trace_parent=traceparent,
-                approver=parking,
-                attachments=handed,
-                model_events=model_events,
-                resumable=resumable,
-                on_end=parking.ended,
-            ) as live:
-                parking.live = live  # before the run's first step: the stream's task has not run yet
-                yield live
+        async with AsyncExitStack() as streaming:
+            # the run's task takes the journal and the job's question ids with the context it starts in; the
+            # consumer's block does not keep them
+            with journals.installed(self.runtime, entry, journal), stable_approval_ids(f"job {job_id}"):
+                opened = self.runtime.stream(
+                    entry,
+                    input_data,
+                    session=session,
+                    trace_parent=traceparent,
+                    approver=parking,
+                    attachments=handed,
+                    model_events=model_events,
+                    resumable=resumable,
+                    on_end=parking.ended,
+                )
+                live = await streaming.enter_async_context(opened)
+            parking.live = live  # before the run's first step: the stream's task has not run yet
+            yield live
 
     def _journals_of(self) -> JobJournals:
         if self._journals is None:
