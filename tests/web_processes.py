@@ -15,7 +15,8 @@ from typing import Any
 import asyncpg
 import httpx
 
-SERVICE = Path(__file__).resolve().parents[1] / "examples" / "service"
+ROOT = Path(__file__).resolve().parents[1]
+SERVICE = ROOT / "examples" / "service"
 PROCESSES: dict[str, asyncio.subprocess.Process] = {}
 """The uvicorn process serving each base URL, while it runs (a test may signal it)."""
 
@@ -37,6 +38,17 @@ async def chat_process(dsn: str, **env: str) -> AsyncIterator[str]:
 async def chat_processes(dsn: str, count: int, **env: str) -> AsyncIterator[list[str]]:
     """`count` processes of `uvicorn bank.app:create_chat_app`, started together; yields their base URLs once
     each answers; SIGTERM to each at the end."""
+    async with app_processes("bank.app:create_chat_app", count, {"LLM_DO_DATABASE_URL": dsn, **env}) as urls:
+        yield urls
+
+
+@asynccontextmanager
+async def app_processes(
+    target: str, count: int, env: dict[str, str], *, probe: str = "/accounts", args: tuple[str, ...] = ()
+) -> AsyncIterator[list[str]]:
+    """`count` processes of `uvicorn TARGET --factory` (examples/service and the project's root importable), started
+    together with `env` added to this one's; yields their base URLs once each answers `GET probe`; SIGTERM to each at
+    the end. `args` go to uvicorn."""
     ports: list[int] = []
     while len(ports) < count:
         port = free_port()
@@ -45,10 +57,10 @@ async def chat_processes(dsn: str, count: int, **env: str) -> AsyncIterator[list
     processes: list[asyncio.subprocess.Process] = []
     try:
         for port in ports:
-            processes.append(await _start(port, {**os.environ, "LLM_DO_DATABASE_URL": dsn, **env}))
+            processes.append(await _start(target, port, {**os.environ, **env}, args))
         async with asyncio.TaskGroup() as starting:
             for process, port in zip(processes, ports, strict=True):
-                starting.create_task(_answering(process, port))
+                starting.create_task(_answering(process, port, probe))
         urls = [f"http://127.0.0.1:{port}" for port in ports]
         PROCESSES.update(zip(urls, processes, strict=True))
         yield urls
@@ -60,12 +72,13 @@ async def chat_processes(dsn: str, count: int, **env: str) -> AsyncIterator[list
                 stopping.create_task(_stop(process))
 
 
-async def _start(port: int, env: dict[str, str]) -> asyncio.subprocess.Process:
+async def _start(target: str, port: int, env: dict[str, str], args: tuple[str, ...]) -> asyncio.subprocess.Process:
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "uvicorn",
-        "bank.app:create_chat_app",
+        target,
         "--factory",
         "--app-dir",
         str(SERVICE),
@@ -77,17 +90,18 @@ async def _start(port: int, env: dict[str, str]) -> asyncio.subprocess.Process:
         "warning",
         "--timeout-keep-alive",
         "30",  # longer than httpx's 5 s: a reused idle connection is never closed under the client
+        *args,
         env=env,
     )
 
 
-async def _answering(process: asyncio.subprocess.Process, port: int) -> None:
+async def _answering(process: asyncio.subprocess.Process, port: int, probe: str) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
         for _ in range(600):
             if process.returncode is not None:
                 raise AssertionError(f"uvicorn on port {port} exited with {process.returncode} during start-up")
             try:
-                if (await client.get("/accounts")).status_code == 200:
+                if (await client.get(probe)).status_code == 200:
                     return
             except httpx.TransportError:
                 pass

@@ -11,14 +11,16 @@ await run_worker(queue, WorkerOptions(concurrency=10))   # or: llm-do worker mod
 ```
 
 `JobQueue(..., approvals="park")` parks a job whose call needs a person's decision (`awaiting_approval`,
-holding no worker) until `queue.decide(job_id, approval_id, "approve" | "deny")`.
+holding no worker) until `queue.decide(job_id, approval_id, "approve" | "deny")`. `LiveParking(queue, runtime)`
+streams a session's live runs that park the same way when a question waits longer than `LLM_DO_JOBS_PARK_AFTER`.
 
-May import: errors, scopes, files, approvals, di, guards, results, tracing, run, models, process.
+May import: errors, scopes, files, approvals, di, guards, results, sessions, tracing, run, models, process.
 """
 
 from procrastinate import RetryStrategy
 
 from .context import JobInfo, current_job
+from .live import LiveParking, LiveRunParked
 from .parking import DecisionRefused, PendingApproval, RunParked
 from .queue import JobEntry, JobQueue, RuntimeFactory
 from .records import FINAL_STATUSES, InvalidJobRequest, JobNotFound, JobRecord, JobStatus
@@ -38,6 +40,8 @@ __all__ = [
     "JobRecord",
     "JobSettings",
     "JobStatus",
+    "LiveParking",
+    "LiveRunParked",
     "ParkingDiverged",
     "PendingApproval",
     "RetryStrategy",

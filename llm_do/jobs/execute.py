@@ -45,6 +45,8 @@ async def perform(
     attachments: Any = None,
     journals: JobJournals | None = None,
     approver: Approver | None = None,
+    *,
+    session: str | None = None,
 ) -> None:
     """Run `job` as one run of `runtime`; store its output, or its error, before returning or raising.
 
@@ -58,6 +60,9 @@ async def perform(
     ended: a tool that caught the exception does not make the job succeed with its question open. A run whose
     approver found the job cancelled (`JobAborted`, raised instead of parking) is stored as cancelled and raises
     that `JobAborted` (procrastinate marks the job aborted).
+
+    `session`: the run continues that session's conversation (a live run of it parked as this job): its history is
+    read from the runtime's history store, and the run's turn saved there when it ends, as any run of the session.
     """
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
@@ -70,7 +75,12 @@ async def perform(
         if journals is None:
             with asking:
                 result = await runtime.run(
-                    job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
+                    job.entry,
+                    input_data,
+                    trace_parent=job.traceparent,
+                    attachments=handed,
+                    approver=approver,
+                    session=session,
                 )
         else:
             journal = await journals.open(job.id, job.attempt)
@@ -79,7 +89,12 @@ async def perform(
             try:
                 with journals.installed(runtime, job.entry, journal), asking:
                     result = await runtime.run(
-                        job.entry, input_data, trace_parent=job.traceparent, attachments=handed, approver=approver
+                        job.entry,
+                        input_data,
+                        trace_parent=job.traceparent,
+                        attachments=handed,
+                        approver=approver,
+                        session=session,
                     )
             finally:
                 await _shielded(journal.settled())  # the last responses are written before the job ends
@@ -105,6 +120,8 @@ async def perform(
         raise
     finally:
         reset_current(token)
+        if session is not None:
+            await _close_session(runtime, session)
     ended = _ended(approver)  # a tool caught what the approver raised, and the run went on
     if isinstance(ended, RunParked):
         logger.info("%s", ended)
@@ -120,6 +137,14 @@ async def perform(
         raise
     if ended is not None:
         raise ended
+
+
+async def _close_session(runtime: Runtime, session_id: str) -> None:
+    """The worker closes the session its job's run opened (its per-session objects go; its history stays in the
+    store): the next job of the session may run on any worker."""
+    opened = runtime.sessions.get(session_id)
+    if opened is not None and not opened.busy:
+        await opened.aclose()
 
 
 def _ended(approver: Approver | None) -> RunParked | JobAborted | None:

@@ -26,9 +26,19 @@ from .journal_writer import JournalWriter
 from .pgtext import store_json_as_text
 from .records import FINAL_STATUSES
 
-__all__ = ["JOURNAL_TABLE", "JobJournals", "PostgresJournal", "create_journal_table", "delete_old_journals"]
+__all__ = [
+    "JOURNAL_TABLE",
+    "LIVE_SUFFIX",
+    "JobJournals",
+    "PostgresJournal",
+    "create_journal_table",
+    "delete_old_journals",
+]
 
 JOURNAL_TABLE = "llm_do_journal"
+LIVE_SUFFIX = ":live"
+"""A live run that may park (`LiveParking`) journals under its queue's name with this suffix until it parks (its job
+then adopts the rows) or ends otherwise (they are dropped)."""
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS llm_do_journal (
@@ -59,6 +69,12 @@ DELETE FROM llm_do_journal j
 """
 """A job's end is its last status change (procrastinate's events), or its result's end if later: a job that
 ended without storing a result (cancelled while parked or queued again, aborted as stalled) ends all the same."""
+
+
+_REMOVE_LIVE = """
+DELETE FROM llm_do_journal WHERE queue = %(live)s AND written_at < now() - make_interval(secs => %(retention)s)
+"""
+"""The journals of live runs that neither parked nor ended (their process died), once as old as the retention."""
 
 
 async def create_journal_table(conn: AsyncConnection[Any]) -> None:
@@ -169,9 +185,12 @@ def _agents(runtime: Runtime, name: str) -> Iterator[tuple[Agent[Any, Any], Mode
 
 
 async def delete_old_journals(pool: AsyncConnectionPool[Any], queue: str, retention: float) -> int:
-    """Delete the journal rows of `queue`'s jobs that finished more than `retention` seconds ago, and of
-    jobs that no longer exist; how many rows went."""
-    values = {"queue": queue, "final": sorted(FINAL_STATUSES), "retention": retention}
+    """Delete the journal rows of `queue`'s jobs that finished more than `retention` seconds ago, of jobs that no
+    longer exist, and of live runs whose process died before they parked or ended (`LIVE_SUFFIX`) written that long
+    ago; how many rows went."""
+    values = {"queue": queue, "final": sorted(FINAL_STATUSES), "retention": retention, "live": queue + LIVE_SUFFIX}
     async with pool.connection() as conn:
         cursor = await conn.execute(_REMOVE, values)
-        return int(cursor.rowcount)
+        removed = int(cursor.rowcount)
+        cursor = await conn.execute(_REMOVE_LIVE, values)
+        return removed + int(cursor.rowcount)

@@ -38,6 +38,7 @@ from .wakeup import wake_workers
 __all__ = [
     "APPROVALS_TABLE",
     "AWAITING",
+    "PARK_SQL",
     "DecisionRefused",
     "Parking",
     "PendingApproval",
@@ -47,6 +48,7 @@ __all__ = [
     "expire_pending",
     "load_decisions",
     "pending_approvals",
+    "question_row",
     "store_decision",
 ]
 
@@ -79,7 +81,7 @@ CREATE TABLE IF NOT EXISTS llm_do_approvals (
 )
 """
 
-_PARK = """
+PARK_SQL = """
 INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, call_id, tool_call_id, toolset, tool, args,
                               attachments, reason, description, park_round)
 VALUES (%(queue)s, %(job_id)s, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_call_id)s, %(toolset)s, %(tool)s,
@@ -228,21 +230,7 @@ class Parking:
         asked = (request.toolset, request.tool, args, attachments)
         if found is not None and (found.toolset, found.tool, found.args, found.attachments) == asked:
             return found.approval
-        values = {
-            "queue": self.queue,
-            "job_id": self.job_id,
-            "approval_id": request.approval_id,
-            "call_path": "/".join(request.chain),
-            "call_id": request.call_id,
-            "tool_call_id": request.tool_call_id,
-            "toolset": request.toolset,
-            "tool": request.tool,
-            "args": Json(args),
-            "attachments": Json(attachments),
-            "reason": storable_text(request.reason),
-            "description": storable_text(request.description),
-            "park_round": self._round(),
-        }
+        values = question_row(self.queue, self.job_id, request, self._round())
         storing = asyncio.ensure_future(self._store(values))
         try:
             cancelled = await asyncio.shield(storing)
@@ -274,8 +262,27 @@ class Parking:
             job = await (await conn.execute(_ABORT_REQUESTED, (self.job_id,))).fetchone()
             cancelled = job is not None and bool(job[0])
             if not cancelled:
-                await conn.execute(_PARK, values)
+                await conn.execute(PARK_SQL, values)
         return cancelled
+
+
+def question_row(queue: str, job_id: int, request: ApprovalRequest, park_round: int) -> dict[str, Any]:
+    """The values of `PARK_SQL` that store `request` as a question job `job_id` of `queue` waits on."""
+    return {
+        "queue": queue,
+        "job_id": job_id,
+        "approval_id": request.approval_id,
+        "call_path": "/".join(request.chain),
+        "call_id": request.call_id,
+        "tool_call_id": request.tool_call_id,
+        "toolset": request.toolset,
+        "tool": request.tool,
+        "args": Json(_args(request)),
+        "attachments": Json(_attachments(request)),
+        "reason": storable_text(request.reason),
+        "description": storable_text(request.description),
+        "park_round": park_round,
+    }
 
 
 def _args(request: ApprovalRequest) -> Any:

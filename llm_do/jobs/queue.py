@@ -243,7 +243,7 @@ class JobQueue:
             payload = to_jsonable_python(input_data)
         except PydanticSerializationError as error:
             raise TypeError(f"the input of a job of entry {entry!r} must be JSON-compatible: {error}") from None
-        if _holds_nul(payload):
+        if holds_nul(payload):
             raise ValueError(
                 f"the input of a job of entry {entry!r} holds a NUL character, which procrastinate's job arguments "
                 "(PostgreSQL jsonb) cannot store; encode it (base64, or an escape your entry undoes)"
@@ -348,9 +348,13 @@ class JobQueue:
 
     def _register(self, spec: JobEntry) -> Task[Any, Any, Any]:
         async def run_job(
-            context: JobContext, input: Any = None, traceparent: str | None = None, attachments: Any = None
+            context: JobContext,
+            input: Any = None,
+            traceparent: str | None = None,
+            attachments: Any = None,
+            session: str | None = None,
         ) -> None:
-            await self._perform(spec, context, input, traceparent, attachments)
+            await self._perform(spec, context, input, traceparent, attachments, session)
 
         run_job.__name__ = run_job.__qualname__ = f"run_{spec.name}"
         task: Task[Any, Any, Any] = self.app.task(
@@ -359,7 +363,13 @@ class JobQueue:
         return task
 
     async def _perform(
-        self, spec: JobEntry, context: JobContext, input_data: Any, traceparent: str | None, attachments: Any
+        self,
+        spec: JobEntry,
+        context: JobContext,
+        input_data: Any,
+        traceparent: str | None,
+        attachments: Any,
+        session: str | None = None,
     ) -> None:
         runtime, journals = self._runtime, self._journals
         if runtime is None or journals is None:
@@ -381,7 +391,15 @@ class JobQueue:
                 self.pool, self.queue_name, job.id, decided, last_round=last, rounds=self._parking_rounds
             )
         await perform(
-            runtime, self.pool, info, input_data, reason, attachments, journals if spec.journal else None, approver
+            runtime,
+            self.pool,
+            info,
+            input_data,
+            reason,
+            attachments,
+            journals if spec.journal else None,
+            approver,
+            session=session,
         )
 
     def _task(self, entry: str) -> Task[Any, Any, Any]:
@@ -493,12 +511,12 @@ def _attachments(entry: str, attachments: object) -> tuple[Attachment, ...]:
     )
 
 
-def _holds_nul(value: Any) -> bool:
+def holds_nul(value: Any) -> bool:
     """Whether a JSON value (as `to_jsonable_python` makes it) has a NUL character in a string or a key."""
     if isinstance(value, str):
         return "\x00" in value
     if isinstance(value, dict):
-        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
     if isinstance(value, list):
-        return any(_holds_nul(item) for item in value)
+        return any(holds_nul(item) for item in value)
     return False

@@ -92,6 +92,9 @@ class JobRecord:
     the job journaled), `sent` (requests sent to the model) and `live_from` (each call that stopped replaying:
     `call` path, `position` of the request, `reason`: `differs` or `ends`), and `unsaved` when some responses
     could not be written; None when the entry opts out."""
+    session: str | None = None
+    """The session the job's run belongs to: a live run of that session parked as this job (`LiveParking`); its
+    run continues the session's conversation. None for a job deferred with `defer`."""
 
     @property
     def done(self) -> bool:

@@ -24,6 +24,11 @@ class JobSettings(LlmDoSettings):
     """How many times in a row a parked job's resumed run may go live before its question (a request differed from
     the journal: a tool's result changed) and park again; the next time the job fails, naming the tool
     (`LLM_DO_JOBS_PARKING_ROUNDS`; default 3)."""
+    jobs_park_after: float = Field(default=300.0, gt=0)
+    """Seconds a question of a live run started through a `LiveParking` (a session's run, with a queue the
+    application gives) waits for a person before the run parks as a job of that queue, freeing what it holds
+    (`LLM_DO_JOBS_PARK_AFTER`; default 300; below `LLM_DO_APPROVAL_TIMEOUT`, which would deny it first). Live
+    runs started without a `LiveParking` never park."""
     worker_concurrency: int = Field(default=10, ge=1)
     """Jobs one worker process runs at once (`LLM_DO_WORKER_CONCURRENCY`; `--concurrency` wins)."""
     worker_heartbeat: float = Field(default=5.0, gt=0)

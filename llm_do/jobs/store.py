@@ -152,4 +152,5 @@ def _record(row: DictRow, tasks: dict[str, str]) -> JobRecord:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         journal=row["journal"],
+        session=args.get("session"),
     )

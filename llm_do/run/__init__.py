@@ -43,6 +43,8 @@ if TYPE_CHECKING:
         ApprovalNotPending as ApprovalNotPending,
         GuardedHandler as GuardedHandler,
         LiveRun as LiveRun,
+        OnEnd as OnEnd,
+        Outcome as Outcome,
         open_stream as open_stream,
     )
     from ._made import (
@@ -104,6 +106,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ApprovalNotPending",
         "GuardedHandler",
         "LiveRun",
+        "OnEnd",
+        "Outcome",
         "open_stream",
     ),
     "_made": (

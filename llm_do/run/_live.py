@@ -53,7 +53,7 @@ from ..events import (
 from ..results import RunResult, run_report
 from ..scopes import wait_out
 
-__all__ = ["ApprovalNotPending", "GuardedHandler", "LiveRun", "open_stream"]
+__all__ = ["ApprovalNotPending", "GuardedHandler", "LiveRun", "OnEnd", "Outcome", "open_stream"]
 
 logger = logging.getLogger("llm_do")
 
@@ -113,6 +113,8 @@ class LiveRun:
         self._compact_at = keep
         self.driver: asyncio.Task[None] | None = None
         """The task running a resumable run whose first consumer left."""
+        self._withdrawn: dict[str, asyncio.Future[None]] = {}
+        """Questions withdrawn (`withdraw`): each done once the run's approver call for it has returned."""
 
     # -- what the consumer uses ----------------------------------------------------
 
@@ -129,6 +131,27 @@ class LiveRun:
         if found is None or found[1].done():
             raise ApprovalNotPending(approval_id, tuple(request.approval_id for request in self.pending))
         found[1].set_result(answer)
+
+    def answer(self, approval_id: str) -> asyncio.Future[Approval] | None:
+        """The future the answer to pending question `approval_id` comes in (from `decide`, or the stream's
+        approver), or the exception that withdrew it; None when the question is not pending."""
+        found = self._pending.get(approval_id)
+        return None if found is None else found[1]
+
+    def withdraw(self, approval_id: str, error: BaseException) -> asyncio.Future[None] | None:
+        """End the pending question `approval_id` with `error` instead of an answer: it is no longer pending (a
+        later `decide` is refused with `ApprovalNotPending`), and the call that asked it raises `error` (a
+        `RunSuspended`: the question is left open elsewhere, a parked job's). A future done once the run's
+        call has taken `error` (the question's wait, and its deadline, are over); None when the question is not
+        pending (answered already, or unknown), so that nothing was withdrawn."""
+        found = self._pending.get(approval_id)
+        if found is None or found[1].done():
+            return None
+        found[1].set_exception(error)
+        waiter = self._withdrawn.get(approval_id)
+        if waiter is None:
+            waiter = self._withdrawn[approval_id] = asyncio.get_running_loop().create_future()
+        return waiter
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         return self._follow() if self.resumable else self._iterate()
@@ -203,15 +226,20 @@ class LiveRun:
         if found is None:  # asked without an ApprovalRequested event: an approver called directly
             found = self._pending[request.approval_id] = (request, asyncio.get_running_loop().create_future())
         answer = found[1]
-        if self._approver is None or answer.done():
-            return await answer
-        asking = asyncio.ensure_future(ask_approver(self._approver, request))
-        asking.add_done_callback(functools.partial(_relay, answer))  # the approver answers it, unless `decide` did
         try:
-            return await answer
+            if self._approver is None or answer.done():
+                return await answer
+            asking = asyncio.ensure_future(ask_approver(self._approver, request))
+            asking.add_done_callback(functools.partial(_relay, answer))  # the approver answers, unless `decide` did
+            try:
+                return await answer
+            finally:
+                if not asking.done():
+                    asking.cancel()
         finally:
-            if not asking.done():
-                asking.cancel()
+            withdrawn = self._withdrawn.pop(request.approval_id, None)
+            if withdrawn is not None and not withdrawn.done():
+                withdrawn.set_result(None)
 
     async def handle(self, ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
         """The `event_stream_handler` of every agent run in the run: each event joins the stream, tagged."""
@@ -366,6 +394,11 @@ def _tag_of(ctx: RunContext[Any]) -> CallTag:
 
 Launch = Callable[["LiveRun"], Awaitable[RunResult]]
 """Starts the run with a live run as its observer, event stream handler and approver."""
+Outcome = RunResult | BaseException
+"""How a run ended: its result, or the exception it raised (or was cancelled with)."""
+OnEnd = Callable[[Outcome], Awaitable[Outcome]]
+"""Awaited with a live run's outcome once the run and its teardown are done, before the stream's last event;
+what it returns is the outcome the stream ends with."""
 
 
 @asynccontextmanager
@@ -378,18 +411,25 @@ async def open_stream(
     model_events: bool = True,
     resumable: bool = False,
     keep: int = 10_000,
+    on_end: OnEnd | None = None,
 ) -> AsyncIterator[LiveRun]:
     """Start a run as a live run; leaving the block before the run ended cancels it and waits for its teardown,
-    unless it is resumable: it then goes on (`LiveRun.driver`), and the runtime waits for it when it closes."""
+    unless it is resumable: it then goes on (`LiveRun.driver`), and the runtime waits for it when it closes.
+    `on_end` is awaited with the run's outcome before the stream's last event, and gives the outcome it ends with."""
     live = LiveRun(entry, buffer, approver, model_events=model_events, resumable=resumable, keep=keep)
 
     async def drive() -> None:
+        outcome: Outcome
         try:
-            result = await launch(live)
+            outcome = await launch(live)
         except BaseException as error:  # the run's failure is an event (and `result()` raises it)
-            live._end(error)
-        else:
-            live._end(result)
+            outcome = error
+        if on_end is not None:
+            try:
+                outcome = await on_end(outcome)
+            except BaseException as error:
+                outcome = error
+        live._end(outcome)
 
     task = asyncio.get_running_loop().create_task(drive())
     try:

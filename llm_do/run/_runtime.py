@@ -27,7 +27,7 @@ from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy,
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope
 from ._entry import Entry
-from ._live import GuardedHandler, LiveRun, open_stream
+from ._live import GuardedHandler, LiveRun, OnEnd, open_stream
 from ._plan import GlobalScope, Plan
 from ._policies import PolicyQueries
 from ._run_scope import RunScope
@@ -181,6 +181,7 @@ class Runtime(PolicyQueries):
         session: Session | str | None = None,
         model_events: bool = True,
         resumable: bool = False,
+        on_end: OnEnd | None = None,
     ) -> AbstractAsyncContextManager[LiveRun]:
         """Run an entry as `run` does, as a live run: `async with runtime.stream(...) as run: async for event
         in run: ...` yields every call's pydantic-ai events and llm-do's own, ending with `RunFinished` or
@@ -196,7 +197,8 @@ class Runtime(PolicyQueries):
         `resumable=True`: leaving the block does not cancel the run, which goes on (the runtime waits for it
         when it closes); every consumer reads its events from the start, then follows it, and a run of a
         session is found again with `live_run(session_id)` (see docs/streaming.md, "Runs that outlive their
-        connection").
+        connection"). `on_end(outcome)`, awaited with the run's result or exception once its teardown is done, gives
+        the outcome the stream ends with (`llm_do.jobs.LiveParking` parks a run there).
         """
         name = entry if isinstance(entry, str) else entry.name
         key = None if session is None or not resumable else session if isinstance(session, str) else session.id
@@ -234,6 +236,7 @@ class Runtime(PolicyQueries):
             model_events=model_events,
             resumable=resumable,
             keep=self.config.resume_buffer,
+            on_end=on_end,
         )
 
     def live_run(self, session_id: str) -> LiveRun | None:

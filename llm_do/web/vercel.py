@@ -41,7 +41,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ToolOutputErrorChunk,
 )
 
-from ..approvals import CHOICES
+from ..approvals import CHOICES, ApprovalRequest, RunSuspended
 from ..errors import LlmDoError
 from ..events import (
     ApprovalDecided,
@@ -223,6 +223,8 @@ class _Translator:
         if kind is ApprovalDecided:
             decided = cast(ApprovalDecided, event)
             approval_id = decided.request.approval_id
+            if isinstance(decided.error, RunSuspended):  # left open elsewhere: the run's last part says where
+                return _Chunks((self.approvals.part(approval_id, {"state": "parked"}),))
             state = "approved" if decided.approved else "denied"
             data = {"approval_id": approval_id, "approved": decided.approved, "why": decided.why, "state": state}
             chunks: tuple[BaseChunk, ...] = (self.approvals.part(approval_id, data, last=True),)
@@ -257,6 +259,25 @@ class _Translator:
             announced = native.part.tool_call_id in self.announced
             return _Chunks(tuple(_tool_result(self.tools, native.part, announced)))
         return None  # a child's text and tool-call deltas: its result reaches the parent as a tool result
+
+    def suspended(self, error: RunSuspended) -> tuple[BaseChunk, ...]:
+        """The run ended with its questions left open elsewhere (`llm_do.jobs.LiveRunParked`: a job, answered with
+        the jobs' decisions): each question's data part says `parked`, and one `data-llm-do-parked` part says
+        where they wait."""
+        job_id = getattr(error, "job_id", None)
+        questions: tuple[ApprovalRequest, ...] = tuple(getattr(error, "questions", ()))
+        chunks: list[BaseChunk] = [
+            self.approvals.part(question.approval_id, {"state": "parked", "job_id": job_id}, last=True)
+            for question in questions
+        ]
+        data = {
+            "job_id": job_id,
+            "session_id": getattr(error, "session_id", None),
+            "approval_ids": [question.approval_id for question in questions],
+            "message": str(error),
+        }
+        chunks.append(DataChunk(type="data-llm-do-parked", id=f"parked_{job_id}", data=data))
+        return tuple(chunks)
 
     def _approval(self, event: ApprovalRequested) -> list[BaseChunk]:
         request = event.request
@@ -301,6 +322,9 @@ async def _native(
             return
         if isinstance(event, RunFailed):
             error = event.error
+            if isinstance(error, RunSuspended):  # its questions wait elsewhere (a parked job): a whole stream
+                yield cast("NativeEvent", _Chunks(translator.suspended(error)))
+                return
             if isinstance(error, Exception):
                 logger.error("a run streamed to a page failed", exc_info=error)
                 raise RunStopped(f"the run failed ({type(error).__name__}); the server's log has the details")

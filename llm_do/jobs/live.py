@@ -1,0 +1,382 @@
+"""Live runs that park: a question of a session's live run that waits for a person longer than `park_after`
+becomes a parked job of the application's queue, and the run ends, freeing what it held.
+
+`LiveParking(queue, runtime).stream(entry, input, session=...)` opens the live run as `Runtime.stream` does, with
+what a job's run has from its first request:
+
+- its job id, reserved from procrastinate's sequence before it starts, which gives its questions their ids (as
+  a job's: `stable_approval_ids(f"job {id}")`), so the resumed run asks the same questions with the same ids;
+- the job's journal of model responses, kept under the queue's name with `LIVE_SUFFIX` while the run is live (the
+  workers' housekeeping removes the journals of jobs that do not exist);
+- an approver beside the person's (the stream's `approver`): after `park_after` seconds it withdraws the question
+  from the live run (`LiveRun.withdraw`, so a late click is refused) and ends the call with `LiveRunParked`, a
+  `RunSuspended`: the run's parallel calls go on to their end or their own question, which parks at once.
+
+When the run has ended (its teardown done), `on_end` writes in one transaction the job (procrastinate's row, failed
+after one run, with the run's input, trace and session), its questions and its journal, which the job adopts: the
+job is `awaiting_approval`. The stream's last event is `RunFailed` with the `LiveRunParked`, which names the job
+and every question. A decision (`LiveParking.decide`, by session; `JobQueue.decide`, by job) queues it; a worker
+replays it from the journal up to its questions and goes on, in the session (its history read from the store and
+its turn saved there). A run that ends otherwise drops its journal.
+
+On `SIGTERM` (`stop_asking`), the questions waiting park at once, and those asked later in a parking run too;
+then `Runtime.stop_asking` denies what other runs wait on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+from psycopg.types.json import Jsonb
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from ..approvals import Approval, ApprovalRequest, RunSuspended, stable_approval_ids
+from ..errors import ConfigurationError
+from ..files import Attachment, check_call
+from ..models.journal import Journal
+from ..run import LiveRun, Outcome, Runtime
+from ..tracing import current_traceparent
+from .execute import stored_attachments
+from .journal import LIVE_SUFFIX, JobJournals
+from .parking import (
+    PARK_SQL,
+    DecisionRefused,
+    PendingApproval,
+    RunParked,
+    pending_approvals,
+    question_row,
+    store_decision,
+)
+from .queue import TASK_PREFIX, holds_nul
+from .records import InvalidJobRequest
+from .settings import JobSettings
+
+if TYPE_CHECKING:
+    from ..sessions import Session
+    from .queue import JobQueue
+
+__all__ = ["LIVE_SUFFIX", "LiveParking", "LiveRunParked"]
+
+STOPPING = "the service is restarting; ask again in a moment"
+
+_RESERVE = "SELECT nextval(pg_get_serial_sequence('procrastinate_jobs', 'id'))"
+
+_INSERT_JOB = """
+INSERT INTO procrastinate_jobs (id, queue_name, task_name, args, status, attempts)
+VALUES (%(id)s, %(queue)s, %(task)s, %(args)s, 'failed', 1)
+"""
+"""A parked live run as procrastinate keeps a parked job: failed after one run, queued again by a decision."""
+
+_ADOPT_JOURNAL = "UPDATE llm_do_journal SET queue = %(queue)s WHERE queue = %(live)s AND job_id = %(id)s"
+_DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(live)s AND job_id = %(id)s"
+
+_DECIDED = """
+UPDATE llm_do_approvals SET choice = %s, note = %s, decided_at = now()
+ WHERE queue = %s AND job_id = %s AND approval_id = %s
+"""
+
+_SESSION_JOBS = """
+SELECT j.id FROM procrastinate_jobs j
+ WHERE j.queue_name = %s AND j.args->>'session' = %s AND j.status = 'failed'
+   AND EXISTS (SELECT 1 FROM llm_do_approvals a WHERE a.queue = j.queue_name AND a.job_id = j.id AND a.choice IS NULL)
+ ORDER BY j.id
+"""
+
+_JOB_OF = """
+SELECT a.job_id FROM llm_do_approvals a JOIN procrastinate_jobs j ON j.id = a.job_id
+ WHERE a.queue = %s AND j.queue_name = %s AND a.approval_id = %s AND j.args->>'session' = %s
+"""
+
+
+class LiveRunParked(RunParked):
+    """A live run's questions waited longer than `park_after` (or the process was told to stop): the run parked as
+    job `job_id` of the queue, in session `session_id`, and ended. `questions` are every question it waits on
+    (parallel calls park together); decide them with `LiveParking.decide(session_id, ...)` or `JobQueue.decide`."""
+
+    def __init__(self, job_id: int, session_id: str, questions: Sequence[ApprovalRequest]) -> None:
+        self.job_id = job_id
+        self.session_id = session_id
+        self.questions = tuple(questions)
+        self.request = self.questions[0]
+        ids = ", ".join(question.approval_id for question in self.questions)
+        RunSuspended.__init__(
+            self,
+            f"the run waits for a decision as job {job_id} of session {session_id!r} (approval {ids}); it goes on "
+            "once each is decided: LiveParking.decide(session_id, approval_id, 'approve' | 'deny')",
+        )
+
+
+class LiveParking:
+    """Live runs of sessions that park as jobs of `queue` when a question waits longer than `park_after` seconds
+    (default `LLM_DO_JOBS_PARK_AFTER`, 300), or when the process is told to stop (`stop_asking`).
+
+    `queue` is a `JobQueue(..., approvals="park")` that declares the entries streamed here, opened by the
+    application (`async with queue`); its workers' runtime must load the same entries, and keep sessions in the
+    same history store as `runtime` (a `PostgresHistoryStore` on the same database): the resumed run continues
+    the session's conversation there. See docs/jobs.md, "Live runs that park"."""
+
+    def __init__(self, queue: JobQueue, runtime: Runtime, *, park_after: float | None = None) -> None:
+        if queue.approvals != "park":
+            raise ConfigurationError(
+                "LiveParking needs a queue that parks (JobQueue(..., approvals='park')): its workers resume a parked "
+                "run by answering its questions with the stored decisions"
+            )
+        wait = JobSettings().jobs_park_after if park_after is None else park_after
+        timeout = runtime.config.approval_timeout
+        if not 0 < wait < timeout:
+            raise ConfigurationError(
+                f"LiveParking: park_after ({wait:g}s, LLM_DO_JOBS_PARK_AFTER) must be more than 0 and less than the "
+                f"runtime's approval timeout ({timeout:g}s, LLM_DO_APPROVAL_TIMEOUT), which would deny the question "
+                "first"
+            )
+        self.queue = queue
+        self.runtime = runtime
+        self.park_after = wait
+        self.stopping: str | None = None
+        """Why questions park at once (`stop_asking`); None while they wait `park_after`."""
+        self._denying = False
+        """`Runtime.stop_asking` was called: a question not parked by then is denied, never parked."""
+        self._waiting: dict[asyncio.Event, asyncio.Future[None]] = {}
+        """The questions waiting for `park_after` (woken to park at once) and when each has settled."""
+        self._settling: set[asyncio.Future[None]] = set()
+        """Each question asked here, until it was answered, denied or taken by its run as parked."""
+        self._journals: JobJournals | None = None
+        self._stop: asyncio.Task[None] | None = None
+
+    # -- streaming ----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        entry: str,
+        input_data: Any,
+        *,
+        session: Session | str,
+        trace_parent: str | None = None,
+        attachments: Sequence[Attachment] = (),
+        model_events: bool = True,
+        resumable: bool = False,
+    ) -> AsyncIterator[LiveRun]:
+        """`Runtime.stream(entry, input_data, session=session, ...)`, journaled as job whose id it reserves, and
+        parked as that job when one of its questions waits longer than `park_after` (see the class)."""
+        queue = self.queue
+        if entry not in queue.entries:
+            raise ConfigurationError(
+                f"LiveParking: entry {entry!r} may not park: declare it in the queue's JobQueue(entries=[...])"
+            )
+        session_id = session if isinstance(session, str) else session.id
+        payload = _payload(entry, input_data)
+        handed = tuple(attachments)
+        if handed:
+            check_call(handed, JobSettings().attachments)
+        traceparent = trace_parent if trace_parent is not None else current_traceparent()
+        async with queue.pool.connection() as conn:
+            found = await (await conn.execute(_RESERVE)).fetchone()
+        assert found is not None
+        job_id = int(found[0])
+        journals = self._journals_of()
+        journal = await journals.open(job_id, 1)  # a first run: nothing to read
+        args: dict[str, Any] = {"input": payload, "traceparent": traceparent, "session": session_id}
+        if handed:
+            args["attachments"] = stored_attachments(handed)
+        parking = _RunParking(self, job_id, entry, session_id, args, journal)
+        async with AsyncExitStack() as streaming:
+            # the run's task takes the journal and the job's question ids with the context it starts in; the
+            # consumer's block does not keep them
+            with journals.installed(self.runtime, entry, journal), stable_approval_ids(f"job {job_id}"):
+                opened = self.runtime.stream(
+                    entry,
+                    input_data,
+                    session=session,
+                    trace_parent=traceparent,
+                    approver=parking,
+                    attachments=handed,
+                    model_events=model_events,
+                    resumable=resumable,
+                    on_end=parking.ended,
+                )
+                live = await streaming.enter_async_context(opened)
+            parking.live = live  # before the run's first step: the stream's task has not run yet
+            yield live
+
+    def _journals_of(self) -> JobJournals:
+        if self._journals is None:
+            self._journals = JobJournals(self.queue.pool, self.queue.queue_name + LIVE_SUFFIX)
+        return self._journals
+
+    # -- a session's parked questions ---------------------------------------------------
+
+    async def pending(self, session_id: str) -> list[PendingApproval]:
+        """The questions session `session_id`'s parked runs wait on (none but that session's), oldest job first."""
+        queue = self.queue
+        async with queue.pool.connection() as conn:
+            rows = await (await conn.execute(_SESSION_JOBS, (queue.queue_name, session_id))).fetchall()
+        found: list[PendingApproval] = []
+        for (job_id,) in rows:
+            found.extend(await pending_approvals(queue.pool, queue.queue_name, int(job_id)))
+        return found
+
+    async def decide(
+        self, session_id: str, approval_id: str, choice: Literal["approve", "deny"], note: str | None = None
+    ) -> bool:
+        """Answer question `approval_id` of a run of session `session_id` that parked (`pending(session_id)`), as
+        `JobQueue.decide` does; True when its job was queued again (it waits on no other question). Raises
+        `DecisionRefused` for an approval that is no parked question of that session (another session's too)."""
+        if choice not in ("approve", "deny"):
+            raise InvalidJobRequest(
+                f"decide: a parked run's question is answered 'approve' or 'deny', got {choice!r} (a grant for the "
+                "session lives in the process that ran it, which the resumed run is not)"
+            )
+        queue = self.queue
+        async with queue.pool.connection() as conn:
+            found = await (
+                await conn.execute(_JOB_OF, (queue.queue_name, queue.queue_name, approval_id, session_id))
+            ).fetchone()
+        if found is None:
+            raise DecisionRefused(
+                f"approval {approval_id!r} is no parked question of session {session_id!r}: list them with "
+                "LiveParking.pending(session_id)"
+            )
+        return await store_decision(queue.pool, queue.queue_name, int(found[0]), approval_id, choice, note)
+
+    # -- a process told to stop -----------------------------------------------------------
+
+    def stop_asking(self, reason: str = STOPPING) -> int:
+        """The process is told to stop (`llm_do.web.questions_end_on_signal(parking.stop_asking)`): every question
+        of the runs streamed here that waits for a person parks now, and each asked later parks at once; then
+        `Runtime.stop_asking(reason)` denies, with `reason`, what the runtime's other runs wait on, and every later
+        question. How many questions were waiting here. Call it in the event loop's thread."""
+        if self.stopping is None:
+            self.stopping = reason
+        waiting = list(self._waiting)
+        for woken in waiting:
+            woken.set()
+        if self._stop is None:
+            self._stop = asyncio.get_running_loop().create_task(self._deny_the_rest(reason))
+        return len(waiting)
+
+    async def _deny_the_rest(self, reason: str) -> None:
+        """Once every question asked here has parked (or was answered), deny the rest (`Runtime.stop_asking`)."""
+        deadline = asyncio.get_running_loop().time() + 5.0
+        while self._settling and asyncio.get_running_loop().time() < deadline:
+            await asyncio.wait(set(self._settling), timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
+        self._denying = True  # in the same step as the denial: a question either parked before, or is denied
+        self.runtime.stop_asking(reason)
+
+
+class _RunParking:
+    """One live run's parking: the stream's approver, which parks a question that waited too long, and its
+    `on_end`, which writes the parked job once the run has ended."""
+
+    def __init__(
+        self, owner: LiveParking, job_id: int, entry: str, session_id: str, args: dict[str, Any], journal: Journal
+    ) -> None:
+        self.owner = owner
+        self.job_id = job_id
+        self.entry = entry
+        self.session_id = session_id
+        self.args = args
+        self.journal = journal
+        self.live: LiveRun | None = None
+        self.questions: list[ApprovalRequest] = []
+        """The questions the run left open, in the order they parked."""
+        self.answered: dict[str, tuple[ApprovalRequest, Approval]] = {}
+        """The questions answered in the live run: the job keeps their decisions, so the resumed run, which asks
+        them again on its way to the open ones, is answered as the person answered, without asking."""
+
+    async def __call__(self, request: ApprovalRequest) -> Approval:
+        owner = self.owner
+        loop = asyncio.get_running_loop()
+        settled: asyncio.Future[None] = loop.create_future()
+        owner._settling.add(settled)
+        settled.add_done_callback(owner._settling.discard)
+        parking = False
+        answer = None if self.live is None else self.live.answer(request.approval_id)
+        if answer is not None:
+            answer.add_done_callback(functools.partial(self._answered, request))
+        try:
+            if not self.questions and owner.stopping is None:  # a run that parks already parks each question at once
+                woken = asyncio.Event()
+                owner._waiting[woken] = settled
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(owner.park_after):
+                            await woken.wait()
+                finally:
+                    del owner._waiting[woken]
+            live = self.live
+            parked = RunParked(self.job_id, request)
+            withdrawn = None if owner._denying or live is None else live.withdraw(request.approval_id, parked)
+            if withdrawn is None:  # answered (or denied) meanwhile: whatever this approver says is not used
+                settled.set_result(None)
+                await loop.create_future()  # until the live run cancels it
+            assert withdrawn is not None
+            parking = True
+            self.questions.append(request)
+            withdrawn.add_done_callback(functools.partial(_settle, settled))
+            raise parked
+        finally:
+            if not parking and not settled.done():
+                settled.set_result(None)
+
+    def _answered(self, request: ApprovalRequest, answer: asyncio.Future[Approval]) -> None:
+        if not answer.cancelled() and answer.exception() is None:
+            self.answered[request.approval_id] = (request, answer.result())
+
+    async def ended(self, outcome: Outcome) -> Outcome:
+        """The run has ended: park it as its job if it left questions open, else drop its journal."""
+        park = bool(self.questions) and isinstance(outcome, Exception)  # a tool that caught the parking let it end
+        writing = asyncio.ensure_future(self._write(park))
+        try:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await asyncio.wait((writing,))  # the job is written whole, or not at all
+            raise
+        if not park:
+            return outcome
+        return LiveRunParked(self.job_id, self.session_id, self.questions)
+
+    async def _write(self, park: bool) -> None:
+        await self.journal.settled()  # the responses the run received are in the journal before the job adopts it
+        queue = self.owner.queue
+        names = {"queue": queue.queue_name, "live": queue.queue_name + LIVE_SUFFIX, "id": self.job_id}
+        async with queue.pool.connection() as conn, conn.transaction():
+            if not park:
+                await conn.execute(_DROP_JOURNAL, names)
+                return
+            job = {"id": self.job_id, "queue": queue.queue_name, "task": TASK_PREFIX + self.entry}
+            job["args"] = Jsonb(self.args)
+            await conn.execute(_INSERT_JOB, job)
+            for request in self.questions:
+                await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
+            for request, approval in self.answered.values():  # the decisions the person gave the live run
+                await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
+                choice = "deny" if approval.choice == "deny" else "approve"  # a grant for the session approves this one
+                await conn.execute(
+                    _DECIDED, (choice, approval.note, queue.queue_name, self.job_id, request.approval_id)
+                )
+            await conn.execute(_ADOPT_JOURNAL, names)
+
+
+def _settle(settled: asyncio.Future[None], _: object) -> None:
+    if not settled.done():
+        settled.set_result(None)
+
+
+def _payload(entry: str, input_data: Any) -> Any:
+    """The run's input as the job keeps it (JSON, no NUL character), checked before the run starts."""
+    try:
+        payload = to_jsonable_python(input_data)
+    except PydanticSerializationError as error:
+        raise TypeError(f"the input of a run of {entry!r} that may park must be JSON-compatible: {error}") from None
+    if holds_nul(payload):
+        raise ValueError(
+            f"the input of a run of entry {entry!r} that may park holds a NUL character, which a job's arguments "
+            "(PostgreSQL jsonb) cannot store; encode it (base64, or an escape your entry undoes)"
+        )
+    return payload

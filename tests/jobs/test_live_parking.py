@@ -1,0 +1,351 @@
+"""Live runs of a session that park as jobs: a question that waits longer than `park_after` ends the live run (its
+teardown runs, its stream ends saying where the question went) and a decision resumes it on a real `llm-do worker`
+process, in the session, replaying what it paid for. The models note every request they are sent, the till every
+payment (tests/journal_app.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from pydantic_ai.messages import ModelResponse, TextPart
+
+from llm_do import ApprovalNotPending, ApprovalRequested, PostgresHistoryStore, RunFailed, RunFinished, Runtime
+from llm_do.events import ApprovalDecided, StreamEvent
+from llm_do.jobs import (
+    DecisionRefused,
+    JobQueue,
+    JobRecord,
+    LiveParking,
+    LiveRunParked,
+    RunParked,
+    remove_old_journals,
+)
+from llm_do.web import vercel_chunks
+
+from ..jobs_support import Worker, wait_for_workers
+from ..journal_app import sent
+from ..live_app import ENTRIES, QUEUE, live_runtime
+
+TARGET = "tests.live_app:queue"
+
+
+@pytest.fixture
+async def queue(dsn: str) -> AsyncIterator[JobQueue]:
+    async with JobQueue(dsn, entries=ENTRIES, queue=QUEUE, approvals="park") as opened:
+        await opened.apply_schema()
+        yield opened
+
+
+@pytest.fixture
+async def runtime(dsn: str, queue: JobQueue) -> AsyncIterator[Runtime]:
+    """The web process's runtime (this test's process)."""
+    async with live_runtime(dsn) as opened:
+        yield opened
+
+
+def ask(notes: Path, amount: int = 10) -> str:
+    return json.dumps({"notes": str(notes), "amount": amount})
+
+
+def noted(notes: Path, kind: str) -> list[str]:
+    return [line for line in (notes.read_text().splitlines() if notes.exists() else []) if line.startswith(kind)]
+
+
+async def finished(queue: JobQueue, job_id: int, within: float = 60.0) -> JobRecord:
+    async with asyncio.timeout(within):
+        return await queue.wait(job_id, interval=0.05)
+
+
+async def rows(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
+
+
+PAYER_BEFORE = {("payer", 0): 1, ("payer", 1): 1, ("payer", 2): 1}
+"""The payer's requests up to its question (quote, step, pay), each sent once."""
+
+
+async def test_a_question_that_waits_too_long_parks_the_run_and_a_decision_resumes_it_in_its_session(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    await wait_for_workers(dsn, 1, [worker])
+    try:
+        parking = LiveParking(queue, runtime, park_after=0.2)
+        events: list[StreamEvent] = []
+
+        async def seen(run: Any) -> AsyncIterator[StreamEvent]:
+            async for event in run:
+                events.append(event)
+                yield event
+
+        async with parking.stream("payer", ask(notes, 25), session="alice") as run:
+            chunks = [chunk.model_dump(mode="json", by_alias=True) async for chunk in vercel_chunks(seen(run))]
+        # the run ended parked: torn down (the till closed), nothing paid, the question not answered here
+        [asked] = [event.request for event in events if isinstance(event, ApprovalRequested)]
+        [decided] = [event for event in events if isinstance(event, ApprovalDecided)]
+        assert decided.approved is False and isinstance(decided.error, RunParked)  # left open, not answered
+        last = events[-1]
+        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+        parked = last.error
+        assert [question.approval_id for question in parked.questions] == [asked.approval_id]
+        assert parked.session_id == "alice" and f"job {parked.job_id}" in str(parked)
+        assert noted(notes, "paid") == [] and noted(notes, "till exit") == ["till exit RunParked"]
+        assert sent(notes) == PAYER_BEFORE
+        with pytest.raises(ApprovalNotPending):
+            run.decide(asked.approval_id, "approve")  # a late click on the page that showed it
+        assert run.pending == ()
+        assert runtime.sessions["alice"].busy is False  # the session is free; its history has no turn of the run
+
+        # what the page read: the question shown parked, where it waits, and a whole stream
+        kinds = [chunk["type"] for chunk in chunks]
+        assert kinds[0] == "start" and kinds[-2:] == ["finish", "done"] and "error" not in kinds
+        [told] = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-parked"]
+        assert told["job_id"] == parked.job_id and told["approval_ids"] == [asked.approval_id]
+        shown = [c["data"] for c in chunks if c["type"] == "data-llm-do-approval"]
+        assert [data["state"] for data in shown] == ["pending", "parked", "parked"]
+        assert shown[-1]["job_id"] == parked.job_id and shown[-1]["tool"] == "pay"  # every field kept
+
+        # the job: parked, in the session, its question the live run's (same id), reachable from that session only
+        record = await queue.get(parked.job_id)
+        assert (record.status, record.entry, record.session) == ("awaiting_approval", "payer", "alice")
+        [pending] = await parking.pending("alice")
+        assert (pending.job_id, pending.approval_id, pending.tool_call_id) == (
+            parked.job_id,
+            asked.approval_id,
+            asked.tool_call_id,
+        )
+        assert pending.args == {"notes": str(notes), "amount": 25}
+        assert await parking.pending("bob") == []
+        with pytest.raises(DecisionRefused, match="no parked question of session 'bob'"):
+            await parking.decide("bob", asked.approval_id, "approve")
+        assert (await queue.get(parked.job_id)).status == "awaiting_approval"
+
+        # decided: a worker replays the run up to the question, pays once, and ends the session's turn
+        assert await parking.decide("alice", asked.approval_id, "approve") is True
+        record = await finished(queue, parked.job_id)
+    finally:
+        stopped = worker.stop()
+    assert stopped == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.output == "done: quote ok, step 1 ok, paid 25"
+    assert noted(notes, "paid") == ["paid 25"]
+    assert sent(notes) == {**PAYER_BEFORE, ("payer", 3): 1}  # nothing paid twice
+    went_live = [{"call": "payer", "position": 3, "reason": "ends"}]
+    assert record.journal == {"replayed": 3, "sent": 1, "live_from": went_live}
+    async with PostgresHistoryStore(dsn) as store:
+        history = (await store.load("alice")).messages
+    final = history[-1]
+    assert isinstance(final, ModelResponse) and final.parts == [TextPart("done: quote ok, step 1 ok, paid 25")]
+    assert len([message for message in history if isinstance(message, ModelResponse)]) == 4
+    assert await parking.pending("alice") == []
+
+
+async def test_parallel_questions_park_together_and_resume_once_both_are_decided(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    notes_a, notes_b = tmp_path / "a", tmp_path / "b"
+    prompt = json.dumps({"notes": str(tmp_path / "pair"), "notes_a": str(notes_a), "notes_b": str(notes_b)})
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    await wait_for_workers(dsn, 1, [worker])
+    try:
+        parking = LiveParking(queue, runtime, park_after=0.2)
+        async with parking.stream("pair", prompt, session="carol") as run:
+            events = [event async for event in run]
+        amounts = {
+            event.request.args["amount"]: event.request.approval_id
+            for event in events
+            if isinstance(event, ApprovalRequested)
+        }
+        asked = set(amounts.values())
+        last = events[-1]
+        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked), last
+        assert {question.approval_id for question in last.error.questions} == asked and len(asked) == 2
+        assert noted(notes_a, "paid") == noted(notes_b, "paid") == []
+        pending = await parking.pending("carol")
+        assert {question.approval_id for question in pending} == asked
+        first, second = amounts[1], amounts[2]  # payer a's question, payer b's
+        assert await parking.decide("carol", first, "approve") is False  # it waits on the other one too
+        assert await parking.decide("carol", second, "deny", note="not b") is True
+        record = await finished(queue, last.error.job_id)
+    finally:
+        stopped = worker.stop()
+    assert stopped == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert noted(notes_a, "paid") == ["paid 1"] and noted(notes_b, "paid") == []
+    assert sent(notes_a) == {**PAYER_BEFORE, ("payer", 3): 1}  # each payer's requests paid once
+    assert sent(notes_b) == {**PAYER_BEFORE, ("payer", 3): 1}
+    assert "not b" in str(record.output)
+
+
+async def test_a_question_answered_live_is_not_asked_again_when_the_run_resumes(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    await wait_for_workers(dsn, 1, [worker])
+    try:
+        parking = LiveParking(queue, runtime, park_after=0.3)
+        asked: list[ApprovalRequested] = []
+        async with parking.stream("twice", json.dumps({"notes": str(notes)}), session="hana") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    asked.append(event)
+                    if len(asked) == 1:
+                        run.decide(event.request.approval_id, "deny", note="not 1")  # the person answers the first
+                last = event
+        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+        _, second = (event.request.approval_id for event in asked)
+        assert [question.approval_id for question in last.error.questions] == [second]
+        assert [question.approval_id for question in await parking.pending("hana")] == [second]
+        assert await parking.decide("hana", second, "approve") is True
+        record = await finished(queue, last.error.job_id)
+    finally:
+        stopped = worker.stop()
+    assert stopped == 0, worker.output()
+    assert record.status == "succeeded" and record.attempts == 3, (record, worker.output())  # parked once, not twice
+    assert "not 1" in str(record.output) and str(record.output).endswith("paid 2")  # the first denied as answered
+    assert noted(notes, "paid") == ["paid 2"]
+    assert sent(notes) == {("twice", 0): 1, ("twice", 1): 1, ("twice", 2): 1}
+
+
+async def test_a_later_turn_of_a_conversation_parks_and_resumes_from_the_conversation_so_far(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    await wait_for_workers(dsn, 1, [worker])
+    try:
+        parking = LiveParking(queue, runtime, park_after=0.3)
+        async with parking.stream("clerk", json.dumps({"notes": str(notes), "amount": 1}), session="ivy") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    run.decide(event.request.approval_id, "approve")  # the first turn is answered at once
+                last = event
+        assert isinstance(last, RunFinished) and last.result.output == "turn 1: paid 1"
+        async with parking.stream("clerk", json.dumps({"notes": str(notes), "amount": 2}), session="ivy") as run:
+            events = [event async for event in run]  # the second one is not: it parks
+        parked = events[-1]
+        assert isinstance(parked, RunFailed) and isinstance(parked.error, LiveRunParked)
+        [question] = parked.error.questions
+        assert await parking.decide("ivy", question.approval_id, "approve") is True
+        record = await finished(queue, parked.error.job_id)
+    finally:
+        stopped = worker.stop()
+    assert stopped == 0, worker.output()
+    assert record.status == "succeeded" and record.output == "turn 2: paid 2", (record, worker.output())
+    assert noted(notes, "paid") == ["paid 1", "paid 2"]
+    assert noted(notes, "sent") == ["sent clerk 1.0", "sent clerk 1.1", "sent clerk 2.0", "sent clerk 2.1"]
+    async with PostgresHistoryStore(dsn) as store:
+        history = (await store.load("ivy")).messages
+    said = [part.content for message in history for part in message.parts if isinstance(part, TextPart)]
+    assert said == ["turn 1: paid 1", "turn 2: paid 2"]  # the second turn saved after the first
+
+
+async def test_a_resumable_run_whose_page_closed_parks_and_a_page_that_comes_back_reads_where_it_went(
+    queue: JobQueue, runtime: Runtime, tmp_path: Path
+) -> None:
+    parking = LiveParking(queue, runtime, park_after=0.3)
+    async with parking.stream("payer", ask(tmp_path / "notes"), session="jack", resumable=True) as run:
+        async for event in run:
+            if isinstance(event, ApprovalRequested):
+                break  # the page closes; the run goes on waiting
+    events = [event async for event in run]  # the page comes back: the run from its start, to its end
+    assert sum(isinstance(event, ApprovalRequested) for event in events) == 1
+    last = events[-1]
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+    assert runtime.live_run("jack") is None  # ended: its question waits as a job
+    assert [question.approval_id for question in await parking.pending("jack")] == [
+        question.approval_id for question in last.error.questions
+    ]
+
+
+async def test_a_question_answered_in_time_never_parks_and_leaves_no_job_or_journal(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    parking = LiveParking(queue, runtime, park_after=300)
+    async with parking.stream("payer", ask(notes), session="dave") as run:
+        async for event in run:
+            if isinstance(event, ApprovalRequested):
+                run.decide(event.request.approval_id, "approve")
+            last = event
+    assert isinstance(last, RunFinished) and last.result.output == "done: quote ok, step 1 ok, paid 10"
+    assert noted(notes, "paid") == ["paid 10"]
+    assert await rows(dsn, "SELECT id FROM procrastinate_jobs") == []
+    assert await rows(dsn, "SELECT job_id FROM llm_do_journal") == []  # written as it ran, dropped at its end
+    session = await runtime.session("dave")
+    assert session.history[-1].parts == [TextPart("done: quote ok, step 1 ok, paid 10")]
+
+
+async def test_told_to_stop_a_waiting_question_parks_at_once_and_a_run_that_cannot_park_is_denied(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    parking = LiveParking(queue, runtime, park_after=300)
+    parked_notes, denied_notes = tmp_path / "parked", tmp_path / "denied"
+    asked: list[str] = []
+    both_asked = asyncio.Event()
+
+    async def follow(run: Any) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        async for event in run:
+            events.append(event)
+            if isinstance(event, ApprovalRequested):
+                asked.append(event.request.approval_id)
+                if len(asked) == 2:
+                    both_asked.set()
+        return events
+
+    async def parkable() -> list[StreamEvent]:
+        async with parking.stream("payer", ask(parked_notes), session="erin") as run:
+            return await follow(run)
+
+    async def plain() -> list[StreamEvent]:  # a live run not streamed through the parking: it cannot park
+        async with runtime.stream("payer", ask(denied_notes), session="frank") as run:
+            return await follow(run)
+
+    runs = asyncio.gather(parkable(), plain())
+    await both_asked.wait()
+    await asyncio.sleep(0.05)  # the questions' approvers have started: each waits for its answer
+    assert parking.stop_asking() == 1  # SIGTERM: the one waiting here parks
+    parked_events, denied_events = await runs
+    last = parked_events[-1]
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+    assert (await queue.get(last.error.job_id)).status == "awaiting_approval"
+    [why] = [event.why for event in denied_events if isinstance(event, ApprovalDecided)]
+    assert why == "no one can answer it now: the service is restarting; ask again in a moment"
+    assert isinstance(denied_events[-1], RunFinished)  # the model read the denial and answered
+    assert noted(parked_notes, "paid") == noted(denied_notes, "paid") == []
+    # a question asked from now on is denied at once, in any run
+    async with parking.stream("payer", ask(tmp_path / "late"), session="gina") as run:
+        late = [event async for event in run]
+    assert isinstance(late[-1], RunFinished)
+    assert [event.approved for event in late if isinstance(event, ApprovalDecided)] == [False]
+    assert [record.id for record in await queue.list("awaiting_approval")] == [last.error.job_id]
+
+
+async def test_the_journal_of_a_live_run_whose_process_died_is_removed_after_the_retention(
+    queue: JobQueue, dsn: str
+) -> None:
+    insert = (
+        "INSERT INTO llm_do_journal (queue, job_id, call_path, position, key, response, attempt, written_at) "
+        "VALUES ('live:live', $1, 'payer', 0, 'k', '{}', 1, now() - make_interval(secs => $2))"
+    )
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(insert, 1001, 7200.0)  # a run whose process died two hours ago
+        await conn.execute(insert, 1002, 0.0)  # a run going on now
+    finally:
+        await conn.close()
+    assert await remove_old_journals(queue, 3600) == 1
+    assert [row[0] for row in await rows(dsn, "SELECT job_id FROM llm_do_journal")] == [1002]
