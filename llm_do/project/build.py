@@ -294,10 +294,10 @@ class _Builder:
         raise ModelNameError(self.model, problem, self.problems)
 
     def _project_settings(self, config: RuntimeConfig) -> RuntimeConfig:
-        """The project file's approval mode and max depth, where the settings (and so the command line's
-        flags) set none."""
+        """The project file's approval mode, approval default and max depth, where the settings (and so the
+        command line's flags) set none."""
         layout = self.layout
-        if layout.approval_mode is None and layout.max_depth is None:
+        if layout.approval_mode is None and layout.max_depth is None and layout.approval_default is None:
             return config
         settings_class = self.settings_class if isinstance(self.settings_class, type) else LlmDoSettings
         try:
@@ -308,6 +308,8 @@ class _Builder:
             config = replace(config, approval_mode=layout.approval_mode)  # type: ignore[arg-type]  # checked
         if layout.max_depth is not None and "max_depth" not in explicit:
             config = replace(config, max_depth=layout.max_depth)
+        if layout.approval_default is not None and "approval_default" not in explicit:
+            config = replace(config, approval_default=layout.approval_default)  # type: ignore[arg-type]  # checked
         return config
 
     def _mcp_servers(self, workers: Mapping[str, WorkerSpec], taken: set[str]) -> dict[str, Declared]:

@@ -39,6 +39,8 @@ _KEYS = {
     "text_tool_calls": "true: run a reply that is only a JSON call to one of the worker's tools as that call",
     "approval_mode": "what a call that asks gets when nobody is asked: 'prompt', 'approve_all' or 'reject_all' "
     "(--approve-all, --reject-all and LLM_DO_APPROVAL_MODE win)",
+    "approval_default": "what a call to a tool nobody declared safe gets: 'ask' (the default), 'allow' or 'deny' "
+    "(LLM_DO_APPROVAL_DEFAULT wins)",
     "max_depth": "the deepest nesting of calls (--max-depth and LLM_DO_MAX_DEPTH win)",
     "model": "the model of workers that name none, provider:name (--model and LLM_DO_MODEL win)",
     "providers": "OpenAI-compatible servers by name: [providers.NAME] with base_url and, if it needs a key, "
@@ -70,6 +72,8 @@ class ProjectLayout:
     """The project file's approval mode (checked); the settings win when they set one."""
     max_depth: int | None = None
     """The project file's max depth (checked); the settings win when they set one."""
+    approval_default: str | None = None
+    """The project file's decision for tools nobody declared safe (checked); the settings win when they set one."""
     default_model: str | None = None
     """The project file's model for workers that name none; `--model` and `LLM_DO_MODEL` win."""
     model_servers: Mapping[str, ModelServer] = field(default_factory=dict, hash=False)
@@ -195,6 +199,11 @@ def _from_config(root: Path, config: Path, problems: list[Problem]) -> ProjectLa
         message = f"approval_mode must be one of {', '.join(APPROVAL_MODES)}, got {mode!r}"
         problems.append(Problem(config, _line_of(text, "approval_mode"), message))
         mode = None
+    undeclared = values.get("approval_default")
+    if undeclared is not None and undeclared not in _DECISIONS:
+        message = f"approval_default must be one of {', '.join(_DECISIONS)}, got {undeclared!r}"
+        problems.append(Problem(config, _line_of(text, "approval_default"), message))
+        undeclared = None
     depth = values.get("max_depth")
     if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 0):
         problems.append(Problem(config, _line_of(text, "max_depth"), f"max_depth must be 0 or more, got {depth!r}"))
@@ -215,6 +224,7 @@ def _from_config(root: Path, config: Path, problems: list[Problem]) -> ProjectLa
         rules,
         approval_mode=mode,
         max_depth=depth,
+        approval_default=undeclared,
         default_model=model,
         model_servers=_servers(config, text, values.get("providers"), problems),
         model_settings=_model_settings(config, text, values.get("model_settings"), problems),
@@ -228,6 +238,8 @@ def _header_line(text: str, table: str) -> int | None:
     found = header.search(text)
     return None if found is None else text.count("\n", 0, found.start()) + 1
 
+
+_DECISIONS = ("ask", "allow", "deny")
 
 _SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _SERVER_KEYS = {"base_url", "api_key_env"}

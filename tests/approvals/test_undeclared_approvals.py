@@ -274,3 +274,21 @@ def test_list_shows_what_decides_each_tool_and_check_names_the_ungated_ones(tmp_
     } in (document["ungated"])
     every = json.loads(llm_do("check", project, "--json", env={"LLM_DO_APPROVAL_DEFAULT": "allow"}).stdout)
     assert any(item["tool"] == "send_notification" for item in every["ungated"])
+
+
+def test_a_project_file_sets_the_approval_default_and_the_setting_wins(tmp_path: Path) -> None:
+    project = notify_project(tmp_path / "herald")
+    (project / "project.toml").write_text('approval_default = "allow"\n')
+    run = ["run", project, "go", "--model", "replay:script.json", "--reject-all", "-v"]
+    allowed = llm_do(*run, cwd=project)
+    assert allowed.returncode == 0 and "sent deploy done" in allowed.stderr, allowed.stderr
+    asked = llm_do(*run, cwd=project, env={"LLM_DO_APPROVAL_DEFAULT": "ask"})  # the setting wins over the file
+    assert asked.returncode == 0 and "needs approval" in asked.stderr and "sent deploy done" not in asked.stderr
+
+
+def test_a_wrong_approval_default_in_the_project_file_is_a_problem_with_its_line(tmp_path: Path) -> None:
+    project = notify_project(tmp_path / "herald")
+    (project / "project.toml").write_text('max_depth = 3\napproval_default = "sometimes"\n')
+    done = llm_do("check", project)
+    assert done.returncode == 1
+    assert "project.toml:2: approval_default must be one of ask, allow, deny, got 'sometimes'" in done.stderr
