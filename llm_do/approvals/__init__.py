@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         ask_within as ask_within,
         check_approver as check_approver,
         own_approval_ids as own_approval_ids,
+        parks as parks,
         stable_approval_ids as stable_approval_ids,
     )
 
@@ -59,7 +60,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Approvals",
         "NATIVE_TOOL_NOT_GATED",
     ),
-    "_facts": ("AGENT_CALL", "CallFacts", "READ_ONLY", "ToolTraits"),
+    "_facts": (
+        "AGENT_CALL",
+        "CallFacts",
+        "READ_ONLY",
+        "ToolTraits",
+    ),
     "_grants": (
         "Grants",
         "SessionKey",
@@ -90,6 +96,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ask_within",
         "check_approver",
         "own_approval_ids",
+        "parks",
         "stable_approval_ids",
     ),
 }

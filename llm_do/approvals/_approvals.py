@@ -18,7 +18,7 @@ from ..errors import ConfigurationError, listing
 from ._facts import CallFacts, ToolTraits
 from ._grants import Grants, session_key
 from ._policy import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings, ToolPolicy, Verdict
-from ._requests import Approval, ApprovalRequest, ApprovalUnavailable, Approver, ask_within, check_approver
+from ._requests import Approval, ApprovalRequest, ApprovalUnavailable, Approver, ask_within, check_approver, parks
 
 __all__ = ["Approvals", "NATIVE_TOOL_NOT_GATED"]
 
@@ -282,7 +282,7 @@ class Approvals:
             return None
         if self.mode == "reject_all":
             return f"it needs approval ({verdict.reason}) and approval_mode is 'reject_all'"
-        if self.stopped is not None:
+        if self.stopped is not None and not parks(approver):
             return f"no one can answer it now: {self.stopped}"
         if approver is None:
             raise ApprovalUnavailable(request)

@@ -36,6 +36,7 @@ __all__ = [
     "ask_within",
     "check_approver",
     "own_approval_ids",
+    "parks",
     "stable_approval_ids",
 ]
 
@@ -195,6 +196,13 @@ def own_approval_ids() -> None:
     own, whatever `stable_approval_ids` gave the run that started them."""
     if _STABLE.get() is not None:
         _STABLE.set(None)
+
+
+def parks(approver: object) -> bool:
+    """Whether `approver` never waits for a person: it parks each question it is asked (as a job's, raising
+    `RunParked`), so it is still asked once the process stops asking (`stop_asking`), and its run parks instead of
+    being denied. An approver says so with a true `parks` attribute."""
+    return getattr(approver, "parks", False) is True
 
 
 def check_approver(approver: object) -> None:

@@ -140,7 +140,8 @@ class LiveParking:
         self.stopping: str | None = None
         """Why questions park at once (`stop_asking`); None while they wait `park_after`."""
         self._denying = False
-        """`Runtime.stop_asking` was called: a question not parked by then is denied, never parked."""
+        """`Runtime.stop_asking` was called: a question waiting then and not parked by then is denied (one asked
+        later parks at once: the runtime asks a parking approver still)."""
         self._waiting: dict[asyncio.Event, asyncio.Future[None]] = {}
         """The questions waiting for `park_after` (woken to park at once) and when each has settled."""
         self._settling: set[asyncio.Future[None]] = set()
@@ -250,7 +251,7 @@ class LiveParking:
         """The process is told to stop (`llm_do.web.questions_end_on_signal(parking.stop_asking)`): every question
         of the runs streamed here that waits for a person parks now, and each asked later parks at once; then
         `Runtime.stop_asking(reason)` denies, with `reason`, what the runtime's other runs wait on, and every later
-        question. How many questions were waiting here. Call it in the event loop's thread."""
+        question of theirs. How many questions were waiting here. Call it in the event loop's thread."""
         if self.stopping is None:
             self.stopping = reason
         waiting = list(self._waiting)
@@ -289,8 +290,12 @@ class _RunParking:
         """The questions answered in the live run: the job keeps their decisions, so the resumed run, which asks
         them again on its way to the open ones, is answered as the person answered, without asking."""
 
+    parks = True
+    """It never waits for a person past `park_after`: once the process stops asking, its questions park at once."""
+
     async def __call__(self, request: ApprovalRequest) -> Approval:
         owner = self.owner
+        late = owner._denying  # asked after the runtime stopped asking: parked at once, since nobody denies it
         loop = asyncio.get_running_loop()
         settled: asyncio.Future[None] = loop.create_future()
         owner._settling.add(settled)
@@ -311,7 +316,8 @@ class _RunParking:
                     del owner._waiting[woken]
             live = self.live
             parked = RunParked(self.job_id, request)
-            withdrawn = None if owner._denying or live is None else live.withdraw(request.approval_id, parked)
+            denied = owner._denying and not late  # `Runtime.stop_asking` denies the questions waiting when it ran
+            withdrawn = None if denied or live is None else live.withdraw(request.approval_id, parked)
             if withdrawn is None:  # answered (or denied) meanwhile: whatever this approver says is not used
                 settled.set_result(None)
                 await loop.create_future()  # until the live run cancels it

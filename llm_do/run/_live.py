@@ -31,7 +31,7 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import AgentStreamEvent, FinalResultEvent, PartDeltaEvent, PartEndEvent, PartStartEvent
 from pydantic_ai.result import AgentStream
 
-from ..approvals import Approval, ApprovalChoice, ApprovalNotPending, ApprovalRequest, Approver, ask_approver
+from ..approvals import Approval, ApprovalChoice, ApprovalNotPending, ApprovalRequest, Approver, ask_approver, parks
 from ..events import (
     AgentStarted,
     ApprovalDecided,
@@ -218,6 +218,12 @@ class LiveRun:
         elif kind is ApprovalDecided:
             self._pending.pop(event.request.approval_id, None)  # type: ignore[attr-defined]
         self._put(event)  # type: ignore[arg-type]
+
+    @property
+    def parks(self) -> bool:
+        """Whether the stream's approver parks each question it is asked (`llm_do.jobs.LiveParking`'s): then it is
+        still asked once the runtime stops asking (`Runtime.stop_asking`), and the run parks instead of a denial."""
+        return parks(self._approver)
 
     async def __call__(self, request: ApprovalRequest) -> Approval:
         """The run's approver: the answer given with `decide` (or by the approver given to the stream, if it

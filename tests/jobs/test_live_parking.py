@@ -326,12 +326,18 @@ async def test_told_to_stop_a_waiting_question_parks_at_once_and_a_run_that_cann
     assert why == "no one can answer it now: the service is restarting; ask again in a moment"
     assert isinstance(denied_events[-1], RunFinished)  # the model read the denial and answered
     assert noted(parked_notes, "paid") == noted(denied_notes, "paid") == []
-    # a question asked from now on is denied at once, in any run
-    async with parking.stream("payer", ask(tmp_path / "late"), session="gina") as run:
+    # a question asked from now on is denied at once in a run that cannot park ...
+    async with runtime.stream("payer", ask(tmp_path / "late"), session="gina") as run:
         late = [event async for event in run]
     assert isinstance(late[-1], RunFinished)
     assert [event.approved for event in late if isinstance(event, ApprovalDecided)] == [False]
-    assert [record.id for record in await queue.list("awaiting_approval")] == [last.error.job_id]
+    # ... and parks at once in one that can (a run still working when the process was told to stop)
+    async with parking.stream("payer", ask(tmp_path / "later"), session="hana") as run:
+        later = [event async for event in run]
+    assert isinstance(later[-1], RunFailed) and isinstance(later[-1].error, LiveRunParked)
+    assert later[-1].error.session_id == "hana" and noted(tmp_path / "later", "paid") == []
+    parked_jobs = {record.id for record in await queue.list("awaiting_approval")}
+    assert parked_jobs == {last.error.job_id, later[-1].error.job_id}
 
 
 async def test_the_journal_of_a_live_run_whose_process_died_is_removed_after_the_retention(
