@@ -64,6 +64,7 @@ def check(args: argparse.Namespace) -> int:
                 document["problems"] = [_problem_json(problem) for problem in problems]
             if ungated:
                 document["ungated"] = ungated
+            document.update(_project_defaults(project))
             print(json.dumps(document, ensure_ascii=False))
             return ERROR if failed or problems else OK
         err = console(stderr=True)
@@ -85,6 +86,15 @@ def check(args: argparse.Namespace) -> int:
             print(shown(f"ungated: {item['toolset']}.{item['tool']} ({used_by}) runs without asking: {item['why']}"))
         if unset:
             err.print(escape(f"note: no model for {', '.join(unset)}: give one when running (--model or LLM_DO_MODEL)"))
+        defaults = _project_defaults(project)
+        if project.layout is not None and project.layout.config_file is not None and defaults:
+            named = project.layout.config_file.name
+            if "model_settings" in defaults:
+                given = ", ".join(f"{key}={value!r}" for key, value in defaults["model_settings"].items())
+                err.print(escape(f"note: {named} gives every worker the model settings {given} (its own win)"))
+            if "attachments" in defaults:
+                files = ", ".join(defaults["attachments"])
+                err.print(escape(f"note: {named} hands {files} to each run of {project.default_entry} given no files"))
         mode = _file_mode(project)
         if mode is not None and mode != "prompt" and project.layout is not None and project.layout.config_file:
             err.print(
@@ -95,6 +105,17 @@ def check(args: argparse.Namespace) -> int:
                 )
             )
         return OK
+
+
+def _project_defaults(project: Project) -> dict[str, Any]:
+    """What the project file gives its runs by default: `model_settings` and `attachments`, when it gives them."""
+    defaults: dict[str, Any] = {}
+    layout = project.layout
+    if layout is not None and layout.model_settings:
+        defaults["model_settings"] = dict(layout.model_settings)
+    if project.default_attachments:
+        defaults["attachments"] = list(project.default_attachments)
+    return defaults
 
 
 def list_project(args: argparse.Namespace) -> int:

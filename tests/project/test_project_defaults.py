@@ -211,3 +211,22 @@ def test_the_command_line_hands_the_default_attachments_and_attach_replaces_them
     assert [info["name"] for info in call["attachments"]] == ["brief.txt"]
     [call] = json.loads(replaced.stdout)["calls"]
     assert [info["name"] for info in call["attachments"]] == ["other.txt"]
+
+
+def test_check_says_what_the_project_file_gives_every_run(tmp_path: Path) -> None:
+    root = write(
+        tmp_path / "desk",
+        {
+            "project.toml": 'attachments = ["brief.txt"]\n\n[model_settings]\ntemperature = 0.2\n',
+            "reader.worker": "---\nmodel: test\n---\nRead.\n",
+            "brief.txt": "the brief\n",
+        },
+    )
+    done = llm_do("check", root)
+    assert done.returncode == 0, done.stderr
+    assert "note: project.toml gives every worker the model settings temperature=0.2 (its own win)" in done.stderr
+    assert "note: project.toml hands brief.txt to each run of reader given no files" in done.stderr
+    document = json.loads(llm_do("check", root, "--json").stdout)
+    assert (document["model_settings"], document["attachments"]) == ({"temperature": 0.2}, ["brief.txt"])
+    (root / "project.toml").write_text("")
+    assert "model_settings" not in json.loads(llm_do("check", root, "--json").stdout)
