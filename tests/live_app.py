@@ -29,7 +29,7 @@ from llm_do.jobs import JobQueue
 from .journal_app import Steps, Till, _agent, note, pair, payer
 
 QUEUE = "live"
-ENTRIES = ["payer", "pair", "twice", "clerk"]
+ENTRIES = ["payer", "pair", "twice", "again", "clerk"]
 
 
 def _twice(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
@@ -40,6 +40,16 @@ def _twice(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelRespo
 
 
 twice = _agent("twice", _twice, ["till"])
+
+
+def _again(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Pays 1, the same 1 again (which the session's grant may answer), then 2, then names what the till said."""
+    if index < 3:
+        return ModelResponse(parts=[ToolCallPart("pay", {"notes": fields["notes"], "amount": (1, 1, 2)[index]})])
+    return ModelResponse(parts=[TextPart("again: " + ", ".join(map(str, returns)))])
+
+
+again = _agent("again", _again, ["till"])
 
 
 async def _clerk(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -87,7 +97,7 @@ async def live_runtime(dsn: str | None = None) -> AsyncIterator[Runtime]:
         PostgresHistoryStore(dsn or os.environ["LLM_DO_JOBS_DATABASE_URL"]) as history,
         Runtime(
             None,
-            entries=[payer, pair, twice, clerk],
+            entries=[payer, pair, twice, again, clerk],
             toolsets={"steps": Steps, "till": Till},
             policies={"till": ToolPolicy(tools={"pay": "ask"})},
             history_store=history,

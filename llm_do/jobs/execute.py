@@ -47,6 +47,7 @@ async def perform(
     approver: Approver | None = None,
     *,
     session: str | None = None,
+    grants: Sequence[Sequence[str]] | None = None,
 ) -> None:
     """Run `job` as one run of `runtime`; store its output, or its error, before returning or raising.
 
@@ -62,13 +63,17 @@ async def perform(
     that `JobAborted` (procrastinate marks the job aborted).
 
     `session`: the run continues that session's conversation (a live run of it parked as this job): its history is
-    read from the runtime's history store, and the run's turn saved there when it ends, as any run of the session.
+    read from the runtime's history store, and the run's turn saved there when it ends, as any run of the session;
+    `grants` are its "approve for session" answers given in the live run (each a session key), which hold again.
     """
     started = datetime.now(UTC)
     token = set_current(job)  # Runtime.run copies this context into the run
     journal: Journal | None = None
     try:
         handed = _attachments_of(job, attachments, runtime) if attachments else ()
+        if session is not None and grants:
+            opened = await runtime.session(session)
+            opened.grants.granted.update((toolset, tool, args) for toolset, tool, args in grants)
         # Each attempt asks the same questions with the same ids (a stored decision finds its question), which
         # no other job's, session's or run's question has.
         asking = stable_approval_ids(f"job {job.id}")

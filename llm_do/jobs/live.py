@@ -356,7 +356,7 @@ class _RunParking:
                 await conn.execute(_DROP_JOURNAL, names)
                 return
             job = {"id": self.job_id, "queue": queue.queue_name, "task": TASK_PREFIX + self.entry}
-            job["args"] = Jsonb(self.args)
+            job["args"] = Jsonb({**self.args, **self._grants()})
             await conn.execute(_INSERT_JOB, job)
             for request in self.questions:
                 await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
@@ -367,6 +367,13 @@ class _RunParking:
                     _DECIDED, (choice, approval.note, queue.queue_name, self.job_id, request.approval_id)
                 )
             await conn.execute(_ADOPT_JOURNAL, names)
+
+    def _grants(self) -> dict[str, Any]:
+        """The session's "approve for session" answers, for the resumed run's session on the worker (a call they
+        answered in the live run is not asked again there)."""
+        session = self.owner.runtime.sessions.get(self.session_id)
+        granted = sorted(session.grants.granted) if session is not None else []
+        return {"grants": [list(key) for key in granted]} if granted else {}
 
 
 def _settle(settled: asyncio.Future[None], _: object) -> None:

@@ -353,8 +353,9 @@ class JobQueue:
             traceparent: str | None = None,
             attachments: Any = None,
             session: str | None = None,
+            grants: Sequence[Sequence[str]] | None = None,
         ) -> None:
-            await self._perform(spec, context, input, traceparent, attachments, session)
+            await self._perform(spec, context, input, traceparent, attachments, session, grants)
 
         run_job.__name__ = run_job.__qualname__ = f"run_{spec.name}"
         task: Task[Any, Any, Any] = self.app.task(
@@ -370,6 +371,7 @@ class JobQueue:
         traceparent: str | None,
         attachments: Any,
         session: str | None = None,
+        grants: Sequence[Sequence[str]] | None = None,
     ) -> None:
         runtime, journals = self._runtime, self._journals
         if runtime is None or journals is None:
@@ -400,6 +402,7 @@ class JobQueue:
             journals if spec.journal else None,
             approver,
             session=session,
+            grants=grants,
         )
 
     def _task(self, entry: str) -> Task[Any, Any, Any]:

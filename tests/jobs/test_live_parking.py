@@ -219,6 +219,36 @@ async def test_a_question_answered_live_is_not_asked_again_when_the_run_resumes(
     assert sent(notes) == {("twice", 0): 1, ("twice", 1): 1, ("twice", 2): 1}
 
 
+async def test_a_call_the_session_approved_in_the_live_run_is_not_asked_again_when_the_run_resumes(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    await wait_for_workers(dsn, 1, [worker])
+    try:
+        parking = LiveParking(queue, runtime, park_after=0.3)
+        asked: list[ApprovalRequested] = []
+        async with parking.stream("again", json.dumps({"notes": str(notes)}), session="iris") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    asked.append(event)
+                    if len(asked) == 1:  # pay 1: approved for the session, so the same call again is not asked
+                        run.decide(event.request.approval_id, "approve_for_session")
+                last = event
+        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+        # the second pay 1 was answered by the grant at once; only pay 2 waited, and parked
+        assert [question.args["amount"] for question in last.error.questions] == [2]
+        assert await parking.decide("iris", asked[-1].request.approval_id, "approve") is True
+        record = await finished(queue, last.error.job_id)
+    finally:
+        stopped = worker.stop()
+    assert stopped == 0, worker.output()
+    # resumed once: the grant holds on the worker too, so the second pay 1 parks nothing
+    assert record.status == "succeeded" and record.attempts == 3, (record, worker.output())
+    assert str(record.output) == "again: paid 1, paid 1, paid 2"
+    assert [question.approval_id for question in await parking.pending("iris")] == []
+
+
 async def test_a_later_turn_of_a_conversation_parks_and_resumes_from_the_conversation_so_far(
     queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
 ) -> None:
