@@ -110,26 +110,7 @@ class Attachment:
             raise
         except ToolFailed as refused:  # the confinement's refusals, as one error type
             raise AttachmentError(refused.message) from None
-        try:
-            info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):
-                raise AttachmentError(f"attach: {path!r} is a directory; attach the files in it one by one")
-            if not stat.S_ISREG(info.st_mode):
-                raise AttachmentError(f"attach: {path!r} is not a regular file (a device, pipe or socket)")
-            if info.st_nlink > 1 and not limits.allow_hard_links:
-                raise AttachmentError(
-                    f"attach: refused {path!r}: the file has {info.st_nlink} hard links (other names for the same "
-                    "file, which may be outside the root); copy it, or allow hard links "
-                    f"({_SETTINGS}ALLOW_HARD_LINKS=true)"
-                )
-            _check_size(path, info.st_size, limits.max_file_bytes, "max_file_bytes")
-            with os.fdopen(fd, "rb", closefd=False) as file:
-                data = file.read(limits.max_file_bytes + 1)  # one byte more tells a file that grew since fstat
-        except OSError as error:
-            raise AttachmentError(f"attach: cannot read {path!r}: {error.strerror or type(error).__name__}") from None
-        finally:
-            os.close(fd)
-        _check_size(path, len(data), limits.max_file_bytes, "max_file_bytes")
+        data = _read_open(fd, path, path, limits, confined=True)
         return cls._made(canonical, data, detect_media_type(canonical, data), limits)
 
     @classmethod
@@ -149,20 +130,7 @@ class Attachment:
         except OSError as error:
             reason = "does not exist" if isinstance(error, FileNotFoundError) else error.strerror or "cannot be read"
             raise AttachmentError(f"attach: {shown!r} {reason}; give the path of a file you can read") from None
-        try:
-            info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):
-                raise AttachmentError(f"attach: {shown!r} is a directory; attach the files in it one by one")
-            if not stat.S_ISREG(info.st_mode):
-                raise AttachmentError(f"attach: {shown!r} is not a regular file (a device, pipe or socket)")
-            _check_size(name, info.st_size, limits.max_file_bytes, "max_file_bytes")
-            with os.fdopen(fd, "rb", closefd=False) as file:
-                data = file.read(limits.max_file_bytes + 1)  # one byte more tells a file that grew since fstat
-        except OSError as error:
-            raise AttachmentError(f"attach: cannot read {shown!r}: {error.strerror or type(error).__name__}") from None
-        finally:
-            os.close(fd)
-        _check_size(name, len(data), limits.max_file_bytes, "max_file_bytes")
+        data = _read_open(fd, shown, name, limits, confined=False)
         return cls._made(name, data, detect_media_type(name, data), limits)
 
     @classmethod
@@ -384,3 +352,29 @@ def check_model(attachments: Iterable[Attachment], model: Model | str | None) ->
                 f"{model.system}:{model.model_name} cannot take (its profile says it reads no {what}); "
                 "attach another type, or use a model that reads it"
             )
+
+
+def _read_open(fd: int, shown: str, name: str, limits: AttachmentSettings, *, confined: bool) -> bytes:
+    """The bytes of the open file `fd` (closed here), `shown` in errors and `name` in the size's: a regular file
+    within `max_file_bytes` and, read `confined` to a root, with no other hard links unless they are allowed."""
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise AttachmentError(f"attach: {shown!r} is a directory; attach the files in it one by one")
+        if not stat.S_ISREG(info.st_mode):
+            raise AttachmentError(f"attach: {shown!r} is not a regular file (a device, pipe or socket)")
+        if confined and info.st_nlink > 1 and not limits.allow_hard_links:
+            raise AttachmentError(
+                f"attach: refused {shown!r}: the file has {info.st_nlink} hard links (other names for the same "
+                "file, which may be outside the root); copy it, or allow hard links "
+                f"({_SETTINGS}ALLOW_HARD_LINKS=true)"
+            )
+        _check_size(name, info.st_size, limits.max_file_bytes, "max_file_bytes")
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(limits.max_file_bytes + 1)  # one byte more tells a file that grew since fstat
+    except OSError as error:
+        raise AttachmentError(f"attach: cannot read {shown!r}: {error.strerror or type(error).__name__}") from None
+    finally:
+        os.close(fd)
+    _check_size(name, len(data), limits.max_file_bytes, "max_file_bytes")
+    return data
