@@ -49,6 +49,18 @@ async def runtime(dsn: str, queue: JobQueue) -> AsyncIterator[Runtime]:
         yield opened
 
 
+@pytest.fixture
+async def worker(dsn: str, tmp_path: Path) -> AsyncIterator[Worker]:
+    """A real `llm-do worker` process of the live queue, running before the test starts; it must stop cleanly."""
+    started = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    await wait_for_workers(dsn, 1, [started])
+    try:
+        yield started
+    finally:
+        stopped = started.stop()
+    assert stopped == 0, started.output()
+
+
 def ask(notes: Path, amount: int = 10) -> str:
     return json.dumps({"notes": str(notes), "amount": amount})
 
@@ -75,68 +87,62 @@ PAYER_BEFORE = {("payer", 0): 1, ("payer", 1): 1, ("payer", 2): 1}
 
 
 async def test_a_question_that_waits_too_long_parks_the_run_and_a_decision_resumes_it_in_its_session(
-    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
 ) -> None:
     notes = tmp_path / "notes"
-    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
-    await wait_for_workers(dsn, 1, [worker])
-    try:
-        parking = LiveParking(queue, runtime, park_after=0.2)
-        events: list[StreamEvent] = []
+    parking = LiveParking(queue, runtime, park_after=0.2)
+    events: list[StreamEvent] = []
 
-        async def seen(run: Any) -> AsyncIterator[StreamEvent]:
-            async for event in run:
-                events.append(event)
-                yield event
+    async def seen(run: Any) -> AsyncIterator[StreamEvent]:
+        async for event in run:
+            events.append(event)
+            yield event
 
-        async with parking.stream("payer", ask(notes, 25), session="alice") as run:
-            chunks = [chunk.model_dump(mode="json", by_alias=True) async for chunk in vercel_chunks(seen(run))]
-        # the run ended parked: torn down (the till closed), nothing paid, the question not answered here
-        [asked] = [event.request for event in events if isinstance(event, ApprovalRequested)]
-        [decided] = [event for event in events if isinstance(event, ApprovalDecided)]
-        assert decided.approved is False and isinstance(decided.error, RunParked)  # left open, not answered
-        last = events[-1]
-        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
-        parked = last.error
-        assert [question.approval_id for question in parked.questions] == [asked.approval_id]
-        assert parked.session_id == "alice" and f"job {parked.job_id}" in str(parked)
-        assert noted(notes, "paid") == [] and noted(notes, "till exit") == ["till exit RunParked"]
-        assert sent(notes) == PAYER_BEFORE
-        with pytest.raises(ApprovalNotPending):
-            run.decide(asked.approval_id, "approve")  # a late click on the page that showed it
-        assert run.pending == ()
-        assert runtime.sessions["alice"].busy is False  # the session is free; its history has no turn of the run
+    async with parking.stream("payer", ask(notes, 25), session="alice") as run:
+        chunks = [chunk.model_dump(mode="json", by_alias=True) async for chunk in vercel_chunks(seen(run))]
+    # the run ended parked: torn down (the till closed), nothing paid, the question not answered here
+    [asked] = [event.request for event in events if isinstance(event, ApprovalRequested)]
+    [decided] = [event for event in events if isinstance(event, ApprovalDecided)]
+    assert decided.approved is False and isinstance(decided.error, RunParked)  # left open, not answered
+    last = events[-1]
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+    parked = last.error
+    assert [question.approval_id for question in parked.questions] == [asked.approval_id]
+    assert parked.session_id == "alice" and f"job {parked.job_id}" in str(parked)
+    assert noted(notes, "paid") == [] and noted(notes, "till exit") == ["till exit RunParked"]
+    assert sent(notes) == PAYER_BEFORE
+    with pytest.raises(ApprovalNotPending):
+        run.decide(asked.approval_id, "approve")  # a late click on the page that showed it
+    assert run.pending == ()
+    assert runtime.sessions["alice"].busy is False  # the session is free; its history has no turn of the run
 
-        # what the page read: the question shown parked, where it waits, and a whole stream
-        kinds = [chunk["type"] for chunk in chunks]
-        assert kinds[0] == "start" and kinds[-2:] == ["finish", "done"] and "error" not in kinds
-        [told] = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-parked"]
-        assert told["job_id"] == parked.job_id and told["approval_ids"] == [asked.approval_id]
-        shown = [c["data"] for c in chunks if c["type"] == "data-llm-do-approval"]
-        assert [data["state"] for data in shown] == ["pending", "parked", "parked"]
-        assert shown[-1]["job_id"] == parked.job_id and shown[-1]["tool"] == "pay"  # every field kept
+    # what the page read: the question shown parked, where it waits, and a whole stream
+    kinds = [chunk["type"] for chunk in chunks]
+    assert kinds[0] == "start" and kinds[-2:] == ["finish", "done"] and "error" not in kinds
+    [told] = [chunk["data"] for chunk in chunks if chunk["type"] == "data-llm-do-parked"]
+    assert told["job_id"] == parked.job_id and told["approval_ids"] == [asked.approval_id]
+    shown = [c["data"] for c in chunks if c["type"] == "data-llm-do-approval"]
+    assert [data["state"] for data in shown] == ["pending", "parked", "parked"]
+    assert shown[-1]["job_id"] == parked.job_id and shown[-1]["tool"] == "pay"  # every field kept
 
-        # the job: parked, in the session, its question the live run's (same id), reachable from that session only
-        record = await queue.get(parked.job_id)
-        assert (record.status, record.entry, record.session) == ("awaiting_approval", "payer", "alice")
-        [pending] = await parking.pending("alice")
-        assert (pending.job_id, pending.approval_id, pending.tool_call_id) == (
-            parked.job_id,
-            asked.approval_id,
-            asked.tool_call_id,
-        )
-        assert pending.args == {"notes": str(notes), "amount": 25}
-        assert await parking.pending("bob") == []
-        with pytest.raises(DecisionRefused, match="no parked question of session 'bob'"):
-            await parking.decide("bob", asked.approval_id, "approve")
-        assert (await queue.get(parked.job_id)).status == "awaiting_approval"
+    # the job: parked, in the session, its question the live run's (same id), reachable from that session only
+    record = await queue.get(parked.job_id)
+    assert (record.status, record.entry, record.session) == ("awaiting_approval", "payer", "alice")
+    [pending] = await parking.pending("alice")
+    assert (pending.job_id, pending.approval_id, pending.tool_call_id) == (
+        parked.job_id,
+        asked.approval_id,
+        asked.tool_call_id,
+    )
+    assert pending.args == {"notes": str(notes), "amount": 25}
+    assert await parking.pending("bob") == []
+    with pytest.raises(DecisionRefused, match="no parked question of session 'bob'"):
+        await parking.decide("bob", asked.approval_id, "approve")
+    assert (await queue.get(parked.job_id)).status == "awaiting_approval"
 
-        # decided: a worker replays the run up to the question, pays once, and ends the session's turn
-        assert await parking.decide("alice", asked.approval_id, "approve") is True
-        record = await finished(queue, parked.job_id)
-    finally:
-        stopped = worker.stop()
-    assert stopped == 0, worker.output()
+    # decided: a worker replays the run up to the question, pays once, and ends the session's turn
+    assert await parking.decide("alice", asked.approval_id, "approve") is True
+    record = await finished(queue, parked.job_id)
     assert record.status == "succeeded", (record, worker.output())
     assert record.output == "done: quote ok, step 1 ok, paid 25"
     assert noted(notes, "paid") == ["paid 25"]
@@ -152,35 +158,29 @@ async def test_a_question_that_waits_too_long_parks_the_run_and_a_decision_resum
 
 
 async def test_parallel_questions_park_together_and_resume_once_both_are_decided(
-    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
 ) -> None:
     notes_a, notes_b = tmp_path / "a", tmp_path / "b"
     prompt = json.dumps({"notes": str(tmp_path / "pair"), "notes_a": str(notes_a), "notes_b": str(notes_b)})
-    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
-    await wait_for_workers(dsn, 1, [worker])
-    try:
-        parking = LiveParking(queue, runtime, park_after=0.2)
-        async with parking.stream("pair", prompt, session="carol") as run:
-            events = [event async for event in run]
-        amounts = {
-            event.request.args["amount"]: event.request.approval_id
-            for event in events
-            if isinstance(event, ApprovalRequested)
-        }
-        asked = set(amounts.values())
-        last = events[-1]
-        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked), last
-        assert {question.approval_id for question in last.error.questions} == asked and len(asked) == 2
-        assert noted(notes_a, "paid") == noted(notes_b, "paid") == []
-        pending = await parking.pending("carol")
-        assert {question.approval_id for question in pending} == asked
-        first, second = amounts[1], amounts[2]  # payer a's question, payer b's
-        assert await parking.decide("carol", first, "approve") is False  # it waits on the other one too
-        assert await parking.decide("carol", second, "deny", note="not b") is True
-        record = await finished(queue, last.error.job_id)
-    finally:
-        stopped = worker.stop()
-    assert stopped == 0, worker.output()
+    parking = LiveParking(queue, runtime, park_after=0.2)
+    async with parking.stream("pair", prompt, session="carol") as run:
+        events = [event async for event in run]
+    amounts = {
+        event.request.args["amount"]: event.request.approval_id
+        for event in events
+        if isinstance(event, ApprovalRequested)
+    }
+    asked = set(amounts.values())
+    last = events[-1]
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked), last
+    assert {question.approval_id for question in last.error.questions} == asked and len(asked) == 2
+    assert noted(notes_a, "paid") == noted(notes_b, "paid") == []
+    pending = await parking.pending("carol")
+    assert {question.approval_id for question in pending} == asked
+    first, second = amounts[1], amounts[2]  # payer a's question, payer b's
+    assert await parking.decide("carol", first, "approve") is False  # it waits on the other one too
+    assert await parking.decide("carol", second, "deny", note="not b") is True
+    record = await finished(queue, last.error.job_id)
     assert record.status == "succeeded", (record, worker.output())
     assert noted(notes_a, "paid") == ["paid 1"] and noted(notes_b, "paid") == []
     assert sent(notes_a) == {**PAYER_BEFORE, ("payer", 3): 1}  # each payer's requests paid once
@@ -189,30 +189,24 @@ async def test_parallel_questions_park_together_and_resume_once_both_are_decided
 
 
 async def test_a_question_answered_live_is_not_asked_again_when_the_run_resumes(
-    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
 ) -> None:
     notes = tmp_path / "notes"
-    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
-    await wait_for_workers(dsn, 1, [worker])
-    try:
-        parking = LiveParking(queue, runtime, park_after=0.3)
-        asked: list[ApprovalRequested] = []
-        async with parking.stream("twice", json.dumps({"notes": str(notes)}), session="hana") as run:
-            async for event in run:
-                if isinstance(event, ApprovalRequested):
-                    asked.append(event)
-                    if len(asked) == 1:
-                        run.decide(event.request.approval_id, "deny", note="not 1")  # the person answers the first
-                last = event
-        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
-        _, second = (event.request.approval_id for event in asked)
-        assert [question.approval_id for question in last.error.questions] == [second]
-        assert [question.approval_id for question in await parking.pending("hana")] == [second]
-        assert await parking.decide("hana", second, "approve") is True
-        record = await finished(queue, last.error.job_id)
-    finally:
-        stopped = worker.stop()
-    assert stopped == 0, worker.output()
+    parking = LiveParking(queue, runtime, park_after=0.3)
+    asked: list[ApprovalRequested] = []
+    async with parking.stream("twice", json.dumps({"notes": str(notes)}), session="hana") as run:
+        async for event in run:
+            if isinstance(event, ApprovalRequested):
+                asked.append(event)
+                if len(asked) == 1:
+                    run.decide(event.request.approval_id, "deny", note="not 1")  # the person answers the first
+            last = event
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+    _, second = (event.request.approval_id for event in asked)
+    assert [question.approval_id for question in last.error.questions] == [second]
+    assert [question.approval_id for question in await parking.pending("hana")] == [second]
+    assert await parking.decide("hana", second, "approve") is True
+    record = await finished(queue, last.error.job_id)
     assert record.status == "succeeded" and record.attempts == 3, (record, worker.output())  # parked once, not twice
     assert "not 1" in str(record.output) and str(record.output).endswith("paid 2")  # the first denied as answered
     assert noted(notes, "paid") == ["paid 2"]
@@ -220,29 +214,23 @@ async def test_a_question_answered_live_is_not_asked_again_when_the_run_resumes(
 
 
 async def test_a_call_the_session_approved_in_the_live_run_is_not_asked_again_when_the_run_resumes(
-    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
 ) -> None:
     notes = tmp_path / "notes"
-    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
-    await wait_for_workers(dsn, 1, [worker])
-    try:
-        parking = LiveParking(queue, runtime, park_after=0.3)
-        asked: list[ApprovalRequested] = []
-        async with parking.stream("again", json.dumps({"notes": str(notes)}), session="iris") as run:
-            async for event in run:
-                if isinstance(event, ApprovalRequested):
-                    asked.append(event)
-                    if len(asked) == 1:  # pay 1: approved for the session, so the same call again is not asked
-                        run.decide(event.request.approval_id, "approve_for_session")
-                last = event
-        assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
-        # the second pay 1 was answered by the grant at once; only pay 2 waited, and parked
-        assert [question.args["amount"] for question in last.error.questions] == [2]
-        assert await parking.decide("iris", asked[-1].request.approval_id, "approve") is True
-        record = await finished(queue, last.error.job_id)
-    finally:
-        stopped = worker.stop()
-    assert stopped == 0, worker.output()
+    parking = LiveParking(queue, runtime, park_after=0.3)
+    asked: list[ApprovalRequested] = []
+    async with parking.stream("again", json.dumps({"notes": str(notes)}), session="iris") as run:
+        async for event in run:
+            if isinstance(event, ApprovalRequested):
+                asked.append(event)
+                if len(asked) == 1:  # pay 1: approved for the session, so the same call again is not asked
+                    run.decide(event.request.approval_id, "approve_for_session")
+            last = event
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
+    # the second pay 1 was answered by the grant at once; only pay 2 waited, and parked
+    assert [question.args["amount"] for question in last.error.questions] == [2]
+    assert await parking.decide("iris", asked[-1].request.approval_id, "approve") is True
+    record = await finished(queue, last.error.job_id)
     # resumed once: the grant holds on the worker too, so the second pay 1 parks nothing
     assert record.status == "succeeded" and record.attempts == 3, (record, worker.output())
     assert str(record.output) == "again: paid 1, paid 1, paid 2"
@@ -250,29 +238,23 @@ async def test_a_call_the_session_approved_in_the_live_run_is_not_asked_again_wh
 
 
 async def test_a_later_turn_of_a_conversation_parks_and_resumes_from_the_conversation_so_far(
-    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
 ) -> None:
     notes = tmp_path / "notes"
-    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
-    await wait_for_workers(dsn, 1, [worker])
-    try:
-        parking = LiveParking(queue, runtime, park_after=0.3)
-        async with parking.stream("clerk", json.dumps({"notes": str(notes), "amount": 1}), session="ivy") as run:
-            async for event in run:
-                if isinstance(event, ApprovalRequested):
-                    run.decide(event.request.approval_id, "approve")  # the first turn is answered at once
-                last = event
-        assert isinstance(last, RunFinished) and last.result.output == "turn 1: paid 1"
-        async with parking.stream("clerk", json.dumps({"notes": str(notes), "amount": 2}), session="ivy") as run:
-            events = [event async for event in run]  # the second one is not: it parks
-        parked = events[-1]
-        assert isinstance(parked, RunFailed) and isinstance(parked.error, LiveRunParked)
-        [question] = parked.error.questions
-        assert await parking.decide("ivy", question.approval_id, "approve") is True
-        record = await finished(queue, parked.error.job_id)
-    finally:
-        stopped = worker.stop()
-    assert stopped == 0, worker.output()
+    parking = LiveParking(queue, runtime, park_after=0.3)
+    async with parking.stream("clerk", json.dumps({"notes": str(notes), "amount": 1}), session="ivy") as run:
+        async for event in run:
+            if isinstance(event, ApprovalRequested):
+                run.decide(event.request.approval_id, "approve")  # the first turn is answered at once
+            last = event
+    assert isinstance(last, RunFinished) and last.result.output == "turn 1: paid 1"
+    async with parking.stream("clerk", json.dumps({"notes": str(notes), "amount": 2}), session="ivy") as run:
+        events = [event async for event in run]  # the second one is not: it parks
+    parked = events[-1]
+    assert isinstance(parked, RunFailed) and isinstance(parked.error, LiveRunParked)
+    [question] = parked.error.questions
+    assert await parking.decide("ivy", question.approval_id, "approve") is True
+    record = await finished(queue, parked.error.job_id)
     assert record.status == "succeeded" and record.output == "turn 2: paid 2", (record, worker.output())
     assert noted(notes, "paid") == ["paid 1", "paid 2"]
     assert noted(notes, "sent") == ["sent clerk 1.0", "sent clerk 1.1", "sent clerk 2.0", "sent clerk 2.1"]
