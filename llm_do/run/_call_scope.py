@@ -108,9 +108,7 @@ class CallScope(metaclass=NoPublicConstructor):
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._owner = ScopeOwner(Scope.PER_CALL, host.config.cleanup_timeout, run.owner)
-        self._lending: Lending | None = Lending(host.approvals, self, host.entry_tools)
-        """The call's loans to pydantic-ai; None once the call has ended: the lending refers back to the call, and
-        a reference cycle would leave both (and all they held) to the garbage collector."""
+        self._lending: Lending | None = Lending(host.approvals, self, host.entry_tools)  # None once the call ended
         self._sink_token: Token[Sink | None] | None = None
 
     @property
@@ -121,8 +119,7 @@ class CallScope(metaclass=NoPublicConstructor):
     @property
     def capabilities(self) -> list[AbstractCapability[Any]]:
         """Capabilities an agent run in this scope needs: the approval resolver, when a toolset can ask."""
-        lending = self._lending
-        return [] if lending is None else lending.capabilities()
+        return [] if self._lending is None else self._lending.capabilities()
 
     @property
     def event_stream_handler(self) -> EventStreamHandler[Any] | None:
@@ -185,11 +182,9 @@ class CallScope(metaclass=NoPublicConstructor):
         return tuple(name for name, _ in self.path())
 
     def _lent(self) -> Lending:
-        lending = self._lending
-        if lending is None:
-            self._open_run()  # the call has ended: says so
-            raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended")
-        return lending
+        if self._lending is None:
+            raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; its scope can no longer be used")
+        return self._lending
 
     def _open_run(self) -> RunScope:
         run = self._run
@@ -297,9 +292,9 @@ class CallScope(metaclass=NoPublicConstructor):
     def _release(self) -> None:
         """Let go of everything the call held; pydantic-ai's run context, which a callback scheduled by
         a tool may keep, still refers to this scope, which is now an empty shell."""
-        lending, self._lending = self._lending, None
-        if lending is not None:
-            lending.release()
+        if self._lending is not None:  # it refers back to this scope: a cycle would leave both to the garbage collector
+            self._lending.release()
+        self._lending = None
         self.toolsets = []
         self._instances = {}
         self._run = self._plan = None
@@ -324,15 +319,14 @@ class CallScope(metaclass=NoPublicConstructor):
         args: dict[str, Any] = {"input": input_data}
         if handed:
             args["attachments"] = [attachment.name for attachment in handed]
-        lending = self._lent()
-        gate = lending.gate()
+        gate = self._lent().gate()
         asked_as = gate.python_call_id(name, name)
         names = args.get("attachments", ())
         facts = CallFacts(name, name, args, asked_as, tool_call=False, attachments=names, shown=handed, direct=True)
         call = gate.call(
             facts, lambda approved: self.call_child(name, input_data, attachments=handed, asked_as=asked_as)
         )
-        hold = lending.direct_hold()  # held beside the calls made in parallel, as a model's tool calls are
+        hold = self._lent().direct_hold()  # held beside the calls made in parallel, as a model's tool calls are
         return await (call if hold is None else hold.around(call))
 
     async def attachments_named(self, names: Sequence[str | Attachment]) -> tuple[Attachment, ...]:
@@ -362,8 +356,7 @@ class CallScope(metaclass=NoPublicConstructor):
 
     async def attachments_for(self, tool_call_id: str | None, names: Sequence[str]) -> tuple[Attachment, ...]:
         """The attachments a model's call to an entry hands over: those its approver was shown, else `names`."""
-        lending = self._lending
-        shown = lending.attached(tool_call_id) if tool_call_id and lending is not None else None
+        shown = self._lending.attached(tool_call_id) if tool_call_id and self._lending is not None else None
         return shown if shown is not None else await self.attachments_named(names)
 
     def check_depth(self, name: str) -> None:
@@ -434,13 +427,12 @@ class CallScope(metaclass=NoPublicConstructor):
         The call is gated by the approval policy of the tool's toolset, like a model's call; a
         denial raises `ApprovalDenied` (there is no model to tell).
         """
-        lending = self._lent()
-        call_id = lending.gate().direct_call_id()
+        call_id = self._lent().gate().direct_call_id()
         ctx: RunContext[Any] = RunContext(
             deps=self, model=_direct_model(), usage=self.state.usage, tool_name=name, tool_call_id=call_id, prompt=None
         )
         available: list[str] = []
-        for lent in lending.lent:
+        for lent in self._lent().lent:
             tools = await lent.get_tools(ctx)
             found = tools.get(name)
             if found is None:

@@ -81,10 +81,9 @@ class Runtime:
         """Where sessions keep their conversations between runs (and restarts, with a persistent store)."""
         self._closed = False
         self._abandoned = False
-        self._running: dict[asyncio.Task[RunResult], RunScope] = {}
+        self._running: dict[asyncio.Task[RunResult], RunScope] = {}  # the runs in flight: each one's task and scope
         self._live: dict[str, LiveRun] = {}
         """The resumable live runs in flight, by session id."""
-        """The runs in flight: each one's task and scope."""
         self._sessions = SessionRegistry(
             self,
             self._globals.owner,
@@ -388,11 +387,8 @@ class Runtime:
 
     def _observers(self, tracer: Tracer | None, live: LiveRun | None) -> tuple[Observer, ...]:
         """Who observes a run starting now: tracing when a provider is set, leak tracking when on, a live run."""
-        observers: list[Observer] = [] if tracer is None else [TracingObserver(tracer)]
-        observers.extend(trackers)
-        if live is not None:
-            observers.append(live)
-        return tuple(observers)
+        traced: tuple[Observer, ...] = () if tracer is None else (TracingObserver(tracer),)
+        return (*traced, *trackers, *(() if live is None else (live,)))
 
     # -- closing ---------------------------------------------------------------
 
