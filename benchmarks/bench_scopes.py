@@ -230,10 +230,11 @@ def _table(title: str, unit: str, shown: dict[str, str], values: dict[str, float
 
 
 async def run_alone(part: str, runs: int) -> None:
-    """Run the variant whose name holds `part`, `runs` times, with callgrind counting (if it runs under it)."""
+    """Run the variant named `part` (or whose name holds it), `runs` times, with callgrind counting (if it runs under
+    it). The nested variants' names start with "nested: "."""
     runtimes: list[Runtime] = []
     variants = {**flat_variants(runtimes), **{f"nested: {k}": v for k, v in nested_variants(runtimes).items()}}
-    found = [name for name in variants if part in name]
+    found = [part] if part in variants else [name for name in variants if part in name]
     if len(found) != 1:
         raise SystemExit(f"--alone {part!r} names {len(found)} variants: {found or list(variants)}")
     variant = variants[found[0]]
