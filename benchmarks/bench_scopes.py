@@ -11,15 +11,19 @@ natural one given the limits llm-do holds every agent run to by default (`max_to
 a request limit and a run `timeout`, as pydantic-ai's own settings): the same work, like for like. The "no agent"
 variants isolate llm-do's own machinery: a run (its own task and context) with one call, and each
 further call of that run, each call resolving, entering, lending and tearing down three per-call
-toolsets. Rounds interleave the variants so machine noise hits all of them alike; the report gives
-the median time per run and its ratio to each baseline.
+toolsets. Rounds interleave the variants so machine noise hits all of them alike, each round starting
+one variant further on (a variant runs after another's leftovers: its cancelled timers, its garbage);
+the report gives the median time per run and its ratio to each baseline.
 
 With `--count-calls` it reports instead the Python function calls per run (cProfile), which no
 machine noise changes: a cross-check of the timings on a busy machine. With `--cpu-time` it times
 the CPU this process uses (in all its threads) instead of the clock on the wall, so that the time
-other work on the machine takes between rounds does not count.
+other work on the machine takes between rounds does not count. With `--alone VARIANT` it runs one variant
+(a part of its name) `--runs` times after a warm-up, measuring nothing: run it under
+`valgrind --tool=callgrind --instr-atstart=no`, and it turns callgrind's counting on for those runs only,
+for the machine instructions a run costs, which no machine noise changes either (divide by `--runs`).
 
-    python benchmarks/bench_scopes.py [--rounds 15] [--runs 200] [--count-calls | --cpu-time]
+    python benchmarks/bench_scopes.py [--rounds 15] [--runs 200] [--count-calls | --cpu-time | --alone VARIANT]
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import pstats
 import statistics
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -175,8 +181,11 @@ async def measure(
         for _ in range(20):
             await variant()
     samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, variant in variants.items():
+    names = list(variants)
+    for round_ in range(rounds):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            variant = variants[name]
             start = clock()
             for _ in range(runs):
                 await variant()
@@ -220,6 +229,32 @@ def _table(title: str, unit: str, shown: dict[str, str], values: dict[str, float
         print(f"{name:58} {shown[name]:>11} {ratios}")
 
 
+async def run_alone(part: str, runs: int) -> None:
+    """Run the variant named `part` (or whose name holds it), `runs` times, with callgrind counting (if it runs under
+    it). The nested variants' names start with "nested: "."""
+    runtimes: list[Runtime] = []
+    variants = {**flat_variants(runtimes), **{f"nested: {k}": v for k, v in nested_variants(runtimes).items()}}
+    found = [part] if part in variants else [name for name in variants if part in name]
+    if len(found) != 1:
+        raise SystemExit(f"--alone {part!r} names {len(found)} variants: {found or list(variants)}")
+    variant = variants[found[0]]
+    for _ in range(20):
+        await variant()
+    _callgrind("on")
+    for _ in range(runs):
+        await variant()
+    _callgrind("off")
+    print(f"{found[0]}: {runs} runs")
+    for runtime in runtimes:
+        await runtime.aclose()
+
+
+def _callgrind(switch: str) -> None:
+    """Turn callgrind's counting on or off for this process, when it runs under callgrind."""
+    if "valgrind" in os.environ.get("LD_PRELOAD", ""):
+        subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
+
+
 async def main_counting(runs: int) -> None:
     runtimes: list[Runtime] = []
     report_calls("One agent run: Python function calls", await count_calls(flat_variants(runtimes), runs), 3)
@@ -252,8 +287,11 @@ if __name__ == "__main__":
     parser.add_argument(
         "--cpu-time", action="store_true", help="time this process's CPU (all its threads), not the clock on the wall"
     )
+    parser.add_argument("--alone", metavar="VARIANT", help="run one variant (a part of its name), for callgrind")
     arguments = parser.parse_args()
-    if arguments.count_calls:
+    if arguments.alone:
+        asyncio.run(run_alone(arguments.alone, arguments.runs))
+    elif arguments.count_calls:
         asyncio.run(main_counting(arguments.runs))
     else:
         asyncio.run(main(arguments.rounds, arguments.runs, arguments.cpu_time))

@@ -99,7 +99,12 @@ def endpoint_of(model: Model) -> tuple[str | None, str | None]:
 class GuardedModel(WrapperModel):
     """A model held by the guard of the agent run now going (if any): its default settings beneath the model's
     own, its connection failures explained, its requests and replies noted for the guard's checks. A model named
-    by a string is built when first used (an `Agent.override` may mean it never is)."""
+    by a string is built when first used (an `Agent.override` may mean it never is).
+
+    It hands each request straight to the wrapped model, past `WrapperModel`'s own `request`, and keeps its own
+    methods as written: pydantic-ai wraps the `request` of every model class at its boundary (a download budget
+    per request, special tokens restored in the reply), which the wrapped model's own wrapping already does, and
+    which costs a wrapper a few coroutines, a context variable set and reset per request for nothing."""
 
     def __init__(self, wrapped: Model | str) -> None:
         super().__init__(wrapped if isinstance(wrapped, Model) else _Named(wrapped))
@@ -113,7 +118,7 @@ class GuardedModel(WrapperModel):
         merged: dict[str, Any] = {**guard.defaults, **(own or {})}
         return merged  # type: ignore[return-value]
 
-    async def request(
+    async def _request(
         self,
         messages: list[ModelMessage],
         model_settings: ModelSettings | None,
@@ -125,7 +130,7 @@ class GuardedModel(WrapperModel):
         deadline = SystemTimeout(seconds)
         try:
             async with deadline:
-                response = await super().request(messages, model_settings, model_request_parameters)
+                response = await self.wrapped.request(messages, model_settings, model_request_parameters)
         except ModelConnectionError as error:
             raise self._unreachable(error, started) from error
         except TimeoutError as error:
@@ -135,7 +140,7 @@ class GuardedModel(WrapperModel):
         return response
 
     @asynccontextmanager
-    async def request_stream(
+    async def _request_stream(
         self,
         messages: list[ModelMessage],
         model_settings: ModelSettings | None,
@@ -149,7 +154,7 @@ class GuardedModel(WrapperModel):
         try:
             async with (
                 deadline,
-                super().request_stream(messages, model_settings, model_request_parameters, run_context) as stream,
+                self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as stream,
             ):
                 yield stream  # the deadline covers reading the stream to its end
         except ModelConnectionError as error:
@@ -194,6 +199,11 @@ class GuardedModel(WrapperModel):
         )
         unreachable = ModelUnreachable(self.model_name, message, phase=getattr(error, "phase", None))
         return unreachable
+
+
+# Set after the class is made, past pydantic-ai's wrapping of every model class's methods (see the class).
+GuardedModel.request = GuardedModel._request  # type: ignore[method-assign,assignment]
+GuardedModel.request_stream = GuardedModel._request_stream  # type: ignore[method-assign,assignment]
 
 
 def _cancelling() -> int:

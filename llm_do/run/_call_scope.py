@@ -108,7 +108,7 @@ class CallScope(metaclass=NoPublicConstructor):
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._owner = ScopeOwner(Scope.PER_CALL, host.config.cleanup_timeout, run.owner)
-        self._lending = Lending(host.approvals, self, host.entry_tools)
+        self._lending: Lending | None = Lending(host.approvals, self, host.entry_tools)  # None once the call ended
         self._sink_token: Token[Sink | None] | None = None
 
     @property
@@ -119,7 +119,7 @@ class CallScope(metaclass=NoPublicConstructor):
     @property
     def capabilities(self) -> list[AbstractCapability[Any]]:
         """Capabilities an agent run in this scope needs: the approval resolver, when a toolset can ask."""
-        return self._lending.capabilities()
+        return [] if self._lending is None else self._lending.capabilities()
 
     @property
     def event_stream_handler(self) -> EventStreamHandler[Any] | None:
@@ -181,6 +181,11 @@ class CallScope(metaclass=NoPublicConstructor):
         """Entry names from the top-level call down to this one."""
         return tuple(name for name, _ in self.path())
 
+    def _lent(self) -> Lending:
+        if self._lending is None:
+            raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; its scope can no longer be used")
+        return self._lending
+
     def _open_run(self) -> RunScope:
         run = self._run
         if run is None:
@@ -228,9 +233,9 @@ class CallScope(metaclass=NoPublicConstructor):
             if may_ask is None:  # some toolset's tools are known only now that it is built
                 may_ask = any(may_ask_for_approval(ts) if use.may_ask is None else use.may_ask for use, ts in acquired)
             if may_ask:
-                self._lending.gate().deferring = True
+                self._lent().gate().deferring = True
             self._instances = {use.name: ts for use, ts in acquired}
-            self.toolsets = self._lending.lend([(use.name, ts) for use, ts in acquired])
+            self.toolsets = self._lent().lend([(use.name, ts) for use, ts in acquired])
         except BaseException as exc:
             await self._finish(exc)
             raise
@@ -287,7 +292,9 @@ class CallScope(metaclass=NoPublicConstructor):
     def _release(self) -> None:
         """Let go of everything the call held; pydantic-ai's run context, which a callback scheduled by
         a tool may keep, still refers to this scope, which is now an empty shell."""
-        self._lending.release()
+        if self._lending is not None:  # it refers back to this scope: a cycle would leave both to the garbage collector
+            self._lending.release()
+        self._lending = None
         self.toolsets = []
         self._instances = {}
         self._run = self._plan = None
@@ -312,7 +319,7 @@ class CallScope(metaclass=NoPublicConstructor):
         args: dict[str, Any] = {"input": input_data}
         if handed:
             args["attachments"] = [attachment.name for attachment in handed]
-        gate = self._lending.gate()
+        gate = self._lent().gate()
         asked_as = gate.python_call_id(name, name)
         names = args.get("attachments", ())
         facts = CallFacts(
@@ -321,7 +328,7 @@ class CallScope(metaclass=NoPublicConstructor):
         call = gate.call(
             facts, lambda approved: self.call_child(name, input_data, attachments=handed, asked_as=asked_as)
         )
-        hold = self._lending.direct_hold()  # held beside the calls made in parallel, as a model's tool calls are
+        hold = self._lent().direct_hold()  # held beside the calls made in parallel, as a model's tool calls are
         return await (call if hold is None else hold.around(call))
 
     async def attachments_named(self, names: Sequence[str | Attachment]) -> tuple[Attachment, ...]:
@@ -351,7 +358,7 @@ class CallScope(metaclass=NoPublicConstructor):
 
     async def attachments_for(self, tool_call_id: str | None, names: Sequence[str]) -> tuple[Attachment, ...]:
         """The attachments a model's call to an entry hands over: those its approver was shown, else `names`."""
-        shown = self._lending.attached(tool_call_id) if tool_call_id else None
+        shown = self._lending.attached(tool_call_id) if tool_call_id and self._lending is not None else None
         return shown if shown is not None else await self.attachments_named(names)
 
     def check_depth(self, name: str) -> None:
@@ -423,12 +430,12 @@ class CallScope(metaclass=NoPublicConstructor):
         The call is gated by the approval policy of the tool's toolset, like a model's call; a
         denial raises `ApprovalDenied` (there is no model to tell).
         """
-        call_id = self._lending.gate().direct_call_id()
+        call_id = self._lent().gate().direct_call_id()
         ctx: RunContext[Any] = RunContext(
             deps=self, model=_direct_model(), usage=self.state.usage, tool_name=name, tool_call_id=call_id, prompt=None
         )
         available: list[str] = []
-        for lent in self._lending.lent:
+        for lent in self._lent().lent:
             tools = await lent.get_tools(ctx)
             found = tools.get(name)
             if found is None:

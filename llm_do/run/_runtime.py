@@ -379,11 +379,8 @@ class Runtime(PolicyQueries):
 
     def _observers(self, tracer: Tracer | None, live: LiveRun | None) -> tuple[Observer, ...]:
         """Who observes a run starting now: tracing when a provider is set, leak tracking when on, a live run."""
-        observers: list[Observer] = [] if tracer is None else [TracingObserver(tracer)]
-        observers.extend(trackers)
-        if live is not None:
-            observers.append(live)
-        return tuple(observers)
+        traced: tuple[Observer, ...] = () if tracer is None else (TracingObserver(tracer),)
+        return (*traced, *trackers, *(() if live is None else (live,)))
 
     # -- closing ---------------------------------------------------------------
 
