@@ -123,6 +123,8 @@ class Acts(Toolset):
 
 
 class AsksWhileRunning(Toolset):
+    default_policy = ToolPolicy()  # only the tool's own ApprovalRequired asks
+
     @tool
     async def act(self, ctx: RunContext[Any], key: str) -> str:
         """Act on a key; it asks for approval while it runs."""

@@ -40,7 +40,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from containers import AgentContainer
-from llm_do import AgentEntry, RunLocalSingleton, Runtime, Toolset, tool
+from llm_do import AgentEntry, RunLocalSingleton, Runtime, ToolPolicy, Toolset, tool
 
 
 def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -67,6 +67,8 @@ class Audit:
 
 
 class Notes(Toolset):
+    default_policy = ToolPolicy()  # its calls run without asking
+
     def __init__(self, pool: Pool, audit: Audit) -> None:
         self.pool, self.audit = pool, audit
 

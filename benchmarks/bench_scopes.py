@@ -72,21 +72,21 @@ def make_tools(suffix: str) -> Callable[..., Any]:
 
 
 class ToolsA(Toolset):
-    @tool
+    @tool(read_only=True)  # reads: runs without asking, as the baselines' tools do
     def read_a(self, key: str) -> str:
         """Read a key."""
         return key
 
 
 class ToolsB(Toolset):
-    @tool
+    @tool(read_only=True)  # reads: runs without asking, as the baselines' tools do
     def read_b(self, key: str) -> str:
         """Read a key."""
         return key
 
 
 class ToolsC(Toolset):
-    @tool
+    @tool(read_only=True)  # reads: runs without asking, as the baselines' tools do
     def read_c(self, key: str) -> str:
         """Read a key."""
         return key

@@ -28,7 +28,17 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from llm_do import AgentEntry, InMemoryHistoryStore, Runtime, RuntimeConfig, Scope, Toolset, ToolsetSpec, tool
+from llm_do import (
+    AgentEntry,
+    InMemoryHistoryStore,
+    Runtime,
+    RuntimeConfig,
+    Scope,
+    ToolPolicy,
+    Toolset,
+    ToolsetSpec,
+    tool,
+)
 
 
 def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -39,6 +49,8 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 class Notes(Toolset):
     """Per session."""
+
+    default_policy = ToolPolicy()  # its calls run without asking
 
     def __init__(self) -> None:
         self.notes: list[str] = []

@@ -36,6 +36,10 @@ _REQUIRES_APPROVAL = "llm_do.requires_approval"
 _PLAIN: dict[type, bool] = {}
 
 
+_NO_ID = Toolset.id
+"""`Toolset`'s own `id` property (None): a class that keeps it chose no id for its tools."""
+
+
 class Lending:
     """One call's loans to pydantic-ai: the wrappers, the approval gate (made on first use), and the
     run contexts pydantic-ai made for them, which a callback scheduled by a tool may keep."""
@@ -222,7 +226,11 @@ def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -
             tool_def = replace(
                 tool_def, kind="function", metadata={**(tool_def.metadata or {}), _REQUIRES_APPROVAL: True}
             )
-        if tool_def.toolset_id is None and (chosen := explicit_toolset_id(item.toolset)) is not None:
+        if (
+            tool_def.toolset_id is None
+            and type(item.toolset).id is not _NO_ID  # a Toolset's is None, unless its class chose one
+            and (chosen := explicit_toolset_id(item.toolset)) is not None
+        ):
             tool_def = replace(tool_def, toolset_id=chosen)  # as pydantic-ai stamps a toolset's own tools
         validator = item.args_validator
         if validator.__class__ is not ReadableArguments:  # (a Toolset's tools have theirs already)
