@@ -315,7 +315,7 @@ class ModelGuard:
     def tools(self) -> frozenset[str]:
         """The tools the last model request offered."""
         params = self.params
-        return frozenset() if params is None else frozenset(tool.name for tool in params.function_tools)
+        return frozenset() if params is None else frozenset([tool.name for tool in params.function_tools])
 
     def warn(self, warning: str) -> None:
         self.warnings.append(warning)
@@ -412,7 +412,7 @@ class ReplyCheck(AbstractCapability[Any]):
         if not response.parts or any(not isinstance(part, TextPart) for part in response.parts):
             return response
         text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
-        tools = frozenset(tool.name for tool in params.function_tools)
+        tools = frozenset([tool.name for tool in params.function_tools])
         guard, rules = self.guard, self.guard.rules
         number = sum(isinstance(message, ModelResponse) for message in ctx.messages) + 1
         if rules.text_tool_calls:  # a call of an output tool (`final_result`) counts too: it gives the output

@@ -154,7 +154,7 @@ def suspicion(text: str, tools: Collection[str], messages: Sequence[ModelMessage
     call = written_call(body, tools)
     if call is not None:
         return f"the reply is a call to tool {call[0]!r} written as text (JSON): the tool was not run"
-    if body in RETRY_PROMPTS or any(body == sent for sent in _retry_texts(messages)):
+    if body in RETRY_PROMPTS or body in _retry_texts(messages):
         return f"the reply gives back the retry prompt {body!r} instead of an answer"
     if body == (latest_prompt(messages) or "").strip():
         return "the reply gives back the user's prompt word for word instead of an answer"
@@ -187,10 +187,12 @@ def named_calls(text: str, tools: Collection[str]) -> list[str]:
     return list(_named_tools(text, tools))
 
 
-def _retry_texts(messages: Sequence[ModelMessage]) -> Iterator[str]:
+def _retry_texts(messages: Sequence[ModelMessage]) -> list[str]:
     """The retry prompts the conversation holds, as the model read them."""
+    found: list[str] = []
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
                 if "retry" in part.part_kind and hasattr(part, "model_response"):
-                    yield part.model_response().strip()
+                    found.append(part.model_response().strip())
+    return found

@@ -36,6 +36,9 @@ _REQUIRES_APPROVAL = "llm_do.requires_approval"
 _PLAIN: dict[type, bool] = {}
 
 
+_NO_INSTRUCTIONS = AbstractToolset.get_instructions
+"""pydantic-ai's `get_instructions`, which returns None: a toolset that keeps it gives no instructions."""
+
 _NO_ID = Toolset.id
 """`Toolset`'s own `id` property (None): a class that keeps it chose no id for its tools."""
 
@@ -299,9 +302,7 @@ class LentGroup(AbstractToolset[Any]):
         self.lending = lending
         self._owners: dict[str, tuple[str, AbstractToolset[Any]]] = {}
 
-    @property
-    def id(self) -> str | None:
-        return None
+    id: str | None = None  # a class attribute, not a property: pydantic-ai reads it at every step
 
     @property
     def label(self) -> str:
@@ -316,6 +317,8 @@ class LentGroup(AbstractToolset[Any]):
     async def get_instructions(self, ctx: RunContext[Any]) -> list[str | InstructionPart] | None:
         found: list[str | InstructionPart] = []
         for _, member in self.members:
+            if type(member).get_instructions is _NO_INSTRUCTIONS:
+                continue  # pydantic-ai's own, which gives none: no coroutine to await before every request
             instructions = await member.get_instructions(ctx)
             if isinstance(instructions, str | InstructionPart):
                 found.append(instructions)

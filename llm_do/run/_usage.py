@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.usage import RunUsage
 
 from .._compat import NOT_RUN_RESULTS
@@ -23,13 +23,11 @@ def usage_of(messages: list[ModelMessage] | tuple[ModelMessage, ...]) -> RunUsag
             usage.requests += 1
             usage.incr(message.usage)
         elif isinstance(message, ModelRequest):
-            usage.tool_calls += sum(_ran(part) for part in message.parts)
+            for part in message.parts:  # a loop, not a generator: this runs at the end of every call
+                if (
+                    isinstance(part, ToolReturnPart)
+                    and part.outcome == "success"
+                    and not (isinstance(part.content, str) and part.content in NOT_RUN_RESULTS)
+                ):
+                    usage.tool_calls += 1
     return usage
-
-
-def _ran(part: ModelRequestPart) -> bool:
-    return (
-        isinstance(part, ToolReturnPart)
-        and part.outcome == "success"
-        and not (isinstance(part.content, str) and part.content in NOT_RUN_RESULTS)
-    )
