@@ -7,7 +7,7 @@ with httpx (`--requests` transfers, `--concurrency` in flight, the scripted tell
 - restart: PostgreSQL restarted in fast mode (`pg_ctl stop -m fast`, then `pg_ctl start`) once a
   third of the requests are answered;
 - terminate: `pg_terminate_backend` on `--terminations` of the service's connections (its
-  `application_name`), at random moments of the load;
+  `application_name`), spread over the load by the requests answered;
 - disconnect: `--disconnects` clients close their connection at a random point of their request;
 - shell-kill: `--kills` calls of the built-in shell toolset whose program is SIGKILLed from outside
   mid-call (no database; an agent run per call through `Runtime.run`).
@@ -376,15 +376,20 @@ async def restart(postgres: PostgresServer, requests: int, concurrency: int, poo
 async def terminations(
     postgres: PostgresServer, requests: int, concurrency: int, count: int = 20, pool_size: int = 20
 ) -> Outcome:
-    """(b) `pg_terminate_backend` on `count` of the service's connections, at random moments of the load."""
+    """(b) `pg_terminate_backend` on `count` of the service's connections, spread over the load from a tenth of it
+    on by the requests answered (not by time: a fast machine's load sees them all too)."""
     outcome = Outcome("terminate", requests)
     rng = random.Random(2)
+    first = requests // 10
+    marks = [first + (requests - first) * index // (count + 1) for index in range(count)]
     async with bank_service(postgres, pool_size) as (dsn, url, recorder):
         started = asyncio.Event()
         ended: list[float] = []
+        progress = [0]
 
         def answered(done: int) -> None:
-            if done >= requests // 10:
+            progress[0] = done
+            if done >= first:
                 started.set()
 
         async def terminator() -> int:
@@ -393,7 +398,9 @@ async def terminations(
             killed = 0
             try:
                 while killed < count and not ended:
-                    await asyncio.sleep(rng.uniform(0.02, 0.25))
+                    await asyncio.sleep(rng.uniform(0.005, 0.02))  # a random moment, once the load reached its mark
+                    if progress[0] < marks[killed]:
+                        continue
                     pids = await admin.fetch(
                         "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
                         " AND application_name = $1 AND state <> 'idle'",
