@@ -134,15 +134,12 @@ class Approvals:
             if name not in self._declared:  # a settings override of a name without a declared policy
                 merged[name] = self._unsafe.overridden(self._overrides[name])
         self.policies: Mapping[str, ToolPolicy] = MappingProxyType(merged)
-        undeclared_gate = {*known} - self._declared if undeclared != "allow" else set()
         self.gating = frozenset(
             {name for name, policy in merged.items() if policy.may_gate and name in self._declared}
-            | {name for name, override in self._overrides.items() if name not in self._declared}
-            | undeclared_gate
+            | {name for name in self._overrides if name not in self._declared}
         )
-        """The toolset names whose calls can be asked for or denied by something other than the tool itself: a
-        declared policy that can, a settings override, or no declared policy while `approval_default` is not
-        `allow` (their read-only tools and agents still run: see `evaluate`)."""
+        """The toolset names whose calls a declared policy or a settings override can ask for or deny (see
+        `may_gate` for the names without either)."""
         self.mode = mode
         self.on_deny = on_deny
         self.approver = approver
@@ -184,11 +181,6 @@ class Approvals:
         policy = self.policies.get(toolset)
         return policy if policy is not None else self._unsafe
 
-    def annotated(self, toolset: str) -> bool:
-        """Whether the calls of `toolset` are decided by its tools' own declarations (MCP annotations, read-only):
-        no policy is declared for it."""
-        return toolset not in self._declared
-
     async def evaluate(self, call: CallFacts) -> Verdict:
         """The verdict for one call: its verdict before any rule, then the declared policy's rule (a toolset
         without a declared policy has none)."""
@@ -215,8 +207,9 @@ class Approvals:
         (`annotations` is its annotations, `{}` when it has none) is allowed when annotated `readOnlyHint`
         and asked for otherwise; a tool declared read-only, or an agent, is allowed; any other tool gets
         `approval_default` (`ask` unless set otherwise). Settings overrides for the toolset apply on top."""
-        traits = traits or _NO_TRAITS
-        if requires_approval and not traits.requires_approval:
+        if traits is None:
+            traits = ToolTraits.of(None, requires_approval=requires_approval)
+        elif requires_approval and not traits.requires_approval:
             traits = replace(traits, requires_approval=True)
         if toolset in self._declared:
             return self.policies[toolset].static_verdict(
@@ -324,4 +317,3 @@ def _hinted(annotations: Mapping[str, Any]) -> str:
 _READ_ONLY = ToolPolicy(default="allow")
 _READ_ONLY_VERDICT = Verdict("allow", "the MCP tool is annotated readOnlyHint")
 _UNMARKED = ToolPolicy(default="ask")
-_NO_TRAITS = ToolTraits()

@@ -21,7 +21,7 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
-from ..approvals import AGENT_CALL, READ_ONLY, Approvals, CallFacts, RunSuspended
+from ..approvals import Approvals, CallFacts, RunSuspended, ToolTraits
 from ..files import TAKES_ATTACHMENTS, names_in
 from ..toolkit import ReadableArguments, Toolset
 from ._gate import CallGate, GatedCall
@@ -191,15 +191,13 @@ class Lending:
         approvals = self._approvals
         requires_approval = bool(metadata.get(_REQUIRES_APPROVAL))
         annotations: dict[str, Any] | None = None
-        undeclared = approvals.annotated(toolset)
-        if "annotations" in metadata and undeclared:
+        if "annotations" in metadata and not approvals.declared(toolset):
             annotations = metadata["annotations"] or {}  # an MCP tool's: without a declared policy, they decide
         if not requires_approval and annotations is None and not approvals.may_gate(toolset):
             return None  # its policy allows every call and the tool does not ask
-        read_only = metadata.get(READ_ONLY) is True
-        agent = metadata.get(AGENT_CALL) is True
+        traits = ToolTraits.of(metadata, requires_approval=requires_approval)
         names = names_in(tool_args, metadata.get(TAKES_ATTACHMENTS))
-        if (read_only or agent) and not requires_approval and not names and approvals.safe_runs(toolset):
+        if (traits.read_only or traits.agent) and not requires_approval and not names and approvals.safe_runs(toolset):
             return None  # declared safe, and nothing is declared for its toolset that could say otherwise
         if names is not None and not names:  # an empty list of attachments is left out of what policies see
             tool_args = {key: value for key, value in tool_args.items() if key != "attachments"}
@@ -210,8 +208,8 @@ class Lending:
             ctx.tool_call_id or "",
             requires_approval=requires_approval,
             annotations=annotations,
-            read_only=read_only,
-            agent=agent,
+            read_only=traits.read_only,
+            agent=traits.agent,
             attachments=names or (),
             approved=ctx.tool_call_approved,
             direct=direct,
