@@ -49,7 +49,6 @@ if TYPE_CHECKING:
         dropped as dropped,
         is_awaitable as is_awaitable,
         system_task as system_task,
-        system_timeout as system_timeout,
         system_timer as system_timer,
         wait_out as wait_out,
     )
@@ -99,7 +98,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "dropped",
         "is_awaitable",
         "system_task",
-        "system_timeout",
         "system_timer",
         "wait_out",
     ),

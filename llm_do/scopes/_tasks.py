@@ -24,7 +24,6 @@ __all__ = [
     "is_awaitable",
     "system_task",
     "SystemTimeout",
-    "system_timeout",
     "system_timer",
     "wait_out",
 ]
@@ -158,7 +157,3 @@ class SystemTimeout:
     @property
     def expired(self) -> bool:
         return self.timeout is not None and self.timeout.expired()
-
-
-system_timeout = SystemTimeout
-"""`async with system_timeout(seconds):` (the class, as a function name)."""

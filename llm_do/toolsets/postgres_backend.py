@@ -26,7 +26,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from ..errors import ConfigurationError, scrubbed
-from ..scopes import system_timeout
+from ..scopes import SystemTimeout
 from .database import (
     TRANSACTION_CONTROL_REFUSED,
     Column,
@@ -168,7 +168,7 @@ class PostgresConnection(Connection):
             if in_transaction and not self.raw.is_in_transaction():
                 raise SqlError("the transaction no longer exists in the database", "ended")
             try:
-                async with system_timeout(deadline):  # no timer keeps the run that ran the statement
+                async with SystemTimeout(deadline):  # no timer keeps the run that ran the statement
                     return await work()
             except asyncpg.PostgresError as error:
                 if _ends_connection(error):
@@ -338,7 +338,7 @@ class PostgresConnection(Connection):
                 return None
             try:
                 if self.raw.is_in_transaction():  # else asyncpg's reset complains about an open transaction
-                    async with system_timeout(self._rollback_deadline):
+                    async with SystemTimeout(self._rollback_deadline):
                         await self.raw.execute("ROLLBACK")
                 await give(self.raw)
             except BaseException as error:

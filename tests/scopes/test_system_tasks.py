@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from llm_do.scopes import SystemTasks, system_task, system_timeout, system_timer
+from llm_do.scopes import SystemTasks, SystemTimeout, system_task, system_timer
 
 CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("caller", default=None)
 
@@ -46,7 +46,7 @@ async def test_a_system_timer_sees_nothing_of_the_context_that_armed_it() -> Non
 
 async def test_a_system_timeout_times_out() -> None:
     with pytest.raises(TimeoutError):
-        async with system_timeout(0.01):
+        async with SystemTimeout(0.01):
             await asyncio.Event().wait()
 
 
