@@ -248,7 +248,7 @@ def _tool_verdicts(project: Project, toolset: str) -> dict[str, Verdict] | None:
     `FunctionToolset`, an entry (also under the name a worker's `approvals:` give it, `worker@caller`)."""
     runtime = project.runtime
     verdicts = runtime.tool_verdicts(toolset)
-    base = toolset.partition("@")[0]
+    base = project.declared_toolset(toolset)
     if verdicts is None and base != toolset and base in project.entries:
         verdicts = {base: runtime.verdict(toolset, base, agent=True)}
     return verdicts
@@ -300,7 +300,7 @@ def _ungated(project: Project, started: Mapping[str, ServerProbe]) -> list[dict[
                     verdicts = {"*": default}  # its tools are known once it is built: every one of them
             else:
                 verdicts = {}
-            shown = toolset.partition("@")[0]  # a worker's own approvals use the toolset as `name@worker`
+            shown = project.declared_toolset(toolset)
             for tool, verdict in verdicts.items():
                 if verdict.decision == "allow":
                     item = found.setdefault(

@@ -58,7 +58,7 @@ def servers_table(probes: list[ServerProbe]) -> Table:
 def server_of(project: Project, toolset: str) -> str | None:
     """The MCP server a toolset name of an entry stands for: the server's own, or `SERVER@worker` (the name a
     worker's `approvals:` give it); None for other toolsets."""
-    name = toolset.partition("@")[0]
+    name = project.declared_toolset(toolset)
     return name if name in project.mcp_servers else None
 
 

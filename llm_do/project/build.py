@@ -43,6 +43,9 @@ DEFAULT_CONTAINER = "containers.project:ProjectContainer"
 
 _RESERVED = frozenset({"approval_policies", "config", "run_state"})
 
+_ALIAS = "@"
+"""Between a toolset's name and its worker's in the name a worker's own `approvals:` give the toolset."""
+
 
 class ModelNameError(ProjectError):
     """The model name given to `load_project` (`--model`) is none the project can build: `name` is the name,
@@ -74,6 +77,12 @@ class Project:
     default_attachments: tuple[str, ...] = ()
     """Files (relative to the project directory) handed to a run of the default entry that is given none: the
     project file's `attachments`."""
+
+    @staticmethod
+    def declared_toolset(name: str) -> str:
+        """The toolset a name among an entry's toolsets stands for: itself, or `TOOLSET` for `TOOLSET@worker`, the
+        name a worker's own `approvals:` give it."""
+        return name.partition(_ALIAS)[0]
 
     def attachments_for(self, entry: str | None) -> tuple[Attachment, ...]:
         """The files a run of `entry` (None: the default entry) is handed when it is given none: the project's
@@ -499,7 +508,7 @@ class _Builder:
                 )
             if unknown or original is None:
                 continue
-            alias = f"{toolset}@{spec.name}"
+            alias = f"{toolset}{_ALIAS}{spec.name}"
             names[names.index(toolset)] = alias
             self.toolsets[alias] = original
             # The worker's approvals are an override, like the settings' (which still win): laid over the
