@@ -40,9 +40,9 @@ def make_agent(
     if keep not in KEEPS:
         raise ToolsetError(f"keep must be one of {', '.join(KEEPS)}, got {keep!r}")
     run.made = run.made if run.made is not None else {}
-    session = run.session
-    kept: dict[str, Any] = session.made if session is not None else {}
-    made, taken, keeper = (kept, run.made, "session") if keep == "session" and session else (run.made, kept, "run")
+    _, kept = _keepers(run)
+    by_session = keep == "session" and run.session is not None
+    made, taken, keeper = (kept, run.made, "session") if by_session else (run.made, kept, "run")
     if not _NAME.fullmatch(name):
         raise ToolsetError(f"an agent's name must be letters, digits, '_' or '-' (at most 64), got {name!r}")
     if name in made or name in taken or name in host.entries:
@@ -68,7 +68,7 @@ def make_agent(
 
 def made_target(run: RunScope, name: str) -> tuple[Entry, EntryPlan] | None:
     """The agent `name` made in `run` or kept by its session, with its plan; None when there is none."""
-    for made in (run.made or {}, run.session.made if run.session is not None else {}):
+    for made in _keepers(run):
         if name in made:
             found: tuple[Entry, EntryPlan] = made[name]
             return found
@@ -77,4 +77,9 @@ def made_target(run: RunScope, name: str) -> tuple[Entry, EntryPlan] | None:
 
 def made_names(run: RunScope) -> list[str]:
     """The names of the agents made in `run` and kept by its session."""
-    return [*(run.made or ()), *(run.session.made if run.session is not None else ())]
+    return [name for made in _keepers(run) for name in made]
+
+
+def _keepers(run: RunScope) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The agents made in `run`, and those its session keeps (none for a run of no session)."""
+    return run.made or {}, run.session.made if run.session is not None else {}
