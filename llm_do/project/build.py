@@ -30,6 +30,7 @@ from ..toolkit import known_tool_names
 from .earlier import EARLIER_TOOLSETS, earlier_toolset_message
 from .layout import ProjectLayout, survey_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
+from .model_settings import OUTPUT_TOOL, tool_choice_problem
 from .models import ModelFactory, matches_any, model_id, model_problem, resolve_model
 from .modules import ProjectModules, factory_line, load_modules
 from .native import is_native_tool, native_capabilities, native_policy_problem, worker_native_problems
@@ -520,13 +521,21 @@ class _Builder:
                 self.policies[alias] = declared
         capabilities, problems = native_capabilities(spec.native_tools, spec.problem)
         self.problems.extend(problems)
+        model_settings = self._model_settings(spec)
+        forcing = tool_choice_problem(model_settings.get("tool_choice"), (OUTPUT_TOOL,) if output_type else ())
+        if forcing is not None:
+            own = "tool_choice" in spec.model_settings
+            file = self.layout.config_file.name if self.layout.config_file is not None else "project.toml"
+            origin = "" if own else f" (from {file})"
+            where = ("model_settings", "tool_choice") if own else ()
+            self.problems.append(spec.problem(f"model_settings.tool_choice{origin}: {forcing}", *where))
         if len(self.problems) > count or (model is None and (self.models_required or spec.model is not None)):
             return
         agent: Agent[CallScope, Any] = Agent(
             model,
             instructions=spec.instructions or None,
             output_type=output_type if output_type is not None else str,
-            model_settings=self._model_settings(spec) or None,  # type: ignore[arg-type]
+            model_settings=model_settings or None,  # type: ignore[arg-type]
             name=spec.name,
             deps_type=CallScope,
             capabilities=capabilities,

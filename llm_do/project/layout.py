@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
-from pydantic_ai.settings import ModelSettings
+from pydantic import TypeAdapter, ValidationError
 
 from ..approvals import PolicySettings
 from ..guards import ModelLimits, SuspectOutput
 from .manifest import APPROVAL_MODES, attachment_paths, json_line_of, read_manifest
+from .model_settings import checked_setting
 from .models import ModelServer
 from .problems import Problem, ProjectError, raise_if_any
 
@@ -280,9 +279,6 @@ def _servers(config: Path, text: str, table: Any, problems: list[Problem]) -> di
     return servers
 
 
-_SETTING_TYPES: dict[str, Any] = get_type_hints(ModelSettings)
-
-
 def _model_settings(config: Path, text: str, table: Any, problems: list[Problem]) -> dict[str, Any]:
     """`[model_settings]`: pydantic-ai's model settings, each key known and each value of its type (checked)."""
     if table is None:
@@ -294,23 +290,11 @@ def _model_settings(config: Path, text: str, table: Any, problems: list[Problem]
         return {}
     found: dict[str, Any] = {}
     for key, value in table.items():
-        line = _table_key_line(text, "model_settings", key)
-        if key not in _SETTING_TYPES:
-            close = difflib.get_close_matches(key, _SETTING_TYPES, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            known = ", ".join(sorted(_SETTING_TYPES))
-            problems.append(
-                Problem(config, line, f"model_settings: unknown model setting {key!r}{hint}; known: {known}")
-            )
-            continue
         try:
-            adapter: TypeAdapter[Any] = TypeAdapter(
-                _SETTING_TYPES[key], config=ConfigDict(arbitrary_types_allowed=True)
-            )
-            found[key] = adapter.validate_python(value, strict=True)
-        except ValidationError as error:
-            message = f"model_settings.{key}: {error.errors()[0]['msg']} (got {value!r})"
-            problems.append(Problem(config, line, message))
+            found[key] = checked_setting(key, value)
+        except ValueError as error:
+            line = _table_key_line(text, "model_settings", key)
+            problems.append(Problem(config, line, f"model_settings.{key}: {error}"))
     return found
 
 

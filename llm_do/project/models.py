@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -27,6 +27,9 @@ from pydantic_ai.providers import Provider, infer_provider, infer_provider_class
 from ..errors import ConfigurationError
 from ..models.observed import ObservedModel
 from ..models.replay import ReplayModel
+
+if TYPE_CHECKING:
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
 
 __all__ = [
     "DeferredModel",
@@ -254,15 +257,12 @@ def matches_any(model: Model | str, patterns: tuple[str, ...]) -> bool:
 
 def _openai_model(name: str, base_url: Any, api_key: Any) -> Model:
     """An `openai*:` model on the server `base_url` names. A chat model on a server that is not OpenAI's is sent
-    its token limit as `max_tokens`, the field OpenAI-compatible servers (llama.cpp, Ollama, vLLM) all read, rather
-    than OpenAI's newer `max_completion_tokens`."""
+    what OpenAI-compatible servers (llama.cpp, Ollama, vLLM) all read (`_compatible_profile`)."""
     if name.startswith("openai-chat:") and base_url and urlsplit(str(base_url)).hostname != "api.openai.com":
         from pydantic_ai.models.openai import OpenAIChatModel
-        from pydantic_ai.profiles.openai import OpenAIModelProfile
 
-        profile = OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False)
         provider = _openai(base_url, api_key)("openai-chat")
-        return OpenAIChatModel(name.removeprefix("openai-chat:"), provider=provider, profile=profile)
+        return OpenAIChatModel(name.removeprefix("openai-chat:"), provider=provider, profile=_compatible_profile())
     return infer_model(name, provider_factory=_openai(base_url, api_key))
 
 
@@ -279,18 +279,26 @@ def _openai(base_url: Any, api_key: Any) -> Callable[[str], Provider[Any]]:
 
 
 def _served(model_name: str, server: ModelServer) -> Model:
-    """`model_name` on an OpenAI-compatible server: its token limit sent as `max_tokens`, the field such servers
-    (llama.cpp, Ollama, vLLM) read."""
+    """`model_name` on an OpenAI-compatible server, sent what such servers read (`_compatible_profile`)."""
     import os
 
     from pydantic_ai.models.openai import OpenAIChatModel
-    from pydantic_ai.profiles.openai import OpenAIModelProfile
     from pydantic_ai.providers.openai import OpenAIProvider
 
     key = os.environ.get(server.api_key_env) if server.api_key_env else None
     provider = OpenAIProvider(base_url=server.base_url, api_key=key or "not-needed")
-    profile = OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False)
-    return OpenAIChatModel(model_name, provider=provider, profile=profile)
+    return OpenAIChatModel(model_name, provider=provider, profile=_compatible_profile())
+
+
+def _compatible_profile() -> OpenAIModelProfile:
+    """What a chat model on an OpenAI-compatible server is sent in the fields every such server reads: its token
+    limit as `max_tokens` (not OpenAI's newer `max_completion_tokens`), and a `tool_choice` list as `"required"`
+    with the tools narrowed to the list (not OpenAI's newer `allowed_tools`, which llama.cpp does not read)."""
+    from pydantic_ai.profiles.openai import OpenAIModelProfile
+
+    return OpenAIModelProfile(
+        openai_chat_supports_max_completion_tokens=False, openai_chat_supports_allowed_tools=False
+    )
 
 
 def _replay(path: str, root: Path) -> Model:

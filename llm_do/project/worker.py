@@ -9,16 +9,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from pydantic_ai.settings import ModelSettings
 
 from ..approvals import PolicySettings
 from ..errors import listing
 from ..guards import ModelLimits, SuspectOutput
 from .earlier import earlier_key_message
+from .model_settings import checked_setting
 from .native import NativeOptions, parse_native_tools
 from .problems import Problem, ProjectError
 
@@ -29,7 +29,6 @@ Loc = tuple[str | int, ...]
 _NAME = re.compile(r"^[A-Za-z_][\w-]*$")
 _MODEL = re.compile(r"^(test|[\w./-]+:\S+)$")
 _REFERENCE = re.compile(r"^[^:\s]+:[A-Za-z_]\w*$")
-_MODEL_SETTINGS = frozenset(get_type_hints(ModelSettings))
 
 FIELDS: dict[str, str] = {
     "name": "the worker's name, used as entry and toolset name (default: the file name without .worker)",
@@ -177,16 +176,6 @@ class _Frontmatter(BaseModel):
                     )
         return value
 
-    @field_validator("model_settings")
-    @classmethod
-    def _model_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key in value:
-            if key not in _MODEL_SETTINGS:
-                close = difflib.get_close_matches(key, _MODEL_SETTINGS, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ValueError(f"unknown model setting {key!r}{hint}; known: {listing(_MODEL_SETTINGS)}")
-        return value
-
 
 def read_worker(path: Path) -> WorkerSpec:
     """Parse the worker file at `path`; raise `ProjectError` listing all its problems."""
@@ -266,8 +255,11 @@ def check_worker(text: str, *, file: Path) -> tuple[WorkerSpec | None, list[Prob
         )
     native_tools, native_problems = parse_native_tools(values.get("native_tools"), file, where)
     problems.extend(native_problems)
+    settings, settings_problems = _checked_settings(front_matter, where, file)
+    problems.extend(settings_problems)
     wrong = {str(problem_key) for problem_key in values if problem_key not in FIELDS} | set(wrong_keys)
     wrong |= {"native_tools"} if native_problems else set()
+    wrong |= {"model_settings"} if settings_problems else set()
     if front_matter is None:
         return None, problems
     return WorkerSpec(
@@ -280,7 +272,7 @@ def check_worker(text: str, *, file: Path) -> tuple[WorkerSpec | None, list[Prob
         toolsets=tuple(front_matter.toolsets),
         input=front_matter.input,
         output=front_matter.output,
-        model_settings=dict(front_matter.model_settings),
+        model_settings=settings,
         approvals=dict(front_matter.approvals),
         mcp_servers=dict(front_matter.mcp_servers),
         native_tools=native_tools,
@@ -289,6 +281,21 @@ def check_worker(text: str, *, file: Path) -> tuple[WorkerSpec | None, list[Prob
         lines=where,
         invalid=frozenset(wrong),
     ), problems
+
+
+def _checked_settings(
+    front_matter: _Frontmatter | None, where: Mapping[Loc, int], file: Path
+) -> tuple[dict[str, Any], list[Problem]]:
+    """The worker's model settings as pydantic-ai takes them, and a problem at the line of each wrong one."""
+    settings: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for key, value in (front_matter.model_settings if front_matter is not None else {}).items():
+        try:
+            settings[key] = checked_setting(key, value)
+        except ValueError as error:
+            line = where.get(("model_settings", key), where.get(("model_settings",), 2))
+            problems.append(Problem(file, line, f"model_settings.{key}: {error}"))
+    return settings, problems
 
 
 def given_rules(

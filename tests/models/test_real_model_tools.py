@@ -112,3 +112,16 @@ async def test_a_made_up_handle_is_told_what_to_pass_instead(tmp_path: Path) -> 
         "Unknown handle 'txn_123': it is not open here (never opened, or already closed); pass a handle exactly as "
         f"begin returned it. Open txn handles: {handle}."
     )
+
+
+def test_a_tool_choice_list_reaches_a_compatible_server_as_required_with_only_those_tools(tmp_path: Path) -> None:
+    # The form of a forced choice every OpenAI-compatible server reads, not OpenAI's newer `allowed_tools`.
+    forced = "output: answer.py:Answer\nmodel_settings: {tool_choice: [read_text, final_result]}\n"
+    project = desk(tmp_path / "desk", extra={"files": forced})
+    (project / "answer.py").write_text("from pydantic import BaseModel\n\n\nclass Answer(BaseModel):\n    text: str\n")
+    # The recorded model answered "`list_dir`" in prose (exchange 59), which an output model does not take.
+    document, _, code, server = run(project, "files", "todo.md", [], borrowed=(59, 59))
+    assert code == 1 and document["kind"] == "error"
+    sent = server.received[0].body
+    assert sent["tool_choice"] == "required"
+    assert [tool["function"]["name"] for tool in sent["tools"]] == ["read_text", "final_result"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from llm_do import Attachment, AttachmentError
@@ -94,6 +94,48 @@ def test_wrong_model_settings_are_problems_with_their_lines(tmp_path: Path) -> N
     assert [(name, line) for name, line, _ in found] == [("project.toml", 4), ("project.toml", 5)]
     assert "unknown model setting 'temprature' (did you mean 'temperature'?)" in found[0][2]
     assert found[1][2].startswith("model_settings.max_tokens:") and "'many'" in found[1][2]
+
+
+def test_a_tool_choice_that_would_never_let_the_agent_answer_is_a_problem_naming_what_works(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "project.toml": 'entry = "plain"\n[model_settings]\ntool_choice = "required"\n',
+            "plain.worker": "---\nmodel_settings:\n  tool_choice: [read_text]\n---\nAnswer.\n",
+        },
+    )
+    found = sorted(problems(tmp_path), key=lambda problem: problem[0], reverse=True)
+    assert [(name, line) for name, line, _ in found] == [("project.toml", 3), ("plain.worker", 3)]
+    assert found[0][2].startswith("model_settings.tool_choice: 'required' forces a tool call in every reply")
+    assert found[1][2].startswith("model_settings.tool_choice: ['read_text'] names no output tool")
+    assert "give it an `output` model and add 'final_result' to the list" in found[1][2]
+    assert all("say so in the instructions, or set text_tool_calls: true" in message for _, _, message in found)
+
+
+async def test_a_tool_choice_list_naming_the_output_tool_reaches_the_model(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "project.toml": 'entry = "answer"\n[model_settings]\ntool_choice = ["final_result"]\n',
+            "schemas.py": "from pydantic import BaseModel\n\n\nclass Answer(BaseModel):\n    text: str\n",
+            "answer.worker": "---\noutput: schemas.py:Answer\n---\nAnswer.\n",
+            "plain.worker": "Answer in text.\n",
+        },
+    )
+    found = problems(tmp_path)  # the project's list holds for every worker: one answering in text cannot answer
+    assert [(name, line) for name, line, _ in found] == [("plain.worker", 1)]
+    assert found[0][2].startswith("model_settings.tool_choice (from project.toml): ['final_result'] names no")
+    (tmp_path / "plain.worker").unlink()
+    seen: list[Any] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append((info.model_settings or {}).get("tool_choice"))
+        return ModelResponse(parts=[ToolCallPart("final_result", {"text": "done"})])
+
+    async with load_project(tmp_path, model=FunctionModel(respond)) as project:
+        result = await project.run("answer", "hi")
+    assert seen == [["final_result"]]
+    assert result.output.text == "done"
 
 
 def test_model_settings_must_be_a_table(tmp_path: Path) -> None:

@@ -90,6 +90,12 @@ def test_an_unknown_key_names_its_line_and_the_closest_known_key() -> None:
         ("input: Question", 2, "'Question' is not a reference to a class"),
         ("description: [a, b]", 2, "description: Input should be a valid string"),
         ("model_settings: {temprature: 1}", 2, "unknown model setting 'temprature' (did you mean 'temperature'?)"),
+        (
+            "model_settings:\n  seed: 1\n  temperature: hot",
+            4,
+            "model_settings.temperature: Input should be a valid number",
+        ),
+        ("model_settings: {tool_choice: required}", 2, "model_settings.tool_choice: 'required' forces a tool call"),
         ("approvals:\n  sql:\n    tools: {commit: maybe}", 4, "approvals.sql.tools.commit: Input should be"),
         ("approvals:\n  sql: {defualt: ask}", 3, "approvals.sql.defualt: Extra inputs are not permitted"),
         ("compatible_models: []", 2, "the list of patterns is empty"),
