@@ -72,8 +72,10 @@ class ModelUnreachable(ModelConnectionError):
 
 
 class RepliesRefused(UnexpectedModelBehavior):
-    """With `suspect_output=retry`, the model's replies kept looking like unexecuted tool calls or echoed prompts
-    until its output retries ran out."""
+    """The model's output retries ran out before it gave an answer its entry takes: its replies were not one
+    (text where an output model wants a call of its output tool, arguments the model refuses, nothing), or, with
+    `suspect_output=retry`, they kept looking like unexecuted tool calls or echoed prompts. The message names the
+    entry and describes the last reply."""
 
 
 def endpoint_of(model: Model) -> tuple[str | None, str | None]:
@@ -368,6 +370,13 @@ class ModelGuard:
                 "use one that calls tools, or let text_tool_calls run the calls it writes as JSON "
                 "(docs/local-models.md)."
             )
+        if isinstance(error, UnexpectedModelBehavior) and str(error).startswith("Exceeded maximum output retries"):
+            return RepliesRefused(
+                f"entry {self.entry!r}: the model gave no answer the entry takes before its retries ran out "
+                f"({error}); the last reply was {_described(self.last)}, and {_wanted(self.params)}. Give the model "
+                "clearer instructions or one that calls tools, or let text_tool_calls run the calls it writes as "
+                "JSON (docs/local-models.md)."
+            )
         if isinstance(error, ModelRequestTimeout) and error.setting == "request_timeout":
             return RequestTookTooLong(self.entry, error.model_name, error.timeout, self._origin("request_timeout"))
         if isinstance(error, UsageLimitExceeded):
@@ -448,3 +457,26 @@ def _steer(reason: str, tools: frozenset[str], calls: int) -> str:
         f"function calling (your tools: {listed}), not by writing the call in your reply.{one_by_one} When you "
         "have the answer, reply with the answer itself, in plain words."
     )
+
+
+def _described(reply: ModelResponse | None) -> str:
+    """A reply as an error message tells it: the tools it called, else its text (cut short), else nothing."""
+    if reply is None:
+        return "never received"
+    calls = [part.tool_name for part in reply.parts if isinstance(part, ToolCallPart)]
+    if calls:
+        return f"a call of {', '.join(map(repr, calls))}"
+    text = "".join(part.content for part in reply.parts if isinstance(part, TextPart)).strip()
+    if not text:
+        return "empty"
+    return f"the text {text if len(text) <= 120 else text[:117] + '...'!r}"
+
+
+def _wanted(params: ModelRequestParameters | None) -> str:
+    """What answer the entry takes, from the parameters of its last request."""
+    names = " or ".join(repr(tool.name) for tool in params.output_tools) if params is not None else ""
+    if names and params is not None and not params.allow_text_output:
+        return f"its answer must be a call of its output tool {names} with arguments its output model takes"
+    if names:
+        return f"its answer must be text, or a call of {names} with arguments its output model takes"
+    return "its answer must be text, or calls of its tools"

@@ -97,3 +97,15 @@ def test_text_tool_calls_runs_a_reply_that_is_only_a_json_call_and_nothing_else(
     ]
     assert "clerk !! reply 1 was a call to tool 'begin' written as JSON text; it was run as that call" in stderr
     assert "clerk <- begin -> txn_" in stderr
+
+
+def test_a_model_that_keeps_replying_nothing_fails_the_run_naming_the_entry_and_what_it_takes(tmp_path: Path) -> None:
+    # Exchange 5: after three reads, an empty reply; the model says nothing again after pydantic-ai's retry prompt.
+    document, _, code, server = run(desk(tmp_path / "desk"), "files", MEETING, [2, 3, 4, 5], borrowed=(5,))
+    assert code == 1
+    assert server.served == [2, 3, 4, 5, 5]
+    assert document["error"].startswith(
+        "RepliesRefused: entry 'files': the model gave no answer the entry takes before its retries ran out "
+        "(Exceeded maximum output retries (1)); the last reply was empty, and its answer must be text, or calls of "
+        "its tools."
+    )
