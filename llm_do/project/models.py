@@ -293,7 +293,8 @@ def _served(model_name: str, server: ModelServer) -> Model:
 def _compatible_profile() -> OpenAIModelProfile:
     """What a chat model on an OpenAI-compatible server is sent in the fields every such server reads: its token
     limit as `max_tokens` (not OpenAI's newer `max_completion_tokens`), and a `tool_choice` list as `"required"`
-    with the tools narrowed to the list (not OpenAI's newer `allowed_tools`, which llama.cpp does not read)."""
+    with the tools narrowed to the list (not OpenAI's newer `allowed_tools`, which not every such server reads:
+    pydantic-ai's own OpenRouter and xAI providers leave it off)."""
     from pydantic_ai.profiles.openai import OpenAIModelProfile
 
     return OpenAIModelProfile(
