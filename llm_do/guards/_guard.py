@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -33,6 +34,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import (
@@ -72,10 +74,10 @@ class ModelUnreachable(ModelConnectionError):
 
 
 class RepliesRefused(UnexpectedModelBehavior):
-    """The model's output retries ran out before it gave an answer its entry takes: its replies were not one
-    (text where an output model wants a call of its output tool, arguments the model refuses, nothing), or, with
-    `suspect_output=retry`, they kept looking like unexecuted tool calls or echoed prompts. The message names the
-    entry and describes the last reply."""
+    """The model's retries ran out: its replies were no answer its entry takes (text where an output model wants a
+    call of its output tool, arguments the output model refuses, nothing), its calls of one tool kept being refused
+    (arguments, `ModelRetry`), or, with `suspect_output=retry`, its replies kept looking like unexecuted tool calls
+    or echoed prompts. The message names the entry and what the model last did or was told."""
 
 
 def endpoint_of(model: Model) -> tuple[str | None, str | None]:
@@ -377,6 +379,14 @@ class ModelGuard:
                 "clearer instructions or one that calls tools, or let text_tool_calls run the calls it writes as "
                 "JSON (docs/local-models.md)."
             )
+        tool_retries = _TOOL_RETRIES.match(str(error)) if isinstance(error, UnexpectedModelBehavior) else None
+        if tool_retries is not None:
+            return RepliesRefused(
+                f"entry {self.entry!r}: the model's calls of tool {tool_retries['tool']!r} kept being refused until "
+                f"its retries ran out ({tool_retries['count']}); the last refusal: {_refusal(error.__cause__)}. Give "
+                "the model clearer instructions or one that calls tools with valid arguments (in code, the agent's "
+                "`retries` allows more attempts)."
+            )
         if isinstance(error, ModelRequestTimeout) and error.setting == "request_timeout":
             return RequestTookTooLong(self.entry, error.model_name, error.timeout, self._origin("request_timeout"))
         if isinstance(error, UsageLimitExceeded):
@@ -457,6 +467,21 @@ def _steer(reason: str, tools: frozenset[str], calls: int) -> str:
         f"function calling (your tools: {listed}), not by writing the call in your reply.{one_by_one} When you "
         "have the answer, reply with the answer itself, in plain words."
     )
+
+
+_TOOL_RETRIES = re.compile(r"Tool '(?P<tool>.+)' exceeded max retries count of (?P<count>\d+)\.")
+"""pydantic-ai's error when the model's calls of one tool were refused (arguments, `ModelRetry`) too often."""
+
+
+def _refusal(cause: BaseException | None) -> str:
+    """What the model was last told about its refused call: a `ModelRetry`'s message, or the arguments' errors."""
+    if isinstance(cause, ModelRetry):
+        return cause.message
+    if isinstance(cause, ValidationError):
+        shown = [f"{'.'.join(map(str, item['loc'])) or 'arguments'}: {item['msg']}" for item in cause.errors()[:3]]
+        more = len(cause.errors()) - len(shown)
+        return "; ".join(shown) + (f" (and {more} more)" if more > 0 else "")
+    return str(cause) if cause is not None else "not known"
 
 
 def _described(reply: ModelResponse | None) -> str:

@@ -109,3 +109,19 @@ def test_a_model_that_keeps_replying_nothing_fails_the_run_naming_the_entry_and_
         "(Exceeded maximum output retries (1)); the last reply was empty, and its answer must be text, or calls of "
         "its tools."
     )
+
+
+def test_a_model_that_repeats_a_refused_call_fails_the_run_naming_the_tool_and_the_last_refusal(
+    tmp_path: Path,
+) -> None:
+    # Exchange 52: read_text with offset -1 and limit 0, refused; the model asked again makes the same call.
+    ask = "Call read_text on notes.txt with offset -1 and limit 0."
+    document, _, code, server = run(desk(tmp_path / "desk"), "files", ask, [52], borrowed=(52,))
+    assert code == 1
+    assert server.served == [52, 52]
+    assert document["error"] == (
+        "RepliesRefused: entry 'files': the model's calls of tool 'read_text' kept being refused until its retries "
+        "ran out (1); the last refusal: offset: Input should be greater than or equal to 0; limit: Input should be "
+        "greater than or equal to 1. Give the model clearer instructions or one that calls tools with valid "
+        "arguments (in code, the agent's `retries` allows more attempts)."
+    )
