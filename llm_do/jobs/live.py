@@ -33,7 +33,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from psycopg.types.json import Jsonb
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..approvals import Approval, ApprovalRequest, RunSuspended, stable_approval_ids
 from ..errors import ConfigurationError
@@ -50,9 +49,10 @@ from .parking import (
     RunParked,
     pending_approvals,
     question_row,
+    record_decision,
     store_decision,
 )
-from .queue import TASK_PREFIX, holds_nul
+from .queue import TASK_PREFIX, job_input
 from .records import InvalidJobRequest
 from .settings import JobSettings
 
@@ -74,11 +74,6 @@ VALUES (%(id)s, %(queue)s, %(task)s, %(args)s, 'failed', 1)
 
 _ADOPT_JOURNAL = "UPDATE llm_do_journal SET queue = %(queue)s WHERE queue = %(live)s AND job_id = %(id)s"
 _DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(live)s AND job_id = %(id)s"
-
-_DECIDED = """
-UPDATE llm_do_approvals SET choice = %s, note = %s, decided_at = now()
- WHERE queue = %s AND job_id = %s AND approval_id = %s
-"""
 
 _SESSION_JOBS = """
 SELECT j.id FROM procrastinate_jobs j
@@ -171,7 +166,7 @@ class LiveParking:
                 f"LiveParking: entry {entry!r} may not park: declare it in the queue's JobQueue(entries=[...])"
             )
         session_id = session if isinstance(session, str) else session.id
-        payload = _payload(entry, input_data)
+        payload = job_input(input_data, f"a run of entry {entry!r} that may park")
         handed = tuple(attachments)
         if handed:
             check_call(handed, JobSettings().attachments)
@@ -363,9 +358,7 @@ class _RunParking:
             for request, approval in self.answered.values():  # the decisions the person gave the live run
                 await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
                 choice = "deny" if approval.choice == "deny" else "approve"  # a grant for the session approves this one
-                await conn.execute(
-                    _DECIDED, (choice, approval.note, queue.queue_name, self.job_id, request.approval_id)
-                )
+                await record_decision(conn, queue.queue_name, self.job_id, request.approval_id, choice, approval.note)
             await conn.execute(_ADOPT_JOURNAL, names)
 
     def _grants(self) -> dict[str, Any]:
@@ -379,17 +372,3 @@ class _RunParking:
 def _settle(settled: asyncio.Future[None], _: object) -> None:
     if not settled.done():
         settled.set_result(None)
-
-
-def _payload(entry: str, input_data: Any) -> Any:
-    """The run's input as the job keeps it (JSON, no NUL character), checked before the run starts."""
-    try:
-        payload = to_jsonable_python(input_data)
-    except PydanticSerializationError as error:
-        raise TypeError(f"the input of a run of {entry!r} that may park must be JSON-compatible: {error}") from None
-    if holds_nul(payload):
-        raise ValueError(
-            f"the input of a run of entry {entry!r} that may park holds a NUL character, which a job's arguments "
-            "(PostgreSQL jsonb) cannot store; encode it (base64, or an escape your entry undoes)"
-        )
-    return payload

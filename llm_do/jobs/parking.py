@@ -49,6 +49,7 @@ __all__ = [
     "load_decisions",
     "pending_approvals",
     "question_row",
+    "record_decision",
     "store_decision",
 ]
 
@@ -266,6 +267,17 @@ class Parking:
         return cancelled
 
 
+async def record_decision(
+    conn: AsyncConnection[Any], queue: str, job_id: int, approval_id: str, choice: str, note: str | None
+) -> None:
+    """Write the decision on question `approval_id` of job `job_id` (its note as a text column can hold it)."""
+    await conn.execute(
+        "UPDATE llm_do_approvals SET choice = %s, note = %s, decided_at = now() "
+        "WHERE queue = %s AND job_id = %s AND approval_id = %s",
+        (choice, None if note is None else storable_text(note), queue, job_id, approval_id),
+    )
+
+
 def question_row(queue: str, job_id: int, request: ApprovalRequest, park_round: int) -> dict[str, Any]:
     """The values of `PARK_SQL` that store `request` as a question job `job_id` of `queue` waits on."""
     return {
@@ -354,11 +366,7 @@ async def store_decision(
             raise DecisionRefused(
                 f"job {job_id} is {status!r}, not parked yet: its run is still ending; decide again in a moment"
             )
-        await conn.execute(
-            "UPDATE llm_do_approvals SET choice = %s, note = %s, decided_at = now() "
-            "WHERE queue = %s AND job_id = %s AND approval_id = %s",
-            (choice, None if note is None else storable_text(note), queue, job_id, approval_id),
-        )
+        await record_decision(conn, queue, job_id, approval_id, choice, note)
         if await _waiting(conn, queue, job_id):
             return False
         await _requeue(conn, job_id)

@@ -239,15 +239,7 @@ class JobQueue:
         _check_options(entry, priority, delay, queueing_lock, traceparent)
         if traceparent is None:
             traceparent = current_traceparent()
-        try:
-            payload = to_jsonable_python(input_data)
-        except PydanticSerializationError as error:
-            raise TypeError(f"the input of a job of entry {entry!r} must be JSON-compatible: {error}") from None
-        if holds_nul(payload):
-            raise ValueError(
-                f"the input of a job of entry {entry!r} holds a NUL character, which procrastinate's job arguments "
-                "(PostgreSQL jsonb) cannot store; encode it (base64, or an escape your entry undoes)"
-            )
+        payload = job_input(input_data, f"a job of entry {entry!r}")
         handed = _attachments(entry, attachments)
         extra: dict[str, Any] = {}
         if handed:
@@ -514,12 +506,27 @@ def _attachments(entry: str, attachments: object) -> tuple[Attachment, ...]:
     )
 
 
-def holds_nul(value: Any) -> bool:
+def job_input(input_data: Any, what: str) -> Any:
+    """`input_data` as a job's arguments keep it (JSON, no NUL character); `TypeError` or `ValueError` saying what
+    is wrong with the input of `what` ("a job of entry 'x'") otherwise."""
+    try:
+        payload = to_jsonable_python(input_data)
+    except PydanticSerializationError as error:
+        raise TypeError(f"the input of {what} must be JSON-compatible: {error}") from None
+    if _holds_nul(payload):
+        raise ValueError(
+            f"the input of {what} holds a NUL character, which a job's arguments (PostgreSQL jsonb) cannot store; "
+            "encode it (base64, or an escape your entry undoes)"
+        )
+    return payload
+
+
+def _holds_nul(value: Any) -> bool:
     """Whether a JSON value (as `to_jsonable_python` makes it) has a NUL character in a string or a key."""
     if isinstance(value, str):
         return "\x00" in value
     if isinstance(value, dict):
-        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
     if isinstance(value, list):
-        return any(holds_nul(item) for item in value)
+        return any(_holds_nul(item) for item in value)
     return False

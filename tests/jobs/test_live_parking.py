@@ -213,6 +213,23 @@ async def test_a_question_answered_live_is_not_asked_again_when_the_run_resumes(
     assert sent(notes) == {("twice", 0): 1, ("twice", 1): 1, ("twice", 2): 1}
 
 
+async def test_a_live_answer_whose_note_holds_a_nul_character_parks_with_the_run(
+    queue: JobQueue, runtime: Runtime, tmp_path: Path
+) -> None:
+    parking = LiveParking(queue, runtime, park_after=0.3)
+    asked: list[ApprovalRequested] = []
+    async with parking.stream("twice", json.dumps({"notes": str(tmp_path / "notes")}), session="nul") as run:
+        async for event in run:
+            if isinstance(event, ApprovalRequested):
+                asked.append(event)
+                if len(asked) == 1:
+                    run.decide(event.request.approval_id, "deny", note="not\x001")  # a PostgreSQL text refuses NUL
+            last = event
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked), last
+    _, second = (event.request.approval_id for event in asked)
+    assert [question.approval_id for question in await parking.pending("nul")] == [second]
+
+
 async def test_a_call_the_session_approved_in_the_live_run_is_not_asked_again_when_the_run_resumes(
     queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
 ) -> None:
