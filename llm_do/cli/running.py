@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -335,10 +335,6 @@ def _recording_model(args: argparse.Namespace, given: str | None, loaded: list[P
 
 class _PendingModel(DeferredModel):
     """A recorded model whose prefix a project module declares, built from the project once it has loaded."""
-
-    def __init__(self, name: str, build: Callable[[], Model]) -> None:
-        super().__init__(name, build)
-        self.name = name
 
 
 def _check_recorded(model: DeferredModel, project: Project, where: str) -> None:

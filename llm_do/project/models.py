@@ -130,7 +130,8 @@ class DeferredModel(WrapperModel):
 
     def __init__(self, name: str, build: Callable[[], Model], endpoint_setting: str | None = None) -> None:
         Model.__init__(self)  # not WrapperModel's: it would build the model now
-        self._name = name
+        self.name = name
+        """The name it is built from (`provider:model`, `PREFIX:model`)."""
         self._build = build
         self._built: Model | None = None
         self.endpoint_setting = endpoint_setting
@@ -144,7 +145,7 @@ class DeferredModel(WrapperModel):
                 found = _KEY_VARIABLE.search(str(error))
                 if found is None:
                     raise
-                raise MissingApiKey(self._name, found.group(1)) from None
+                raise MissingApiKey(self.name, found.group(1)) from None
         return self._built
 
     @wrapped.setter
@@ -157,7 +158,7 @@ class DeferredModel(WrapperModel):
         return self._built is not None
 
     def __repr__(self) -> str:
-        return f"DeferredModel({self._name!r})"
+        return f"DeferredModel({self.name!r})"
 
 
 def resolve_model(
@@ -245,7 +246,7 @@ def model_id(model: Model | str) -> str:
     while isinstance(model, ObservedModel):
         model = model.wrapped
     if isinstance(model, DeferredModel):
-        return model._name
+        return model.name
     name = model.model_name
     return name if name.startswith(f"{model.system}:") else f"{model.system}:{name}"
 
