@@ -7,6 +7,7 @@ import base64
 import binascii
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,8 +78,14 @@ async def perform(
         # Each attempt asks the same questions with the same ids (a stored decision finds its question), which
         # no other job's, session's or run's question has.
         asking = stable_approval_ids(f"job {job.id}")
-        if journals is None:
-            with asking:
+        installed: AbstractContextManager[object] = nullcontext()
+        if journals is not None:
+            journal = await journals.open(job.id, job.attempt)
+            installed = journals.installed(runtime, job.entry, journal)
+            if isinstance(approver, Parking):
+                approver.journal = journal  # a resumed run that diverges before its question parks a round further
+        try:
+            with installed, asking:
                 result = await runtime.run(
                     job.entry,
                     input_data,
@@ -87,21 +94,8 @@ async def perform(
                     approver=approver,
                     session=session,
                 )
-        else:
-            journal = await journals.open(job.id, job.attempt)
-            if isinstance(approver, Parking):
-                approver.journal = journal  # a resumed run that diverges before its question parks a round further
-            try:
-                with journals.installed(runtime, job.entry, journal), asking:
-                    result = await runtime.run(
-                        job.entry,
-                        input_data,
-                        trace_parent=job.traceparent,
-                        attachments=handed,
-                        approver=approver,
-                        session=session,
-                    )
-            finally:
+        finally:
+            if journal is not None:
                 await _shielded(journal.settled())  # the last responses are written before the job ends
     except BaseException as error:
         cancelled = isinstance(error, asyncio.CancelledError)
