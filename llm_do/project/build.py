@@ -525,8 +525,7 @@ class _Builder:
         forcing = tool_choice_problem(model_settings.get("tool_choice"), (OUTPUT_TOOL,) if output_type else ())
         if forcing is not None:
             own = "tool_choice" in spec.model_settings
-            file = self.layout.config_file.name if self.layout.config_file is not None else "project.toml"
-            origin = "" if own else f" (from {file})"
+            origin = "" if own else f" (from {self.layout.config_name})"
             where = ("model_settings", "tool_choice") if own else ()
             self.problems.append(spec.problem(f"model_settings.tool_choice{origin}: {forcing}", *where))
         if len(self.problems) > count or (model is None and (self.models_required or spec.model is not None)):
@@ -562,8 +561,7 @@ class _Builder:
     def _rules(self, spec: WorkerSpec) -> ModelRules:
         """The worker's model rules: what its file sets, over what `project.toml` sets (over the settings)."""
         project = self.layout.rules or {}
-        config = self.layout.config_file.name if self.layout.config_file is not None else "project.toml"
-        origins = {name: _origin(name, config) for name in project}
+        origins = {name: _origin(name, self.layout.config_name) for name in project}
         origins.update({name: _origin(name, spec.file.name) for name in spec.rules})
         return ModelRules({**project, **spec.rules}, origins)
 

@@ -85,6 +85,12 @@ class ProjectLayout:
     """Approvals of calls to agents, by agent name, from the earlier `project.json` ("*": every agent): laid
     under the `approvals` of each worker that calls the agent."""
 
+    @property
+    def config_name(self) -> str:
+        """The name of the project's file (`project.toml`, or the earlier `project.json`); `project.toml` when it
+        has none."""
+        return self.config_file.name if self.config_file is not None else "project.toml"
+
     def line_of(self, key: str) -> int | None:
         """The line of a top-level key in `project.toml`, when there is one."""
         if self.config_file is None:

@@ -47,7 +47,7 @@ def stray_problems(layout: ProjectLayout, entries: Mapping[str, Any]) -> list[Pr
 
 
 def _stray(path: Path, layout: ProjectLayout) -> Problem | None:
-    config = layout.config_file.name if layout.config_file is not None else "project.toml"
+    config = layout.config_name
     if path.suffix in WORKER_SUFFIXES:
         return Problem(
             path,
