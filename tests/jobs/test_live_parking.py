@@ -16,6 +16,7 @@ import pytest
 from pydantic_ai.messages import ModelResponse, TextPart
 
 from llm_do import ApprovalNotPending, ApprovalRequested, PostgresHistoryStore, RunFailed, RunFinished, Runtime
+from llm_do.approvals import ApprovalChoice
 from llm_do.events import ApprovalDecided, StreamEvent
 from llm_do.jobs import (
     DecisionRefused,
@@ -188,19 +189,28 @@ async def test_parallel_questions_park_together_and_resume_once_both_are_decided
     assert "not b" in str(record.output)
 
 
+async def answer_first(
+    parking: LiveParking, entry: str, prompt: str, session: str, choice: ApprovalChoice, note: str | None = None
+) -> tuple[list[ApprovalRequested], StreamEvent]:
+    """Stream a run of `entry`, answering its first question live (`choice`, `note`): the questions it asked, and
+    its last event."""
+    asked: list[ApprovalRequested] = []
+    async with parking.stream(entry, prompt, session=session) as run:
+        async for event in run:
+            if isinstance(event, ApprovalRequested):
+                asked.append(event)
+                if len(asked) == 1:
+                    run.decide(event.request.approval_id, choice, note=note)  # the person answers the first
+            last = event
+    return asked, last
+
+
 async def test_a_question_answered_live_is_not_asked_again_when_the_run_resumes(
     queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
 ) -> None:
     notes = tmp_path / "notes"
     parking = LiveParking(queue, runtime, park_after=0.3)
-    asked: list[ApprovalRequested] = []
-    async with parking.stream("twice", json.dumps({"notes": str(notes)}), session="hana") as run:
-        async for event in run:
-            if isinstance(event, ApprovalRequested):
-                asked.append(event)
-                if len(asked) == 1:
-                    run.decide(event.request.approval_id, "deny", note="not 1")  # the person answers the first
-            last = event
+    asked, last = await answer_first(parking, "twice", json.dumps({"notes": str(notes)}), "hana", "deny", "not 1")
     assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
     _, second = (event.request.approval_id for event in asked)
     assert [question.approval_id for question in last.error.questions] == [second]
@@ -217,14 +227,10 @@ async def test_a_live_answer_whose_note_holds_a_nul_character_parks_with_the_run
     queue: JobQueue, runtime: Runtime, tmp_path: Path
 ) -> None:
     parking = LiveParking(queue, runtime, park_after=0.3)
-    asked: list[ApprovalRequested] = []
-    async with parking.stream("twice", json.dumps({"notes": str(tmp_path / "notes")}), session="nul") as run:
-        async for event in run:
-            if isinstance(event, ApprovalRequested):
-                asked.append(event)
-                if len(asked) == 1:
-                    run.decide(event.request.approval_id, "deny", note="not\x001")  # a PostgreSQL text refuses NUL
-            last = event
+    notes = json.dumps({"notes": str(tmp_path / "notes")})
+    asked, last = await answer_first(
+        parking, "twice", notes, "nul", "deny", "not\x001"
+    )  # a PostgreSQL text refuses NUL
     assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked), last
     _, second = (event.request.approval_id for event in asked)
     assert [question.approval_id for question in await parking.pending("nul")] == [second]
@@ -235,14 +241,8 @@ async def test_a_call_the_session_approved_in_the_live_run_is_not_asked_again_wh
 ) -> None:
     notes = tmp_path / "notes"
     parking = LiveParking(queue, runtime, park_after=0.3)
-    asked: list[ApprovalRequested] = []
-    async with parking.stream("again", json.dumps({"notes": str(notes)}), session="iris") as run:
-        async for event in run:
-            if isinstance(event, ApprovalRequested):
-                asked.append(event)
-                if len(asked) == 1:  # pay 1: approved for the session, so the same call again is not asked
-                    run.decide(event.request.approval_id, "approve_for_session")
-            last = event
+    # pay 1: approved for the session, so the same call again is not asked
+    asked, last = await answer_first(parking, "again", json.dumps({"notes": str(notes)}), "iris", "approve_for_session")
     assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked)
     # the second pay 1 was answered by the grant at once; only pay 2 waited, and parked
     assert [question.args["amount"] for question in last.error.questions] == [2]
