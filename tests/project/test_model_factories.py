@@ -5,15 +5,15 @@ project of the same process."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from llm_do import ConfigurationError
-from llm_do.project import ModelFactory, ModelNameError, ProjectError, load_project, model_factory
+from llm_do.project import ModelFactory, ModelNameError, load_project, model_factory
 
 from ..cli_projects import llm_do
+from .project_files import problems, write
 
 ACME = """
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -42,20 +42,6 @@ def build(name: str) -> TestModel:
 
 acme = model_factory("acme", build)
 """
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(content).lstrip())
-    return root
-
-
-def problems(root: Path, **options: object) -> list[tuple[str, int | None, str]]:
-    with pytest.raises(ProjectError) as caught:
-        load_project(root, **options)  # type: ignore[arg-type]
-    return [(p.file.name if p.file else "", p.line, p.message) for p in caught.value.problems]
 
 
 async def test_a_prefix_a_module_declares_names_models_in_worker_files_and_given_to_the_project(tmp_path: Path) -> None:

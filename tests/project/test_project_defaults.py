@@ -4,7 +4,6 @@ worker's own, and the files handed to a run of the default entry that is given n
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -13,24 +12,11 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from llm_do import Attachment, AttachmentError
-from llm_do.project import ProjectError, load_project
+from llm_do.project import load_project
 from llm_do.project.migrate import plan_migration
 
 from ..cli_projects import llm_do
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(content).lstrip())
-    return root
-
-
-def problems(root: Path) -> list[tuple[str, int | None, str]]:
-    with pytest.raises(ProjectError) as caught:
-        load_project(root, model="test")
-    return [(p.file.name if p.file else "", p.line, p.message) for p in caught.value.problems]
+from .project_files import problems, write
 
 
 class Seen:
@@ -90,7 +76,7 @@ def test_wrong_model_settings_are_problems_with_their_lines(tmp_path: Path) -> N
             "plain.worker": "Answer.\n",
         },
     )
-    found = problems(tmp_path)
+    found = problems(tmp_path, model="test")
     assert [(name, line) for name, line, _ in found] == [("project.toml", 4), ("project.toml", 5)]
     assert "unknown model setting 'temprature' (did you mean 'temperature'?)" in found[0][2]
     assert found[1][2].startswith("model_settings.max_tokens:") and "'many'" in found[1][2]
@@ -104,7 +90,7 @@ def test_a_tool_choice_that_would_never_let_the_agent_answer_is_a_problem_naming
             "plain.worker": "---\nmodel_settings:\n  tool_choice: [read_text]\n---\nAnswer.\n",
         },
     )
-    found = sorted(problems(tmp_path), key=lambda problem: problem[0], reverse=True)
+    found = sorted(problems(tmp_path, model="test"), key=lambda problem: problem[0], reverse=True)
     assert [(name, line) for name, line, _ in found] == [("project.toml", 3), ("plain.worker", 3)]
     assert found[0][2].startswith("model_settings.tool_choice: 'required' forces a tool call in every reply")
     assert found[1][2].startswith("model_settings.tool_choice: ['read_text'] names no output tool")
@@ -122,7 +108,9 @@ async def test_a_tool_choice_list_naming_the_output_tool_reaches_the_model(tmp_p
             "plain.worker": "Answer in text.\n",
         },
     )
-    found = problems(tmp_path)  # the project's list holds for every worker: one answering in text cannot answer
+    found = problems(
+        tmp_path, model="test"
+    )  # the project's list holds for every worker: one answering in text cannot answer
     assert [(name, line) for name, line, _ in found] == [("plain.worker", 1)]
     assert found[0][2].startswith("model_settings.tool_choice (from project.toml): ['final_result'] names no")
     (tmp_path / "plain.worker").unlink()
@@ -140,7 +128,7 @@ async def test_a_tool_choice_list_naming_the_output_tool_reaches_the_model(tmp_p
 
 def test_model_settings_must_be_a_table(tmp_path: Path) -> None:
     write(tmp_path, {"project.toml": 'entry = "plain"\nmodel_settings = 0.2\n', "plain.worker": "Answer.\n"})
-    assert problems(tmp_path) == [("project.toml", 2, "model_settings must be a table, got 0.2")]
+    assert problems(tmp_path, model="test") == [("project.toml", 2, "model_settings must be a table, got 0.2")]
 
 
 async def test_default_attachments_go_to_the_default_entry_given_none(tmp_path: Path) -> None:
@@ -177,14 +165,16 @@ def test_default_attachments_that_are_not_files_of_the_project_are_problems(tmp_
         },
     )
     (tmp_path.parent / "outside.txt").write_text("outside\n")
-    found = problems(tmp_path)
+    found = problems(tmp_path, model="test")
     assert {line for _, line, _ in found} == {3}
     messages = [message for _, _, message in found]
     assert "attachments: 'missing.txt' is not a file under" in messages[0]
     assert "attachments: '../outside.txt' is outside the project" in messages[1]
     assert "attachments: 'ok.txt' is named twice" in messages[2]
     write(tmp_path, {"project.toml": 'entry = "reader"\nattachments = "ok.txt"\n'})
-    assert problems(tmp_path) == [("project.toml", 2, "attachments must be a list of file paths, got 'ok.txt'")]
+    assert problems(tmp_path, model="test") == [
+        ("project.toml", 2, "attachments must be a list of file paths, got 'ok.txt'")
+    ]
 
 
 async def test_a_default_attachment_over_the_limits_fails_the_run_not_the_load(
@@ -231,7 +221,7 @@ def test_earlier_project_json_attachments_that_are_no_files_are_problems_with_th
         '    "args": {"input": "x", "attachments": ["gone.pdf"]}\n  },\n  "agent_files": ["reader.agent"]\n}\n'
     )
     write(tmp_path, {"project.json": text, "reader.agent": "Read.\n"})
-    [(name, line, message)] = problems(tmp_path)
+    [(name, line, message)] = problems(tmp_path, model="test")
     assert (name, line) == ("project.json", 5)
     assert "entry.args.attachments: 'gone.pdf' is not a file under" in message
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,23 +10,10 @@ from pydantic import BaseModel
 from pydantic_ai.models.test import TestModel
 
 from llm_do import AgentEntry, RuntimeConfig
-from llm_do.project import DeferredModel, Project, ProjectError, load_project
+from llm_do.project import DeferredModel, Project, load_project
 from llm_do.testing import ScriptedModel, answering, tool_call
 
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(content).lstrip())
-    return root
-
-
-def problems(root: Path, **kwargs: object) -> list[tuple[str, int | None, str]]:
-    with pytest.raises(ProjectError) as caught:
-        load_project(root, **kwargs)  # type: ignore[arg-type]
-    return [(p.file.name if p.file else "", p.line, p.message) for p in caught.value.problems]
-
+from .project_files import problems, write
 
 NOTES = """
 from llm_do import ToolPolicy, Toolset, tool
