@@ -15,6 +15,8 @@ from typing import Any
 import asyncpg
 import httpx
 
+from .postgres import PostgresServer
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE = ROOT / "examples" / "service"
 PROCESSES: dict[str, asyncio.subprocess.Process] = {}
@@ -31,6 +33,20 @@ def free_port() -> int:
 async def chat_process(dsn: str, **env: str) -> AsyncIterator[str]:
     """`uvicorn bank.app:create_chat_app` in a process of its own; yields its base URL; SIGTERM at the end."""
     async with chat_processes(dsn, 1, **env) as (url,):
+        yield url
+
+
+@asynccontextmanager
+async def bank_chat(postgres: PostgresServer) -> AsyncIterator[str]:
+    """The example's chat service in a process of its own, on a fresh database with accounts A (100), B (0),
+    C (50) and D (0); yields its base URL."""
+    name = postgres.new_database_name()
+    await fresh_database(postgres.dsn(), name)
+    async with chat_process(postgres.dsn(name)) as url:
+        async with httpx.AsyncClient(base_url=url) as client:
+            for account, balance in {"A": 100, "B": 0, "C": 50, "D": 0}.items():
+                created = await client.post("/accounts", json={"name": account, "balance": balance})
+                assert created.status_code == 201, created.text
         yield url
 
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from ..postgres import PostgresServer
-from ..web_processes import chat_process, fresh_database
+from ..web_processes import bank_chat
 
 AI_SDK = Path(__file__).resolve().parents[1] / "ai_sdk"
 
@@ -32,13 +32,7 @@ def _node() -> str:
 
 @pytest.fixture
 async def service(postgres: PostgresServer) -> AsyncIterator[str]:
-    name = postgres.new_database_name()
-    await fresh_database(postgres.dsn(), name)
-    async with chat_process(postgres.dsn(name)) as url:
-        async with httpx.AsyncClient(base_url=url) as client:
-            for account, balance in {"A": 100, "B": 0, "C": 50, "D": 0}.items():
-                created = await client.post("/accounts", json={"name": account, "balance": balance})
-                assert created.status_code == 201, created.text
+    async with bank_chat(postgres) as url:
         yield url
 
 

@@ -13,7 +13,7 @@ import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 from ..postgres import PostgresServer
-from ..web_processes import chat_process, fresh_database
+from ..web_processes import bank_chat
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -45,13 +45,7 @@ async def browser(tmp_path: Path) -> AsyncIterator[BrowserContext]:
 
 @pytest.fixture
 async def service(postgres: PostgresServer) -> AsyncIterator[str]:
-    name = postgres.new_database_name()
-    await fresh_database(postgres.dsn(), name)
-    async with chat_process(postgres.dsn(name)) as url:
-        async with httpx.AsyncClient(base_url=url) as client:
-            for account, balance in {"A": 100, "B": 0, "C": 50, "D": 0}.items():
-                created = await client.post("/accounts", json={"name": account, "balance": balance})
-                assert created.status_code == 201, created.text
+    async with bank_chat(postgres) as url:
         yield url
 
 
