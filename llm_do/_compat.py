@@ -166,6 +166,26 @@ def configuration_root(option: Any) -> Any:
     return option._get_root()
 
 
+def provider_map(container: Any) -> Callable[[Any], Any]:
+    """dependency-injector's `wiring.ProvidersMap(container).resolve_provider`: the provider of `container` that a
+    provider of its class (`Container.db`), a nested one, or a name (`"db"`, `"sub.db"`) stands for, as `@inject`
+    finds it; None when there is none. Without it, only the container's own providers and their names are found."""
+    try:
+        from dependency_injector.wiring import ProvidersMap
+    except ImportError:
+        _missing("dependency_injector.wiring.ProvidersMap", "overrides name providers by the container's own only")
+        return lambda key: container.providers.get(key) if isinstance(key, str) else None
+    mapped = ProvidersMap(container)
+
+    def resolve(key: Any) -> Any:
+        try:
+            return mapped.resolve_provider(key)
+        except Exception:  # a name that is not there (`_resolve_string_id` raises its own errors)
+            return None
+
+    return resolve
+
+
 # -- fastmcp 4.2 ------------------------------------------------------------------------------------------------
 
 

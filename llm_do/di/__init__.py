@@ -20,6 +20,12 @@ if TYPE_CHECKING:
         ContainerParts as ContainerParts,
         Resources as Resources,
     )
+    from ._overrides import (
+        Graph as Graph,
+        Overrides as Overrides,
+        OverridesSource as OverridesSource,
+        check_session_overrides as check_session_overrides,
+    )
     from ._settings import (
         LlmDoSettings as LlmDoSettings,
         reveal as reveal,
@@ -43,6 +49,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Container",
         "ContainerParts",
         "Resources",
+    ),
+    "_overrides": (
+        "Graph",
+        "Overrides",
+        "OverridesSource",
+        "check_session_overrides",
     ),
     "_settings": (
         "LlmDoSettings",

@@ -81,6 +81,8 @@ class ToolsetSpec:
     """What the factory is declared to build, when known without calling it: a class, or (for an
     `Object` provider) the object itself. Lets a runtime check toolsets at load time; a class given as the
     factory is what it builds."""
+    provider: Any = None
+    """The dependency-injector provider the spec was made from, if any: what a run's overrides name."""
 
     def __post_init__(self) -> None:
         if self.provides is None and isinstance(self.factory, type):
@@ -102,7 +104,7 @@ class ToolsetSpec:
         declared = getattr(provider, "provides", None)
         if not isinstance(provider, providers.Object) and not isinstance(declared, type):
             declared = None  # a factory function, or a Resource initializer: known only once called
-        return cls(create, scope, declared)
+        return cls(create, scope, declared, provider)
 
     @classmethod
     def coerce(cls, value: ToolsetSpec | providers.Provider[Any] | Callable[[], Any]) -> ToolsetSpec:

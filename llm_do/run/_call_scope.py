@@ -27,7 +27,7 @@ from ..errors import MaxDepthExceeded, ScopeError, ToolsetError, listing
 from ..events import CallEnded, CallStarted, CallTag
 from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of
-from ..scopes import CURRENT_SINK, NoPublicConstructor, Observer, Scope, ScopeOwner, Sink
+from ..scopes import CURRENT_SINK, NoPublicConstructor, Observer, Scope, ScopeOwner, Sink, built
 from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
 from ._entry import CallHost, Entry, EntryPlan, ToolsetUse
 from ._lending import Lending
@@ -214,15 +214,18 @@ class CallScope(metaclass=NoPublicConstructor):
         try:
             plan = self._plan = self._plan or self.host.plan_of(self.entry.name)
             owner, sink = self._owner, self.sink
-            acquired = [  # each from the owner of its scope: this call's, the run's, the runtime's
-                (
-                    use,
-                    await (owner if use.spec.scope is Scope.PER_CALL else owner.find(use.spec.scope)).acquire(
-                        use.spec, use.label, use.name, sink
-                    ),
-                )
-                for use in plan.uses
-            ]
+            if run is not None and (run.overrides is not None or run.session_overrides is not None):
+                acquired = [(use, await self._overridden(run, use)) for use in plan.uses]
+            else:
+                acquired = [  # each from the owner of its scope: this call's, the run's, the runtime's
+                    (
+                        use,
+                        await (owner if use.spec.scope is Scope.PER_CALL else owner.find(use.spec.scope)).acquire(
+                            use.spec, use.label, use.name, sink
+                        ),
+                    )
+                    for use in plan.uses
+                ]
             for use, obj in acquired:
                 if type(obj) is not use.spec.provides and not isinstance(obj, AbstractToolset):  # the first: known
                     raise self._not_a_toolset(use, obj)
@@ -245,6 +248,15 @@ class CallScope(metaclass=NoPublicConstructor):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self._finish(exc)
+
+    async def _overridden(self, run: RunScope, use: ToolsetUse) -> Any:
+        """The call's object of `use` in a run with overrides: the one an override gives (nobody's to tear down),
+        or one from the owner of its scope, which an override that reaches it makes no longer than its own."""
+        scope = run.scope_of(use.spec)
+        if scope is None:
+            return await built(use.spec.factory())
+        owner = self._owner if scope is Scope.PER_CALL else self._owner.find(scope)
+        return await owner.acquire(use.spec, use.label, use.name, self.sink)
 
     def _not_a_toolset(self, use: ToolsetUse, obj: object) -> ToolsetError:
         return ToolsetError(

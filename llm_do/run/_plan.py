@@ -16,7 +16,19 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..approvals import Approvals, Approver, ToolPolicy
-from ..di import Container, ContainerParts, Resources, RuntimeConfig, ToolsetSource, ToolsetSpec, toolset_names
+from ..di import (
+    Container,
+    ContainerParts,
+    Graph,
+    Overrides,
+    OverridesSource,
+    Resources,
+    RuntimeConfig,
+    ToolsetSource,
+    ToolsetSpec,
+    check_session_overrides,
+    toolset_names,
+)
 from ..errors import ConfigurationError, listing
 from ..results import RunState
 from ..scopes import Scope, ScopeOwner, Sink, built
@@ -33,7 +45,18 @@ _RESERVED = frozenset({"approval_policies", "config", "run_state"})
 class Plan:
     """Entries and toolset specs checked at load, approvals and the container's parts: fixed once made."""
 
-    __slots__ = ("_named", "_plans", "approvals", "config", "entries", "entry_tools", "event_stream_handler", "parts")
+    __slots__ = (
+        "_container",
+        "_graph",
+        "_named",
+        "_plans",
+        "approvals",
+        "config",
+        "entries",
+        "entry_tools",
+        "event_stream_handler",
+        "parts",
+    )
 
     def __init__(
         self,
@@ -47,6 +70,8 @@ class Plan:
         event_stream_handler: EventStreamHandler[Any] | None = None,
     ) -> None:
         self.config = config
+        self._container = container
+        self._graph: Graph | None = None
         self.event_stream_handler = event_stream_handler
         """Given to every agent run of every call: pydantic-ai then streams and passes it the events."""
         self.parts = ContainerParts.of(container)
@@ -80,6 +105,19 @@ class Plan:
         self._plans = {
             name: EntryPlan.of(tuple(self._with_gating(use) for use in of_entry)) for name, of_entry in uses.items()
         }
+
+    def overrides(self, given: OverridesSource, level: Scope) -> Overrides:
+        """The overrides of one run (or session): `ConfigurationError` for a key that names no provider of the
+        container. What the container's providers are built from is read on first use."""
+        graph = self._graph
+        if graph is None:
+            graph = self._graph = Graph(self._container)
+        return Overrides(graph, given, level)
+
+    def check_session_overrides(self, overrides: Overrides, session_id: str) -> None:
+        """A run of a session cannot override what the session's objects are built from (`ConfigurationError`)."""
+        assert self._graph is not None
+        check_session_overrides(self._graph, overrides, session_id)
 
     # -- loading -----------------------------------------------------------------
 

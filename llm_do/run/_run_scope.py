@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from ..approvals import Approver, Grants, approval_space
-from ..di import ContainerParts, Resources, RuntimeConfig
+from ..di import ContainerParts, Overrides, Resources, RuntimeConfig, ToolsetSpec
 from ..errors import ScopeError
 from ..events import RunEnded, RunStarted
 from ..results import RunReport, RunResult, RunState, outcome_of
@@ -80,6 +80,7 @@ class RunScope(metaclass=NoPublicConstructor):
         "made",
         "messages",
         "output",
+        "overrides",
         "owner",
         "report",
         "result",
@@ -95,8 +96,11 @@ class RunScope(metaclass=NoPublicConstructor):
         *,
         approver: Approver | None = None,
         session: Session | None = None,
+        overrides: Overrides | None = None,
     ) -> None:
         self.host = host
+        self.overrides = overrides
+        """The providers this run overrides (`Runtime.run(overrides=...)`), if any."""
         self._globals = globals_
         self.approver = approver
         """Who answers the run's approvals (the run's own, else its session's, else the runtime's)."""
@@ -134,6 +138,23 @@ class RunScope(metaclass=NoPublicConstructor):
             grants = self._grants = Grants()
         return grants
 
+    def scope_of(self, spec: ToolsetSpec) -> Scope | None:
+        """Where this run keeps its object of `spec`: where it is declared to, no longer than the overrides that
+        reach it last (the run's, its session's); None when an override gives the object, which is nobody's here."""
+        scope = spec.scope
+        for overrides in (self.overrides, self.session_overrides):
+            if overrides is not None:
+                if overrides.gives(spec.provider):
+                    return None
+                scope = overrides.scope_of(spec.provider, scope)
+        return scope
+
+    @property
+    def session_overrides(self) -> Overrides | None:
+        """The overrides of the run's session, if it has any."""
+        session = self.session
+        return None if session is None else cast("Overrides | None", session.overrides)
+
     @property
     def usage(self) -> RunUsage | None:
         """The run's usage, once it has ended (None if it failed before its state existed)."""
@@ -152,7 +173,7 @@ class RunScope(metaclass=NoPublicConstructor):
         parts = host.parts
         self._globals.resources.note_overrides()
         session = self.session
-        self.box = open_run_box(None if session is None else session.box)
+        self.box = open_run_box(None if session is None else session.box, self.overrides)
         sink = self.owner.sink
         if sink is not None:
             CURRENT_SINK.set(sink)  # the run's own task: nothing to restore
@@ -166,11 +187,12 @@ class RunScope(metaclass=NoPublicConstructor):
                 # a context of no run: the tasks and timers they start must not keep this run (or its caller's
                 # context) for the session's life
                 owner, box = (self.owner, self.box) if session is None else (session.owner, session.box)
-                making = _adopt(owner, parts.per_session, "per-session", sink)
+                given = self.overrides if session is None else self.session_overrides
+                making = _adopt(owner, parts.per_session, "per-session", sink, given)
                 await asyncio.get_running_loop().create_task(making, context=session_context(box))
                 if session is not None:
                     session.built = True
-            await _adopt(self.owner, parts.per_run, "per-run", sink)
+            await _adopt(self.owner, parts.per_run, "per-run", sink, self.overrides)
         except BaseException as error:
             await self._end(error)
             raise
@@ -189,6 +211,8 @@ class RunScope(metaclass=NoPublicConstructor):
         interrupted = False
         try:
             interrupted = await owner.close(exc) and exc is None
+            if self.overrides is not None:
+                await self.overrides.close()  # what they rebuilt, after what the run built from it
             if interrupted:
                 exc = asyncio.CancelledError()
             self._hand_over(exc)
@@ -225,9 +249,17 @@ class RunScope(metaclass=NoPublicConstructor):
 
 
 async def _adopt(
-    owner: ScopeOwner, provided: tuple[tuple[str, Callable[[], Any]], ...], scope: str, sink: Sink | None
+    owner: ScopeOwner,
+    provided: tuple[tuple[str, Callable[[], Any]], ...],
+    scope: str,
+    sink: Sink | None,
+    overrides: Overrides | None = None,
 ) -> None:
-    """Resolve each (name, provider) and have `owner` adopt what it builds, under that name."""
+    """Resolve each (name, provider) and have `owner` adopt what it builds, under that name (an object the run's
+    overrides give is reported under it, and left to whoever gave it)."""
     for name, provider in provided:
-        obj = owned(await built(provider()), name)
-        await owner.adopt(obj, f"{scope} provider {name!r}", name, sink)
+        obj = await built(provider())
+        if overrides is not None and overrides.gives(provider):
+            owner.named.setdefault(name, obj)
+            continue
+        await owner.adopt(owned(obj, name), f"{scope} provider {name!r}", name, sink)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import gc
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -18,11 +19,11 @@ from pydantic_ai.usage import RunUsage
 
 from .. import tracing
 from ..approvals import Approver, ToolPolicy, check_approver, own_approval_ids
-from ..di import Container, RuntimeConfig, ToolsetSource
+from ..di import Container, Overrides, OverridesSource, RuntimeConfig, ToolsetSource
 from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
-from ..scopes import Observer, Sink, current_box, trackers, wait_out
+from ..scopes import Observer, Scope, Sink, current_box, trackers, wait_out
 from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError, SessionRegistry
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope
@@ -114,14 +115,24 @@ class Runtime(PolicyQueries):
 
     # -- running ---------------------------------------------------------------
 
-    async def session(self, session_id: str, *, approver: Approver | None = None) -> Session:
+    async def session(
+        self, session_id: str, *, approver: Approver | None = None, overrides: OverridesSource | None = None
+    ) -> Session:
         """Open the session `session_id`, or resume it if it is open: a conversation across runs.
 
         `session_id` is the application's (a conversation id, a user id). A new session starts with
         the history the runtime's `history_store` has for that id. `approver`, when given, answers the
-        session's approvals (unless a run has its own; a live run is its own approver). See docs/sessions.md.
+        session's approvals (unless a run has its own; a live run is its own approver). `overrides` swap
+        providers for the session's runs and objects alone, as `run`'s do for one run; they are given as the
+        session opens (`SessionError` for a session open already). See docs/sessions.md.
         """
-        return await self._sessions.open(session_id, approver)
+        if self._closed:
+            raise RuntimeClosed
+        made = None
+        if overrides:
+            self._plan.overrides(overrides, Scope.PER_SESSION)  # checked now: a wrong key fails here
+            made = functools.partial(self._plan.overrides, overrides, Scope.PER_SESSION)
+        return await self._sessions.open(session_id, approver, made)
 
     @property
     def sessions(self) -> Mapping[str, Session]:
@@ -138,6 +149,7 @@ class Runtime(PolicyQueries):
         approver: Approver | None = None,
         attachments: Sequence[Attachment] = (),
         session: Session | str | None = None,
+        overrides: OverridesSource | None = None,
     ) -> RunResult:
         """Run an entry as one top-level request, in a context of its own.
 
@@ -158,6 +170,11 @@ class Runtime(PolicyQueries):
         with its history, objects, approvals and approver; one run at a time (`SessionBusy`).
         Without one, the run is a session of its own. `approver` answers this run's approvals
         instead of the session's or the runtime's approver.
+
+        `overrides` swap providers for this run alone (`{Container.db: case_db}`: a provider of the container,
+        its class's, or its name, to an object or a provider): the run, its nested calls and everything built
+        in it from the container see the swapped object, and no other run does; an object given is never torn
+        down by llm-do. See docs/scopes.md, "Overrides for one run".
         """
         return await self._start(
             entry,
@@ -167,6 +184,7 @@ class Runtime(PolicyQueries):
             approver=approver,
             attachments=attachments,
             session=session,
+            overrides=overrides,
         )
 
     def stream(
@@ -182,6 +200,7 @@ class Runtime(PolicyQueries):
         model_events: bool = True,
         resumable: bool = False,
         on_end: OnEnd | None = None,
+        overrides: OverridesSource | None = None,
     ) -> AbstractAsyncContextManager[LiveRun]:
         """Run an entry as `run` does, as a live run: `async with runtime.stream(...) as run: async for event
         in run: ...` yields every call's pydantic-ai events and llm-do's own, ending with `RunFinished` or
@@ -213,6 +232,7 @@ class Runtime(PolicyQueries):
                 attachments=attachments,
                 session=session,
                 live=live,
+                overrides=overrides,
             )
 
         async def launch(live: LiveRun) -> RunResult:
@@ -256,9 +276,11 @@ class Runtime(PolicyQueries):
         attachments: Sequence[Attachment],
         session: Session | str | None,
         live: LiveRun | None = None,
+        overrides: OverridesSource | None = None,
     ) -> RunResult:
         if self._closed:
             raise RuntimeClosed
+        swapped = self._plan.overrides(overrides, Scope.PER_RUN) if overrides else None
         if approver is not None:
             check_approver(approver)
         name = entry if isinstance(entry, str) else entry.name
@@ -273,7 +295,9 @@ class Runtime(PolicyQueries):
         held = None if session is None else await self._free_session(session, message_history)
         if self._closed:  # it closed while the session's history loaded: this run never starts
             raise RuntimeClosed
-        run = self._run_scope(target, held, approver, live)
+        if swapped is not None and held is not None:
+            self._plan.check_session_overrides(swapped, held.id)
+        run = self._run_scope(target, held, approver, live, swapped)
         task = asyncio.get_running_loop().create_task(
             self._run(run, target, input_data, message_history, trace_parent, handed),
             context=contextvars.copy_context(),
@@ -324,7 +348,12 @@ class Runtime(PolicyQueries):
         return session
 
     def _run_scope(
-        self, target: Entry, session: Session | None, approver: Approver | None, live: LiveRun | None
+        self,
+        target: Entry,
+        session: Session | None,
+        approver: Approver | None,
+        live: LiveRun | None,
+        overrides: Overrides | None = None,
     ) -> RunScope:
         """The scope of a run starting now, with its observers, approver and event stream handler."""
         plan = self._plan
@@ -334,7 +363,9 @@ class Runtime(PolicyQueries):
             approver = approver or session.approver
         # A live run answers the run's approvals (asking the stream's own approver too).
         approver = live or approver or plan.approvals.approver
-        run = RunScope._create(plan, self._globals, target, observers, approver=approver, session=session)
+        run = RunScope._create(
+            plan, self._globals, target, observers, approver=approver, session=session, overrides=overrides
+        )
         handler = plan.event_stream_handler
         if live is not None and live.model_events:
             run.handler = live.handler(handler)

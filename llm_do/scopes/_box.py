@@ -16,12 +16,14 @@ __all__ = ["CURRENT_BOX", "Box", "current_box", "open_run_box", "session_context
 class Box:
     """The instances of every box-local provider of one run (or session); emptied when it ends."""
 
-    __slots__ = ("session", "values")
+    __slots__ = ("overrides", "session", "values")
 
-    def __init__(self, session: Box | None = None) -> None:
+    def __init__(self, session: Box | None = None, overrides: Any = None) -> None:
         self.values: dict[object, Any] | None = {}
         self.session = session
         """A run's box: its session's box, where `SessionLocalSingleton`s live (None: the run is its own session)."""
+        self.overrides: Any = overrides
+        """The providers this run (or session) overrides (`llm_do.di`'s `Overrides`), if any."""
 
     def close(self) -> None:
         """Forget every instance: snapshots taken meanwhile now hold an empty box."""
@@ -29,6 +31,7 @@ class Box:
             self.values.clear()  # a pending async initialisation may still hold the dict
         self.values = None
         self.session = None
+        self.overrides = None
 
 
 CURRENT_BOX: contextvars.ContextVar[Box | None] = contextvars.ContextVar("llm_do.run_box", default=None)
@@ -52,8 +55,8 @@ def session_context(session: Box) -> contextvars.Context:
     return context
 
 
-def open_run_box(session: Box | None = None) -> Box:
+def open_run_box(session: Box | None = None, overrides: Any = None) -> Box:
     """Give the current context (a run's own task) a fresh box; the caller closes it at run end."""
-    box = Box(session)
+    box = Box(session, overrides)
     CURRENT_BOX.set(box)
     return box

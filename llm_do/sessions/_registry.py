@@ -17,7 +17,7 @@ from ..approvals import Approver, check_approver
 from ..errors import RuntimeClosed
 from ..scopes import ScopeOwner, Sink, SystemTasks
 from ._history import HistoryStore
-from ._session import Session, SessionBusy, SessionRuntime
+from ._session import Releasable, Session, SessionBusy, SessionError, SessionRuntime
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -58,9 +58,15 @@ class SessionRegistry:
         self._closing_ids: dict[str, tuple[Session, asyncio.Task[None]]] = {}
         """The closing of each session id still closing: the id opens again once it is done."""
 
-    async def open(self, session_id: str, approver: Approver | None = None) -> Session:
+    async def open(
+        self,
+        session_id: str,
+        approver: Approver | None = None,
+        overrides: Callable[[], Releasable] | None = None,
+    ) -> Session:
         """The session `session_id`, opened (its history loaded from the store) or resumed, its idle clock
-        started again; `approver`, when given, answers its approvals from now on (`Runtime.session`)."""
+        started again; `approver`, when given, answers its approvals from now on (`Runtime.session`).
+        `overrides()` makes the overrides of a session opened now; a session already open keeps its own."""
         if approver is not None:
             check_approver(approver)
         while True:
@@ -80,6 +86,13 @@ class SessionRegistry:
                     globals_owner=self.globals,
                     cleanup_timeout=self.cleanup_timeout,
                     idle_timeout=self.idle_timeout,
+                    overrides=None if overrides is None else overrides(),
+                )
+            elif overrides is not None:
+                raise SessionError(
+                    f"session {session_id!r} is open already, with the overrides it was opened with; overrides "
+                    "apply to a session as it opens: close it first (session.aclose()), or give them to one run "
+                    "(runtime.run(..., overrides=...))"
                 )
             try:
                 await session.load()

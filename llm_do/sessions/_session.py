@@ -55,6 +55,12 @@ class SessionBusy(SessionError):
         )
 
 
+class Releasable(Protocol):
+    """What a session's overrides are to it (`llm_do.di`'s `Overrides`): released when it closes."""
+
+    async def close(self) -> None: ...
+
+
 class Answerable(Protocol):
     """A run whose questions can be answered by id: a live run (`LiveRun`)."""
 
@@ -97,8 +103,11 @@ class Session(metaclass=NoPublicConstructor):
         cleanup_timeout: float,
         idle_timeout: float,
         approver: Approver | None = None,
+        overrides: Releasable | None = None,
     ) -> None:
         self.id = session_id
+        self.overrides = overrides
+        """The providers this session overrides for its runs and its objects (`runtime.session(id, overrides=...)`)."""
         self.approver = approver
         """Answers this session's approvals, unless a run has its own (a live run always does: it is its own
         approver); None: the runtime's approver."""
@@ -110,7 +119,7 @@ class Session(metaclass=NoPublicConstructor):
         """The store's version of the history, as last read or saved (0: the store keeps none)."""
         self.owner = ScopeOwner(Scope.PER_SESSION, cleanup_timeout, globals_owner)
         self.owner.teardown.where = f"session {session_id!r}"  # a failed cleanup's log says whose it was
-        self.box = Box()
+        self.box = Box(overrides=overrides)
         self.owner.context = functools.partial(session_context, self.box)  # its objects' tasks keep no run
         self.grants = Grants()
         """The calls approved for the rest of this session."""
@@ -323,7 +332,10 @@ class Session(metaclass=NoPublicConstructor):
         try:
             self.owner.sink = host.background_sink()
             await self.owner.close(None)
+            if self.overrides is not None:
+                await self.overrides.close()  # what they rebuilt, after what the session built from it
         finally:
+            self.overrides = None
             self.owner.sink = None
             self.owner.named = {}
             self.box.close()
