@@ -115,3 +115,22 @@ def test_an_mcp_toolsets_per_run_resolution_and_its_clients_log_callback_are_rea
 
     assert _compat.route_logs(toolset, callback)
     assert toolset.client._session_kwargs["logging_callback"] is callback
+
+
+def test_a_containers_provider_is_found_from_its_classs_and_its_name() -> None:
+    from dependency_injector import containers
+
+    class Inner(containers.DeclarativeContainer):
+        db = providers.Object("inner")
+
+    class Outer(containers.DeclarativeContainer):
+        db = providers.Object("outer")
+        inner = providers.Container(Inner)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", _compat.InternalMissing)
+        container = Outer()
+        find = _compat.provider_map(container)
+    assert find(Outer.db) is container.db and find("db") is container.db
+    assert find(Outer.inner.db) is container.inner.db and find("inner.db") is container.inner.db
+    assert find("nothing") is None
