@@ -6,7 +6,7 @@ import asyncio
 import gc
 import weakref
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from dependency_injector import containers, providers
@@ -30,8 +30,8 @@ class Db:
 class Service:
     """A global built from the database: rebuilt for a run that overrides the database."""
 
-    made: weakref.WeakSet[Service] = weakref.WeakSet()
-    built_from: list[str] = []
+    made: ClassVar[weakref.WeakSet[Service]] = weakref.WeakSet()
+    built_from: ClassVar[list[str]] = []
 
     def __init__(self, db: Db) -> None:
         self.db = db
