@@ -196,7 +196,7 @@ def _row(project: Project, name: str, started: Mapping[str, ServerProbe]) -> dic
     approvals: dict[str, str] = {}
     decided: dict[str, dict[str, str]] = {}
     reasons: dict[str, dict[str, str]] = {}
-    for toolset in entry.toolsets:
+    for toolset in project.runtime.toolsets_of(name):
         server = server_of(project, toolset)
         probe = started.get(server) if server is not None else None
         verdicts = None if server is not None else _tool_verdicts(project, toolset)
@@ -210,7 +210,7 @@ def _row(project: Project, name: str, started: Mapping[str, ServerProbe]) -> dic
         else:
             approvals[toolset] = _policy(project, toolset, mcp=server is not None)
     row: dict[str, Any] = {"entry": name, "kind": kind, "model": _model_of(entry) or None}
-    row["toolsets"] = list(entry.toolsets)
+    row["toolsets"] = list(project.runtime.toolsets_of(name))
     row["approvals"] = approvals
     if decided:
         row["decisions"] = decided
@@ -284,8 +284,8 @@ def _ungated(project: Project, started: Mapping[str, ServerProbe]) -> list[dict[
     entries using it and why; native tools too, which no policy reaches."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     runtime = project.runtime
-    for name, entry in project.entries.items():
-        for toolset in entry.toolsets:
+    for name in project.entries:
+        for toolset in runtime.toolsets_of(name):
             server = server_of(project, toolset)
             probe = started.get(server) if server is not None else None
             if runtime.policy(toolset).rule is not None and runtime.declares_policy(toolset):

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
         Container as Container,
         ContainerParts as ContainerParts,
         Resources as Resources,
+        policies_built as policies_built,
+        provider_name as provider_name,
     )
     from ._overrides import (
         Graph as Graph,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
         SessionLocalSingleton as SessionLocalSingleton,
     )
     from ._specs import (
+        ToolsetRef as ToolsetRef,
         ToolsetSource as ToolsetSource,
         ToolsetSpec as ToolsetSpec,
         scope_of_provider as scope_of_provider,
@@ -49,6 +52,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Container",
         "ContainerParts",
         "Resources",
+        "policies_built",
+        "provider_name",
     ),
     "_overrides": (
         "Graph",
@@ -66,6 +71,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "SessionLocalSingleton",
     ),
     "_specs": (
+        "ToolsetRef",
         "ToolsetSource",
         "ToolsetSpec",
         "scope_of_provider",

@@ -11,10 +11,11 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
+from .._compat import provider_map
 from ..errors import ConfigurationError
 from ._singletons import RunLocalSingleton, SessionLocalSingleton
 
-__all__ = ["CapturablePerRunWarning", "Container", "ContainerParts", "Resources"]
+__all__ = ["CapturablePerRunWarning", "Container", "ContainerParts", "Resources", "provider_name"]
 
 Container = containers.Container
 """A dependency-injector container, as the runtime takes it (the other rooms never import dependency-injector)."""
@@ -88,13 +89,39 @@ class ContainerParts:
         )
 
 
+def provider_name(
+    container: Container | None, by_name: Mapping[str, providers.Provider[Any]], ref: object
+) -> str | None:
+    """The name under which `container` has the provider `ref`: one of its own (`app.tools`), or of its class
+    (`App.tools`, as `Provide[...]` names it); None for anything else."""
+    if not isinstance(ref, providers.Provider) or container is None:
+        return None
+    names = {id(provider): name for name, provider in by_name.items()}
+    found = names.get(id(ref))
+    if found is None:
+        mapped = provider_map(container)(ref)
+        found = None if mapped is None else names.get(id(mapped))
+    return found
+
+
 def _policies(provider: providers.Provider[Any] | None) -> Mapping[str, Any] | None:
     if provider is None:
         return None
     built = provider()
+    return policies_built(built, "the container's approval_policies provider")
+
+
+def policies_built(built: object, source: str) -> Mapping[Any, Any]:
+    """Approval policies given as a mapping of toolsets to policies, or as a provider that builds one (called now);
+    None for none."""
+    if built is None:
+        return {}
+    if isinstance(built, providers.Provider):
+        source = f"{source}: {built!r}"
+        built = built()
     if not isinstance(built, Mapping):
         raise ConfigurationError(
-            f"the container's approval_policies provider built {type(built).__qualname__}; "
+            f"{source} built {type(built).__qualname__}; "
             "declare it as providers.Dict(toolset_name=ToolPolicy(...), ...)"
         )
     return built

@@ -13,7 +13,7 @@ from ..errors import ScopeMismatch
 from ..scopes import Scope, built
 from ._singletons import SessionLocalSingleton
 
-__all__ = ["ToolsetSource", "ToolsetSpec", "scope_of_provider", "toolset_names"]
+__all__ = ["ToolsetRef", "ToolsetSource", "ToolsetSpec", "scope_of_provider", "toolset_names"]
 
 _NOT_TOOLSETS = frozenset({"approval_policies", "config", "run_state"})
 """The providers every `AgentContainer` has that are no toolsets."""
@@ -177,3 +177,7 @@ def _check_override(provider: providers.Provider[Any], declared: Scope, name: st
 
 ToolsetSource = ToolsetSpec | providers.Provider[Any] | Callable[[], Any]
 """A toolset spec, a provider (scope from its kind), or a plain factory (per call)."""
+
+ToolsetRef = object
+"""How an entry names one of its toolsets: a name, a provider of the runtime's container (`App.tools`), a provider
+given as a runtime toolset, or another entry."""

@@ -204,7 +204,7 @@ class CallScope(metaclass=NoPublicConstructor):
         sink = self._owner.sink = Sink(tag, observers)
         self._sink_token = CURRENT_SINK.set(sink)
         infos = tuple(attachment.info for attachment in self.attachments) if self.attachments else ()
-        sink.emit(CallStarted(tag, tuple(self.entry.toolsets), infos))
+        sink.emit(CallStarted(tag, self._toolset_names(), infos))
 
     async def __aenter__(self) -> CallScope:
         run = self._run
@@ -258,6 +258,12 @@ class CallScope(metaclass=NoPublicConstructor):
         owner = self._owner if scope is Scope.PER_CALL else self._owner.find(scope)
         return await owner.acquire(use.spec, use.label, use.name, self.sink)
 
+    def _toolset_names(self) -> tuple[str, ...]:
+        plan = self._plan
+        if plan is None and self._run is not None:
+            plan = self._plan = self.host.plan_of(self.entry.name)
+        return () if plan is None else plan.names
+
     def _not_a_toolset(self, use: ToolsetUse, obj: object) -> ToolsetError:
         return ToolsetError(
             f"entry {self.entry.name!r}: toolset {use.name!r} was built as {type(obj).__qualname__}, "
@@ -273,7 +279,7 @@ class CallScope(metaclass=NoPublicConstructor):
             parent=parent_id,
             entry=self.entry.name,
             depth=self.depth,
-            toolsets=tuple(self.entry.toolsets),
+            toolsets=self._toolset_names(),
             outcome=outcome_of(exc),
             usage=usage_of(self.messages),
             attachments=tuple(attachment.info for attachment in self.attachments) if self.attachments else (),

@@ -15,7 +15,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from .._compat import RUN_ALONE, current_run_context, leaves_out_empty_own_toolset
 from ..approvals import AGENT_CALL
-from ..di import RuntimeConfig
+from ..di import RuntimeConfig, ToolsetRef
 from ..errors import ToolsetError
 from ..events import AgentStarted, CallWarning
 from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
@@ -43,7 +43,12 @@ class _Described:
     """What every built-in entry declares: a name, its toolsets, its input schema, a description."""
 
     def __init__(
-        self, *, name: str, toolsets: Sequence[str], schema_in: type[BaseModel] | None, description: str | None
+        self,
+        *,
+        name: str,
+        toolsets: Sequence[ToolsetRef],
+        schema_in: type[BaseModel] | None,
+        description: str | None,
     ) -> None:
         _check_name(name)
         self._name = name
@@ -56,7 +61,7 @@ class _Described:
         return self._name
 
     @property
-    def toolsets(self) -> tuple[str, ...]:
+    def toolsets(self) -> tuple[ToolsetRef, ...]:
         return self._toolsets
 
     @property
@@ -85,7 +90,7 @@ class AgentEntry(_Described):
         agent: Agent[Any, Any],
         *,
         name: str,
-        toolsets: Sequence[str] = (),
+        toolsets: Sequence[ToolsetRef] = (),
         schema_in: type[BaseModel] | None = None,
         description: str | None = None,
         rules: ModelRules | None = None,
@@ -190,7 +195,7 @@ class FunctionEntry(_Described):
         func: Callable[[CallScope, Any], Awaitable[Any]],
         *,
         name: str,
-        toolsets: Sequence[str] = (),
+        toolsets: Sequence[ToolsetRef] = (),
         schema_in: type[BaseModel] | None = None,
         description: str | None = None,
         takes_attachments: bool = False,
@@ -229,7 +234,7 @@ def entry(func: Callable[[CallScope, Any], Awaitable[Any]], /) -> FunctionEntry:
 def entry(
     *,
     name: str | None = None,
-    toolsets: Sequence[str] = (),
+    toolsets: Sequence[ToolsetRef] = (),
     schema_in: type[BaseModel] | None = None,
     description: str | None = None,
     takes_attachments: bool = False,
@@ -239,7 +244,7 @@ def entry(
     /,
     *,
     name: str | None = None,
-    toolsets: Sequence[str] = (),
+    toolsets: Sequence[ToolsetRef] = (),
     schema_in: type[BaseModel] | None = None,
     description: str | None = None,
     takes_attachments: bool = False,

@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from ..approvals import Approvals
-from ..di import RuntimeConfig, ToolsetSpec
+from ..di import RuntimeConfig, ToolsetRef, ToolsetSpec
 
 __all__ = ["CallHost", "Entry", "EntryPlan", "ToolsetUse"]
 
@@ -22,7 +22,10 @@ class Entry(Protocol):
     @property
     def name(self) -> str: ...
     @property
-    def toolsets(self) -> tuple[str, ...]: ...
+    def toolsets(self) -> tuple[ToolsetRef, ...]:
+        """Its toolsets: names, providers of the runtime's container (`App.tools`), or other entries."""
+        ...
+
     @property
     def schema_in(self) -> type[BaseModel] | None: ...
     @property
@@ -56,6 +59,11 @@ class EntryPlan:
     """Whether every toolset's tool names were known at load, so duplicates were checked there."""
     may_ask: bool | None
     """Whether a call can need an approval; None when only the built toolsets can tell."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of the entry's toolsets, in order (a provider or an entry named by reference, by its name)."""
+        return tuple(use.name for use in self.uses)
 
     @classmethod
     def of(cls, uses: tuple[ToolsetUse, ...]) -> EntryPlan:

@@ -24,9 +24,12 @@ from ..di import (
     OverridesSource,
     Resources,
     RuntimeConfig,
+    ToolsetRef,
     ToolsetSource,
     ToolsetSpec,
     check_session_overrides,
+    policies_built,
+    provider_name,
     toolset_names,
 )
 from ..errors import ConfigurationError, listing
@@ -37,7 +40,10 @@ from ._entries import entry_toolset, made_agent
 from ._entry import Entry, EntryPlan, ToolsetUse
 from ._servers import owning
 
-__all__ = ["GlobalScope", "Plan"]
+__all__ = ["GlobalScope", "Plan", "PoliciesSource"]
+
+PoliciesSource = Mapping[Any, ToolPolicy] | Any
+"""Approval policies by toolset: names or references (`App.tools`) to policies, or a provider that builds them."""
 
 _RESERVED = frozenset({"approval_policies", "config", "run_state"})
 
@@ -65,7 +71,7 @@ class Plan:
         entries: Iterable[Entry],
         toolsets: Mapping[str, ToolsetSource] | None,
         config: RuntimeConfig,
-        policies: Mapping[str, ToolPolicy] | None,
+        policies: PoliciesSource | None,
         approver: Approver | None,
         event_stream_handler: EventStreamHandler[Any] | None = None,
     ) -> None:
@@ -91,7 +97,7 @@ class Plan:
         self.entry_tools = frozenset(entry_tools)
         """Toolset names that call another entry (agent-as-tool)."""
         self.approvals = Approvals(
-            self._declared_policies(policies or {}),
+            self._declared_policies(policies),
             config.approval_policies,
             known=self._known() - _RESERVED,
             listed=self._toolset_names(),
@@ -123,13 +129,43 @@ class Plan:
 
     def _load_entry(self, item: Entry, entry_tools: set[str]) -> tuple[ToolsetUse, ...]:
         owner = f"entry {item.name!r}"
-        specs = [(name, self._spec_named(owner, name, entry_tools)) for name in item.toolsets]
+        names = [self._name_of(owner, ref) for ref in item.toolsets]
+        specs = [(name, self._spec_named(owner, name, entry_tools)) for name in names]
         check_unique_tools(item.name, ((name, known_tool_names(spec.provides) or ()) for name, spec in specs))
         return tuple(
             ToolsetUse(
                 name, spec, f"toolset {name!r} ({spec.scope}) of {owner}", known_tool_names(spec.provides) is not None
             )
             for name, spec in specs
+        )
+
+    def _name_of(self, owner: str, ref: ToolsetRef) -> str:
+        """The toolset name `ref` stands for: a name; a provider of the container (its own, or its class's) or one
+        given as a runtime toolset; another entry."""
+        if isinstance(ref, str):
+            return ref
+        if isinstance(ref, Entry) and self.entries.get(ref.name) is ref:
+            return ref.name
+        for name, spec in self._named.items():
+            if ref is spec.provider or ref is spec.factory:
+                return name
+        found = provider_name(self._container, self.parts.by_name, ref)
+        if found is not None:
+            return found
+        if isinstance(ref, Entry):
+            raise ConfigurationError(
+                f"{owner} names entry {ref.name!r} as a toolset, but the runtime loaded "
+                f"{'another entry of that name' if ref.name in self.entries else 'no such entry'}; "
+                "give the runtime that entry (Runtime(entries=[...]))"
+            )
+        where = (
+            "the runtime has no container"
+            if self._container is None
+            else (f"it is not a provider of the container ({type(self._container).__qualname__})")
+        )
+        raise ConfigurationError(
+            f"{owner} names toolset {ref!r}, but {where} nor a runtime toolset; declare it in the container's "
+            "class (App.tools) and name that, or give it a name: Runtime(toolsets={'name': provider})"
         )
 
     def _spec_named(self, owner: str, name: str, entry_tools: set[str] | None = None) -> ToolsetSpec:
@@ -165,13 +201,23 @@ class Plan:
         """The known names an error lists as toolsets: not the container's other providers (`config`, a pool)."""
         return {*self._named, *toolset_names(self.parts.by_name), *self.entries}
 
-    def _declared_policies(self, policies: Mapping[str, ToolPolicy]) -> list[Mapping[str, ToolPolicy]]:
+    def _declared_policies(self, policies: PoliciesSource | None) -> list[Mapping[str, ToolPolicy]]:
         """The declared policies, weakest first: the toolset classes' defaults, the container's, `policies`."""
         declared: list[Mapping[str, ToolPolicy]] = [self._class_default_policies()]
         if self.parts.policies is not None:
-            declared.append(self.parts.policies)
-        declared.append(policies)
+            declared.append(self._by_name("the container's approval_policies", self.parts.policies))
+        declared.append(self._by_name("Runtime(policies=...)", policies_built(policies, "Runtime(policies=...)")))
         return declared
+
+    def _by_name(self, source: str, policies: Mapping[Any, Any]) -> dict[str, ToolPolicy]:
+        """`policies` keyed by toolset name, whether they name their toolsets or refer to them (`App.tools`)."""
+        named: dict[str, ToolPolicy] = {}
+        for ref, policy in policies.items():
+            name = self._name_of(source, ref)
+            if name in named:
+                raise ConfigurationError(f"{source} gives toolset {name!r} two policies (as {ref!r} too)")
+            named[name] = policy
+        return named
 
     def _with_gating(self, use: ToolsetUse) -> ToolsetUse:
         """The use, with whether its calls can need an approval when that is known at load."""

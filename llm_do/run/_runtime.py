@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from .. import tracing
-from ..approvals import Approver, ToolPolicy, check_approver, own_approval_ids
+from ..approvals import Approver, check_approver, own_approval_ids
 from ..di import Container, Overrides, OverridesSource, RuntimeConfig, ToolsetSource
 from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
@@ -29,7 +29,7 @@ from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope
 from ._entry import Entry
 from ._live import GuardedHandler, LiveRun, OnEnd, open_stream
-from ._plan import GlobalScope, Plan
+from ._plan import GlobalScope, Plan, PoliciesSource
 from ._policies import PolicyQueries
 from ._run_scope import RunScope
 
@@ -41,8 +41,10 @@ class Runtime(PolicyQueries):
 
     Toolset names resolve against `toolsets`, then the container's providers, then the other entries
     (an entry named as a toolset becomes a tool that calls it); unknown names and duplicate tools are
-    reported here, at load time. Approval policies come from the toolset classes' `default_policy`,
-    the container's `approval_policies`, `policies`, then `config.approval_policies`, later ones
+    reported here, at load time. An entry may name a toolset by reference too: a provider of the
+    container (`App.tools`, or the container's own `app.tools`) or another entry. Approval policies come
+    from the toolset classes' `default_policy`, the container's `approval_policies`, `policies` (by name
+    or reference; or a provider that builds them), then `config.approval_policies`, later ones
     winning per name; `approver` answers calls that need approval in `prompt` mode.
 
     `event_stream_handler` is given to every agent run of every call (what it raises is logged once
@@ -58,7 +60,7 @@ class Runtime(PolicyQueries):
         entries: Iterable[Entry] = (),
         toolsets: Mapping[str, ToolsetSource] | None = None,
         config: RuntimeConfig | None = None,
-        policies: Mapping[str, ToolPolicy] | None = None,
+        policies: PoliciesSource | None = None,
         approver: Approver | None = None,
         event_stream_handler: EventStreamHandler[Any] | None = None,
         tracer_provider: TracerProvider | None = None,
@@ -112,6 +114,12 @@ class Runtime(PolicyQueries):
     def entries(self) -> Mapping[str, Entry]:
         """The loaded entries, by name."""
         return MappingProxyType(self._plan.entries)
+
+    def toolsets_of(self, entry: str) -> tuple[str, ...]:
+        """The names of entry `entry`'s toolsets, in order: those it names by reference (a provider, an entry)
+        by the name the runtime found for them."""
+        self._plan.entry(entry)  # (ConfigurationError for an unknown entry)
+        return self._plan.plan_of(entry).names
 
     # -- running ---------------------------------------------------------------
 
