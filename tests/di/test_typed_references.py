@@ -9,7 +9,7 @@ from dependency_injector import providers
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, ConfigurationError, Runtime, Toolset, ToolPolicy, entry, tool
+from llm_do import AgentEntry, ConfigurationError, Runtime, ToolPolicy, Toolset, entry, tool
 from llm_do.testing import Turn, answering, tool_call
 
 
