@@ -110,6 +110,7 @@ if TYPE_CHECKING:
         Handles as Handles,
         Toolset as Toolset,
         UnknownHandle as UnknownHandle,
+        injected as injected,
         open_handles as open_handles,
         tool as tool,
     )
@@ -218,6 +219,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Handles",
         "Toolset",
         "UnknownHandle",
+        "injected",
         "open_handles",
         "tool",
     ),

@@ -166,6 +166,16 @@ def configuration_root(option: Any) -> Any:
     return option._get_root()
 
 
+def injection_key(value: Any) -> object:
+    """What a dependency-injector marker asks for (`Provide[App.db]`: its `provider`, a provider or a name); None for
+    anything else. Told by its type's name, so that describing a tool never imports `dependency_injector.wiring`
+    (which imports FastAPI whenever it is installed)."""
+    kind = type(value)
+    if kind.__name__ == "Provide" and kind.__module__ == "dependency_injector.wiring":
+        return getattr(value, "provider", None)
+    return None
+
+
 def provider_map(container: Any) -> Callable[[Any], Any]:
     """dependency-injector's `wiring.ProvidersMap(container).resolve_provider`: the provider of `container` that a
     provider of its class (`Container.db`), a nested one, or a name (`"db"`, `"sub.db"`) stands for, as `@inject`

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         ToolsetRef as ToolsetRef,
         ToolsetSource as ToolsetSource,
         ToolsetSpec as ToolsetSpec,
+        injection_scope as injection_scope,
         scope_of_provider as scope_of_provider,
         toolset_names as toolset_names,
     )
@@ -74,6 +75,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ToolsetRef",
         "ToolsetSource",
         "ToolsetSpec",
+        "injection_scope",
         "scope_of_provider",
         "toolset_names",
     ),

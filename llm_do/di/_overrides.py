@@ -121,27 +121,20 @@ class Graph:
                     (provider, deps)
                 )
 
-    def provider(self, key: object) -> providers.Provider[Any]:
-        """The container's provider `key` stands for: the provider, its class's, or its name (`"db"`, `"sub.db"`)."""
+    def provider(self, key: object, asked: str = "overrides") -> providers.Provider[Any]:
+        """The container's provider `key` stands for: the provider, its class's, or its name (`"db"`, `"sub.db"`).
+        `asked` says who asks, in the `ConfigurationError` for a key that stands for none."""
         if isinstance(key, providers.Provider) and id(key) in self._known:
             return key
-        if isinstance(key, providers.ConfigurationOption | providers.Configuration):
-            raise ConfigurationError(
-                f"overrides: {key!r} is a configuration option, which dependency-injector lets override only "
-                "process-wide; override for the run the provider built from it instead"
-            )
         container = self._container
         if container is None:
-            raise ConfigurationError(
-                f"overrides: {key!r} names a provider, but this runtime has no container; a runtime without one "
-                "has nothing to override"
-            )
+            raise ConfigurationError(f"{asked}: {key!r} names a provider, but the runtime has no container")
         if self._map is None:
             self._map = provider_map(container)
         found = self._map(key) if isinstance(key, providers.Provider | str) else None
-        if found is None or id(found) not in self._known:
+        if found is None or (id(found) not in self._known and not _is_option(found)):
             raise ConfigurationError(
-                f"overrides: {key!r} is not a provider of the runtime's container ({type(container).__qualname__}); "
+                f"{asked}: {key!r} is not a provider of the runtime's container ({type(container).__qualname__}); "
                 "name one of its providers (container.db), its class's (Container.db), or its name ('db')"
             )
         result: providers.Provider[Any] = found
@@ -171,6 +164,11 @@ class Overrides:
         self.names: dict[int, str] = {}
         for key, value in given.items():
             provider = graph.provider(key)
+            if _is_option(provider):
+                raise ConfigurationError(
+                    f"overrides: {key!r} is a configuration option, which dependency-injector lets override only "
+                    "process-wide; override for the run the provider built from it instead"
+                )
             if provider in resolved:
                 raise ConfigurationError(f"overrides: {key!r} is given twice (as {provider!r})")
             resolved[provider] = value
@@ -227,6 +225,10 @@ class Overrides:
     def given(self) -> tuple[providers.Provider[Any], ...]:
         """The providers overridden here."""
         return tuple(self._given)
+
+
+def _is_option(provider: object) -> bool:
+    return isinstance(provider, providers.ConfigurationOption | providers.Configuration)
 
 
 def _dependencies(provider: providers.Provider[Any]) -> list[providers.Provider[Any]]:

@@ -13,7 +13,7 @@ from ..errors import ScopeMismatch
 from ..scopes import Scope, built
 from ._singletons import SessionLocalSingleton
 
-__all__ = ["ToolsetRef", "ToolsetSource", "ToolsetSpec", "scope_of_provider", "toolset_names"]
+__all__ = ["ToolsetRef", "ToolsetSource", "ToolsetSpec", "injection_scope", "scope_of_provider", "toolset_names"]
 
 _NOT_TOOLSETS = frozenset({"approval_policies", "config", "run_state"})
 """The providers every `AgentContainer` has that are no toolsets."""
@@ -64,6 +64,16 @@ def scope_of_provider(provider: providers.Provider[Any]) -> Scope:
         "RunLocalSingleton (per run), SessionLocalSingleton (per session), or "
         "Singleton/ThreadSafeSingleton/Resource/Object (global)"
     )
+
+
+def injection_scope(provider: providers.Provider[Any]) -> Scope:
+    """Where the object a provider gives a tool's parameter lives: a `Factory`'s in the call, a per-run
+    provider's in the run, a per-session one's in the session; any other provider (a `Singleton`, a
+    `Configuration` option, a `Callable` that is no factory of objects to tear down) gives what it gives."""
+    try:
+        return scope_of_provider(provider)
+    except TypeError:
+        return Scope.GLOBAL
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,6 +107,8 @@ class CallScope(metaclass=NoPublicConstructor):
         """What this call's record says about its model's replies (`CallRecord.warnings`)."""
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
+        self._injected: dict[object, Any] = {}
+        """The call's objects of the per-call providers its tools' parameters asked for."""
         self._owner = ScopeOwner(Scope.PER_CALL, host.config.cleanup_timeout, run.owner)
         self._lending: Lending | None = Lending(host.approvals, self, host.entry_tools)  # None once the call ended
         self._sink_token: Token[Sink | None] | None = None
@@ -258,6 +260,29 @@ class CallScope(metaclass=NoPublicConstructor):
         owner = self._owner if scope is Scope.PER_CALL else self._owner.find(scope)
         return await owner.acquire(use.spec, use.label, use.name, self.sink)
 
+    async def injected(self, key: object, asked_by: str) -> Any:
+        """The object the container gives a tool's parameter in this call (`Provide[App.repo]`): a per-call
+        provider's is this call's (its own toolset's instance, when the provider builds one of its toolsets; else
+        made on first use and torn down with the call); a per-run one's, the run's; any other, what the provider
+        gives (a global, or what the run's overrides put in its place)."""
+        provider, scope = self.host.injection(key)
+        run = self._open_run()
+        if scope is not Scope.PER_CALL:
+            return await built(provider())
+        plan = self._plan
+        for use in () if plan is None else plan.uses:
+            if use.spec.provider is provider and use.name in self._instances:
+                return self._instances[use.name]
+        found = self._injected.get(provider)
+        if found is None:
+            found = await built(provider())
+            if self._run is not run:  # the call ended while it was made
+                raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; {asked_by} came too late")
+            self._injected[provider] = found
+            if not run.gives(provider):  # (an object an override gives is nobody's here)
+                await self._owner.adopt(found, f"{asked_by} of entry {self.entry.name!r} (per call)", None, self.sink)
+        return found
+
     def _toolset_names(self) -> tuple[str, ...]:
         plan = self._plan
         if plan is None and self._run is not None:
@@ -315,6 +340,7 @@ class CallScope(metaclass=NoPublicConstructor):
         self._lending = None
         self.toolsets = []
         self._instances = {}
+        self._injected = {}
         self._run = self._plan = None
         self.message_history = None
         self.messages = []

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from ..approvals import Approvals
 from ..di import RuntimeConfig, ToolsetRef, ToolsetSpec
+from ..scopes import Scope
 
 __all__ = ["CallHost", "Entry", "EntryPlan", "ToolsetUse"]
 
@@ -85,6 +86,7 @@ class CallHost(Protocol):
     @property
     def entries(self) -> Mapping[str, Entry]: ...
     def plan_of(self, entry_name: str) -> EntryPlan: ...
+    def injection(self, key: object) -> tuple[Any, Scope]: ...
     def made_entry(
         self, creator: Entry, name: str, instructions: str, toolsets: Sequence[str], description: str | None
     ) -> Entry: ...

@@ -28,6 +28,7 @@ from ..di import (
     ToolsetSource,
     ToolsetSpec,
     check_session_overrides,
+    injection_scope,
     policies_built,
     provider_name,
     toolset_names,
@@ -35,7 +36,14 @@ from ..di import (
 from ..errors import ConfigurationError, listing
 from ..results import RunState
 from ..scopes import Scope, ScopeOwner, Sink, built
-from ..toolkit import Toolset, check_unique_tools, known_tool_names, known_tool_traits, may_ask_for_approval
+from ..toolkit import (
+    Toolset,
+    check_unique_tools,
+    injected_keys,
+    known_tool_names,
+    known_tool_traits,
+    may_ask_for_approval,
+)
 from ._entries import entry_toolset, made_agent
 from ._entry import Entry, EntryPlan, ToolsetUse
 from ._servers import owning
@@ -54,6 +62,7 @@ class Plan:
     __slots__ = (
         "_container",
         "_graph",
+        "_injections",
         "_named",
         "_plans",
         "approvals",
@@ -78,6 +87,7 @@ class Plan:
         self.config = config
         self._container = container
         self._graph: Graph | None = None
+        self._injections: dict[object, tuple[Any, Scope]] = {}
         self.event_stream_handler = event_stream_handler
         """Given to every agent run of every call: pydantic-ai then streams and passes it the events."""
         self.parts = ContainerParts.of(container)
@@ -112,13 +122,26 @@ class Plan:
             name: EntryPlan.of(tuple(self._with_gating(use) for use in of_entry)) for name, of_entry in uses.items()
         }
 
-    def overrides(self, given: OverridesSource, level: Scope) -> Overrides:
-        """The overrides of one run (or session): `ConfigurationError` for a key that names no provider of the
-        container. What the container's providers are built from is read on first use."""
+    def _providers(self) -> Graph:
+        """What the container's providers are built from, read on first use."""
         graph = self._graph
         if graph is None:
             graph = self._graph = Graph(self._container)
-        return Overrides(graph, given, level)
+        return graph
+
+    def overrides(self, given: OverridesSource, level: Scope) -> Overrides:
+        """The overrides of one run (or session): `ConfigurationError` for a key that names no provider of the
+        container."""
+        return Overrides(self._providers(), given, level)
+
+    def injection(self, key: object) -> tuple[Any, Scope]:
+        """The provider a tool's injected parameter asks for (`Provide[App.repo]`), with where its object lives:
+        `ConfigurationError` for one that is not the container's."""
+        found = self._injections.get(key)
+        if found is None:
+            provider = self._providers().provider(key, "a tool's injected parameter")
+            found = self._injections[key] = (provider, injection_scope(provider))
+        return found
 
     def check_session_overrides(self, overrides: Overrides, session_id: str) -> None:
         """A run of a session cannot override what the session's objects are built from (`ConfigurationError`)."""
@@ -132,6 +155,14 @@ class Plan:
         names = [self._name_of(owner, ref) for ref in item.toolsets]
         specs = [(name, self._spec_named(owner, name, entry_tools)) for name in names]
         check_unique_tools(item.name, ((name, known_tool_names(spec.provides) or ()) for name, spec in specs))
+        for name, spec in specs:
+            for tool, parameter, key in injected_keys(spec.provides) if spec.provides is not None else ():
+                try:
+                    self.injection(key)
+                except ConfigurationError as error:
+                    raise ConfigurationError(
+                        f"{owner}: toolset {name!r}: tool {tool!r} takes {parameter!r} from the container: {error}"
+                    ) from None
         return tuple(
             ToolsetUse(
                 name, spec, f"toolset {name!r} ({spec.scope}) of {owner}", known_tool_names(spec.provides) is not None

@@ -141,13 +141,20 @@ class RunScope(metaclass=NoPublicConstructor):
     def scope_of(self, spec: ToolsetSpec) -> Scope | None:
         """Where this run keeps its object of `spec`: where it is declared to, no longer than the overrides that
         reach it last (the run's, its session's); None when an override gives the object, which is nobody's here."""
+        if self.gives(spec.provider):
+            return None
         scope = spec.scope
         for overrides in (self.overrides, self.session_overrides):
             if overrides is not None:
-                if overrides.gives(spec.provider):
-                    return None
                 scope = overrides.scope_of(spec.provider, scope)
         return scope
+
+    def gives(self, provider: object) -> bool:
+        """Whether the run's overrides (or its session's) give `provider`'s object, which no scope of the run owns."""
+        return any(
+            overrides is not None and overrides.gives(provider)
+            for overrides in (self.overrides, self.session_overrides)
+        )
 
     @property
     def session_overrides(self) -> Overrides | None:

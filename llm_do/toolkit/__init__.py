@@ -1,5 +1,6 @@
-"""For toolset authors: `Toolset` and `@tool` (schemas described once per class), `Handles` (state a model
-refers to by handle), and validation errors a model can always read.
+"""For toolset authors: `Toolset` and `@tool` (schemas described once per class, parameters the container
+fills hidden from them), `Handles` (state a model refers to by handle), and validation errors a model can always
+read.
 
 May import: errors, scopes, approvals, events.
 """
@@ -17,10 +18,14 @@ if TYPE_CHECKING:
         live_handle_maps as live_handle_maps,
         open_handles as open_handles,
     )
+    from ._injection import (
+        injected as injected,
+    )
     from ._toolset import (
         ReadableArguments as ReadableArguments,
         Toolset as Toolset,
         check_unique_tools as check_unique_tools,
+        injected_keys as injected_keys,
         known_tool_names as known_tool_names,
         known_tool_traits as known_tool_traits,
         may_ask_for_approval as may_ask_for_approval,
@@ -34,10 +39,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "live_handle_maps",
         "open_handles",
     ),
+    "_injection": ("injected",),
     "_toolset": (
         "ReadableArguments",
         "Toolset",
         "check_unique_tools",
+        "injected_keys",
         "known_tool_names",
         "known_tool_traits",
         "may_ask_for_approval",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, overload
 
@@ -17,11 +17,13 @@ from pydantic_core import ValidationError
 from ..approvals import READ_ONLY, ToolPolicy, ToolTraits
 from ..errors import ConfigurationError
 from ..scopes import no_op_context
+from ._injection import injected_parameters, resolve_injections, unwrapped, visible_signature
 
 __all__ = [
     "ReadableArguments",
     "Toolset",
     "check_unique_tools",
+    "injected_keys",
     "known_tool_names",
     "known_tool_traits",
     "may_ask_for_approval",
@@ -48,6 +50,9 @@ class _ToolDescription:
     tool_def: ToolDefinition
     validator: Any
     takes_ctx: bool
+    injections: Mapping[str, object]
+    """The parameters the container fills (`Provide[...]`), hidden from the tool's schema."""
+    function: Callable[..., Any]
 
 
 @overload
@@ -73,7 +78,11 @@ def tool(
 
     `read_only=True` declares that the tool changes nothing and sends nothing anywhere: without a declared
     policy for its toolset it runs without asking, while a tool not so declared asks (`approval_default`).
-    `requires_approval=True` makes it ask whatever its policy allows."""
+    `requires_approval=True` makes it ask whatever its policy allows.
+
+    A parameter the container fills is declared as dependency-injector declares one (`repo: Repo =
+    Provide[App.repo]`, or `Annotated[Repo, Provide[App.repo]]`): the model never sees it, and each call gets
+    the object of the call's scope (a plain function tool declares them with `llm_do.injected`)."""
     if requires_approval and read_only:
         raise TypeError("a tool cannot be both read_only and requires_approval: choose one")
 
@@ -163,7 +172,12 @@ class Toolset(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         item = self._described()[name]
-        method = getattr(self, item.method)
+        if item.injections:
+            asked_by = f"{type(self).__qualname__}.{item.method}"
+            tool_args = {**tool_args, **await resolve_injections(ctx.deps, item.injections, asked_by)}
+            method = item.function.__get__(self, type(self))
+        else:
+            method = getattr(self, item.method)
         result = method(ctx, **tool_args) if item.takes_ctx else method(**tool_args)
         if inspect.isawaitable(result):
             result = await result
@@ -182,8 +196,10 @@ def _marked_methods(cls: type) -> dict[str, _ToolOptions]:
     return marked
 
 
-def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _ToolDescription:
-    signature = inspect.signature(method)
+def _describe(marked: Callable[..., Any], attr: str, options: _ToolOptions) -> _ToolDescription:
+    method = unwrapped(marked)
+    injections = injected_parameters(method)
+    signature = visible_signature(method, injections)
     parameters = list(signature.parameters.values())[1:]  # drop self
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL):
@@ -206,6 +222,8 @@ def _describe(method: Callable[..., Any], attr: str, options: _ToolOptions) -> _
         tool_def=described.tool_def,
         validator=ReadableArguments(described.function_schema.validator),
         takes_ctx=described.function_schema.takes_ctx,
+        injections=injections,
+        function=method,
     )
 
 
@@ -287,6 +305,21 @@ def known_tool_traits(toolset: object) -> dict[str, ToolTraits] | None:
             for name, item in toolset.tools.items()
         }
     return None
+
+
+def injected_keys(toolset: object) -> list[tuple[str, str, object]]:
+    """(tool, parameter, what it asks for) of each parameter the container fills, known without a run: of a
+    `Toolset` class or instance, or a `FunctionToolset`."""
+    cls = toolset if isinstance(toolset, type) else type(toolset)
+    found: list[tuple[str, str, object]] = []
+    if issubclass(cls, Toolset):
+        for name, item in cls._described().items():
+            found.extend((name, parameter, key) for parameter, key in item.injections.items())
+    elif isinstance(toolset, FunctionToolset):
+        for name, function_tool in toolset.tools.items():
+            injections = injected_parameters(function_tool.function)
+            found.extend((name, parameter, key) for parameter, key in injections.items())
+    return found
 
 
 def may_ask_for_approval(toolset: AbstractToolset[Any]) -> bool:
