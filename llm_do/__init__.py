@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         FunctionEntry as FunctionEntry,
         LiveRun as LiveRun,
         Runtime as Runtime,
+        RuntimeResource as RuntimeResource,
         entry as entry,
     )
     from .scopes import (
@@ -201,6 +202,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "FunctionEntry",
         "LiveRun",
         "Runtime",
+        "RuntimeResource",
         "entry",
     ),
     "scopes": ("Scope",),

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     )
     from ._container import (
         CapturablePerRunWarning as CapturablePerRunWarning,
+        ClosedFirst as ClosedFirst,
         Container as Container,
         ContainerParts as ContainerParts,
         Resources as Resources,
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_config": ("RuntimeConfig",),
     "_container": (
         "CapturablePerRunWarning",
+        "ClosedFirst",
         "Container",
         "ContainerParts",
         "Resources",

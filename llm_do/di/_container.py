@@ -4,7 +4,7 @@ its `run_state`, its approval policies and its `Resource`s, which the runtime sh
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -15,7 +15,7 @@ from .._compat import provider_map
 from ..errors import ConfigurationError
 from ._singletons import RunLocalSingleton, SessionLocalSingleton
 
-__all__ = ["CapturablePerRunWarning", "Container", "ContainerParts", "Resources", "provider_name"]
+__all__ = ["CapturablePerRunWarning", "ClosedFirst", "Container", "ContainerParts", "Resources", "provider_name"]
 
 Container = containers.Container
 """A dependency-injector container, as the runtime takes it (the other rooms never import dependency-injector)."""
@@ -127,11 +127,46 @@ def policies_built(built: object, source: str) -> Mapping[Any, Any]:
     return built
 
 
+class ClosedFirst(providers.Resource[Any]):
+    """A `Resource` given its container (`providers.Self()`, first) that the container's `shutdown_resources()`
+    shuts down before its other resources: it says it is built from them all (`related`), so that what it runs
+    ends before what they hold goes (a runtime's runs, before the pools they use). Keyword values that are not
+    providers are given as they are (dependency-injector would copy them with the container)."""
+
+    def __init__(self, initializer: Any = None, /, *args: Any, **kwargs: Any) -> None:
+        if initializer is None:  # (dependency-injector copies a provider by making a bare one and setting it)
+            super().__init__()
+            return
+        given = {
+            name: value if isinstance(value, providers.Provider) else providers.Object(value)
+            for name, value in kwargs.items()
+        }
+        super().__init__(initializer, *args, **given)
+
+    @property
+    def related(self) -> Iterator[providers.Provider[Any]]:
+        yield from providers.Resource.related.__get__(self)
+        container = self.args[0]() if self.args and isinstance(self.args[0], providers.Self) else None
+        for provider in _top_resources(container):
+            if provider is not self and not isinstance(provider, ClosedFirst):
+                yield provider
+
+
+def _top_resources(container: Any) -> Iterator[providers.Provider[Any]]:
+    """The `Resource`s of `container` and of the containers it holds (read without `traverse`, which asks each
+    provider what it is built from, this one's question too)."""
+    for provider in getattr(container, "providers", {}).values():
+        if isinstance(provider, providers.Resource):
+            yield provider
+        elif isinstance(provider, providers.Container):
+            yield from _top_resources(provider.container)
+
+
 class Resources:
     """A container's `Resource` providers, and those overriding them, to shut down when the runtime closes."""
 
-    def __init__(self, container: Container | None) -> None:
-        self._container = container
+    def __init__(self, container: Container | None, owned: bool = True) -> None:
+        self._container = container if owned else None
         self._seen: list[tuple[providers.Provider[Any], Any]] = (
             []
             if container is None

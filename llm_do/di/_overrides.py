@@ -23,7 +23,7 @@ from dependency_injector import providers
 from .._compat import provider_map
 from ..errors import ConfigurationError
 from ..scopes import CURRENT_BOX, Scope, built
-from ._container import Container
+from ._container import ClosedFirst, Container
 from ._singletons import SessionLocalSingleton
 
 __all__ = ["Overrides", "OverridesSource"]
@@ -115,6 +115,8 @@ class Graph:
         provider: providers.Provider[Any]
         for provider in container.traverse():
             self._known.add(id(provider))
+            if isinstance(provider, ClosedFirst):
+                continue  # (a runtime the container provides: what it says it is built from is every resource)
             if isinstance(provider, (*_REBUILT, SessionLocalSingleton)):
                 deps = frozenset(id(each) for each in _dependencies(provider))
                 (self._session_locals if isinstance(provider, SessionLocalSingleton) else self._deps).append(

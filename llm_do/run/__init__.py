@@ -57,6 +57,9 @@ if TYPE_CHECKING:
         GlobalScope as GlobalScope,
         Plan as Plan,
     )
+    from ._provider import (
+        RuntimeResource as RuntimeResource,
+    )
     from ._run_scope import (
         Globals as Globals,
         RunHost as RunHost,
@@ -120,6 +123,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "GlobalScope",
         "Plan",
     ),
+    "_provider": ("RuntimeResource",),
     "_run_scope": (
         "Globals",
         "RunHost",

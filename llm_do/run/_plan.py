@@ -334,10 +334,10 @@ class GlobalScope:
 
     __slots__ = ("owner", "resources")
 
-    def __init__(self, container: Container | None, cleanup_timeout: float) -> None:
+    def __init__(self, container: Container | None, cleanup_timeout: float, shutdown_resources: bool = True) -> None:
         self.owner = ScopeOwner(Scope.GLOBAL, cleanup_timeout)
         """Owns the global objects runs adopt (a `Singleton`'s toolset, ...): released when the runtime closes."""
-        self.resources = Resources(container)
+        self.resources = Resources(container, owned=shutdown_resources)
 
     async def close(self, sink: Sink | None) -> None:
         """Release the global objects, then shut down the container's resources, whatever fails."""

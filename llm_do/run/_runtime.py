@@ -50,7 +50,8 @@ class Runtime(PolicyQueries):
     `event_stream_handler` is given to every agent run of every call (what it raises is logged once
     per run and does not fail it). Runs are traced through `tracer_provider`, else the global provider
     (docs/observability.md). Sessions keep their conversations in `history_store`, by default in
-    memory (docs/sessions.md).
+    memory (docs/sessions.md). Closing the runtime shuts down the container's `Resource`s, unless
+    `shutdown_resources=False` (the container's own `shutdown_resources()` does: see `RuntimeResource`).
     """
 
     def __init__(
@@ -65,6 +66,7 @@ class Runtime(PolicyQueries):
         event_stream_handler: EventStreamHandler[Any] | None = None,
         tracer_provider: TracerProvider | None = None,
         history_store: HistoryStore | None = None,
+        shutdown_resources: bool = True,
     ) -> None:
         self.container = container
         self.config = config if config is not None else RuntimeConfig.from_container(container)
@@ -79,7 +81,7 @@ class Runtime(PolicyQueries):
             approver=approver,
             event_stream_handler=event_stream_handler,
         )
-        self._globals = GlobalScope(container, self.config.cleanup_timeout)
+        self._globals = GlobalScope(container, self.config.cleanup_timeout, shutdown_resources)
         self._tracing = tracing.Tracing(tracer_provider)
         self.history_store: HistoryStore = history_store if history_store is not None else InMemoryHistoryStore()
         """Where sessions keep their conversations between runs (and restarts, with a persistent store)."""
