@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from .tree import (
         call_tree as call_tree,
     )
+    from .wiring import (
+        unwired as unwired,
+    )
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "cancel": ("cancelled_run_report",),
@@ -80,6 +83,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "tool_call",
     ),
     "tree": ("call_tree",),
+    "wiring": ("unwired",),
 }
 """Where each public name lives: imported from there on first use, so that importing the package
 imports nothing else (tests/docs/test_facades.py checks this table against the imports above)."""

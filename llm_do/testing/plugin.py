@@ -61,7 +61,9 @@ def _test_passed(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture
 def llm_do_container(request: pytest.FixtureRequest) -> Any:
-    """A fresh container for each test: the ini option `llm_do_container`, called; None when unset."""
+    """A fresh container for each test: the ini option `llm_do_container`, called; None when unset. A container
+    class whose `wiring_config` wires the application's modules is made without wiring them (`unwired`): they
+    stay wired to the application's own container."""
     target = str(request.config.getini("llm_do_container"))
     if not target:
         return None
@@ -72,7 +74,9 @@ def llm_do_container(request: pytest.FixtureRequest) -> Any:
         raise pytest.UsageError(
             f"llm_do_container = {target!r}: {error}; write it as 'package.module:ContainerClass'"
         ) from None
-    return factory()
+    from .wiring import unwired
+
+    return unwired(factory)
 
 
 @pytest.fixture

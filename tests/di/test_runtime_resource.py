@@ -15,6 +15,7 @@ from llm_do import AgentEntry, Runtime, RuntimeResource, Toolset, tool
 from llm_do.testing import Turn, answering, tool_call
 
 events: list[str] = []
+started = asyncio.Event()
 
 
 class Pool:
@@ -40,6 +41,7 @@ class Slow(Toolset):
     async def work(self) -> str:
         """Work a while with the pool."""
         events.append("work started")
+        started.set()
         await asyncio.sleep(0.05)
         events.append(f"work ended, pool {'open' if self.pool.open else 'CLOSED'}")
         return "worked"
@@ -67,14 +69,14 @@ async def endpoint(runtime: Runtime = Provide[Application.runtime]) -> str:
 
 async def test_the_runtime_opens_with_the_resources_and_closes_first_waiting_for_its_runs() -> None:
     events.clear()
+    started.clear()
     container = Application()
     await container.init_resources()  # type: ignore[misc]
     runtime = await container.runtime()  # type: ignore[misc]
     assert isinstance(runtime, Runtime)
     assert await container.runtime() is runtime  # type: ignore[misc]
     running = asyncio.create_task(runtime.run("worker", "go"))
-    while "work started" not in events:
-        await asyncio.sleep(0.001)
+    await started.wait()
     await container.shutdown_resources()  # type: ignore[misc]
     assert (await running).output == "worked"
     assert events == ["pool opened", "work started", "work ended, pool open", "pool closed"]
