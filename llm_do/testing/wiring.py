@@ -23,15 +23,17 @@ def unwired(factory: Callable[[], C]) -> C:
     expect the application's container) then fail depending on their order. The container made here is not wired;
     call its `wire()` in a test that wants the endpoints on it (and `unwire()` after). A factory that is not a
     declarative container class is called as it is."""
-    if not (isinstance(factory, type) and issubclass(factory, containers.DeclarativeContainer)):
+    maker: Any = factory
+    if not (isinstance(maker, type) and issubclass(maker, containers.DeclarativeContainer)):
         return factory()
-    config: Any = factory.wiring_config
+    config: Any = maker.wiring_config
     with _lock:
         auto_wire = config.auto_wire
         config.auto_wire = False
         try:
-            made = factory()
+            made: C = factory()
         finally:
             config.auto_wire = auto_wire
-    made.wiring_config.auto_wire = auto_wire  # (its own copy: a later wire() reads its modules)
+    made_config: Any = getattr(made, "wiring_config")  # noqa: B009  (its own copy: a later wire() reads it)
+    made_config.auto_wire = auto_wire
     return made
