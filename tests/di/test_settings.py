@@ -297,3 +297,14 @@ def test_a_value_given_in_code_is_named_by_its_field_and_unparsable_json_by_its_
     assert raised.value.problems == (
         "LLM_DO_POOL could not be parsed: expected JSON, or one variable per part like LLM_DO_POOL__<PART>",
     )
+
+
+def test_the_configuration_page_lists_every_setting() -> None:
+    """docs/configuration.md's table has a row for each field of `LlmDoSettings` (its second column)."""
+    from pathlib import Path
+
+    from llm_do import LlmDoSettings
+
+    page = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    listed = {line.split("|")[2].strip().strip("`") for line in page.splitlines() if line.startswith("| `LLM_DO_")}
+    assert sorted(set(LlmDoSettings.model_fields) - listed) == []
