@@ -18,25 +18,25 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from .. import tracing
-from ..approvals import Approver, check_approver, own_approval_ids
+from ..approvals import Approver, ToolPolicy, ToolTraits, Verdict, check_approver, own_approval_ids
 from ..di import Container, Overrides, OverridesSource, RuntimeConfig, ToolsetSource
 from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
 from ..scopes import Observer, Scope, Sink, current_box, trackers, wait_out
 from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError, SessionRegistry
+from ..toolkit import known_tool_traits
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope
 from ._entry import Entry
 from ._live import GuardedHandler, LiveRun, OnEnd, open_stream
 from ._plan import GlobalScope, Plan, PoliciesSource
-from ._policies import PolicyQueries
 from ._run_scope import RunScope
 
 __all__ = ["Runtime"]
 
 
-class Runtime(PolicyQueries):
+class Runtime:
     """Runs entries with their resources. Use `async with Runtime(...)` or call `aclose()`.
 
     Toolset names resolve against `toolsets`, then the container's providers, then the other entries
@@ -122,6 +122,46 @@ class Runtime(PolicyQueries):
         by the name the runtime found for them."""
         self._plan.entry(entry)  # (ConfigurationError for an unknown entry)
         return self._plan.plan_of(entry).names
+
+    # -- approvals: what they decide before a call (what `llm-do list` and `check` show) ----------
+
+    def policy(self, toolset: str) -> ToolPolicy:
+        """The approval policy of toolset `toolset`, settings overrides included. A name without a declared
+        policy gets the policy of its tools nobody declared safe (`approval_default`, `ask` unless set
+        otherwise); its tools declared read-only, its agents and its MCP tools are decided by what they
+        declare instead, with the overrides on top: `verdict` tells, tool by tool."""
+        return self._plan.approvals.policy(toolset)
+
+    def declares_policy(self, toolset: str) -> bool:
+        """Whether a policy is declared for toolset `toolset` (its class's `default_policy`, the container's
+        `approval_policies`, `Runtime(policies=)`): then it decides every tool, whatever the tools declare."""
+        return self._plan.approvals.declared(toolset)
+
+    def verdict(
+        self,
+        toolset: str,
+        tool: str,
+        *,
+        requires_approval: bool = False,
+        annotations: Mapping[str, Any] | None = None,
+        read_only: bool = False,
+        agent: bool = False,
+    ) -> Verdict:
+        """The verdict a call to `tool` of `toolset` gets before the policy's rule (if any) sees its arguments.
+        For an MCP tool, pass its annotations (`{}` when it has none), and for a tool declared read-only,
+        `read_only=True` (for a call to an entry, `agent=True`): without a declared policy they decide."""
+        traits = ToolTraits(read_only=read_only, requires_approval=requires_approval, agent=agent)
+        return self._plan.approvals.verdict(toolset, tool, annotations=annotations, traits=traits)
+
+    def tool_verdicts(self, toolset: str) -> dict[str, Verdict] | None:
+        """The verdict of each tool of toolset `toolset` before any rule, as a call gets it; None when its tools
+        are only known once it is built (a plain factory, an MCP server: use `verdict` with each tool's
+        annotations)."""
+        approvals = self._plan.approvals
+        traits = known_tool_traits(self._plan.provides(toolset))
+        if traits is None:
+            return None
+        return {tool: approvals.verdict(toolset, tool, traits=declared) for tool, declared in traits.items()}
 
     # -- running ---------------------------------------------------------------
 

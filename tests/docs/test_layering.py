@@ -150,15 +150,61 @@ def test_the_top_level_holds_at_most_eight_files_under_eleven_hundred_lines() ->
     assert len(files) <= 8 and lines < 1100, f"{len(files)} files, {lines} lines: {[path.name for path in files]}"
 
 
-def test_a_runs_lifecycle_reads_in_ten_files_at_most() -> None:
+def reading_list() -> tuple[list[str], dict[str, str]]:
+    """docs/architecture.md's list of the files a run reads, in order, and the detours it names (file: why)."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    section = doc.split("## Reading one run", 1)[1].split("\n## ", 1)[0]
+    table, _, rest = section.partition("### Detours")
+    listed = [line.split("`")[1] for line in table.splitlines() if line.startswith("| ") and "`llm_do/" in line]
+    detours = {
+        line.split("`")[1]: line.split("|")[2].strip()
+        for line in rest.splitlines()
+        if line.startswith("| ") and "`llm_do/" in line
+    }
+    return listed, detours
+
+
+def test_a_runs_lifecycle_reads_in_the_files_the_list_says() -> None:
     """docs/architecture.md lists the files to read, in order, and says how many there are."""
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
     section = doc.split("## Reading one run", 1)[1].split("\n## ", 1)[0]
-    table = section.split("A tool call's path", 1)[0]
-    listed = [line.split("`")[1] for line in table.splitlines() if line.startswith("| ") and "`llm_do/" in line]
-    assert listed and all((PACKAGE.parent / name).is_file() for name in listed), listed
-    assert len(listed) <= 10, listed
+    listed, detours = reading_list()
+    assert listed and all((PACKAGE.parent / name).is_file() for name in listed + list(detours)), (listed, detours)
     assert f"in {_NUMBERS[len(listed)]} files" in section, "the count of files the section states is not true"
+
+
+CORE = ("run", "scopes", "di", "guards")
+"""The rooms a plain run goes through: what a listed file takes from them is listed, or named as a detour."""
+
+
+def defining_module(room: str, name: str) -> str | None:
+    """The private module of `room` that gives `name` (its `__init__`'s `_EXPORTS`), if any."""
+    tree = ast.parse((PACKAGE / room / "__init__.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign | ast.Assign) and "_EXPORTS" in ast.unparse(node).split("=")[0]:
+            exports = ast.literal_eval(node.value) if node.value is not None else {}
+            for module, names in exports.items():
+                if name in names:
+                    return f"llm_do/{room}/{module}.py"
+    return None
+
+
+def test_every_core_module_a_listed_file_uses_is_listed_or_a_detour() -> None:
+    listed, detours = reading_list()
+    known = set(listed) | set(detours)
+    missing: list[str] = []
+    for name in listed:
+        path = PACKAGE.parent / name
+        for target, names, line in imports_of(path):
+            parts = target.split(".")
+            if len(parts) < 2 or parts[0] != "llm_do" or parts[1] not in CORE:
+                continue
+            if len(parts) > 2:  # a module of the room, named
+                used = {f"llm_do/{parts[1]}/{parts[2]}.py"}
+            else:  # the room's door: the modules that give the names
+                used = {found for each in names if (found := defining_module(parts[1], each)) is not None}
+            missing.extend(f"{name}:{line} uses {each}" for each in sorted(used - known))
+    assert missing == [], "list these in docs/architecture.md's reading list, or as detours:\n" + "\n".join(missing)
 
 
 _NUMBERS = {
