@@ -254,6 +254,15 @@ def _pair(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelRespon
     return ModelResponse(parts=[TextPart("pair: " + " | ".join(sorted(map(str, returns))))])
 
 
+def _double(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
+    """Pays 1 and 2 in one response (two questions of the same call), then names what the till said."""
+    if index == 0:
+        return ModelResponse(
+            parts=[ToolCallPart("pay", {"notes": fields["notes"], "amount": amount}) for amount in (1, 2)]
+        )
+    return ModelResponse(parts=[TextPart("double: " + ", ".join(map(str, returns)))])
+
+
 ODD = "an odd response"
 """What the response to request `odd` says (a test's CHECK constraint refuses it)."""
 
@@ -374,6 +383,7 @@ payer = _agent("payer", _paying, ["steps", "till"])
 middle = _agent("middle", _relay("payer"), ["payer"])
 chief = _agent("chief", _relay("middle"), ["middle"])
 pair = _agent("pair", _pair, ["payer"])
+double = _agent("double", _double, ["till"])
 drifty = _agent("drifty", _drifting_payment, ["steps", "till"])
 careful = _agent("careful", _careful, ["careful", "payer"])
 quitter = _agent("quitter", _quitting, ["till", "quitting"])
@@ -397,6 +407,7 @@ def make_runtime(**options: Any) -> Runtime:
             middle,
             chief,
             pair,
+            double,
             drifty,
             careful,
             quitter,
@@ -424,7 +435,7 @@ queue = JobQueue(
 )
 
 parking = JobQueue(
-    entries=["payer", "chief", "pair", "drifty", "counter", "careful", "quitter", "hander"],
+    entries=["payer", "chief", "pair", "double", "drifty", "counter", "careful", "quitter", "hander"],
     runtime=make_runtime,
     queue="parking",
     approvals="park",

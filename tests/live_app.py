@@ -26,10 +26,10 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from llm_do import AgentEntry, PostgresHistoryStore, Runtime, ToolPolicy
 from llm_do.jobs import JobQueue
 
-from .journal_app import Steps, Till, _agent, note, pair, payer
+from .journal_app import Steps, Till, _agent, double, note, pair, payer
 
 QUEUE = "live"
-ENTRIES = ["payer", "pair", "twice", "again", "clerk"]
+ENTRIES = ["payer", "pair", "double", "twice", "again", "clerk"]
 
 
 def _twice(fields: dict[str, Any], index: int, returns: list[Any]) -> ModelResponse:
@@ -97,7 +97,7 @@ async def live_runtime(dsn: str | None = None) -> AsyncIterator[Runtime]:
         PostgresHistoryStore(dsn or os.environ["LLM_DO_JOBS_DATABASE_URL"]) as history,
         Runtime(
             None,
-            entries=[payer, pair, twice, again, clerk],
+            entries=[payer, pair, double, twice, again, clerk],
             toolsets={"steps": Steps, "till": Till},
             policies={"till": ToolPolicy(tools={"pay": "ask"})},
             history_store=history,

@@ -36,7 +36,7 @@ from ..approvals import (
     session_key,
 )
 from ..events import ApprovalDecided, ApprovalRequested
-from ..scopes import Sink
+from ..scopes import Sink, side_by_side
 
 if TYPE_CHECKING:
     from ..files import Attachment
@@ -195,30 +195,57 @@ class CallGate:
         return ToolDenied(self._message(request, why))
 
     async def resolve(self, ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults | None:
-        """The `HandleDeferredToolCalls` handler: decide each call this gate deferred, in order."""
-        approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+        """The `HandleDeferredToolCalls` handler: decide the calls this gate deferred (one model response's),
+        their questions asked together (`_settle_together`)."""
+        ours: list[tuple[str, _Pending]] = []
         for call in requests.approvals:
             pending = self._pending.pop(call.tool_call_id, None)
-            if pending is None:
-                continue  # not ours: left to other handlers, or to pydantic-ai
-            why = await self._settle(pending.request, pending.verdict)
+            if pending is not None:  # else not ours: left to other handlers, or to pydantic-ai
+                ours.append((call.tool_call_id, pending))
+        if not ours:
+            return None
+        whys = await self._settle_together([pending for _, pending in ours])
+        approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+        for (call_id, pending), why in zip(ours, whys, strict=True):
             if why is None:
-                self._grants[call.tool_call_id] = pending.key
-                approvals[call.tool_call_id] = ToolApproved()
+                self._grants[call_id] = pending.key
+                approvals[call_id] = ToolApproved()
             else:
-                self._attached.pop(call.tool_call_id, None)
-                approvals[call.tool_call_id] = ToolDenied(self._message(pending.request, why))
-        return DeferredToolResults(approvals=approvals) if approvals else None
+                self._attached.pop(call_id, None)
+                approvals[call_id] = ToolDenied(self._message(pending.request, why))
+        return DeferredToolResults(approvals=approvals)
 
     async def ask_deferred(self) -> None:
         """A call of the step ends the run suspended (`RunSuspended`): pydantic-ai will not reach its handler, so
-        ask the step's deferred calls now, and their questions are left open beside that call's. Their answers are
-        not used (the run ends); a suspension they end with is the run's already."""
+        ask the step's deferred calls now, together, and their questions are left open beside that call's. Their
+        answers are not used (the run ends); a suspension they end with is the run's already."""
         pending = list(self._pending.values())
         self._pending.clear()
-        for each in pending:
+        if pending:
             with contextlib.suppress(RunSuspended):
-                await self._settle(each.request, each.verdict)
+                await self._settle_together(pending)
+
+    async def _settle_together(self, pending: Sequence[_Pending]) -> list[str | None]:
+        """`_settle` each question at once, each in a task of its own (an approver's deadline cancels only its own
+        question's wait), started in order, so that they are announced in the order the model made them; none waits
+        for another's answer, but a twin (`Approvals.decide`). A failure (a denial that raises, an approver's error)
+        cancels the others, whose observers hear so, and is raised once they have ended; a suspension
+        (`RunSuspended`) lets the others go on to their end or their own suspension, then the first is raised."""
+        if len(pending) == 1:
+            return [await self._settle(pending[0].request, pending[0].verdict)]
+        outcomes = await side_by_side([self._settle_or_suspend(each) for each in pending])
+        whys: list[str | None] = []
+        for outcome in outcomes:
+            if isinstance(outcome, RunSuspended):
+                raise outcome
+            whys.append(outcome)
+        return whys
+
+    async def _settle_or_suspend(self, pending: _Pending) -> str | RunSuspended | None:
+        try:
+            return await self._settle(pending.request, pending.verdict)
+        except RunSuspended as suspended:
+            return suspended
 
     def _request(self, facts: CallFacts, reason: str, attachments: tuple[Attachment, ...]) -> ApprovalRequest:
         """The question about one call, which is known by `facts.call_id`: the model's tool call id, or for a call

@@ -1,4 +1,5 @@
-"""asyncio helpers: awaiting what providers build, waiting tasks out, and the runtime's system tasks and timers.
+"""asyncio helpers: awaiting what providers build, waiting tasks out, awaiting work side by side, and the runtime's
+system tasks and timers.
 
 A system task (after trio's `spawn_system_task`) is started in an empty context: whoever starts it (a
 run's task, a timer's callback) lends it nothing, so it keeps no run's objects alive for as long as it
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Awaitable, Callable, Collection, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from types import GeneratorType
 from typing import Any, TypeVar, TypeVarTuple, Unpack, cast
 
@@ -22,6 +23,7 @@ __all__ = [
     "built",
     "dropped",
     "is_awaitable",
+    "side_by_side",
     "system_task",
     "SystemTimeout",
     "system_timer",
@@ -78,6 +80,41 @@ async def wait_out(tasks: Collection[asyncio.Future[Any]]) -> asyncio.CancelledE
             await asyncio.wait(pending)
         except asyncio.CancelledError as error:
             cancelled = error
+    return cancelled
+
+
+async def side_by_side(works: Sequence[Awaitable[T]]) -> list[T]:
+    """Await each of `works` in a task of its own, all at once: their results, in order. No task outlives the
+    call, as in a `TaskGroup`, but the caller's task is never cancelled and no exception is grouped: the first
+    to fail (of those that failed first, in the order of `works`) cancels the others, and its exception is
+    raised as it came once they have all ended; a cancellation of the caller cancels them all and is raised
+    once they have ended. The tasks start in the order of `works`, each in a copy of the caller's context."""
+    tasks = [asyncio.ensure_future(work) for work in works]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
+        await _cancel_all(tasks)
+        raise
+    error = next((task.exception() for task in tasks if _failed(task)), None)
+    if error is None:
+        return [task.result() for task in tasks]
+    cancelled = await _cancel_all(tasks)
+    if cancelled is not None:
+        raise cancelled  # the caller's own cancellation wins
+    raise error
+
+
+def _failed(task: asyncio.Future[Any]) -> bool:
+    return task.done() and not task.cancelled() and task.exception() is not None
+
+
+async def _cancel_all(tasks: Sequence[asyncio.Future[Any]]) -> asyncio.CancelledError | None:
+    """Cancel the tasks not done, wait until all have ended (`wait_out`), and retrieve their outcomes."""
+    for task in tasks:
+        task.cancel()
+    cancelled = await wait_out(tasks)
+    for task in tasks:
+        dropped(task)
     return cancelled
 
 

@@ -492,6 +492,30 @@ async def test_parallel_calls_that_both_ask_resume_once_each_is_decided(
     assert sent(notes["a"]) == sent(notes["b"]) == {**PAYER_BEFORE, ("payer", 3): 1}
 
 
+async def test_two_questions_of_one_response_park_together_and_resume_once_both_are_decided(
+    queue: JobQueue, dsn: str, tmp_path: Path
+) -> None:
+    """double pays 1 and 2 in one response: the job parks on both questions at once (one round of decisions), and
+    deciding both queues it again once."""
+    notes = tmp_path / "notes"
+    worker = Worker(TARGET, dsn, tmp_path / "worker.log", concurrency=1)
+    try:
+        job_id = await queue.defer("double", json.dumps({"notes": str(notes)}))
+        await parked_on_any(queue, job_id)
+        questions = await queue.pending(job_id)
+        assert sorted(question.args["amount"] for question in questions) == [1, 2]
+        assert all((question.chain, question.call_id) == (("double",), "call_1") for question in questions)
+        assert [await queue.decide(job_id, question.approval_id, "approve") for question in questions] == [False, True]
+        record = await finished(queue, job_id)
+    finally:
+        assert worker.stop() == 0, worker.output()
+    assert record.status == "succeeded", (record, worker.output())
+    assert record.attempts == 3  # one park: its end and its retry
+    assert record.output == "double: paid 1, paid 2"
+    assert sorted(paid(notes)) == ["paid 1", "paid 2"]
+    assert sent(notes) == {("double", 0): 1, ("double", 1): 1}
+
+
 async def test_a_slower_sibling_finishes_its_request_and_both_questions_park_together(
     queue: JobQueue, dsn: str, tmp_path: Path
 ) -> None:

@@ -189,6 +189,37 @@ async def test_parallel_questions_park_together_and_resume_once_both_are_decided
     assert "not b" in str(record.output)
 
 
+async def test_two_questions_of_one_response_are_shown_together_park_together_and_resume_once(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
+) -> None:
+    """double pays 1 and 2 in one response: the page shows both questions before either parks, the run parks on both
+    (none left for the resumed run to park on again), and deciding both resumes the job once."""
+    notes = tmp_path / "notes"
+    parking = LiveParking(queue, runtime, park_after=0.3)
+    async with parking.stream("double", json.dumps({"notes": str(notes)}), session="dora") as run:
+        events = [event async for event in run]
+    asked = [event.request for event in events if isinstance(event, ApprovalRequested)]
+    assert [question.args["amount"] for question in asked] == [1, 2]  # in the order the model made them
+    questions = [event for event in events if isinstance(event, (ApprovalRequested, ApprovalDecided))]
+    shown = [ApprovalRequested, ApprovalRequested, ApprovalDecided, ApprovalDecided]
+    assert [type(event) for event in questions] == shown  # both shown before either parked
+    last = events[-1]
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked), last
+    ids = {question.approval_id for question in asked}
+    assert {question.approval_id for question in last.error.questions} == ids and len(ids) == 2
+    assert {question.approval_id for question in await parking.pending("dora")} == ids
+    assert noted(notes, "paid") == []
+
+    assert await parking.decide("dora", asked[0].approval_id, "approve") is False  # it waits on the other one too
+    assert await parking.decide("dora", asked[1].approval_id, "deny", note="not 2") is True
+    record = await finished(queue, last.error.job_id)
+    assert record.status == "succeeded" and record.attempts == 3, (record, worker.output())  # parked once, not twice
+    assert str(record.output).startswith("double: paid 1, ") and "not 2" in str(record.output)
+    assert noted(notes, "paid") == ["paid 1"]
+    assert sent(notes) == {("double", 0): 1, ("double", 1): 1}  # the response that asked twice was paid once
+    assert await parking.pending("dora") == []
+
+
 async def answer_first(
     parking: LiveParking, entry: str, prompt: str, session: str, choice: ApprovalChoice, note: str | None = None
 ) -> tuple[list[ApprovalRequested], StreamEvent]:
