@@ -145,8 +145,8 @@ class RunSuspended(LlmDoError):
 
 Approver: TypeAlias = Callable[[ApprovalRequest], Approval | ApprovalChoice | Awaitable[Approval | ApprovalChoice]]
 """Sync or async. A sync approver runs in a worker thread, so it may block (a terminal prompt).
-Questions of different runs reach it at the same time: an approver that can ask only one at a
-time serialises itself."""
+Questions of different runs, and those of one model response, reach it at the same time: an approver
+that can ask only one at a time serialises itself."""
 
 
 class ApprovalNotPending(LlmDoError):
