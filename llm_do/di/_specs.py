@@ -98,6 +98,15 @@ class ToolsetSpec:
         if self.provides is None and isinstance(self.factory, type):
             object.__setattr__(self, "provides", self.factory)
 
+    @property
+    def released_by_provider(self) -> bool:
+        """Whether the provider releases what it gives (a `Resource`, or a provider overridden by one, which the
+        container's `shutdown_resources()` closes): no scope enters, exits or cleans it up then."""
+        provider = self.provider
+        while isinstance(provider, providers.Provider) and provider.overridden:
+            provider = provider.last_overriding
+        return isinstance(provider, providers.Resource)
+
     @classmethod
     def from_provider(cls, provider: providers.Provider[Any], name: str | None = None) -> ToolsetSpec:
         """Spec whose scope is the provider's kind; an override must keep that scope (`name`, the

@@ -280,7 +280,10 @@ class CallScope(metaclass=NoPublicConstructor):
                 raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; {asked_by} came too late")
             self._injected[provider] = found
             if not run.gives(provider):  # (an object an override gives is nobody's here)
-                await self._owner.adopt(found, f"{asked_by} of entry {self.entry.name!r} (per call)", None, self.sink)
+                label = (
+                    f"provider {self.host.provider_named(key)!r} for {asked_by} of entry {self.entry.name!r} (per call)"
+                )
+                await self._owner.adopt(found, label, None, self.sink)
         return found
 
     def _toolset_names(self) -> tuple[str, ...]:

@@ -143,6 +143,13 @@ class Plan:
             found = self._injections[key] = (provider, injection_scope(provider))
         return found
 
+    def provider_named(self, key: object) -> str:
+        """How errors name the provider a tool's injected parameter asks for: its name in the container."""
+        if isinstance(key, str):
+            return key
+        provider, _ = self.injection(key)
+        return provider_name(self._container, self.parts.by_name, provider) or repr(provider)
+
     def check_session_overrides(self, overrides: Overrides, session_id: str) -> None:
         """A run of a session cannot override what the session's objects are built from (`ConfigurationError`)."""
         assert self._graph is not None

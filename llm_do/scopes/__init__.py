@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         HandleMap as HandleMap,
         Teardown as Teardown,
         logger as logger,
+        never_closed as never_closed,
         no_op_context as no_op_context,
     )
     from ._tracking import (
@@ -107,6 +108,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "HandleMap",
         "Teardown",
         "logger",
+        "never_closed",
         "no_op_context",
     ),
     "_tracking": (

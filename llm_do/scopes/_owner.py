@@ -3,7 +3,8 @@
 A call scope asks the owner of a spec's scope (`find`) for the spec's object, made once per level:
 a call builds a fresh one each time; a run or session caches futures, so parallel first uses make
 one; the runtime asks the spec each time (a `Singleton` is its own cache, so an override made after
-load is honoured) and adopts what it returns once, by identity, under a lock.
+load is honoured) and adopts what it returns once, by identity, under a lock, unless its provider releases it
+(a `Resource`, which the container shuts down).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class Spec(Protocol):
 
     @property
     def factory(self) -> Callable[[], Any]: ...
+
+    @property
+    def released_by_provider(self) -> bool:
+        """Whether what the factory gives is released by its provider (a `Resource`), not by the scope."""
+        ...
 
     def __hash__(self) -> int: ...
 
@@ -71,6 +77,8 @@ class ScopeOwner:
             return await self._cached(spec, label, name, sink)
         if self._lock is not None:
             obj = await built(spec.factory())
+            if spec.released_by_provider:  # a `Resource`'s: closed by the container's `shutdown_resources()`
+                return obj
             async with self._lock:  # a second caller waits until the first has entered it
                 await self.adopt(obj, label, None, sink)
             return obj

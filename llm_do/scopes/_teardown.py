@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..errors import ScopeError
 from ._bus import FinalizerFailed, Sink
 from ._tasks import is_awaitable
 
-__all__ = ["HandleMap", "Teardown", "logger", "no_op_context"]
+__all__ = ["HandleMap", "Teardown", "logger", "never_closed", "no_op_context"]
 
 logger = logging.getLogger("llm_do")
 
@@ -19,6 +20,7 @@ Finalizer = Callable[[BaseException | None], object]
 
 _NO_OP_ENTERS: set[object] = set()
 _NO_OP_EXITS: set[object] = set()
+_NEVER_CLOSED: list[type] = []
 
 
 def no_op_context(cls: type) -> None:
@@ -26,6 +28,13 @@ def no_op_context(cls: type) -> None:
     whose class keeps them are neither entered nor exited. Declare it before any such object is adopted."""
     _NO_OP_ENTERS.add(cls.__aenter__)  # type: ignore[attr-defined]
     _NO_OP_EXITS.add(cls.__aexit__)  # type: ignore[attr-defined]
+    _PROTOCOLS.clear()
+
+
+def never_closed(cls: type) -> None:
+    """Declare that objects of `cls` and its subclasses are never released by their `close()` or `aclose()`
+    (pydantic-ai's toolsets: a method of that name may be a tool). Declare it before any such object is adopted."""
+    _NEVER_CLOSED.append(cls)
     _PROTOCOLS.clear()
 
 
@@ -46,8 +55,9 @@ class HandleMap:
 class Teardown:
     """Objects owned by one scope, with the finalizers that release them.
 
-    `adopt` enters an object (`__aenter__`) and registers its release: forgotten handles are
-    closed, then `__aexit__` runs with the body's exception, then `cleanup()`. `close` runs
+    `register` enters an object (`__aenter__`, else `__enter__`) and registers its release: forgotten handles
+    are closed, then `__aexit__` (else `__exit__`) runs with the body's exception, then `cleanup()`; an object
+    with none of these is released by its `aclose()`, else its `close()`. `close` runs
     every registered finalizer in reverse order, each at most `timeout` seconds, shielded from
     a second cancellation; failures are logged on the `llm_do` logger (and announced to the
     scope's observers) and never raised.
@@ -75,32 +85,51 @@ class Teardown:
 
         An object that fails to enter is not owned: its `cleanup()` still runs when the scope closes (it
         was built), and the next adoption of the same object (a session's or the runtime's, kept by its
-        provider) enters it again instead of handing it out unentered."""
+        provider) enters it again instead of handing it out unentered. An object with an enter but no exit
+        is refused (`ScopeError`, naming `label`): nothing could release it."""
+        protocol = _protocol(type(obj))
+        if protocol.refused is not None:
+            raise ScopeError(f"{label}: {type(obj).__qualname__} {protocol.refused}")
         key = id(obj)
         self._owned.add(key)
-        enters, exits, cleans, has_dict = _protocol(type(obj))
-        cleaned = cleans or (has_dict and callable(vars(obj).get("cleanup")))
-        if cleaned and key not in self._unentered:
-            cleanup = obj.cleanup  # type: ignore[attr-defined]
-            self._finalizers.append((label, lambda _exc: cleanup()))
-        if enters:
-            return self._enter(obj, label, has_dict, cleaned)
-        self._registered(obj, label, exits, has_dict)
+        has_dict = protocol.has_dict
+        cleaned = protocol.cleans or (has_dict and callable(vars(obj).get("cleanup")))
+        if cleaned:
+            if key not in self._unentered:
+                cleanup = obj.cleanup  # type: ignore[attr-defined]
+                self._finalizers.append((label, lambda _exc: cleanup()))
+        elif protocol.closer is not None:
+            close = getattr(obj, protocol.closer)
+            self._finalizers.append((label, lambda _exc: close()))
+        if protocol.enters is _ASYNC:
+            return self._enter(obj, label, protocol.exits, has_dict, cleaned)
+        if protocol.enters is _SYNC:
+            try:
+                obj.__enter__()  # type: ignore[attr-defined]
+            except BaseException:
+                self._not_entered(obj, cleaned)
+                raise
+        self._registered(obj, label, protocol.exits, has_dict)
         return None
 
-    async def _enter(self, obj: Any, label: str, has_dict: bool, cleaned: bool) -> None:
+    async def _enter(self, obj: Any, label: str, exits: str | None, has_dict: bool, cleaned: bool) -> None:
         try:
             await obj.__aenter__()
         except BaseException:
-            self._owned.discard(id(obj))
-            if cleaned:
-                self._unentered.add(id(obj))
+            self._not_entered(obj, cleaned)
             raise
-        self._registered(obj, label, True, has_dict)
+        self._registered(obj, label, exits, has_dict)
 
-    def _registered(self, obj: object, label: str, exits: bool, has_dict: bool) -> None:
-        if exits:
+    def _not_entered(self, obj: object, cleaned: bool) -> None:
+        self._owned.discard(id(obj))
+        if cleaned:
+            self._unentered.add(id(obj))
+
+    def _registered(self, obj: object, label: str, exits: str | None, has_dict: bool) -> None:
+        if exits is _ASYNC:
             self._finalizers.append((label, lambda exc: _aexit(obj, exc)))
+        elif exits is _SYNC:
+            self._finalizers.append((label, lambda exc: _exit(obj, exc)))
         if has_dict:
             self._finalizers.append((label, lambda _exc: _close_forgotten_handles(obj)))
 
@@ -137,6 +166,13 @@ def _aexit(obj: Any, exc: BaseException | None) -> Any:
     return obj.__aexit__(type(exc), exc, exc.__traceback__)
 
 
+def _exit(obj: Any, exc: BaseException | None) -> None:
+    if exc is None:
+        obj.__exit__(None, None, None)
+    else:
+        obj.__exit__(type(exc), exc, exc.__traceback__)
+
+
 def _close_forgotten_handles(obj: object) -> Any:
     for value in vars(obj).values():
         if isinstance(value, HandleMap) and value:
@@ -150,18 +186,59 @@ async def _close_all(obj: object) -> None:
             await value.close_all()
 
 
-_PROTOCOLS: dict[type, tuple[bool, bool, bool, bool]] = {}
+_ASYNC = "async"
+_SYNC = "sync"
 
 
-def _protocol(cls: type) -> tuple[bool, bool, bool, bool]:
-    """(enter, exit, cleanup, has a __dict__) for instances of `cls`, worked out once per class."""
+class _Protocol(NamedTuple):
+    """How a scope releases instances of one class (see docs/toolset-state.md#the-cleanup-protocol)."""
+
+    enters: str | None
+    """`_ASYNC` (`__aenter__`), `_SYNC` (`__enter__`, when there is no async protocol) or None."""
+    exits: str | None
+    """`_ASYNC` (`__aexit__`), `_SYNC` (`__exit__`) or None; called with the scope's outcome."""
+    cleans: bool
+    """A `cleanup()` method, called after the exit."""
+    closer: str | None
+    """`aclose` or `close`: called when the class has none of the above."""
+    has_dict: bool
+    """Instances have a `__dict__`: their `Handles` are closed, and a `cleanup` of their own is called."""
+    refused: str | None
+    """Why instances cannot be adopted (an enter without an exit), said after the class's name."""
+
+
+_PROTOCOLS: dict[type, _Protocol] = {}
+
+
+def _protocol(cls: type) -> _Protocol:
+    """The release protocol of instances of `cls`, worked out once per class."""
     known = _PROTOCOLS.get(cls)
-    if known is None:
-        aexit = getattr(cls, "__aexit__", None)
-        aenter = getattr(cls, "__aenter__", None)
-        exits = aexit is not None and aenter is not None and aexit not in _NO_OP_EXITS
-        enters = exits and aenter not in _NO_OP_ENTERS
-        known = _PROTOCOLS[cls] = (enters, exits, callable(getattr(cls, "cleanup", None)), cls.__dictoffset__ != 0)
+    if known is not None:
+        return known
+    aenter, aexit = getattr(cls, "__aenter__", None), getattr(cls, "__aexit__", None)
+    real_aenter = aenter is not None and aenter not in _NO_OP_ENTERS
+    real_aexit = aexit is not None and aexit not in _NO_OP_EXITS
+    refused = None
+    if real_aenter or real_aexit:  # the async protocol wins over a sync one
+        enters, exits = (_ASYNC if real_aenter else None), (_ASYNC if real_aexit else None)
+        if aexit is None:
+            refused = (
+                "has __aenter__ but no __aexit__, so nothing could release it once entered; give it __aexit__ (or "
+                "release it in a cleanup() method instead of __aenter__)"
+            )
+    else:
+        enter, exit_ = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
+        enters, exits = (_SYNC if enter is not None else None), (_SYNC if exit_ is not None else None)
+        if enter is not None and exit_ is None:
+            refused = (
+                "has __enter__ but no __exit__, so nothing could release it once entered; give it __exit__ (or "
+                "release it in a cleanup() method instead of __enter__)"
+            )
+    cleans = callable(getattr(cls, "cleanup", None))
+    closer = None
+    if enters is None and exits is None and not cleans and not issubclass(cls, tuple(_NEVER_CLOSED)):
+        closer = next((name for name in ("aclose", "close") if callable(getattr(cls, name, None))), None)
+    known = _PROTOCOLS[cls] = _Protocol(enters, exits, cleans, closer, cls.__dictoffset__ != 0, refused)
     return known
 
 

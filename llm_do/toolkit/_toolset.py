@@ -16,7 +16,7 @@ from pydantic_core import ValidationError
 
 from ..approvals import READ_ONLY, ToolPolicy, ToolTraits
 from ..errors import ConfigurationError
-from ..scopes import no_op_context
+from ..scopes import never_closed, no_op_context
 from ._injection import injected_parameters, resolve_injections, unwrapped, visible_signature
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 no_op_context(AbstractToolset)  # its __aenter__ and __aexit__ do nothing: a scope need not call them
+never_closed(AbstractToolset)  # a toolset's close() may be a tool: released by __aexit__ or cleanup() only
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__llm_do_tool__"
