@@ -6,7 +6,7 @@ NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 # The Vercel AI SDK (npm package `ai`) whose client the tests run against the example's chat (tests/ai_sdk/package.json).
 AI_SDK := tests/ai_sdk/node_modules/.installed
 
-.PHONY: setup browser preflight test test-deep lint typecheck pytest demo real-model bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions bench-deploy clean
+.PHONY: setup browser preflight test test-deep test-lowest lint typecheck pytest demo real-model bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions bench-deploy clean
 
 $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
@@ -66,6 +66,23 @@ test: preflight lint typecheck pytest
 test-deep: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
 	env -u PYTHONDONTWRITEBYTECODE LLM_DO_TEST_TIER=deep $(VENV)/bin/pytest -q -n auto --dist worksteal -m deep
 
+# The lowest versions of its dependencies that pyproject.toml declares (ci/constraints-lowest.txt), in a virtualenv
+# of their own with only what the quick tier needs (the `test` extra): llm_do imports there, and the core's tests
+# pass (runs, scopes, approvals, DI, toolkit, model limits; about 30 s). CI runs it after `make test`.
+LOWEST := .venv-lowest
+LOWEST_STAMP := $(LOWEST)/.installed
+QUICK_TIER := tests/run tests/scopes tests/approvals tests/di tests/toolkit tests/models/test_model_limits.py
+
+$(LOWEST_STAMP): pyproject.toml ci/constraints-lowest.txt
+	test -x $(LOWEST)/bin/python || python3 -m venv $(LOWEST)
+	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip
+	$(LOWEST)/bin/python -m pip install --quiet -e '.[test]' -c ci/constraints-lowest.txt
+	touch $@
+
+test-lowest: $(LOWEST_STAMP)
+	$(LOWEST)/bin/python ci/lowest.py
+	env -u PYTHONDONTWRITEBYTECODE $(LOWEST)/bin/pytest -q -n auto --dist worksteal $(QUICK_TIER)
+
 demo: $(STAMP)
 	$(PY) examples/ledger/main.py
 	@echo
@@ -115,4 +132,4 @@ bench-deploy: $(STAMP)
 	$(PY) benchmarks/bench_deploy.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules tests/ai_sdk/node_modules
+	rm -rf $(VENV) $(LOWEST) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules tests/ai_sdk/node_modules

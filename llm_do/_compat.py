@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic_ai import Agent, RunContext
+    from pydantic_ai.exceptions import UnexpectedModelBehavior
     from pydantic_ai.toolsets import AbstractToolset
 
 CHECKED_ON = {"pydantic-ai-slim": "2.68.0", "dependency-injector": "4.49.1", "fastmcp": "4.2.3"}
@@ -130,6 +131,33 @@ def _without_empty_own(agent: Agent[Any, Any], *args: Any, **kwargs: Any) -> lis
         if isinstance(own, _function_toolset) and not own.tools and not getattr(own, "_instructions", True):
             del toolsets[0]
     return toolsets
+
+
+def output_token_limit_exceeded() -> type[UnexpectedModelBehavior]:
+    """pydantic-ai's error for a reply that reached its token limit before it held usable output:
+    `OutputTokenLimitExceeded` (2.68); before it (2.62 to 2.66) there is no such class, and this is the base of
+    the errors raised then, `UnexpectedModelBehavior` (tell them with `is_output_token_limit`)."""
+    try:
+        from pydantic_ai.exceptions import OutputTokenLimitExceeded
+    except ImportError:  # pydantic-ai before 2.68
+        from pydantic_ai.exceptions import UnexpectedModelBehavior
+
+        return UnexpectedModelBehavior
+    return OutputTokenLimitExceeded
+
+
+def is_output_token_limit(error: BaseException) -> bool:
+    """Whether `error` is pydantic-ai's for a reply cut off at its token limit before it held usable output: an
+    `OutputTokenLimitExceeded` (2.68); before it, an `IncompleteToolCall` (a tool call cut off), or the
+    `UnexpectedModelBehavior` whose message begins `Model token limit` (no usable output at all)."""
+    from pydantic_ai.exceptions import IncompleteToolCall, UnexpectedModelBehavior
+
+    kind = output_token_limit_exceeded()
+    if kind is not UnexpectedModelBehavior:
+        return isinstance(error, kind)
+    return isinstance(error, IncompleteToolCall) or (
+        type(error) is UnexpectedModelBehavior and error.message.startswith("Model token limit")
+    )
 
 
 NOT_RUN_RESULTS = frozenset(

@@ -35,8 +35,10 @@ WARM_MODULES = (
     "llm_do.cli.running",
     "llm_do.cli.checking",  # what run, check and list import
     "llm_do.cli.servers",
+)
+MCP_MODULES = (
     "llm_do.mcp.server",
-    "llm_do.mcp.stdio",  # and what a project's MCP servers add (fastmcp's client: about 1.6 s)
+    "llm_do.mcp.stdio",  # what a project's MCP servers add (fastmcp's client: about 1.6 s), with the mcp extra
 )
 
 
@@ -45,10 +47,11 @@ WARM_MODULES = (
 
 def serve(path: str) -> None:
     import importlib
+    import importlib.util
 
     # As `main()` does before anything imports a container, so that the modules are what a command has.
     importlib.import_module("llm_do.cli.wiring").import_wiring_without_web_frameworks()
-    for module in WARM_MODULES:
+    for module in WARM_MODULES + (MCP_MODULES if importlib.util.find_spec("fastmcp") is not None else ()):
         importlib.import_module(module)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".binding")

@@ -40,7 +40,6 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import (
     ModelConnectionError,
     ModelRequestTimeout,
-    OutputTokenLimitExceeded,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
@@ -50,7 +49,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
-from .._compat import current_run_context
+from .._compat import current_run_context, is_output_token_limit
 from ..errors import shown_url
 from ..scopes import SystemTimeout
 from ._limits import (
@@ -395,7 +394,7 @@ class ModelGuard:
                 detail = str(error).split(". Consider")[0]
                 return RunOverLimit(self.entry, limit, rules.value(limit), rules.origin(limit), detail)
         mine = "max_tokens" in self.defaults and "max_tokens" not in self.own_settings
-        if isinstance(error, OutputTokenLimitExceeded) and mine:
+        if is_output_token_limit(error) and mine:
             detail = "a tool call was cut off" if "tool call" in str(error) else "it held no usable output"
             return ReplyTooLong(self.entry, self.defaults["max_tokens"], rules.origin("max_tokens"), detail)
         return None

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_ai.exceptions import ModelRequestTimeout, OutputTokenLimitExceeded, RunTimedOut, UsageLimitExceeded
+from pydantic_ai.exceptions import ModelRequestTimeout, RunTimedOut, UsageLimitExceeded
 
 from ..errors import LlmDoError
+
+if TYPE_CHECKING:
+    from pydantic_ai.exceptions import OutputTokenLimitExceeded
+else:  # (pydantic-ai before 2.68 has no such class: its base, UnexpectedModelBehavior, stands for it)
+    from .._compat import output_token_limit_exceeded
+
+    OutputTokenLimitExceeded = output_token_limit_exceeded()
 
 __all__ = [
     "RULE_NAMES",

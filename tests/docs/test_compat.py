@@ -134,3 +134,26 @@ def test_a_containers_provider_is_found_from_its_classs_and_its_name() -> None:
     assert find(Outer.db) is container.db and find("db") is container.db
     assert find(Outer.inner.db) is container.inner.db and find("inner.db") is container.inner.db
     assert find("nothing") is None
+
+
+def test_a_reply_cut_off_at_its_token_limit_is_told_by_its_error() -> None:
+    """pydantic-ai 2.68 raises `OutputTokenLimitExceeded` for a reply that reached `max_tokens` before it held usable
+    output; 2.62 to 2.66 have no such class (`IncompleteToolCall`, or a plain `UnexpectedModelBehavior`)."""
+    from pydantic_ai import exceptions
+
+    from llm_do import _compat
+
+    kind = _compat.output_token_limit_exceeded()
+    assert kind is getattr(exceptions, "OutputTokenLimitExceeded", exceptions.UnexpectedModelBehavior)
+
+    def cut_off(part: TextPart | ToolCallPart) -> Agent[None, str]:
+        return Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[part], finish_reason="length")))
+
+    for part in (TextPart(""), ToolCallPart("add", '{"amount": 4')):
+        try:
+            cut_off(part).run_sync("go")
+        except exceptions.UnexpectedModelBehavior as error:
+            assert isinstance(error, kind) and _compat.is_output_token_limit(error), repr(error)
+        else:
+            raise AssertionError(f"a reply cut off at {part!r} did not fail")
+    assert not _compat.is_output_token_limit(exceptions.UnexpectedModelBehavior("Received empty model response"))
