@@ -6,7 +6,7 @@ NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 # The Vercel AI SDK (npm package `ai`) whose client the tests run against the example's chat (tests/ai_sdk/package.json).
 AI_SDK := tests/ai_sdk/node_modules/.installed
 
-.PHONY: setup browser preflight test test-deep test-lowest lint typecheck pytest demo real-model bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions bench-deploy clean
+.PHONY: setup browser preflight test test-deep test-lowest test-evals lint typecheck pytest demo real-model bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions bench-deploy clean
 
 $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
@@ -57,9 +57,23 @@ typecheck: $(STAMP)
 # Bytecode is cached even where PYTHONDONTWRITEBYTECODE is set: the suite starts a few hundred Python processes
 # (commands, workers, servers) that would each compile llm_do again, and pytest would rewrite every test's asserts.
 pytest: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
-	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -n auto --dist worksteal
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -n auto --dist worksteal --ignore=tests/evals
 
-test: preflight lint typecheck pytest
+test: preflight lint typecheck pytest test-evals
+
+# Evaluations with pydantic-evals (the `evals` extra), whose releases pin pydantic-ai 2.62: its tests and the
+# examples' evaluations run in a virtualenv of their own, part of `make test`.
+EVALS := .venv-evals
+EVALS_STAMP := $(EVALS)/.installed
+
+$(EVALS_STAMP): pyproject.toml
+	test -x $(EVALS)/bin/python || python3 -m venv $(EVALS)
+	$(EVALS)/bin/python -m pip install --quiet --upgrade pip
+	$(EVALS)/bin/python -m pip install --quiet -e '.[test,evals]'
+	touch $@
+
+test-evals: $(EVALS_STAMP)
+	env -u PYTHONDONTWRITEBYTECODE $(EVALS)/bin/pytest -q -n 2 tests/evals
 
 # The deep tier (tests/tiers.py): only the tests marked `deep`, at full size: 2,000 fuzz examples per built-in
 # toolset and the long soaks. CI runs it after `make test`.
@@ -132,4 +146,4 @@ bench-deploy: $(STAMP)
 	$(PY) benchmarks/bench_deploy.py
 
 clean:
-	rm -rf $(VENV) $(LOWEST) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules tests/ai_sdk/node_modules
+	rm -rf $(VENV) $(LOWEST) $(EVALS) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules tests/ai_sdk/node_modules

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from .cancel import (
         cancelled_run_report as cancelled_run_report,
     )
+    from .evals import (
+        EntryTask as EntryTask,
+    )
     from .leaks import (
         LeakCheck as LeakCheck,
         LeakError as LeakError,
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "cancel": ("cancelled_run_report",),
+    "evals": ("EntryTask",),
     "leaks": (
         "LeakCheck",
         "LeakError",

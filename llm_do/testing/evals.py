@@ -27,9 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["EntryTask"]
 
 InputsT = TypeVar("InputsT")
-T = TypeVar("T")
-PerCase = T | Callable[["Case[Any, Any, Any]"], T]
-"""A value for every case, or a function of the case (its `inputs`, `metadata`, `name`) that gives it."""
+CaseOf = Callable[[Any], Any]
+"""A function of a pydantic-evals `Case` (its `inputs`, `metadata`, `name`) that gives a value for that case."""
 
 _CASE: ContextVar[Case[Any, Any, Any] | None] = ContextVar("llm_do.evals.case", default=None)
 
@@ -45,10 +44,10 @@ class EntryTask(Generic[InputsT]):
     `input` (default: the case's `inputs`), `overrides` (providers swapped for the case's run alone) and `model`
     (given to every agent of the runtime for the case's run, a script or a recording; pydantic-ai's
     `agent.override` holds per task) are each a value for every case or a function of the `Case`; `approver`
-    answers every case's questions, `case_approver(case)` gives each case its own. Each case's output is the run's; the run's usage and call tree become
-    the case's metrics (`requests`, `tool_calls`, `input_tokens`, `output_tokens`) and attributes
-    (`calls`), also when the run fails. `evaluate` runs the dataset and then checks that nothing any case
-    made outlives it (`LeakError`).
+    answers every case's questions, `case_approver(case)` gives each case its own. Each case's output is the run's;
+    the run's usage and call tree become the case's metrics (`requests`, `tool_calls`, `input_tokens`,
+    `output_tokens`) and attributes (`calls`), also when the run fails. `evaluate` runs the dataset and then
+    checks that nothing any case made outlives it (`LeakError`).
     """
 
     def __init__(
@@ -56,11 +55,11 @@ class EntryTask(Generic[InputsT]):
         runtime: Runtime,
         entry: Entry | str,
         *,
-        input: PerCase[Any] | None = None,
-        overrides: PerCase[Mapping[Any, Any] | None] = None,
-        model: PerCase[Model | str | None] = None,
+        input: Any = None,
+        overrides: Mapping[Any, Any] | CaseOf | None = None,
+        model: Model | str | CaseOf | None = None,
         approver: Approver | None = None,
-        case_approver: Callable[[Case[Any, Any, Any]], Approver | None] | None = None,
+        case_approver: CaseOf | None = None,
     ) -> None:
         self.runtime = runtime
         self.entry = entry if isinstance(entry, str) else entry.name
@@ -103,11 +102,14 @@ class EntryTask(Generic[InputsT]):
         """The pydantic-evals lifecycle that hands each case to this task (`dataset.evaluate(task, lifecycle=...)`)."""
         from pydantic_evals.lifecycle import CaseLifecycle
 
-        class _HandsTheCase(CaseLifecycle[Any, Any, Any]):
+        base: Any = CaseLifecycle
+
+        class _HandsTheCase(base):  # type: ignore[misc]
             async def setup(self) -> None:
                 _CASE.set(self.case)  # the case's own task: the task runs in this context next
 
-        return _HandsTheCase
+        handing: type[CaseLifecycle[Any, Any, Any]] = _HandsTheCase
+        return handing
 
     async def evaluate(self, dataset: Dataset[Any, Any, Any], **options: Any) -> EvaluationReport[Any, Any, Any]:
         """Evaluate `dataset` with this task (its cases at once, up to `max_concurrency`; the keywords are
