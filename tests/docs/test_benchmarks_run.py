@@ -16,6 +16,7 @@ QUICK = {
     "bench_stream.py": (["--count-calls", "--runs", "2"], "llm-do Runtime.stream, agent-as-tool"),
     "bench_tracing.py": (["--count-calls", "--runs", "2"], "llm-do's spans"),
     "bench_decision.py": (["--rounds", "1", "--decisions", "1", "--load", "0"], "a tool that asks while it runs"),
+    "bench_evals.py": (["--cases", "3", "--rounds", "1"], "at once, overrides"),
 }
 
 
