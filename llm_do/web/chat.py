@@ -269,8 +269,9 @@ class _Chat:
         """`{"text": ...}`: a run, streamed to its end."""
         conversation_id = _checked_id(conversation_id)
         body = await self.json()
-        text = body.get("text") if isinstance(body, dict) else None
-        if not isinstance(text, str) or not text.strip():
+        given = body.get("text") if isinstance(body, dict) else None
+        text = given.strip() if isinstance(given, str) else ""
+        if not text:
             return _error(422, 'a message is {"text": "..."}, its text not empty')
         self.check_message(text)
         await self.allow(conversation_id, "send")

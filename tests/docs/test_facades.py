@@ -34,8 +34,9 @@ PUBLIC = {
     "llm_do.jobs": """DecisionRefused FINAL_STATUSES InvalidJobRequest JobEntry JobInfo JobNotFound JobQueue JobRecord
         JobSettings JobStatus PendingApproval RetryStrategy RunParked RuntimeFactory WorkerOptions WorkerShutdown
         current_job expire_approvals recover_stalled_jobs remove_old_journals run_worker""",
-    "llm_do.web": """Access ChatAction ChatLimits ChatRefused RunStopped SSE_HEADERS SdkVersion ToolApprovalResponseChunk
-        chat_router decision_of questions_end_on_signal sdk_lines sse_response vercel_chunks vercel_sse""",
+    "llm_do.web": """Access ChatAction ChatLimits ChatRefused RunStopped SSE_HEADERS SdkVersion
+        ToolApprovalResponseChunk chat_router decision_of questions_end_on_signal sdk_lines sse_response vercel_chunks
+        vercel_sse""",
     "containers": "AgentContainer BuiltinToolsets",
 }
 
