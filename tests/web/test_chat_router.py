@@ -4,6 +4,7 @@ the testing kit's `ChatClient` that reads its stream and answers its questions."
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -21,6 +22,7 @@ from llm_do import (
     AgentEntry,
     ConfigurationError,
     LiveRun,
+    PostgresHistoryStore,
     Runtime,
     RuntimeConfig,
     RuntimeResource,
@@ -28,7 +30,16 @@ from llm_do import (
     Toolset,
     tool,
 )
-from llm_do.testing import ChatClient, ChatResponseError, Question, ScriptedModel, Turn, asgi_client, tool_call
+from llm_do.testing import (
+    ChatClient,
+    ChatResponseError,
+    Question,
+    ScriptedModel,
+    Turn,
+    asgi_client,
+    read_vercel_stream,
+    tool_call,
+)
 from llm_do.web import ChatAction, ChatLimits, ChatRefused, chat_router
 from llm_do.web.runs import LocalRuns
 
@@ -51,9 +62,10 @@ def _forget() -> None:
     SENT.clear()
 
 
-def make_runtime(container: Any = None) -> Runtime:
+def make_runtime(container: Any = None, **options: Any) -> Runtime:
     return Runtime(
         container,
+        **options,
         entries=[clerk],
         toolsets={"outbox": Outbox},
         policies={"outbox": ToolPolicy(tools={"send": "ask"})},
@@ -406,3 +418,52 @@ def _answers_body(
     }
     assistant = {"id": message_id, "role": "assistant", "parts": [{"type": "step-start"}, part]}
     return {"id": chat, "messages": [assistant], "trigger": "submit-message", "messageId": message_id}
+
+
+async def test_with_a_database_one_message_at_a_time_and_decisions_hold_across_web_processes(dsn: str) -> None:
+    """Two web processes (two apps, each its runtime) on one database: a message to the other one while the first
+    answers is refused there too, and a decision posted there reaches the run."""
+    async with (
+        PostgresHistoryStore(dsn) as history,
+        make_runtime(history_store=history) as one,
+        make_runtime(history_store=history) as two,
+    ):
+        apps = [app_with(runtime, allow_anyone=True, database_url=dsn) for runtime in (one, two)]
+        with clerk.agent.override(model=sending("ada", "bo")):
+            async with asgi_client(apps[0]) as first, asgi_client(apps[1]) as other:
+                started = await ChatClient(first).send("c1", "write to Ada")  # left at its question
+                [question] = started.open
+                busy = await other.post("/chats/c1/messages", json={"text": "write to Bo"})
+                assert busy.status_code == 409 and "still answering" in busy.json()["error"]
+                assert (await other.get("/chats/c1/stream")).status_code == 204  # the run lives in the first one
+                wrong = await other.post("/chats/c1/decisions", json={"approval_id": "apr_0", "choice": "approve"})
+                assert wrong.status_code == 409 and question.approval_id in wrong.json()["error"]
+
+                async def decided_elsewhere(asked: Question) -> bool:  # the click reaches the other process
+                    decision = {"approval_id": asked.approval_id, "choice": "approve"}
+                    assert (await other.post("/chats/c1/decisions", json=decision)).status_code == 204
+                    return True
+
+                async with first.stream("GET", "/chats/c1/stream", params={"follow": "true"}) as followed:
+                    rest = await read_vercel_stream(followed, on_question=decided_elsewhere)
+                assert rest.text == "Done: sent to ada" and rest.message_id == started.message_id
+                await eventually_free(first, "c1")
+                # the conversation goes on in the other process, from the history the first one saved
+                again = await ChatClient(other).send("c1", "write to Bo", answer=approve)
+                assert again.text == "Done: sent to bo" and SENT == ["ada", "bo"]
+                said = [
+                    part["text"]
+                    for message in (await ChatClient(first).conversation("c1"))["messages"]
+                    if message["role"] == "user"
+                    for part in message["parts"]
+                ]
+                assert said == ["write to Ada", "write to Bo"]
+
+
+async def eventually_free(client: httpx.AsyncClient, conversation_id: str) -> None:
+    """Wait until the conversation's run has ended (its stream answers 204)."""
+    for _ in range(200):
+        if (await client.get(f"/chats/{conversation_id}/stream")).status_code == 204:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"conversation {conversation_id!r} still has a run in flight")
