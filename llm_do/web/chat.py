@@ -26,7 +26,7 @@ import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -47,7 +47,7 @@ from ..di import is_provider
 from ..errors import ConfigurationError, LlmDoError, shortened
 from ..run import LiveRun, Runtime
 from ..sessions import HistoryError
-from .relay import DecisionRefused, DecisionRelay, DecisionUndelivered, LocalRelay, Relay
+from .relay import DecisionRefused, DecisionRelay, DecisionTooLarge, DecisionUndelivered, LocalRelay, Relay
 from .resumable import sdk_lines
 from .runs import ChatRuns, LiveRunInFlight, LocalRuns, RunInFlight
 from .turns import ConversationBusy, LocalTurns, PostgresTurns, Turns, TurnsUnavailable
@@ -92,7 +92,8 @@ class ChatLimits:
     message_chars: int = 10_000
     """Characters of the person's message."""
     note_chars: int = 1_000
-    """Characters of a decision's note (a denial's reason, which the model reads)."""
+    """Characters of a decision's note (a denial's reason, which the model reads). Relayed between processes, a
+    note is also held to 2,000 bytes as UTF-8 JSON (`DecisionTooLarge`, 413 too)."""
     body_bytes: int = 4 * 1024 * 1024
     """Bytes of a request's body. The AI SDK sends the whole conversation with each message (the router reads only
     its last message), so this is larger than a message."""
@@ -326,6 +327,8 @@ class _Chat:
         self.check_note(note, approval_id)
         try:
             await self.relay.decide(conversation_id, approval_id, choice, note)
+        except DecisionTooLarge as error:  # past what the relay carries between processes
+            return _error(413, str(error))
         except DecisionUndelivered as error:
             return _error(404, str(error))
         except (DecisionRefused, LlmDoError) as error:  # LlmDoError: refused by a run held in this process
@@ -343,10 +346,15 @@ class _Chat:
             return _error(409, f"not a question of the run in flight: {', '.join(unknown)}")
         pending = {question.approval_id for question in run.pending}
         for answer in answers:
-            if answer.id in pending:  # else answered elsewhere (another tab, the decisions endpoint): the first won
-                with suppress(DecisionRefused, DecisionUndelivered, LlmDoError):  # answered meanwhile: its stream says
-                    choice = "approve" if answer.approved else "deny"
-                    await self.relay.decide(conversation_id, answer.id, choice, answer.reason)
+            if answer.id not in pending:  # answered elsewhere (another tab, the decisions endpoint): the first won
+                continue
+            choice = "approve" if answer.approved else "deny"
+            try:
+                await self.relay.decide(conversation_id, answer.id, choice, answer.reason)
+            except DecisionTooLarge as error:
+                return _error(413, str(error))
+            except (DecisionRefused, DecisionUndelivered, LlmDoError):
+                pass  # answered meanwhile: its stream says how
         return sse_response(sdk_lines(run, after=[answer.id for answer in answers], sdk_version=sdk))
 
     # -- starting a run ----------------------------------------------------------------------------------------

@@ -36,7 +36,15 @@ from ..errors import LlmDoError, shortened
 if TYPE_CHECKING:
     import asyncpg
 
-__all__ = ["Decidable", "DecisionRefused", "DecisionRelay", "DecisionUndelivered", "LocalRelay", "Relay"]
+__all__ = [
+    "Decidable",
+    "DecisionRefused",
+    "DecisionRelay",
+    "DecisionTooLarge",
+    "DecisionUndelivered",
+    "LocalRelay",
+    "Relay",
+]
 
 logger = logging.getLogger("llm_do")
 
@@ -64,6 +72,10 @@ class Relay(Protocol):
 
 class DecisionRefused(LlmDoError):
     """The process holding the session's run refused the decision (the approval is not pending there)."""
+
+
+class DecisionTooLarge(LlmDoError):
+    """A decision too large to send as a PostgreSQL NOTIFY payload (its note, or its ids): not sent, not applied."""
 
 
 class DecisionUndelivered(LlmDoError):
@@ -236,7 +248,7 @@ class DecisionRelay(_Holding):
         """
         _checked(approval_id, choice)
         if note is not None and _size(_encoded(note)) > _NOTE_LIMIT:
-            raise LlmDoError(
+            raise DecisionTooLarge(
                 f"the note of the decision on {_shown(approval_id)} is longer than {_NOTE_LIMIT} bytes "
                 "(as UTF-8 JSON); shorten it"
             )
@@ -262,7 +274,7 @@ class DecisionRelay(_Holding):
         size = _size(payload)
         if size > _PAYLOAD_LIMIT:
             sizes = ", ".join(f"{name} {_size(_encoded(message[name]))}" for name in ("session", "approval_id", "note"))
-            raise LlmDoError(
+            raise DecisionTooLarge(
                 f"decision on {_shown(approval_id)} (session {_shown(session_id)}) not sent: as a PostgreSQL NOTIFY "
                 f"payload it takes {size} bytes, and NOTIFY takes at most {_PAYLOAD_LIMIT} (bytes as JSON: "
                 f"{sizes}); shorten the note, or use shorter session ids"

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from dependency_injector import containers, providers
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
@@ -254,6 +254,8 @@ async def test_without_an_access_hook_everyone_is_refused_and_a_hook_decides_who
         asked.append((conversation_id, action))
         if not user:
             raise ChatRefused(401, "say who you are (x-user)")
+        if user == "teapot":
+            raise HTTPException(418, "FastAPI's own refusal goes through")
         if action in ("open", "send"):
             owners.setdefault(conversation_id, user)
         elif conversation_id not in owners:
@@ -275,6 +277,8 @@ async def test_without_an_access_hook_everyone_is_refused_and_a_hook_decides_who
             assert refused.status_code == 403 and opened in refused.json()["error"]
         assert (await client.get("/chats/elsewhere", headers={"x-user": "bo"})).status_code == 404
         assert (await client.get(f"/chats/{opened}")).status_code == 401
+        teapot = await client.get(f"/chats/{opened}", headers={"x-user": "teapot"})
+        assert teapot.status_code == 418 and teapot.json() == {"detail": "FastAPI's own refusal goes through"}
         with pytest.raises(ChatResponseError):
             await bo.conversation(opened)
         assert (
@@ -438,6 +442,13 @@ async def test_with_a_database_one_message_at_a_time_and_decisions_hold_across_w
                 assert (await other.get("/chats/c1/stream")).status_code == 204  # the run lives in the first one
                 wrong = await other.post("/chats/c1/decisions", json={"approval_id": "apr_0", "choice": "approve"})
                 assert wrong.status_code == 409 and question.approval_id in wrong.json()["error"]
+
+                # a note within the router's characters but past what a NOTIFY carries: 413, saying so, not applied
+                heavy = {"approval_id": question.approval_id, "choice": "deny", "note": "\x01" * 400}
+                too_large = await other.post("/chats/c1/decisions", json=heavy)
+                assert too_large.status_code == 413 and "longer than 2000 bytes" in too_large.json()["error"]
+                sdk_heavy = _answers_body("c1", started.message_id, question, approved=False, reason="\x01" * 400)
+                assert (await first.post("/chats", json=sdk_heavy)).status_code == 413
 
                 async def decided_elsewhere(asked: Question) -> bool:  # the click reaches the other process
                     decision = {"approval_id": asked.approval_id, "choice": "approve"}
