@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         Container as Container,
         ContainerParts as ContainerParts,
         Resources as Resources,
+        is_provider as is_provider,
         policies_built as policies_built,
         provider_name as provider_name,
     )
@@ -55,6 +56,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "Container",
         "ContainerParts",
         "Resources",
+        "is_provider",
         "policies_built",
         "provider_name",
     ),

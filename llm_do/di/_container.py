@@ -15,7 +15,15 @@ from .._compat import provider_map
 from ..errors import ConfigurationError
 from ._singletons import RunLocalSingleton, SessionLocalSingleton
 
-__all__ = ["CapturablePerRunWarning", "ClosedFirst", "Container", "ContainerParts", "Resources", "provider_name"]
+__all__ = [
+    "CapturablePerRunWarning",
+    "ClosedFirst",
+    "Container",
+    "ContainerParts",
+    "Resources",
+    "is_provider",
+    "provider_name",
+]
 
 Container = containers.Container
 """A dependency-injector container, as the runtime takes it (the other rooms never import dependency-injector)."""
@@ -87,6 +95,11 @@ class ContainerParts:
             capturable,
             _policies(by_name.get("approval_policies")),
         )
+
+
+def is_provider(value: object) -> bool:
+    """Whether `value` is a dependency-injector provider (called with no argument, it gives what it provides)."""
+    return isinstance(value, providers.Provider)
 
 
 def provider_name(

@@ -100,6 +100,8 @@ class LiveRun:
         self._readable = asyncio.Event()
         self._room = asyncio.Event()
         self._pending: dict[str, tuple[ApprovalRequest, asyncio.Future[Approval]]] = {}
+        self._asked: dict[str, ApprovalRequest] = {}
+        """Every question asked so far, by approval id, in the order they were asked."""
         self._approver = approver
         self._ended = False
         self._left = False
@@ -122,6 +124,12 @@ class LiveRun:
     def pending(self) -> tuple[ApprovalRequest, ...]:
         """The run's questions waiting for an answer, in the order they were asked."""
         return tuple(request for request, answer in self._pending.values() if not answer.done())
+
+    @property
+    def asked(self) -> tuple[ApprovalRequest, ...]:
+        """Every question the run asked so far, answered or not, in the order they were asked (a page's answer
+        to a question that is no longer pending was answered already, while one never asked is not this run's)."""
+        return tuple(self._asked.values())
 
     def decide(self, approval_id: str, choice: ApprovalChoice, note: str | None = None) -> None:
         """Answer the pending question `approval_id`: `approve`, `approve_for_session` or `deny` (`note` is
@@ -215,6 +223,7 @@ class LiveRun:
         if kind is ApprovalRequested:
             request = event.request  # type: ignore[attr-defined]
             self._pending.setdefault(request.approval_id, (request, asyncio.get_running_loop().create_future()))
+            self._asked.setdefault(request.approval_id, request)
         elif kind is ApprovalDecided:
             self._pending.pop(event.request.approval_id, None)  # type: ignore[attr-defined]
         self._put(event)  # type: ignore[arg-type]
@@ -231,6 +240,7 @@ class LiveRun:
         found = self._pending.get(request.approval_id)
         if found is None:  # asked without an ApprovalRequested event: an approver called directly
             found = self._pending[request.approval_id] = (request, asyncio.get_running_loop().create_future())
+            self._asked.setdefault(request.approval_id, request)
         answer = found[1]
         try:
             if self._approver is None or answer.done():

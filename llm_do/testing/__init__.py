@@ -1,4 +1,5 @@
-"""A testing kit for llm-do: scripted models, provider overrides, leak checks, call trees, cancelled runs.
+"""A testing kit for llm-do: scripted models, provider overrides, leak checks, call trees, cancelled runs, and a
+client of a chat's Vercel AI stream that answers its questions (`ChatClient`, `read_vercel_stream`).
 
 Everything here works without pytest. Installed, llm-do is also a pytest plugin (entry point
 `llm_do`) with the fixtures `llm_do_container`, `llm_do_entries`, `llm_do_runtime`,
@@ -16,6 +17,15 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from .cancel import (
         cancelled_run_report as cancelled_run_report,
+    )
+    from .chat import (
+        AnswerPolicy as AnswerPolicy,
+        ChatClient as ChatClient,
+        ChatReply as ChatReply,
+        ChatResponseError as ChatResponseError,
+        Question as Question,
+        SeenToolCall as SeenToolCall,
+        read_vercel_stream as read_vercel_stream,
     )
     from .evals import (
         EntryTask as EntryTask,
@@ -57,6 +67,15 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "cancel": ("cancelled_run_report",),
+    "chat": (
+        "AnswerPolicy",
+        "ChatClient",
+        "ChatReply",
+        "ChatResponseError",
+        "Question",
+        "SeenToolCall",
+        "read_vercel_stream",
+    ),
     "evals": ("EntryTask",),
     "leaks": (
         "LeakCheck",

@@ -12,6 +12,9 @@ a decision the holder refuses (the approval id is not pending in that run) raise
 with the holder's reason. A dropped listening connection is reopened (`reconnect_delay` between
 tries); decisions sent meanwhile are not delivered and say so.
 
+A service of one process needs no PostgreSQL: `LocalRelay` holds its runs the same way, and a decision for a run
+it does not hold raises `DecisionUndelivered` at once. Both are a `Relay`.
+
 Needs asyncpg (the `postgres` extra), imported when a relay opens.
 """
 
@@ -24,6 +27,7 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Iterator
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..approvals import CHOICES
@@ -32,7 +36,15 @@ from ..errors import LlmDoError, shortened
 if TYPE_CHECKING:
     import asyncpg
 
-__all__ = ["Decidable", "DecisionRefused", "DecisionRelay", "DecisionUndelivered"]
+__all__ = [
+    "Decidable",
+    "DecisionRefused",
+    "DecisionRelay",
+    "DecisionTooLarge",
+    "DecisionUndelivered",
+    "LocalRelay",
+    "Relay",
+]
 
 logger = logging.getLogger("llm_do")
 
@@ -51,8 +63,19 @@ class Decidable(Protocol):
     def decide(self, approval_id: str, choice: Any, note: str | None = None) -> Awaitable[None] | None: ...
 
 
+class Relay(Protocol):
+    """Where decisions on live runs go: the runs a process holds (`hold`), and a decision for any of them (`decide`)."""
+
+    def hold(self, session_id: str, run: Decidable) -> AbstractContextManager[None]: ...
+    async def decide(self, session_id: str, approval_id: str, choice: str, note: str | None = None) -> None: ...
+
+
 class DecisionRefused(LlmDoError):
     """The process holding the session's run refused the decision (the approval is not pending there)."""
+
+
+class DecisionTooLarge(LlmDoError):
+    """A decision too large to send as a PostgreSQL NOTIFY payload (its note, or its ids): not sent, not applied."""
 
 
 class DecisionUndelivered(LlmDoError):
@@ -66,7 +89,57 @@ async def apply(run: Decidable, approval_id: str, choice: str, note: str | None)
         await outcome
 
 
-class DecisionRelay:
+class _Holding:
+    """The live runs a process holds, by session id."""
+
+    _held: dict[str, Decidable]
+
+    @contextlib.contextmanager
+    def hold(self, session_id: str, run: Decidable) -> Iterator[None]:
+        """Decisions for `session_id` reach `run` while the block runs."""
+        if session_id in self._held:
+            raise LlmDoError(
+                f"{type(self).__name__}: session {_shown(session_id)} already has a live run held in this process"
+            )
+        self._held[session_id] = run
+        try:
+            yield
+        finally:
+            if self._held.get(session_id) is run:
+                del self._held[session_id]
+
+    def holds(self, session_id: str) -> bool:
+        return session_id in self._held
+
+
+def _checked(approval_id: str, choice: str) -> None:
+    if choice not in CHOICES:
+        raise LlmDoError(f"decision {choice!r} for {_shown(approval_id)}: choose one of {', '.join(CHOICES)}")
+
+
+class LocalRelay(_Holding):
+    """The relay of a service that runs in one process: a decision reaches a run this process holds, and no other."""
+
+    def __init__(self) -> None:
+        self._held = {}
+
+    async def decide(self, session_id: str, approval_id: str, choice: str, note: str | None = None) -> None:
+        """Answer `approval_id` of the live run of `session_id` held here (`DecisionUndelivered` if none is); an
+        approval that is not pending there is refused by the run (`ApprovalNotPending`)."""
+        _checked(approval_id, choice)
+        held = self._held.get(session_id)
+        if held is None:
+            raise DecisionUndelivered(
+                f"decision on {_shown(approval_id)} not applied: no live run of session {_shown(session_id)} "
+                "is in progress"
+            )
+        await apply(held, approval_id, choice, note)
+
+    def __repr__(self) -> str:
+        return f"LocalRelay(held={len(self._held)})"
+
+
+class DecisionRelay(_Holding):
     """One process's end of the decision relay; `async with DecisionRelay(dsn) as relay:` opens it.
 
     `channel` (a plain identifier of at most 46 bytes) is shared by every process of the service (one
@@ -165,23 +238,6 @@ class DecisionRelay:
             logger.info("decision relay: reconnected")
             return
 
-    # -- holding runs -------------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def hold(self, session_id: str, run: Decidable) -> Iterator[None]:
-        """Decisions for `session_id` reach `run` while the block runs (from this process or another)."""
-        if session_id in self._held:
-            raise LlmDoError(f"DecisionRelay: session {_shown(session_id)} already has a live run held in this process")
-        self._held[session_id] = run
-        try:
-            yield
-        finally:
-            if self._held.get(session_id) is run:
-                del self._held[session_id]
-
-    def holds(self, session_id: str) -> bool:
-        return session_id in self._held
-
     # -- deciding -----------------------------------------------------------------------------------
 
     async def decide(self, session_id: str, approval_id: str, choice: str, note: str | None = None) -> None:
@@ -190,10 +246,9 @@ class DecisionRelay:
         Raises `DecisionRefused` if that run refuses it (not pending there), `DecisionUndelivered`
         if no process applied it within `reply_timeout`. The caller checks who may decide.
         """
-        if choice not in CHOICES:
-            raise LlmDoError(f"decision {choice!r} for {_shown(approval_id)}: choose one of {', '.join(CHOICES)}")
+        _checked(approval_id, choice)
         if note is not None and _size(_encoded(note)) > _NOTE_LIMIT:
-            raise LlmDoError(
+            raise DecisionTooLarge(
                 f"the note of the decision on {_shown(approval_id)} is longer than {_NOTE_LIMIT} bytes "
                 "(as UTF-8 JSON); shorten it"
             )
@@ -219,7 +274,7 @@ class DecisionRelay:
         size = _size(payload)
         if size > _PAYLOAD_LIMIT:
             sizes = ", ".join(f"{name} {_size(_encoded(message[name]))}" for name in ("session", "approval_id", "note"))
-            raise LlmDoError(
+            raise DecisionTooLarge(
                 f"decision on {_shown(approval_id)} (session {_shown(session_id)}) not sent: as a PostgreSQL NOTIFY "
                 f"payload it takes {size} bytes, and NOTIFY takes at most {_PAYLOAD_LIMIT} (bytes as JSON: "
                 f"{sizes}); shorten the note, or use shorter session ids"

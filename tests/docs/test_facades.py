@@ -25,15 +25,18 @@ PUBLIC = {
         ScopeMismatch Session SessionBusy SessionError SessionLocalSingleton StoredHistory StreamEvent ToolPolicy
         Toolset ToolsetError ToolsetSpec UnknownHandle Verdict continue_trace current_traceparent entry
         inject_trace_context open_handles reveal run_report tool""",
-    "llm_do.testing": """LeakCheck LeakError LifespanError Overrides Returned ScriptError ScriptedModel Step ToolCall
-        Turn answering asgi_client assert_no_leaks call_tree cancelled_run_report override response returned
-        serve_lifespan settle tool_call track_leaks""",
+    "llm_do.testing": """AnswerPolicy ChatClient ChatReply ChatResponseError LeakCheck LeakError LifespanError
+        Overrides Question Returned ScriptError ScriptedModel SeenToolCall Step ToolCall Turn answering asgi_client
+        assert_no_leaks call_tree cancelled_run_report override read_vercel_stream response returned serve_lifespan
+        settle tool_call track_leaks""",
     "llm_do.mcp": """McpOptions McpServer McpServerError McpServersError OwnedStdioTransport RootRefused
         ServerCommandNotFound confined_roots own_mcp_toolsets""",
     "llm_do.jobs": """DecisionRefused FINAL_STATUSES InvalidJobRequest JobEntry JobInfo JobNotFound JobQueue JobRecord
         JobSettings JobStatus PendingApproval RetryStrategy RunParked RuntimeFactory WorkerOptions WorkerShutdown
         current_job expire_approvals recover_stalled_jobs remove_old_journals run_worker""",
-    "llm_do.web": "RunStopped SSE_HEADERS decision_of questions_end_on_signal sse_response vercel_chunks vercel_sse",
+    "llm_do.web": """Access ChatAction ChatLimits ChatRefused RunStopped SSE_HEADERS SdkVersion
+        ToolApprovalResponseChunk chat_router decision_of questions_end_on_signal sdk_lines sse_response vercel_chunks
+        vercel_sse""",
     "containers": "AgentContainer BuiltinToolsets",
 }
 

@@ -140,3 +140,15 @@ async def test_closing_the_runtime_waits_for_a_run_nobody_reads() -> None:
         asyncio.get_running_loop().call_later(0.05, live.decide, live.pending[0].approval_id, "approve")
     assert run.ended and WRITTEN == ["milk"]
     assert (await run.result()).output == "noted"
+
+
+async def test_a_live_run_lists_every_question_it_asked_answered_or_not() -> None:
+    steps = (tool_call("write", text="milk"), tool_call("write", text="eggs"), "noted both")
+    async with runtime(*steps) as rt:
+        async with rt.stream("clerk", "note milk and eggs", session="ada", resumable=True) as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    assert [request.approval_id for request in run.asked][-1] == event.request.approval_id
+                    run.decide(event.request.approval_id, "approve")
+        assert [request.args["text"] for request in run.asked] == ["milk", "eggs"]  # answered, still listed
+        assert run.pending == ()

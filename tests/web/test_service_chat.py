@@ -12,8 +12,10 @@ import asyncpg
 import httpx
 import pytest
 
+from llm_do.testing import ChatClient
+
 from ..postgres import PostgresServer
-from ..web_processes import PROCESSES, chat_processes, chunks, fresh_database
+from ..web_processes import PROCESSES, bank_chat, chat_processes, chunks, fresh_database
 
 
 @pytest.fixture
@@ -301,7 +303,7 @@ async def test_the_conversation_locks_are_taken_back_when_their_connection_comes
                 ended = await _query(
                     dsn,
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'llm-do-bank turns' AND pid IN "
+                    "WHERE application_name = 'llm-do turns' AND pid IN "
                     "(SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
                 )
                 assert [row[0] for row in ended] == [True]
@@ -323,3 +325,38 @@ async def test_the_conversation_locks_are_taken_back_when_their_connection_comes
         # and let go when the run ended
         text = await _approve_and_read(other, first, session, "move 5 from A to B", alice)
         assert text.startswith("Done: moved 5 from A to B")
+
+
+@pytest.mark.long
+async def test_an_oversize_message_is_refused_never_cut_and_a_test_reads_the_chat_in_a_few_lines(
+    postgres: PostgresServer,
+) -> None:
+    async with bank_chat(postgres) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        alice = ChatClient(client, "/chat/sessions", headers={"x-user": "alice"})
+        session = await alice.open()
+        long = "move 10 from A to B" + " please" * 300  # 2119 characters: the chat takes 2000
+        said = {
+            "id": "alice-long",
+            "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": long}]}],
+        }
+        for refused in (
+            await client.post(f"/chat/sessions/{session}/messages", json={"text": long}, headers=alice.headers),
+            await client.post("/chat/sessions", json={**said, "trigger": "submit-message"}, headers=alice.headers),
+        ):
+            assert refused.status_code == 413, refused.text
+            assert "the message is 2,119 characters long" in refused.json()["error"]
+        assert (await client.get("/accounts")).json() == {"A": 100, "B": 0, "C": 50, "D": 0}  # nothing ran
+
+        # the chat, read and answered by the testing kit: the page's way, then the AI SDK's
+        reply = await alice.send(session, "move 10 from A to B", answer=lambda question: "approve")
+        assert reply.text.startswith("Done: moved 10 from A to B: txn_")
+        assert [question.tool for question in reply.questions] == ["commit"]
+        assert [(call.tool, call.state) for call in reply.tool_calls] == [
+            ("cashier", "done"),
+            ("begin", "done"),
+            ("transfer", "done"),
+            ("commit", "done"),
+        ]
+        denied = await alice.send("alice-sdk", "move 5 from C to D", answer=lambda q: ("deny", "no"), via="sdk")
+        assert denied.text.startswith("The transfer was not made") and denied.tool_call("commit").state == "denied"
+        assert (await client.get("/accounts")).json() == {"A": 90, "B": 10, "C": 50, "D": 0}

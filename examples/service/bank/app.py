@@ -18,15 +18,12 @@ from pydantic import BaseModel, Field
 
 from llm_do import PostgresHistoryStore, Runtime, run_report
 from llm_do.web import questions_end_on_signal
-from llm_do.web.relay import DecisionRelay
 
 from . import ledger
 from .chat import ChatStore, banker, cashier
 from .chat_web import add_chat_endpoints
 from .model import TransferRequest
-from .resumable import Keepers
 from .toolsets import Audit
-from .turns import Turns
 from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
 from .wiring import Bank, teller
 
@@ -91,8 +88,8 @@ def create_app(
     `jobs` is the queue `POST /jobs/transfer` defers to (default: the bank's queue in the database of
     `LLM_DO_JOBS_DATABASE_URL`, else the container's `database_url`); workers run the jobs. With
     `with_jobs=False` the service has no job endpoints and never imports the job queue's libraries.
-    With `with_chat` (the default) it serves the chat page and its endpoints (`bank.chat_web`), and
-    relays approval decisions between its processes through the database (`llm_do.web.relay`).
+    With `with_chat` (the default) it serves the chat page and its endpoints (`bank.chat_web`: llm-do's
+    `chat_router`), whose turns and decisions are shared between its processes through the database.
     The container is also `app.state.container`, for tests that override its providers.
     """
     if jobs is not None and not with_jobs:
@@ -116,10 +113,8 @@ def create_app(
             if history is not None:
                 chats = state["chats"] = ChatStore(await bank.pool())
                 await chats.create_schema(history)
-                state["relay"] = await stack.enter_async_context(DecisionRelay(_dsn(bank)))
-                state["turns"] = await stack.enter_async_context(Turns(_dsn(bank)))
-                # each conversation's run goes on without its page; closed first: waits for the runs in flight
-                state["keepers"] = await stack.enter_async_context(Keepers(runtime, state["relay"], state["turns"]))
+                # the chat's router (bank.chat_web) opens its relay and turns in its own start-up, after this one,
+                # and closes them first, once its runs in flight have ended
                 # told to stop (a deploy), the questions a run waits on are denied first, and the person told:
                 # the runs end and their streams close, instead of waiting for answers that cannot come
                 stack.enter_context(questions_end_on_signal(runtime.stop_asking))
@@ -171,7 +166,7 @@ def create_app(
     if queue is not None:
         _add_job_endpoints(app, queue)
     if with_chat:
-        add_chat_endpoints(app)
+        add_chat_endpoints(app, lambda: _dsn(bank))
 
     @app.post("/accounts", status_code=201)
     async def open_account(body: NewAccount) -> Response:

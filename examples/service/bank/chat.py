@@ -147,13 +147,9 @@ class ChatStore:
             await conn.execute(_SCHEMA)
         await history.load("")  # at start-up rather than at the first message (it locks against other processes)
 
-    async def open(self, owner: str) -> str:
-        session_id = f"chat_{uuid.uuid4().hex}"
-        await self.pool.execute("INSERT INTO chat_sessions (id, owner) VALUES ($1, $2)", session_id, owner)
-        return session_id
-
     async def claim(self, session_id: str, owner: str) -> str:
-        """Open `session_id` for `owner` unless it exists (a chat id the AI SDK chose); returns its owner."""
+        """Open `session_id` for `owner` unless it exists (a new conversation's id, or one the AI SDK chose); returns
+        its owner."""
         await self.pool.execute(
             "INSERT INTO chat_sessions (id, owner) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", session_id, owner
         )
