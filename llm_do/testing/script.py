@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -177,13 +177,8 @@ class ScriptedModel(FunctionModel):
         return self._response(step, turn)
 
     async def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
-        response = self._respond(messages, info)
-        for index, part in enumerate(response.parts):
-            if isinstance(part, TextPart):
-                for number, word in enumerate(part.content.split(" ")):
-                    yield word if number == 0 else f" {word}"
-            elif isinstance(part, ToolCallPart):
-                yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+        for delta in _streamed(self._respond(messages, info)):
+            yield delta
 
     def _check_offered(self, turn: Turn) -> None:
         if self.tools is None:
@@ -216,6 +211,16 @@ class ScriptedModel(FunctionModel):
         return answer
 
 
+def _streamed(response: ModelResponse) -> Iterator[str | DeltaToolCalls]:
+    """A response as a streamed one: its text word by word, each tool call whole."""
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            for number, word in enumerate(part.content.split(" ")):
+                yield word if number == 0 else f" {word}"
+        elif isinstance(part, ToolCallPart):
+            yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+
+
 def answering(answer: Callable[[Turn], Step], *, threads: bool = True) -> FunctionModel:
     """A model that answers every request with `answer(turn)`, a step: for an agent that many runs share.
 
@@ -225,7 +230,8 @@ def answering(answer: Callable[[Turn], Step], *, threads: bool = True) -> Functi
 
     `turn.step` counts the responses of the request's own conversation, so each run starts again at 0. The
     model never runs out, keeps no turns, and does not check answers against the agent's tools (a test can call a
-    tool the agent lacks, to see what it is told). pydantic-ai runs a sync model function in worker threads,
+    tool the agent lacks, to see what it is told). It answers streamed requests too (a live run), as
+    `ScriptedModel` does. pydantic-ai runs a sync model function in worker threads,
     and an idle thread keeps its last job (the messages) until it takes another; `threads=False` answers on the
     event loop instead, as a real model's async client does: for tests that count what stays alive.
     """
@@ -241,7 +247,11 @@ def answering(answer: Callable[[Turn], Step], *, threads: bool = True) -> Functi
     async def respond_on_the_loop(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return respond(messages, info)
 
-    return FunctionModel(respond if threads else respond_on_the_loop)
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        for delta in _streamed(respond(messages, info)):
+            yield delta
+
+    return FunctionModel(respond if threads else respond_on_the_loop, stream_function=stream)
 
 
 def response(step: str | ToolCall | Sequence[ToolCall] | ModelResponse) -> ModelResponse:

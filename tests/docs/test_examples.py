@@ -102,3 +102,19 @@ def test_service_demo_runs_offline_against_postgres(postgres: PostgresServer) ->
         "  audit: rollback txn_X (never committed)",
         "balances after:  {'A': 90, 'B': 60}",
     ]
+
+
+def test_the_users_app_passes_its_own_tests() -> None:
+    """dependency-injector's FastAPI example with an assistant added: its tests run as its authors run them."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LLM_DO_")}
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "webapp/tests.py"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT / "examples" / "users_app",
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"\b5 passed\b", done.stdout), done.stdout[-3000:]

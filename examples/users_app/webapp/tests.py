@@ -1,0 +1,101 @@
+"""Tests module."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+from fastapi.testclient import TestClient
+
+from llm_do.testing import ChatClient, Turn, answering, asgi_client
+
+from .application import app
+from .models import User
+from .repositories import UserNotFoundError, UserRepository
+from .scripts import deactivating
+
+
+@pytest.fixture
+def client() -> Any:
+    yield TestClient(app)
+
+
+# -- dependency-injector's own tests of the users endpoints, unchanged ----------------------------------------
+
+
+def test_get_list(client: TestClient) -> None:
+    repository_mock = mock.Mock(spec=UserRepository)
+    repository_mock.get_all.return_value = [
+        User(id=1, email="test1@email.com", hashed_password="pwd", is_active=True),
+        User(id=2, email="test2@email.com", hashed_password="pwd", is_active=False),
+    ]
+
+    with app.container.user_repository.override(repository_mock):  # type: ignore[attr-defined]
+        response = client.get("/users")
+
+    assert response.status_code == 200
+    data = response.json()
+    assert data == [
+        {"id": 1, "email": "test1@email.com", "hashed_password": "pwd", "is_active": True},
+        {"id": 2, "email": "test2@email.com", "hashed_password": "pwd", "is_active": False},
+    ]
+
+
+def test_get_by_id_404(client: TestClient) -> None:
+    repository_mock = mock.Mock(spec=UserRepository)
+    repository_mock.get_by_id.side_effect = UserNotFoundError(1)
+
+    with app.container.user_repository.override(repository_mock):  # type: ignore[attr-defined]
+        response = client.get("/users/1")
+
+    assert response.status_code == 404
+
+
+# -- the assistant ---------------------------------------------------------------------------------------------
+
+
+def failing_after_the_write(turn: Turn) -> Any:
+    if turn.step < 2:
+        return deactivating(turn)
+    raise RuntimeError("the model's server went away")
+
+
+def new_user(email: str) -> int:
+    return int(app.container.user_repository().add(email=email, password="pwd").id)  # type: ignore[attr-defined]
+
+
+def is_active(user_id: int) -> bool:
+    return bool(app.container.user_repository().get_by_id(user_id).is_active)  # type: ignore[attr-defined]
+
+
+async def ask(conversation: str, text: str, answer: Any, model: Any) -> Any:
+    assistant = app.container.assistant()  # type: ignore[attr-defined]
+    with assistant.agent.override(model=answering(model)):
+        async with asgi_client(app) as http:
+            return await ChatClient(http, headers={"x-user": "ada"}).send(conversation, text, answer=answer)
+
+
+async def test_the_assistant_deactivates_a_user_once_the_person_approves() -> None:
+    user_id = new_user("grace@example.com")
+    reply = await ask("grace", "Deactivate grace@example.com", lambda question: "approve", deactivating)
+    assert [(question.tool, question.args) for question in reply.questions] == [
+        ("deactivate_user", {"user_id": user_id})
+    ]
+    assert reply.text == f"user {user_id} is deactivated"
+    assert not is_active(user_id)  # committed: the request ended well
+
+
+async def test_a_refused_deactivation_changes_nothing() -> None:
+    user_id = new_user("linus@example.com")
+    reply = await ask("linus", "Deactivate linus@example.com", lambda question: ("deny", "not today"), deactivating)
+    assert reply.tool_call("deactivate_user").state == "denied"
+    assert is_active(user_id)
+
+
+async def test_a_request_that_fails_after_the_write_rolls_it_back() -> None:
+    user_id = new_user("ken@example.com")
+    reply = await ask("ken", "Deactivate ken@example.com", lambda question: "approve", failing_after_the_write)
+    assert reply.tool_call("deactivate_user").output == f"user {user_id} is deactivated"  # it ran...
+    assert reply.error is not None
+    assert is_active(user_id)  # ...in the request's transaction, rolled back when the request failed
