@@ -64,8 +64,8 @@ class BuiltinToolsets(AgentContainer):
         timeout=AgentContainer.config.shell_timeout,
     )
 
-    # presets of the shell, asked for by name: one to look around (runs without asking, denies what writes), one
-    # that also makes, copies and moves files (copies and moves ask); paths stay relative, in the project
+    # presets of the shell, asked for by name, as the earlier llm-do's: one to look around (runs without asking,
+    # find -exec/-delete asks, denies what writes), one that lists and moves files (moves ask); paths stay relative
     shell_readonly = providers.Factory(
         ReadOnlyShell, root=AgentContainer.config.project_root, timeout=AgentContainer.config.shell_timeout
     )

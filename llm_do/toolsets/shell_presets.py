@@ -1,11 +1,13 @@
 """Shells with an allowlist and approvals of their own, asked for by name: `shell_readonly` to look around,
-`shell_file_ops` to also make, copy and move files (copies and moves ask).
+`shell_file_ops` to list files and move them (moves ask). They are the earlier llm-do's presets of the same
+names: what it ran without asking runs without asking, what it asked for asks, and every other program is denied.
 
 Both run their programs as the `shell` toolset does (no shell, a process group, the project root as the
 working directory), and their policy's rule reads every command: paths must be relative and stay in the
-project (no absolute path, no `..`), and what would write or run something else is denied, with the reason
-the model reads. A symbolic link inside the project that points out of it is followed by the programs: where
-that matters, use the `filesystem_readonly` and `filesystem` toolsets, which refuse such links.
+project (no absolute path, no `..`), and what would write a file or run another program without asking is
+denied, with the reason the model reads. A symbolic link inside the project that points out of it is followed
+by the programs: where that matters, use the `filesystem_readonly` and `filesystem` toolsets, which refuse
+such links.
 """
 
 from __future__ import annotations
@@ -20,18 +22,65 @@ from .shell import ShellToolset
 
 __all__ = ["FILE_OPS_PROGRAMS", "READ_ONLY_PROGRAMS", "FileOpsShell", "ReadOnlyShell"]
 
-READ_ONLY_PROGRAMS = ("ls", "cat", "head", "tail", "wc", "grep", "find", "stat", "du", "git")
-"""What `ReadOnlyShell` runs (git: its `log`, `diff`, `status`, `show`, `blame`, `ls-files` and `grep` only)."""
-FILE_OPS_PROGRAMS = (*READ_ONLY_PROGRAMS, "mkdir", "touch", "cp", "mv")
-"""What `FileOpsShell` runs: the read-only programs, and `mkdir`, `touch`, `cp`, `mv` (copies and moves ask)."""
+READ_ONLY_PROGRAMS = ("ls", "cat", "head", "tail", "wc", "grep", "find", "sort", "uniq", "git")
+"""What `ReadOnlyShell` runs (git: its `log`, `diff`, `show` and `status` only), as the earlier `shell_readonly`."""
+FILE_OPS_PROGRAMS = ("ls", "mv")
+"""What `FileOpsShell` runs, as the earlier `shell_file_ops`: `ls`, and `mv`, which asks."""
 
-_GIT_READS = frozenset({"log", "diff", "status", "show", "blame", "ls-files", "grep"})
-_FIND_ACTIONS = frozenset({"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"})
+_GIT_READS = frozenset({"log", "diff", "show", "status"})
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-delete"})
+"""`find`'s actions the earlier `shell_readonly` asked for."""
+_FIND_WRITES = frozenset({"-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"})
+"""`find`'s actions that write a file or wait for an answer on the terminal: denied."""
 _GIT_REFUSED = ("-c", "-C", "--exec-path", "--git-dir", "--work-tree", "--output", "--ext-diff", "--textconv")
+_SORT_VALUED = frozenset("kSTt")
+"""`sort`'s short options that take a value (`-o` is one too: the file it writes)."""
+_UNIQ_VALUED = frozenset({"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"})
 
 
 def _outside(argument: str) -> bool:
     return argument.startswith("/") or ".." in argument.replace("\\", "/").split("/")
+
+
+def _sort_problem(args: Sequence[str]) -> str | None:
+    """Why `sort` may not run with `args` here (it writes a file, or runs a program), or None."""
+    expects_value = False
+    for argument in args:
+        if expects_value:
+            expects_value = False
+            continue
+        if argument == "--":
+            return None
+        if argument.startswith("--"):
+            name = argument[2:].partition("=")[0]
+            if name and "output".startswith(name):
+                return f"sort may not write a file ({argument}) here"
+            if len(name) > 1 and "compress-program".startswith(name):
+                return f"sort may not run {argument} here"
+        elif argument.startswith("-") and len(argument) > 1:
+            for index, letter in enumerate(argument[1:], start=2):
+                if letter == "o":
+                    return f"sort may not write a file ({argument}) here"
+                if letter in _SORT_VALUED:
+                    expects_value = index == len(argument)
+                    break
+    return None
+
+
+def _uniq_problem(args: Sequence[str]) -> str | None:
+    """Why `uniq` may not run with `args` here (a second file name is the file it writes), or None."""
+    operands: list[str] = []
+    expects_value, options = False, True
+    for argument in args:
+        if expects_value:
+            expects_value = False
+        elif options and argument == "--":
+            options = False
+        elif options and argument.startswith("-") and argument != "-":
+            expects_value = argument in _UNIQ_VALUED
+        else:
+            operands.append(argument)
+    return f"uniq may not write a file ({operands[1]}) here" if len(operands) > 1 else None
 
 
 def _problem(program: str, args: Sequence[str], programs: Sequence[str]) -> str | None:
@@ -40,8 +89,12 @@ def _problem(program: str, args: Sequence[str], programs: Sequence[str]) -> str 
         return f"{program} is not one of this shell's programs ({listing(programs)})"
     if any(_outside(argument.partition("=")[2] or argument) for argument in args):
         return "paths must be relative and stay in the project (no absolute path, no '..')"
-    if program == "find" and _FIND_ACTIONS.intersection(args):
-        return f"find may not {listing(_FIND_ACTIONS.intersection(args))} here: it only lists"
+    if program == "find" and _FIND_WRITES.intersection(args):
+        return f"find may not {listing(_FIND_WRITES.intersection(args))} here"
+    if program == "sort":
+        return _sort_problem(args)
+    if program == "uniq":
+        return _uniq_problem(args)
     if program == "git":
         refused = [arg for arg in args if arg.startswith(_GIT_REFUSED)]
         command = next((arg for arg in args if not arg.startswith("-")), None)
@@ -58,26 +111,31 @@ def _command(args: Mapping[str, Any]) -> tuple[str, list[str]]:
 
 
 def read_only_rule(tool: str, args: Mapping[str, Any]) -> Verdict | None:
-    """Deny what a read-only shell must not run."""
+    """Deny what a read-only shell must not run; `find` that runs a program or deletes asks."""
     program, rest = _command(args)
     problem = _problem(program, rest, READ_ONLY_PROGRAMS) if program else None
-    return Verdict("deny", problem) if problem else None
+    if problem:
+        return Verdict("deny", problem)
+    if program == "find" and _FIND_RUNS.intersection(rest):
+        return Verdict("ask", f"find {listing(_FIND_RUNS.intersection(rest))}: {' '.join(rest)}")
+    return None
 
 
 def file_ops_rule(tool: str, args: Mapping[str, Any]) -> Verdict | None:
-    """Deny what the file-operations shell must not run; copies and moves ask."""
+    """Deny what the file-operations shell must not run; moves ask."""
     program, rest = _command(args)
     problem = _problem(program, rest, FILE_OPS_PROGRAMS) if program else None
     if problem:
         return Verdict("deny", problem)
-    if program in ("cp", "mv"):
-        return Verdict("ask", f"{'copies' if program == 'cp' else 'moves'} files: {' '.join(rest)}")
+    if program == "mv":
+        return Verdict("ask", f"moves files: {' '.join(rest)}")
     return None
 
 
 class ReadOnlyShell(ShellToolset):
-    """A shell to look around the project: `ls`, `cat`, `head`, `tail`, `wc`, `grep`, `find` (without actions),
-    `stat`, `du`, and git's reading commands. Runs without asking; what would write is denied."""
+    """A shell to look around the project: `ls`, `cat`, `head`, `tail`, `wc`, `grep`, `sort`, `uniq`, `find`, and
+    git's `log`, `diff`, `show` and `status`. Runs without asking, except `find` with `-exec`, `-execdir` or
+    `-delete`, which asks; what would write a file is denied."""
 
     default_policy: ClassVar[ToolPolicy | None] = ToolPolicy(rule=read_only_rule)
 
@@ -86,7 +144,7 @@ class ReadOnlyShell(ShellToolset):
 
 
 class FileOpsShell(ShellToolset):
-    """The read-only shell's programs, and `mkdir`, `touch`, `cp` and `mv`: copies and moves ask."""
+    """`ls`, which runs without asking, and `mv`, which asks; no other program."""
 
     default_policy: ClassVar[ToolPolicy | None] = ToolPolicy(rule=file_ops_rule)
 

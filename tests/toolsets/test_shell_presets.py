@@ -1,5 +1,6 @@
 """The shell presets, `shell_readonly` and `shell_file_ops`: real programs in a real project directory, what
-runs without asking, what asks, and what is denied with a reason the model reads."""
+runs without asking, what asks, and what is denied with a reason the model reads. They are the earlier llm-do's
+presets of the same names: what it ran freely runs freely, what it asked for asks, what it refused is denied."""
 
 from __future__ import annotations
 
@@ -18,11 +19,16 @@ from llm_do.testing import ScriptedModel, tool_call
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    (tmp_path / "notes.txt").write_text("milk\neggs\n")
+    (tmp_path / "notes.txt").write_text("milk\neggs\nmilk\n")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# A\n")
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     return tmp_path
+
+
+def entries(root: Path, pattern: str = "*") -> list[str]:
+    """The names of the files and folders under `root` matching `pattern`, at any depth."""
+    return sorted(str(path.relative_to(root)) for path in root.rglob(pattern) if ".git" not in path.parts)
 
 
 def seen(messages: list[ModelMessage]) -> list[str]:
@@ -58,11 +64,24 @@ async def run_commands(
 
 
 async def test_the_read_only_shell_looks_around_without_asking(project: Path) -> None:
-    returned, asked = await run_commands(
-        project, "shell_readonly", [["cat", "notes.txt"], ["grep", "-n", "eggs", "notes.txt"], ["git", "status"]]
-    )
+    commands = [
+        ["cat", "notes.txt"],
+        ["grep", "-n", "eggs", "notes.txt"],
+        ["git", "status"],
+        ["sort", "notes.txt"],
+        ["uniq", "-c", "notes.txt"],
+        ["wc", "-l", "notes.txt"],
+        ["head", "-n", "1", "notes.txt"],
+        ["tail", "-n", "1", "notes.txt"],
+        ["ls", "docs"],
+        ["find", ".", "-name", "*.md"],
+        ["git", "log"],
+    ]
+    returned, asked = await run_commands(project, "shell_readonly", commands)
     assert asked == []
     assert "milk" in returned[0] and "2:eggs" in returned[1] and "No commits yet" in returned[2]
+    assert "eggs\\nmilk\\nmilk" in returned[3] and "1 milk" in returned[4] and "3 notes.txt" in returned[5]
+    assert "a.md" in returned[8] and "./docs/a.md" in returned[9]
 
 
 @pytest.mark.parametrize(
@@ -70,12 +89,19 @@ async def test_the_read_only_shell_looks_around_without_asking(project: Path) ->
     [
         (["cat", "/etc/passwd"], "paths must be relative and stay in the project"),
         (["cat", "../outside"], "paths must be relative and stay in the project"),
-        (["find", ".", "-delete"], "find may not -delete here"),
-        (["find", ".", "-exec", "rm", "{}", ";"], "find may not -exec here"),
-        (["git", "commit", "-m", "x"], "only git blame, diff, grep, log, ls-files, show, status run here"),
+        (["find", ".", "-fprint", "list.txt"], "find may not -fprint here"),
+        (["git", "commit", "-m", "x"], "only git diff, log, show, status run here"),
+        (["git", "blame", "notes.txt"], "only git diff, log, show, status run here, not git blame"),
         (["git", "-c", "core.pager=sh", "log"], "git -c is not allowed here"),
         (["git", "diff", "--output=notes.txt"], "git --output=notes.txt is not allowed here"),
-        (["mv", "notes.txt", "b.txt"], "mv is not one of this shell's programs (cat, du, find, git, grep, head, ls"),
+        (["sort", "-o", "notes.txt", "notes.txt"], "sort may not write a file (-o) here"),
+        (["sort", "-ro", "notes.txt", "notes.txt"], "sort may not write a file (-ro) here"),
+        (["sort", "--out=notes.txt", "notes.txt"], "sort may not write a file (--out=notes.txt) here"),
+        (["sort", "--compress-program=sh", "notes.txt"], "sort may not run --compress-program=sh here"),
+        (["uniq", "notes.txt", "docs/a.md"], "uniq may not write a file (docs/a.md) here"),
+        (["mv", "notes.txt", "b.txt"], "mv is not one of this shell's programs (cat, find, git, grep, head, ls"),
+        (["stat", "notes.txt"], "stat is not one of this shell's programs"),
+        (["du", "docs"], "du is not one of this shell's programs"),
     ],
 )
 async def test_the_read_only_shell_denies_what_would_write_or_leave_the_project(
@@ -83,16 +109,32 @@ async def test_the_read_only_shell_denies_what_would_write_or_leave_the_project(
 ) -> None:
     [returned], asked = await run_commands(project, "shell_readonly", [command])
     assert reason in returned and asked == []
-    assert (project / "notes.txt").read_text() == "milk\neggs\n" and (project / "docs" / "a.md").exists()
+    assert (project / "notes.txt").read_text() == "milk\neggs\nmilk\n" and (project / "docs" / "a.md").exists()
+    assert entries(project) == ["docs", "docs/a.md", "notes.txt"]
 
 
-async def test_the_file_ops_shell_makes_files_freely_and_asks_before_copies_and_moves(project: Path) -> None:
-    commands = [["mkdir", "drafts"], ["cp", "notes.txt", "drafts/copy.txt"], ["mv", "docs/a.md", "drafts/a.md"]]
-    returned, asked = await run_commands(project, "shell_file_ops", commands)
-    assert len(returned) == 3
-    assert asked == ["cp notes.txt drafts/copy.txt", "mv docs/a.md drafts/a.md"]
-    assert (project / "drafts" / "copy.txt").read_text() == "milk\neggs\n"
-    assert (project / "drafts" / "a.md").exists() and not (project / "docs" / "a.md").exists()
+@pytest.mark.parametrize("action", ["-exec", "-execdir"])
+async def test_the_read_only_shell_asks_before_find_runs_a_program(project: Path, action: str) -> None:
+    command = ["find", ".", "-name", "a.md", action, "touch", "{}.seen", ";"]
+    _, asked = await run_commands(project, "shell_readonly", [command], "deny")
+    assert asked == [" ".join(command)]
+    assert entries(project, "*.seen") == []
+    _, asked = await run_commands(project, "shell_readonly", [command])
+    assert asked == [" ".join(command)] and entries(project, "*.seen") == ["docs/a.md.seen"]
+
+
+async def test_the_read_only_shell_asks_before_find_deletes(project: Path) -> None:
+    command = ["find", "docs", "-name", "a.md", "-delete"]
+    [returned], asked = await run_commands(project, "shell_readonly", [command], "deny")
+    assert asked == ["find docs -name a.md -delete"] and "no" in returned
+    assert (project / "docs" / "a.md").exists()
+
+
+async def test_the_file_ops_shell_lists_freely_and_asks_before_moves(project: Path) -> None:
+    returned, asked = await run_commands(project, "shell_file_ops", [["ls", "docs"], ["mv", "docs/a.md", "b.md"]])
+    assert "a.md" in returned[0]
+    assert asked == ["mv docs/a.md b.md"]
+    assert (project / "b.md").exists() and not (project / "docs" / "a.md").exists()
 
 
 async def test_a_denied_move_leaves_the_files_where_they_were(project: Path) -> None:
@@ -101,10 +143,17 @@ async def test_a_denied_move_leaves_the_files_where_they_were(project: Path) -> 
     assert (project / "notes.txt").exists() and not (project / "gone.txt").exists()
 
 
-async def test_the_file_ops_shell_keeps_paths_in_the_project_and_removes_nothing(project: Path) -> None:
-    returned, asked = await run_commands(
-        project, "shell_file_ops", [["cp", "notes.txt", "/tmp/stolen.txt"], ["rm", "notes.txt"]]
-    )
-    assert "paths must be relative and stay in the project" in returned[0]
-    assert "rm is not one of this shell's programs" in returned[1]
+@pytest.mark.parametrize(
+    "command",
+    [["mkdir", "drafts"], ["touch", "new.txt"], ["cp", "notes.txt", "copy.txt"], ["cat", "notes.txt"], ["rm", "x"]],
+)
+async def test_the_file_ops_shell_runs_only_ls_and_mv(project: Path, command: list[str]) -> None:
+    [returned], asked = await run_commands(project, "shell_file_ops", [command])
+    assert f"{command[0]} is not one of this shell's programs (ls, mv)" in returned and asked == []
+    assert entries(project) == ["docs", "docs/a.md", "notes.txt"]
+
+
+async def test_the_file_ops_shell_keeps_paths_in_the_project(project: Path) -> None:
+    [returned], asked = await run_commands(project, "shell_file_ops", [["mv", "notes.txt", "/tmp/stolen.txt"]])
+    assert "paths must be relative and stay in the project" in returned
     assert asked == [] and (project / "notes.txt").exists()
