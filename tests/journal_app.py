@@ -416,7 +416,11 @@ def make_runtime(**options: Any) -> Runtime:
             maker,
         ],
         toolsets={"steps": Steps, "till": Till, "careful": Careful, "quitting": Quitting, "agents": DynamicAgents},
-        policies={"till": ToolPolicy(tools={"pay": "ask"}), "reviewer": ToolPolicy(attachments="ask")},
+        policies={
+            "till": ToolPolicy(tools={"pay": "ask"}),
+            "reviewer": ToolPolicy(attachments="ask"),
+            "agents": ToolPolicy(),  # agents are made without asking: the journal's tests, not about approvals
+        },
         **options,
     )
 

@@ -4,21 +4,26 @@ A made agent lives in its run: any call of the run can call it, and nothing of i
 `keep="session"`, it lives in the run's session instead: the session's later runs can call it, no other session
 can, and it is forgotten when the session closes. It is never written anywhere. It may use only toolsets its maker
 has, each gated by its own approval policy; its calls are children in the call tree,
-under the depth limit, counted in the run's usage, streamed and traced like any entry's. Gate the making or the
-calling by this toolset's policy (`agent_create`, `agent_call`), as any tool.
+under the depth limit, counted in the run's usage, streamed and traced like any entry's. Making an agent asks
+first, as in the earlier llm-do; calling one does not (its tools are gated by their own policies, and a call of an
+entry by the entry's). A policy declared for the toolset's name decides instead, as for any tool; its
+`attachments` decision decides the `agent_call`s that hand over files.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.toolsets import ToolsetTool
 from pydantic_core import to_json
 
 from ..approvals import ApprovalDenied, ToolPolicy
 from ..errors import ToolsetError, listing
+from ..files import TAKES_ATTACHMENTS
 from ..toolkit import Toolset, tool
 
 __all__ = ["DynamicAgents"]
@@ -42,13 +47,23 @@ class _Maker(Protocol):
 class DynamicAgents(Toolset):
     """Make an agent for this run, then call it (the earlier llm-do's `agent_create` and `agent_call`).
 
-    Its calls run without asking, as calls to any agent do: a made agent's tools are gated by their own
-    policies. Declare a policy for the toolset's name to gate the making or the calling."""
+    Making an agent asks; calling one runs without asking, as calls to any agent do: a made agent's tools are
+    gated by their own policies. Declare a policy for the toolset's name to decide otherwise."""
 
-    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
-    """Making and calling agents runs without asking: a made agent's tools are gated by their own toolsets'
-    policies, and a call of an entry by the policy under the entry's name. Declare a policy for the toolset's
-    name to have `agent_create` or `agent_call` ask."""
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy(tools={"agent_create": "ask"})
+    """`agent_create` asks, as it did in the earlier llm-do; `agent_call` runs without asking: a made agent's tools
+    are gated by their own toolsets' policies, and a call of an entry by the policy under the entry's name. A
+    policy declared for the toolset's name replaces this one (`attachments: ask` to ask before calls that hand
+    over files)."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The tools, with `agent_call` declared to hand over files (its `attachments`), as an entry's call does:
+        a policy's `attachments` decision applies to it, and an approver is shown the files."""
+        tools = await super().get_tools(ctx)
+        calling = tools["agent_call"]
+        metadata = {**(calling.tool_def.metadata or {}), TAKES_ATTACHMENTS: True}
+        tools["agent_call"] = replace(calling, tool_def=replace(calling.tool_def, metadata=metadata))
+        return tools
 
     @tool
     def agent_create(

@@ -177,7 +177,12 @@ async def test_bootstrapping_makes_an_evaluator_and_has_every_deck_evaluated(tmp
     ]
     assert "**Verdict:** GO" in (copy / "evaluations" / "acme.md").read_text()
     assert "**Verdict:** PASS" in (copy / "evaluations" / "zeta.md").read_text()
-    assert sorted(asked) == [("filesystem", "mkdir", ("main",))] + [("filesystem", "write_text", ("main",))] * 2
+    assert sorted(asked) == [
+        ("dynamic_agents", "agent_create", ("main",)),
+        ("filesystem", "mkdir", ("main",)),
+        ("filesystem", "write_text", ("main",)),
+        ("filesystem", "write_text", ("main",)),
+    ]
     top, *made = result.calls
     assert [(call.entry, call.parent, call.depth, call.usage.requests) for call in made] == [
         ("pitch_evaluator", top.id, 1, 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -108,7 +109,14 @@ def maker(toolsets: list[str]) -> AgentEntry:
     return AgentEntry(Agent(), name="main", toolsets=toolsets)
 
 
-TOOLSETS: dict[str, Any] = {"agents": DynamicAgents, "notes": Notes, "secret": Secret}
+class MadeFreely(DynamicAgents):
+    """`DynamicAgents` that makes agents without asking, so that these tests are about what a made agent does
+    (the built-in's own policy, which asks before `agent_create`, is tested below)."""
+
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
+
+
+TOOLSETS: dict[str, Any] = {"agents": MadeFreely, "notes": Notes, "secret": Secret}
 
 
 @pytest.fixture(autouse=True)
@@ -195,6 +203,79 @@ async def test_making_an_agent_can_be_forbidden_by_policy() -> None:
         result = await runtime.run("main", "go")
     assert "agent_create" in result.output and "not run" in result.output
     assert len(result.calls) == 1
+
+
+async def test_making_an_agent_asks_by_default_and_calling_it_does_not() -> None:
+    asked: list[tuple[str, str]] = []
+
+    def approver(request: ApprovalRequest) -> Approval:
+        asked.append((request.toolset, request.tool))
+        return Approval.approve()
+
+    script = model(
+        [
+            call("agent_create", name="scribe", instructions="Write.", toolsets=["notes"]),
+            call("agent_call", agent="scribe", input="note milk"),
+            lambda messages: text(str(returns(messages)[0])),
+        ],
+        [call("write", line="milk"), text("noted milk")],
+    )
+    toolsets = {**TOOLSETS, "agents": DynamicAgents}
+    config = RuntimeConfig(model=script)
+    entries = [maker(["agents", "notes"])]
+    async with Runtime(None, entries=entries, toolsets=toolsets, config=config, approver=approver) as runtime:
+        result = await runtime.run("main", "go")
+    assert asked == [("agents", "agent_create")]
+    assert result.output == "noted milk" and WRITTEN == ["milk"]
+
+
+async def test_under_reject_all_no_agent_is_made_and_an_entry_is_still_called() -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if "agent_create" not in {definition.name for definition in info.function_tools}:
+            return text("helper here")
+        if len(messages) == 1:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("agent_create", {"name": "scribe", "instructions": "Write."}),
+                    ToolCallPart("agent_call", {"agent": "helper", "input": "hi"}),
+                ]
+            )
+        return text(" | ".join(map(str, returns(messages))))
+
+    entries = [maker(["agents"]), AgentEntry(Agent(), name="helper")]
+    config = RuntimeConfig(model=FunctionModel(respond), approval_mode="reject_all")
+    async with Runtime(None, entries=entries, toolsets={"agents": DynamicAgents}, config=config) as runtime:
+        result = await runtime.run("main", "go")
+    created, called = result.output.split(" | ")
+    assert "agent_create" in created and "toolset 'agents' policy: tool 'agent_create' is 'ask'" in created
+    assert called == "helper here"
+    assert [call.entry for call in result.calls] == ["main", "helper"]
+
+
+async def test_a_policy_on_attachments_decides_the_agent_calls_that_hand_over_files(tmp_path: Path) -> None:
+    (tmp_path / "deck.pdf").write_bytes(b"%PDF-1.4 a deck")
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def approver(request: ApprovalRequest) -> Approval:
+        asked.append((request.tool, tuple(info.name for info in request.attachments)))
+        return Approval.approve()
+
+    script = model(
+        [
+            call("agent_call", agent="helper", input="plain"),
+            call("agent_call", agent="helper", input="with a file", attachments=["deck.pdf"]),
+            lambda messages: text("done"),
+        ],
+        [text("read")],
+    )
+    entries = [maker(["agents"]), AgentEntry(Agent(script), name="helper")]
+    config = RuntimeConfig(model=script, project_root=tmp_path)
+    policies = {"agents": ToolPolicy(tools={"agent_create": "ask"}, attachments="ask")}
+    async with Runtime(
+        None, entries=entries, toolsets={"agents": DynamicAgents}, config=config, policies=policies, approver=approver
+    ) as runtime:
+        await runtime.run("main", "go")
+    assert asked == [("agent_call", ("deck.pdf",))]
 
 
 async def test_a_made_agent_stays_under_the_depth_limit() -> None:
