@@ -27,7 +27,7 @@ from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
 from ..scopes import Scope
 from ..sessions import Session
 from ..toolkit import known_tool_names
-from .earlier import EARLIER_TOOLSETS, earlier_toolset_message
+from .earlier import EARLIER_TOOLSETS, agent_call_approvals, earlier_toolset_message
 from .layout import ProjectLayout, survey_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
 from .model_settings import OUTPUT_TOOL, tool_choice_problem
@@ -674,16 +674,13 @@ def _today(
 ) -> WorkerSpec:
     """A worker with the earlier llm-do's built-in toolset names that have an equivalent written as today's
     (`filesystem_project` is `filesystem`), and the approvals of calls to agents an earlier `project.json`
-    set, under the worker's own."""
+    set (`agent_call_approvals`), under the worker's own."""
     renamed = tuple(
         EARLIER_TOOLSETS.get(name) or name if name not in known and name in EARLIER_TOOLSETS else name
         for name in spec.toolsets
     )
     approvals = dict(spec.approvals)
-    for name in renamed:
-        policy = agent_approvals.get(name, agent_approvals.get("*"))
-        if policy is None or policy == PolicySettings() or name not in agents:
-            continue
+    for name, policy in agent_call_approvals(renamed, agents, agent_approvals).items():
         approvals[name] = policy.overridden(approvals[name]) if name in approvals else policy
     if renamed == spec.toolsets and approvals == spec.approvals:
         return spec

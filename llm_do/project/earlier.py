@@ -7,7 +7,11 @@ those as a problem naming its replacement; `llm-do migrate` rewrites them.
 
 from __future__ import annotations
 
-__all__ = ["EARLIER_KEYS", "EARLIER_TOOLSETS", "earlier_key_message", "earlier_toolset_message"]
+from collections.abc import Iterable, Mapping
+
+from ..approvals import PolicySettings
+
+__all__ = ["EARLIER_KEYS", "EARLIER_TOOLSETS", "agent_call_approvals", "earlier_key_message", "earlier_toolset_message"]
 
 EARLIER_KEYS: dict[str, str] = {
     "entry": "the earlier llm-do marked the default entry with 'entry: true' in its file; today the project "
@@ -52,3 +56,32 @@ def earlier_toolset_message(name: str) -> str | None:
     if today is not None:
         return f"{name!r} is the earlier llm-do's name of today's {today!r}; write {today}"
     return f"{name!r} is a toolset of the earlier llm-do: {_NO_TOOLSET[name]}"
+
+
+DYNAMIC_AGENTS = "dynamic_agents"
+"""The built-in toolset whose `agent_call` the earlier `project.json`'s approvals of calls to agents decided too."""
+
+
+def agent_call_approvals(
+    toolsets: Iterable[str], agents: Iterable[str], agent_approvals: Mapping[str, PolicySettings]
+) -> dict[str, PolicySettings]:
+    """What the earlier `project.json`'s approvals of calls to agents (`agent_approvals`, by agent name, "*" for
+    every agent) give a worker whose toolsets are `toolsets`: each agent it calls (one of `agents`) gets its own
+    (or every agent's); the built-in `dynamic_agents` gets an `agent_call` that asks when a call to any agent asked,
+    and asks before calls that hand over files when such calls to any agent did. The earlier llm-do decided each
+    `agent_call` by the agent it named; one policy decides them all today, so it is the strictest of them."""
+    found: dict[str, PolicySettings] = {}
+    named = set(agents)
+    for name in toolsets:
+        if name in named:
+            policy = agent_approvals.get(name, agent_approvals.get("*"))
+            if policy is not None and policy != PolicySettings():
+                found[name] = policy
+        elif name == DYNAMIC_AGENTS:
+            calls = any(policy.default == "ask" for policy in agent_approvals.values())
+            files = any(policy.attachments == "ask" for policy in agent_approvals.values())
+            if calls:
+                found[name] = PolicySettings(tools={"agent_call": "ask"})
+            elif files:
+                found[name] = PolicySettings(attachments="ask")
+    return found

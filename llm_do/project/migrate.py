@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from ..approvals import PolicySettings
-from .earlier import EARLIER_TOOLSETS, earlier_toolset_message
+from .earlier import EARLIER_TOOLSETS, agent_call_approvals, earlier_toolset_message
 from .earlier_api import earlier_api_problems
 from .layout import CONFIG_FILE, EARLIER_CONFIG_FILE, WORKER_SUFFIXES, ProjectLayout, survey_project
 from .native import NATIVE_TOOLS
@@ -297,10 +297,8 @@ def _approvals(
     written_approvals = values.get("approvals")
     given: dict[str, Any] = written_approvals if isinstance(written_approvals, dict) else {}
     result = dict(given)
-    for name in toolsets:
-        policy = agent_approvals.get(name, agent_approvals.get("*")) if name in agents else None
-        if policy is None or policy == PolicySettings():
-            continue
+    named = [name for name in toolsets if isinstance(name, str)]
+    for name, policy in agent_call_approvals(named, agents, agent_approvals).items():
         written = policy.model_dump(exclude_defaults=True)
         result[name] = {**written, **result.get(name, {})}
     return result if result != given else None

@@ -7,9 +7,12 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
+from pydantic_ai.messages import ToolCallPart
+
+from llm_do.models import Recording
 
 from ..cli_projects import llm_do
 
@@ -102,6 +105,143 @@ def test_keys_of_project_json_without_an_equivalent_are_problems_with_their_line
     assert 7 not in problems  # generated_agents_dir: dropped, as made agents are never written
     assert "llm_do.entry" in problems[9] and "entry = " in problems[9]
     assert "entry.args.attachments: 'a.pdf' is not a file under" in problems[12]  # today's attachments, checked
+
+
+# -- the built-in toolsets ask where the earlier ones asked -----------------------------------------------------
+#
+# Each call is what the earlier llm-do's preset did with it: ran it freely, asked for it, or refused it. Under
+# --reject-all what it asked for is refused (and what it ran still runs); under --approve-all it runs.
+
+RAN, ASKED, REFUSED = "ran", "asked", "refused"
+
+SHELL_READONLY = [  # examples/code_analyzer: its shell_readonly ran these freely, asked for find's actions
+    (["ls", "src"], RAN),
+    (["cat", "src/app.py"], RAN),
+    (["wc", "-l", "src/app.py"], RAN),
+    (["grep", "-rn", "def", "src"], RAN),
+    (["head", "-n", "1", "src/app.py"], RAN),
+    (["tail", "-n", "1", "src/app.py"], RAN),
+    (["sort", "src/app.py"], RAN),
+    (["uniq", "src/app.py"], RAN),
+    (["find", "src", "-name", "*.py"], RAN),
+    (["git", "log"], RAN),
+    (["git", "status"], RAN),
+    (["find", "src", "-name", "cli.py", "-delete"], ASKED),
+    (["find", "src", "-name", "app.py", "-exec", "touch", "{}.seen", ";"], ASKED),
+    (["stat", "src/app.py"], REFUSED),
+    (["git", "blame", "src/app.py"], REFUSED),
+    (["rm", "src/app.py"], REFUSED),
+]
+SHELL_FILE_OPS = [  # examples/file_organizer: its shell_file_ops ran ls, asked for mv, refused the rest
+    (["ls", "messy_files"], RAN),
+    (["mv", "messy_files/FINAL_Report_v3.pdf", "messy_files/report.pdf"], ASKED),
+    (["mkdir", "archive"], REFUSED),
+    (["touch", "messy_files/new.txt"], REFUSED),
+    (["cp", "messy_files/FINAL_Report_v3.pdf", "copy.pdf"], REFUSED),
+    (["cat", "messy_files/FINAL_Report_v3.pdf"], REFUSED),
+]
+BOOTSTRAPPING = [  # examples/bootstrapping: dynamic_agents asked before agent_create; filesystem_project before writes
+    (ToolCallPart("glob", {"pattern": "input/*.md"}), RAN),
+    (ToolCallPart("read_text", {"path": "input/acme.md"}), RAN),
+    (ToolCallPart("agent_create", {"name": "pitch_evaluator", "instructions": "Evaluate the deck."}), ASKED),
+    (
+        ToolCallPart(
+            "agent_call", {"agent": "pitch_evaluator", "input": "Evaluate.", "attachments": ["input/acme.md"]}
+        ),
+        RAN,
+    ),
+    (ToolCallPart("write_text", {"path": "evaluations/acme.md", "text": "**Verdict:** GO"}), ASKED),
+]
+
+
+def run_calls(project: Path, script: Path, calls: list[Any], *flags: str) -> tuple[list[str], dict[str, Any]]:
+    """Run the project's default entry on a replay of `calls` (a model response each, then a text; a made
+    `pitch_evaluator` answers "GO"), with `flags`; what became of each call, and the run's JSON document."""
+    steps = [call if isinstance(call, ToolCallPart) else ToolCallPart("run", {"command": call}) for call in calls]
+    recording = Recording.from_script([*steps, "Done."], entry="main")
+    recording.add_script(["**Verdict:** GO"], entry="pitch_evaluator").save(script)
+    done = llm_do("run", project, "--model", f"replay:{script}", "-v", "--json", *flags)
+    assert done.returncode == 0, done.stderr
+    results = [line.split(" -> ", 1)[1] for line in done.stderr.splitlines() if line.startswith("main <- ")]
+    return [_outcome(result) for result in results], json.loads(done.stdout)
+
+
+def _outcome(result: str) -> str:
+    if "was not run: it needs approval" in result:
+        return ASKED
+    return REFUSED if "was not run: denied by policy" in result else RAN
+
+
+@pytest.mark.parametrize(
+    ("name", "calls"),
+    [("code_analyzer", SHELL_READONLY), ("file_organizer", SHELL_FILE_OPS), ("bootstrapping", BOOTSTRAPPING)],
+)
+def test_a_ported_project_asks_where_the_earlier_one_asked(name: str, calls: list[Any], tmp_path: Path) -> None:
+    project = copy(name, tmp_path)
+    script = tmp_path / "script.json"
+    rejected, _ = run_calls(project, script, [call for call, _ in calls], "--reject-all")
+    assert rejected == [outcome for _, outcome in calls]
+    approved, _ = run_calls(copy(name, tmp_path / "again"), script, [call for call, _ in calls], "--approve-all")
+    assert approved == [REFUSED if outcome == REFUSED else RAN for _, outcome in calls]
+
+
+def test_what_the_read_only_shell_asks_for_runs_only_when_approved(tmp_path: Path) -> None:
+    project = copy("code_analyzer", tmp_path)
+    run_calls(project, tmp_path / "script.json", [call for call, _ in SHELL_READONLY], "--reject-all")
+    assert (project / "src" / "cli.py").exists() and not (project / "src" / "app.py.seen").exists()
+    run_calls(project, tmp_path / "script.json", [call for call, _ in SHELL_READONLY], "--approve-all")
+    assert not (project / "src" / "cli.py").exists() and (project / "src" / "app.py.seen").exists()
+
+
+def test_a_move_runs_only_when_approved_and_nothing_else_changes_the_files(tmp_path: Path) -> None:
+    project = copy("file_organizer", tmp_path)
+    before = files(project)
+    run_calls(project, tmp_path / "script.json", [call for call, _ in SHELL_FILE_OPS], "--reject-all")
+    assert files(project) == before
+    run_calls(project, tmp_path / "script.json", [call for call, _ in SHELL_FILE_OPS], "--approve-all")
+    assert sorted(files(project)) == [
+        "main.agent",
+        "messy_files/Meeting Notes (2).docx",
+        "messy_files/report.pdf",
+        "project.json",
+    ]
+
+
+def test_a_made_agent_is_made_and_called_only_when_approved(tmp_path: Path) -> None:
+    project = copy("bootstrapping", tmp_path)
+    _, rejected = run_calls(project, tmp_path / "script.json", [call for call, _ in BOOTSTRAPPING], "--reject-all")
+    assert [call["entry"] for call in rejected["calls"]] == ["main"]
+    assert not (project / "evaluations" / "acme.md").exists()
+    _, approved = run_calls(project, tmp_path / "script.json", [call for call, _ in BOOTSTRAPPING], "--approve-all")
+    [main] = approved["calls"]
+    assert [call["entry"] for call in main["calls"]] == ["pitch_evaluator"]
+    assert (project / "evaluations" / "acme.md").read_text() == "**Verdict:** GO"
+
+
+AGENT_CALL = ToolCallPart("agent_call", {"agent": "pitch_evaluator", "input": "Evaluate."})
+AGENT_CALL_WITH_A_FILE = ToolCallPart(
+    "agent_call", {"agent": "pitch_evaluator", "input": "Evaluate.", "attachments": ["input/acme.md"]}
+)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "outcomes"),
+    [
+        ({}, [RAN, RAN]),
+        ({"agent_calls_require_approval": True}, [ASKED, ASKED]),
+        ({"agent_attachments_require_approval": True}, [RAN, ASKED]),
+        ({"agent_approval_overrides": {"pitch_evaluator": {"calls_require_approval": True}}}, [ASKED, ASKED]),
+    ],
+)
+def test_agent_call_asks_where_project_json_asked_for_calls_to_agents(
+    runtime: dict[str, Any], outcomes: list[str], tmp_path: Path
+) -> None:
+    project = copy("bootstrapping", tmp_path)
+    edit_manifest(project, **runtime)
+    script = tmp_path / "script.json"
+    assert run_calls(project, script, [AGENT_CALL, AGENT_CALL_WITH_A_FILE], "--reject-all")[0] == outcomes
+    assert llm_do("migrate", project, "--write").returncode == 0
+    assert run_calls(project, script, [AGENT_CALL, AGENT_CALL_WITH_A_FILE], "--reject-all")[0] == outcomes
 
 
 # -- a Python toolset written against the earlier API --------------------------------------------------------
