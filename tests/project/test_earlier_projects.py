@@ -153,6 +153,12 @@ BOOTSTRAPPING = [  # examples/bootstrapping: dynamic_agents asked before agent_c
     (ToolCallPart("write_text", {"path": "evaluations/acme.md", "text": "**Verdict:** GO"}), ASKED),
 ]
 
+SUMMARIZER = [  # its design-era main.worker: filesystem_project read freely and asked before writes
+    (ToolCallPart("read_text", {"path": "sample_input.txt"}), RAN),
+    (ToolCallPart("list_dir", {"path": "."}), RAN),
+    (ToolCallPart("write_text", {"path": "summary.txt", "text": "A fox."}), ASKED),
+]
+
 
 def run_calls(project: Path, script: Path, calls: list[Any], *flags: str) -> tuple[list[str], dict[str, Any]]:
     """Run the project's default entry on a replay of `calls` (a model response each, then a text; a made
@@ -174,14 +180,21 @@ def _outcome(result: str) -> str:
 
 @pytest.mark.parametrize(
     ("name", "calls"),
-    [("code_analyzer", SHELL_READONLY), ("file_organizer", SHELL_FILE_OPS), ("bootstrapping", BOOTSTRAPPING)],
+    [
+        ("code_analyzer", SHELL_READONLY),
+        ("file_organizer", SHELL_FILE_OPS),
+        ("bootstrapping", BOOTSTRAPPING),
+        ("summarizer", SUMMARIZER),  # once migrated: its design-era keys do not load as they are
+    ],
 )
 def test_a_ported_project_asks_where_the_earlier_one_asked(name: str, calls: list[Any], tmp_path: Path) -> None:
-    project = copy(name, tmp_path)
+    project, again = copy(name, tmp_path), copy(name, tmp_path / "again")
+    if name == "summarizer":
+        assert llm_do("migrate", project, "--write").returncode == llm_do("migrate", again, "--write").returncode == 0
     script = tmp_path / "script.json"
     rejected, _ = run_calls(project, script, [call for call, _ in calls], "--reject-all")
     assert rejected == [outcome for _, outcome in calls]
-    approved, _ = run_calls(copy(name, tmp_path / "again"), script, [call for call, _ in calls], "--approve-all")
+    approved, _ = run_calls(again, script, [call for call, _ in calls], "--approve-all")
     assert approved == [REFUSED if outcome == REFUSED else RAN for _, outcome in calls]
 
 
