@@ -19,11 +19,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..approvals import ToolPolicy, Verdict
-from ..project import Problem, Project
+from ..project import Problem, Project, ProjectError
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import native_rows
-from ..project.strays import stray_problems
+from ..project.strays import raise_with_strays, stray_problems
 from ..run import AgentEntry
 from . import signals
 from .failures import ERROR, OK, classify, problems_json
@@ -42,7 +42,10 @@ def check(args: argparse.Namespace) -> int:
     server the project's files declare is started once; one that fails is a problem (exit 1), and so are
     approvals naming a tool a server does not offer and a worker's servers offering the same tool name."""
     with _reported(args):
-        project, probes = _load(args)
+        try:
+            project, probes = _load(args)
+        except ProjectError as error:
+            raise_with_strays(error, args.project)  # a project that does not load has its stray files too
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
         ungated = _ungated(project, {probe.name: probe for probe in probes if probe.error is None})
         problems = server_problems(project, probes)

@@ -1,18 +1,18 @@
-"""What `llm-do check` finds wrong with a project that loads: nothing to run, or files where agents belong
-that the project leaves out or does not understand."""
+"""What `llm-do check` finds wrong with a project beside what loading it finds: nothing to run, or files where
+agents belong that the project leaves out or does not understand (reported whether or not the project loads)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
-from .layout import WORKER_SUFFIXES, ProjectLayout
-from .problems import Problem
+from .layout import WORKER_SUFFIXES, ProjectLayout, survey_project
+from .problems import Problem, ProjectError
 
-__all__ = ["stray_problems"]
+__all__ = ["raise_with_strays", "stray_problems"]
 
 _AGENT_KEYS = frozenset({"model", "toolsets", "instructions", "compatible_models", "server_side_tools"})
 """Frontmatter keys that make a file look like an agent's."""
@@ -34,6 +34,30 @@ def stray_problems(layout: ProjectLayout, entries: Mapping[str, Any]) -> list[Pr
                 f"{layout.root}; add a .worker file{fix}",
             )
         )
+    problems.extend(stray_files(layout))
+    return problems
+
+
+def raise_with_strays(error: ProjectError, path: Path | str) -> NoReturn:
+    """Raise `error` with the stray files of the project at `path` beside its problems (a project that does not
+    load still has them), in file order; `error` as it is when there are none, or when `path` is no project."""
+    try:
+        layout, _ = survey_project(path)
+    except ProjectError:
+        raise error from None
+    known = set(error.problems)
+    strays = [problem for problem in stray_files(layout) if problem not in known]
+    if not strays:
+        raise error
+    raise ProjectError(
+        sorted([*error.problems, *strays], key=lambda problem: (str(problem.file or ""), problem.line or 0))
+    )
+
+
+def stray_files(layout: ProjectLayout) -> list[Problem]:
+    """Each file in the project's directory (or a directory of its workers) that is an agent file it leaves out,
+    or looks like an agent file but is not one."""
+    problems: list[Problem] = []
     loaded = {path.resolve() for path in layout.worker_files}
     folders = sorted({layout.root.resolve(), *(path.parent for path in loaded)})
     for folder in folders:

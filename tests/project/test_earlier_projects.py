@@ -441,6 +441,29 @@ def test_every_problem_is_reported_in_one_pass(tmp_path: Path) -> None:
     } <= found
 
 
+@pytest.mark.parametrize("json_output", [False, True])
+def test_a_worker_file_the_project_leaves_out_is_reported_beside_its_other_problems(
+    tmp_path: Path, json_output: bool
+) -> None:
+    (tmp_path / "project.toml").write_text('workers = ["main.worker"]\n')
+    (tmp_path / "main.worker").write_text("---\ntoolsets: [nope]\n---\nHi.\n")
+    (tmp_path / "helper.worker").write_text("---\nmodel: test\n---\nHelp.\n")
+    (tmp_path / "notes.md").write_text("---\nmodel: test\n---\nLooks like a worker.\n")
+    done = llm_do("check", tmp_path, *(["--json"] if json_output else []))
+    assert done.returncode == 1
+    if json_output:
+        found = [(Path(p["file"]).name, p["message"]) for p in json.loads(done.stdout)["problems"]]
+    else:
+        lines = done.stderr.splitlines()
+        assert lines[-1] == "llm-do: 3 problems found", done.stderr
+        found = [(Path(line.split(":")[0]).name, line.split(": ", 1)[1]) for line in lines[:-1]]
+    assert [(name, message.split(":")[0].split(" (")[0]) for name, message in sorted(found)] == [
+        ("helper.worker", "an agent file the project leaves out"),
+        ("main.worker", "unknown toolset 'nope'"),
+        ("notes.md", "looks like an agent file"),
+    ]
+
+
 def test_check_notes_a_project_file_that_approves_every_call_and_the_setting_wins(tmp_path: Path) -> None:
     project = copy("greeter", tmp_path)
     done = llm_do("check", project)
