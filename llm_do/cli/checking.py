@@ -20,6 +20,7 @@ from rich.table import Table
 
 from ..approvals import ToolPolicy, Verdict
 from ..project import Problem, Project, ProjectError
+from ..project.earlier_api import deprecated_imports
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import native_rows
@@ -40,7 +41,8 @@ _UNNAMED = ""
 def check(args: argparse.Namespace) -> int:
     """`llm-do check`: every problem of the project (exit 1), or ok with its entries (exit 0). Each MCP
     server the project's files declare is started once; one that fails is a problem (exit 1), and so are
-    approvals naming a tool a server does not offer and a worker's servers offering the same tool name."""
+    approvals naming a tool a server does not offer and a worker's servers offering the same tool name. An import
+    of a path that moved in llm-do (a deprecated alias) is a warning naming the new path."""
     with _reported(args):
         try:
             project, probes = _load(args)
@@ -49,8 +51,10 @@ def check(args: argparse.Namespace) -> int:
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
         ungated = _ungated(project, {probe.name: probe for probe in probes if probe.error is None})
         problems = server_problems(project, probes)
+        moved: list[Problem] = []
         if project.layout is not None:
             problems.extend(stray_problems(project.layout, project.entries))
+            moved = [found for path in project.layout.module_files for found in deprecated_imports(path)]
         failed = [probe.name for probe in probes if probe.error is not None]
         if args.json:
             document: dict[str, Any] = {
@@ -65,12 +69,16 @@ def check(args: argparse.Namespace) -> int:
                 document["mcp_servers"] = [dataclasses.asdict(probe) for probe in probes]
             if problems:
                 document["problems"] = [_problem_json(problem) for problem in problems]
+            if moved:
+                document["warnings"] = [_problem_json(found) for found in moved]
             if ungated:
                 document["ungated"] = ungated
             document.update(_project_defaults(project))
             print(json.dumps(document, ensure_ascii=False))
             return ERROR if failed or problems else OK
         err = console(stderr=True)
+        for found in moved:  # a path that moved in the package: it works, for a while
+            err.print(shown(f"warning: {found}"), soft_wrap=True)
         if failed or problems:
             report_failures(err, probes)
             for problem in problems:

@@ -11,9 +11,10 @@ import importlib
 import importlib.util
 from pathlib import Path
 
+from .._moved import moved_to
 from .problems import Problem
 
-__all__ = ["EARLIER_API", "earlier_api_problems"]
+__all__ = ["EARLIER_API", "deprecated_imports", "earlier_api_problems"]
 
 _BASE_MODEL = "none: an input model is a plain pydantic BaseModel named by input: in the worker file"
 _NO_APPROVAL_TOOLSET = "llm_do.ToolPolicy as a Toolset's default_policy, or a worker's approvals: in its file"
@@ -88,11 +89,12 @@ def earlier_api_problems(path: Path) -> list[Problem]:
         if isinstance(node, ast.ImportFrom) and node.level == 0 and _ours(node.module):
             module = str(node.module)
             for alias in node.names:
-                if not _exists(module, alias.name):
+                moved = _moved(module, alias.name) or moved_to(f"{module}.{alias.name}")
+                if moved is None and not _exists(module, alias.name):
                     problems.append(Problem(path, node.lineno, _message(module, alias.name)))
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if _ours(alias.name) and not _exists(alias.name, None):
+                if _ours(alias.name) and moved_to(alias.name) is None and not _exists(alias.name, None):
                     problems.append(
                         Problem(path, node.lineno, f"import {alias.name}: the earlier llm-do's module; {_NO_MODULE}")
                     )
@@ -104,6 +106,38 @@ def earlier_api_problems(path: Path) -> list[Problem]:
     return sorted(problems, key=lambda problem: problem.line or 0)
 
 
+def deprecated_imports(path: Path) -> list[Problem]:
+    """Each import in `path` (a Python file) of a path of today's llm-do that moved when the package was arranged in
+    rooms (a deprecated alias now, `llm_do._moved`), with its line and the new path. A file that cannot be parsed
+    has none here."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8-sig"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return []
+    found: list[Problem] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and _ours(node.module):
+            module = str(node.module)
+            for alias in node.names:
+                submodule = f"{module}.{alias.name}"
+                new = _moved(module, alias.name)
+                if moved_to(submodule) is not None:  # from llm_do import attachments
+                    text = f"{submodule} is deprecated; import from {moved_to(submodule)}"
+                elif new is not None:
+                    said = f"{module} is deprecated" if moved_to(module) else f"{module} no longer gives {alias.name}"
+                    text = f"{said}; import {alias.name} from {new}"
+                else:
+                    continue
+                found.append(Problem(path, node.lineno, f"from {module} import {alias.name}: {text}"))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                new = moved_to(alias.name)
+                if new is not None:
+                    text = f"import {alias.name}: {alias.name} is deprecated; import from {new}"
+                    found.append(Problem(path, node.lineno, text))
+    return sorted(found, key=lambda problem: problem.line or 0)
+
+
 _NO_MODULE = "today's public API is the llm_do package (docs/migrating.md lists the replacements)"
 
 
@@ -112,15 +146,24 @@ def _message(module: str, name: str) -> str:
     return f"from {module} import {name}: the earlier llm-do's API; today: {replacement}"
 
 
+def _moved(module: str, name: str) -> str | None:
+    """Where `name` of the old path `module` lives now, when it moved there (`llm_do.runtime` was this package's
+    own path too, but the earlier llm-do's `CallContext` is no name of today's `llm_do.run`)."""
+    new = moved_to(module, name)
+    return new if new is not None and _exists(new, name) else None
+
+
 def _ours(module: str | None) -> bool:
     return module is not None and (module == "llm_do" or module.startswith("llm_do."))
 
 
 def _exists(module: str, name: str | None) -> bool:
-    """Whether today's llm-do has `module` (and its attribute `name`)."""
+    """Whether today's llm-do has `module` (and its attribute or submodule `name`)."""
     try:
         if importlib.util.find_spec(module) is None:
             return False
-        return name is None or hasattr(importlib.import_module(module), name)
+        if name is None or hasattr(importlib.import_module(module), name):
+            return True
+        return importlib.util.find_spec(f"{module}.{name}") is not None  # a submodule
     except (ImportError, ValueError):
         return False

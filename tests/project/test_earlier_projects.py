@@ -298,6 +298,40 @@ def test_migrate_lists_the_python_it_cannot_translate_then_the_fixed_project_run
     assert json.loads(done.stdout)["output"] == '{"factorial":1}'  # TestModel calls factorial(n=0)
 
 
+@pytest.mark.parametrize("json_output", [False, True])
+def test_check_warns_about_a_path_that_moved_in_the_package_and_names_the_new_one(
+    tmp_path: Path, json_output: bool
+) -> None:
+    """Not the earlier llm-do's API: today's llm-do's own paths, deprecated aliases now (docs/migrating.md)."""
+    (tmp_path / "tools.py").write_text(
+        "from pydantic_ai.toolsets import FunctionToolset\n"
+        "from llm_do.attachments import Attachment\n"
+        "from llm_do.run import RunResult\n"
+        "import llm_do.policy\n\n"
+        "files = FunctionToolset()\n"
+    )
+    (tmp_path / "main.worker").write_text("---\nmodel: test\ntoolsets: [files]\n---\nHi.\n")
+    done = llm_do("check", tmp_path, *(["--json"] if json_output else []))
+    assert done.returncode == 0, done.stdout + done.stderr
+    tools = tmp_path / "tools.py"
+    expected = [
+        f"{tools}:2: from llm_do.attachments import Attachment: llm_do.attachments is deprecated; "
+        "import Attachment from llm_do.files",
+        f"{tools}:3: from llm_do.run import RunResult: llm_do.run no longer gives RunResult; "
+        "import RunResult from llm_do.results",
+        f"{tools}:4: import llm_do.policy: llm_do.policy is deprecated; import from llm_do.approvals",
+    ]
+    if json_output:
+        document = json.loads(done.stdout)
+        assert document["ok"] is True and "problems" not in document
+        assert [f"{w['file']}:{w['line']}: {w['message']}" for w in document["warnings"]] == expected
+    else:
+        assert [line.removeprefix("warning: ") for line in done.stderr.splitlines() if line.startswith("warning:")] == (
+            expected
+        )
+        assert "the earlier llm-do" not in done.stderr
+
+
 # -- a design-era project: .worker files with project.json ------------------------------------------------------
 
 

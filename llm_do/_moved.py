@@ -1,0 +1,91 @@
+"""Import paths that moved when the package was arranged in rooms, kept for a while as deprecated aliases.
+
+Each old module (`llm_do/attachments.py`, ...) is a thin alias whose `__getattr__` is `moved_name`: a name is
+looked up where it lives now and, the first time, a `DeprecationWarning` names that path. Two old paths are rooms
+today (`llm_do.run`, `llm_do.scopes`): their facades (`_lazy.lazy_names`) find the old names here too.
+docs/migrating.md lists them; `llm-do check` warns about each import of one in a project's modules.
+"""
+
+from __future__ import annotations
+
+import warnings
+from importlib import import_module
+from typing import Any
+
+__all__ = ["MOVED", "MOVED_NAMES", "moved_name", "moved_to"]
+
+MOVED: dict[str, str] = {
+    "llm_do.approval": "llm_do.approvals",
+    "llm_do.attachments": "llm_do.files",
+    "llm_do.call": "llm_do.run",
+    "llm_do.children": "llm_do.process.children",
+    "llm_do.dsn": "llm_do.errors",
+    "llm_do.entries": "llm_do.run",
+    "llm_do.gate": "llm_do.run",
+    "llm_do.handles": "llm_do.toolkit",
+    "llm_do.history": "llm_do.sessions",
+    "llm_do.history.postgres": "llm_do.sessions",
+    "llm_do.history_postgres": "llm_do.sessions",
+    "llm_do.lending": "llm_do.run",
+    "llm_do.lifecycle": "llm_do.scopes",
+    "llm_do.live": "llm_do.run",
+    "llm_do.loading": "llm_do.run",
+    "llm_do.mcp_roots": "llm_do.mcp.roots",
+    "llm_do.owned": "llm_do.run",
+    "llm_do.owner": "llm_do.scopes",
+    "llm_do.policy": "llm_do.approvals",
+    "llm_do.relay": "llm_do.web.relay",
+    "llm_do.runlocal": "llm_do.di",
+    "llm_do.runscope": "llm_do.run",
+    "llm_do.runtime": "llm_do.run",
+    "llm_do.session": "llm_do.sessions",
+    "llm_do.settings": "llm_do.di",
+    "llm_do.signals": "llm_do.process.signals",
+    "llm_do.toolset": "llm_do.toolkit",
+    "llm_do.toolsets.confine": "llm_do.files",
+    "llm_do.traced": "llm_do.tracing.observer",
+    "llm_do.tracking": "llm_do.scopes",
+}
+"""Each old module, a deprecated alias now, and the module its names moved to (unless `MOVED_NAMES` says other)."""
+
+_RESULTS = ("CallRecord", "LogEntry", "RunReport", "RunResult", "RunState", "attach_report", "finished_report")
+MOVED_NAMES: dict[str, str] = {
+    **{f"llm_do.run.{name}": "llm_do.results" for name in (*_RESULTS, "outcome_of", "run_report", "usage_json")},
+    **{f"llm_do.scopes.{name}": "llm_do.di" for name in ("ToolsetSpec", "scope_of_provider")},
+    **{f"llm_do.scopes.{name}": "llm_do.run" for name in ("EntryPlan", "ToolsetUse")},
+    **{f"llm_do.settings.{name}": "llm_do.approvals" for name in ("ApprovalMode", "ApprovalOnDeny")},
+    **{f"llm_do.settings.{name}": "llm_do.files" for name in ("AttachmentSettings", "FilesystemSettings")},
+    **{f"llm_do.runlocal.{name}": "llm_do.scopes" for name in ("Box", "current_box", "open_run_box")},
+    "llm_do.runlocal.session_context": "llm_do.scopes",
+    **{f"llm_do.loading.{name}": "llm_do.di" for name in ("CapturablePerRunWarning", "ToolsetSource")},
+}
+"""`module.name` -> where the name lives now, for the names that did not go where the rest of their module went,
+and the old names of the two old modules that are rooms today (`llm_do.run` was `results`, `llm_do.scopes` gave the
+specs)."""
+
+
+def moved_to(module: str, name: str | None = None) -> str | None:
+    """Where `name` of the old module `module` (the module itself, when `name` is None) lives now; None when it
+    did not move from there."""
+    if name is not None and f"{module}.{name}" in MOVED_NAMES:
+        return MOVED_NAMES[f"{module}.{name}"]
+    return MOVED.get(module)
+
+
+def moved_name(module: str, name: str, namespace: dict[str, Any]) -> Any:
+    """`name` of the old module `module`, from where it lives now, kept in `namespace` (the old module's globals) so
+    that the `DeprecationWarning` naming the new path is given once. Raises `AttributeError` when it did not move."""
+    new = moved_to(module, name)
+    if new is None or name.startswith("__"):
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    try:
+        value = getattr(import_module(new), name)
+    except AttributeError:
+        raise AttributeError(f"{module} moved to {new}, which has no {name!r}: see docs/migrating.md") from None
+    warnings.warn(
+        f"{module}.{name} is deprecated: import {name} from {new} ({module} will be removed)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    namespace[name] = value
+    return value
