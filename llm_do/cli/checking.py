@@ -23,7 +23,7 @@ from ..project import Problem, Project, ProjectError
 from ..project.earlier_api import deprecated_imports
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
-from ..project.native import native_rows
+from ..project.native import left_out_native_tools, native_rows
 from ..project.strays import raise_with_strays, stray_problems
 from ..run import AgentEntry
 from . import signals
@@ -95,6 +95,9 @@ def check(args: argparse.Namespace) -> int:
         for item in ungated:
             used_by = ", ".join(item["entries"])
             print(shown(f"ungated: {item['toolset']}.{item['tool']} ({used_by}) runs without asking: {item['why']}"))
+        left_out = left_out_native_tools(project.workers, project.entries, ran=False)
+        if left_out is not None:
+            err.print(escape(f"note: {left_out}"), soft_wrap=True)
         if unset:
             err.print(escape(f"note: no model for {', '.join(unset)}: give one when running (--model or LLM_DO_MODEL)"))
         defaults = _project_defaults(project)

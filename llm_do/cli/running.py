@@ -33,6 +33,7 @@ from ..project import (
     resolve_model,
 )
 from ..project.models import ModelServer
+from ..project.native import left_out_native_tools
 from ..results import CallRecord, RunResult, run_report
 from ..run import AgentEntry, Entry
 from ..sessions import Session
@@ -215,6 +216,9 @@ def _session(args: argparse.Namespace, err: Console, board: Board) -> Iterator[_
             _check_recorded(recorder.wrapped, project, "--model" if name is not None else "LLM_DO_MODEL")
         shows = live is not None or args.verbose >= 1
         yield _Session(project, board, live, recorder, approver or _no_approver, lines, asking, shows)
+        left_out = left_out_native_tools(project.workers, project.entries, ran=True)
+        if left_out is not None:  # a test model's run: what it could not run is said, not hidden
+            err.print(f"note: {left_out}", markup=False, highlight=False, soft_wrap=True)
 
 
 @contextmanager

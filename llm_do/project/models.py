@@ -1,6 +1,7 @@
 """Model names to pydantic-ai models: built when first used, so loading a project needs no API key.
 
-`resolve_model` is the one place a model name becomes a model. `replay:PATH` plays a recorded session
+`resolve_model` is the one place a model name becomes a model. `test` is pydantic-ai's `TestModel`, which leaves
+a worker's native tools out of its requests (`offline.OfflineTestModel`). `replay:PATH` plays a recorded session
 back through `llm_do.models.ReplayModel.from_file(PATH)` (a relative PATH is taken from `root`: the
 project; the command line makes its paths absolute first); `openai:*` models use `openai_base_url`
 and `openai_api_key` from settings. A model that cannot be built for want of an API key raises
@@ -186,7 +187,9 @@ def resolve_model(
     if name.startswith("replay:"):
         return _replay(name.removeprefix("replay:"), root)
     if name == "test":
-        return infer_model("test")
+        from .offline import OfflineTestModel  # only when asked for: it imports pydantic-ai's test models
+
+        return OfflineTestModel()
     problem = model_problem(name, servers=known)
     if problem is not None:
         raise ValueError(problem)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from .problems import Problem
 
 __all__ = [
     "NATIVE_TOOLS",
+    "left_out_native_tools",
     "NativeOptions",
     "NativeUse",
     "is_native_tool",
@@ -455,3 +457,24 @@ def native_rows(tools: Mapping[str, NativeOptions]) -> list[dict[str, Any]]:
             approval += "; its local fallback is not gated either"
         rows.append({"name": name, "options": options.options(), "fallback": options.fallback, "approval": approval})
     return rows
+
+
+def left_out_native_tools(workers: Mapping[str, Any], entries: Mapping[str, Any], *, ran: bool) -> str | None:
+    """What the test model leaves out of its requests (`OfflineTestModel`): the native tools of each worker whose
+    agent runs on that model, as the note `llm-do check` gives; with `ran`, those it left out of a request, as the
+    note `llm-do run` gives after its run. None when there are none."""
+    offline = sys.modules.get(f"{__package__}.offline")  # no test model was made when it was never imported
+    if offline is None:
+        return None
+    left: list[str] = []
+    for name, spec in workers.items():
+        agent = getattr(entries.get(name), "agent", None)
+        model = agent.model if isinstance(agent, Agent) else None
+        if isinstance(model, offline.OfflineTestModel) and spec.native_tools:
+            tools = model.left_out if ran else list(spec.native_tools)
+            if tools:
+                left.append(f"{listing(tools, ordered=False)} of {name}")
+    if not left:
+        return None
+    told = "left them" if ran else "leaves them"
+    return f"the test model cannot run native tools: it {told} out of its requests ({'; '.join(left)})"

@@ -66,3 +66,28 @@ def test_native_tool_calls_show_in_verbose_output_and_json(tmp_path: Path) -> No
     assert call["native_tool_calls"] == [
         {"tool": "web_search", "args": {"query": "asyncio timeout"}, "result": '{"status":"completed"}'}
     ]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_test_model_runs_a_worker_with_native_tools_and_says_it_leaves_them_out(
+    tmp_path: Path, streamed: bool
+) -> None:
+    """`-m test` runs every worker (docs/projects.md): pydantic-ai's TestModel cannot run native tools, so they are
+    left out of its requests, and a note says so; `-v` streams the run, which takes the other way."""
+    (tmp_path / "scout.worker").write_text(
+        "---\nnative_tools:\n  web_search: {allowed_domains: [docs.python.org]}\n  code_execution:\n---\nSearch.\n"
+    )
+    (tmp_path / "plain.worker").write_text("---\n---\nAnswer.\n")
+    done = llm_do("run", tmp_path, "how?", "-m", "test", "--entry", "scout", "--json", *(["-v"] if streamed else []))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == "success (no tool calls)"
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: the test model cannot run native tools: it left them out of its requests "
+        "(web_search, code_execution of scout)"
+    ]
+    check = llm_do("check", tmp_path, "-m", "test")
+    assert check.returncode == 0, check.stderr
+    assert notes[0].replace(" left ", " leaves ") in check.stderr.splitlines(), check.stderr
+    plain = llm_do("run", tmp_path, "hi", "-m", "test", "--entry", "plain")
+    assert plain.returncode == 0 and "note:" not in plain.stderr
