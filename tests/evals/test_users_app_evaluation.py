@@ -23,7 +23,7 @@ async def test_every_case_is_right_in_every_run(tmp_path: Path) -> None:
         for case in DATASET.cases:  # each case wrote its own database, and only the approved ones wrote
             with sqlite3.connect(directory / f"{case.name}.sqlite3") as conn:
                 inactive = [row[0] for row in conn.execute("SELECT email FROM users WHERE is_active = 0")]
-            approved_and_found = case.metadata["approve"] and "ada@example.com" in case.metadata["users"] or (
+            approved_and_found = (case.metadata["approve"] and "ada@example.com" in case.metadata["users"]) or (
                 case.name == "second"
             )
             assert len(inactive) == (1 if approved_and_found else 0), (case.name, inactive)
