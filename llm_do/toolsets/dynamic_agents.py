@@ -50,7 +50,7 @@ class DynamicAgents(Toolset):
     policies, and a call of an entry by the policy under the entry's name. Declare a policy for the toolset's
     name to have `agent_create` or `agent_call` ask."""
 
-    @tool
+    @tool(thread=False)  # quick, and changes the run's own state (its made agents), which the loop reads
     def agent_create(
         self,
         ctx: RunContext[Any],
