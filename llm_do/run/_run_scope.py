@@ -27,6 +27,7 @@ from ..scopes import (
     HandedOver,
     NoPublicConstructor,
     Observer,
+    RunThread,
     Scope,
     ScopeOwner,
     Sink,
@@ -180,7 +181,9 @@ class RunScope(metaclass=NoPublicConstructor):
         parts = host.parts
         self._globals.resources.note_overrides()
         session = self.session
-        self.box = open_run_box(None if session is None else session.box, self.overrides)
+        self.box = open_run_box(
+            None if session is None else session.box, self.overrides, RunThread(host.config.cleanup_timeout)
+        )
         sink = self.owner.sink
         if sink is not None:
             CURRENT_SINK.set(sink)  # the run's own task: nothing to restore
@@ -215,11 +218,16 @@ class RunScope(metaclass=NoPublicConstructor):
 
         Raises `CancelledError` when a cancellation arrived during the teardown of a run that ended well."""
         owner = self.owner
-        interrupted = False
+        interrupted = late = False
         try:
             interrupted = await owner.close(exc) and exc is None
-            if self.overrides is not None:
-                await self.overrides.close()  # what they rebuilt, after what the run built from it
+            try:
+                if self.overrides is not None:
+                    await self.overrides.close()  # what they rebuilt, after what the run built from it
+            finally:  # the run's thread, once every finalizer it may run has run: a cancellation arriving
+                # meanwhile lands after the run's teardown, as if it had landed once the run had ended
+                thread = None if self.box is None else self.box.thread
+                late = thread is not None and await thread.close() and exc is None
             if interrupted:
                 exc = asyncio.CancelledError()
             self._hand_over(exc)
@@ -233,7 +241,7 @@ class RunScope(metaclass=NoPublicConstructor):
                 owner.sink.close()
             for provider in self.host.parts.context_locals:
                 provider.reset()
-        if interrupted:
+        if interrupted or late:
             raise asyncio.CancelledError
 
     def _hand_over(self, exc: BaseException | None) -> None:

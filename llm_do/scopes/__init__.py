@@ -1,5 +1,6 @@
 """Lifetimes, the one mechanism: scopes, the objects each level owns and their teardown, run and session boxes,
-the event bus, and the helpers for tasks that must not keep a run's context.
+the event bus, the run's own thread for its sync tools, and the helpers for tasks that must not keep a run's
+context.
 
 Every scope level (global, session, run, call) is a `ScopeOwner`: it makes each spec's object once for its
 level, enters it, and releases what it owns in reverse order when it closes (`Teardown`: on success, error
@@ -60,6 +61,12 @@ if TYPE_CHECKING:
         never_closed as never_closed,
         no_op_context as no_op_context,
     )
+    from ._thread import (
+        RunThread as RunThread,
+        current_run_thread as current_run_thread,
+        home_of as home_of,
+        on_run_thread as on_run_thread,
+    )
     from ._tracking import (
         Adoption as Adoption,
         Tracker as Tracker,
@@ -110,6 +117,12 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "logger",
         "never_closed",
         "no_op_context",
+    ),
+    "_thread": (
+        "RunThread",
+        "current_run_thread",
+        "home_of",
+        "on_run_thread",
     ),
     "_tracking": (
         "Adoption",

@@ -16,14 +16,16 @@ __all__ = ["CURRENT_BOX", "Box", "current_box", "open_run_box", "session_context
 class Box:
     """The instances of every box-local provider of one run (or session); emptied when it ends."""
 
-    __slots__ = ("overrides", "session", "values")
+    __slots__ = ("overrides", "session", "thread", "values")
 
-    def __init__(self, session: Box | None = None, overrides: Any = None) -> None:
+    def __init__(self, session: Box | None = None, overrides: Any = None, thread: Any = None) -> None:
         self.values: dict[object, Any] | None = {}
         self.session = session
         """A run's box: its session's box, where `SessionLocalSingleton`s live (None: the run is its own session)."""
         self.overrides: Any = overrides
         """The providers this run (or session) overrides (`llm_do.di`'s `Overrides`), if any."""
+        self.thread: Any = thread
+        """A run's box: the run's `RunThread`, for its sync tools (None: a session's box, or the run has ended)."""
 
     def close(self) -> None:
         """Forget every instance: snapshots taken meanwhile now hold an empty box."""
@@ -32,6 +34,7 @@ class Box:
         self.values = None
         self.session = None
         self.overrides = None
+        self.thread = None
 
 
 CURRENT_BOX: contextvars.ContextVar[Box | None] = contextvars.ContextVar("llm_do.run_box", default=None)
@@ -55,8 +58,8 @@ def session_context(session: Box) -> contextvars.Context:
     return context
 
 
-def open_run_box(session: Box | None = None, overrides: Any = None) -> Box:
-    """Give the current context (a run's own task) a fresh box; the caller closes it at run end."""
-    box = Box(session, overrides)
+def open_run_box(session: Box | None = None, overrides: Any = None, thread: Any = None) -> Box:
+    """Give the current context (a run's own task) a fresh box; the caller closes it (and `thread`) at run end."""
+    box = Box(session, overrides, thread)
     CURRENT_BOX.set(box)
     return box

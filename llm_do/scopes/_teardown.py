@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
@@ -10,6 +11,7 @@ from typing import Any, NamedTuple
 from ..errors import ScopeError
 from ._bus import FinalizerFailed, Sink
 from ._tasks import is_awaitable
+from ._thread import home_of
 
 __all__ = ["HandleMap", "Teardown", "logger", "never_closed", "no_op_context"]
 
@@ -57,7 +59,8 @@ class Teardown:
 
     `register` enters an object (`__aenter__`, else `__enter__`) and registers its release: forgotten handles
     are closed, then `__aexit__` (else `__exit__`) runs with the body's exception, then `cleanup()`; an object
-    with none of these is released by its `aclose()`, else its `close()`. `close` runs
+    with none of these is released by its `aclose()`, else its `close()`. A sync `cleanup()` or `__exit__` of an
+    object whose sync tools ran on its run's thread runs on that thread (`RunThread`). `close` runs
     every registered finalizer in reverse order, each at most `timeout` seconds, shielded from
     a second cancellation; failures are logged on the `llm_do` logger (and announced to the
     scope's observers) and never raised.
@@ -97,7 +100,7 @@ class Teardown:
         if cleaned:
             if key not in self._unentered:
                 cleanup = obj.cleanup  # type: ignore[attr-defined]
-                self._finalizers.append((label, lambda _exc: cleanup()))
+                self._finalizers.append((label, lambda _exc: _at_home(obj, cleanup)))
         elif protocol.closer is not None:
             close = getattr(obj, protocol.closer)
             self._finalizers.append((label, lambda _exc: close()))
@@ -129,7 +132,7 @@ class Teardown:
         if exits is _ASYNC:
             self._finalizers.append((label, lambda exc: _aexit(obj, exc)))
         elif exits is _SYNC:
-            self._finalizers.append((label, lambda exc: _exit(obj, exc)))
+            self._finalizers.append((label, lambda exc: _at_home(obj, lambda: _exit(obj, exc))))
         if has_dict:
             self._finalizers.append((label, lambda _exc: _close_forgotten_handles(obj)))
 
@@ -158,6 +161,21 @@ class Teardown:
             ):
                 interrupted = True
         return interrupted
+
+
+def _at_home(obj: object, release: Callable[[], object]) -> object:
+    """Call `release` (a sync `cleanup()`, an `__exit__`) of `obj` on its run's thread when `obj`'s sync tools ran
+    there (what they opened is released where it was opened), else here."""
+    thread = home_of(obj)
+    if thread is None or inspect.iscoroutinefunction(release):
+        return release()
+    return _awaited(thread.submit(release))
+
+
+async def _awaited(job: Awaitable[object]) -> None:
+    result = await job
+    if is_awaitable(result):  # a sync cleanup() that returned something to await
+        await result  # type: ignore[misc]
 
 
 def _aexit(obj: Any, exc: BaseException | None) -> Any:

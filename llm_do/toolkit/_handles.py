@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import secrets
@@ -12,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from pydantic_ai.exceptions import ToolFailed
 
 from ..events import HandleClosed, HandleOpened, HandleRolledBack
-from ..scopes import CURRENT_SINK, HandleMap
+from ..scopes import CURRENT_SINK, HandleMap, current_run_thread, on_run_thread
 
 __all__ = ["Handles", "UnknownHandle", "live_handle_maps", "open_handles"]
 
@@ -33,7 +34,8 @@ class Handles(HandleMap, Generic[T]):
     open here. Handles live in one toolset instance, so a handle minted by another call or
     worker is unknown. Objects still open when the owning scope ends are passed to `on_forget`,
     by default their `rollback()`, else `aclose()`, else `close()`: forgotten work is undone,
-    never committed.
+    never committed. An object opened by a sync tool is released on the thread the tool ran on (its run's),
+    where it was made: a SQLite connection refuses any other.
     """
 
     def __init__(
@@ -46,6 +48,8 @@ class Handles(HandleMap, Generic[T]):
         """The tool that opens these handles (`begin`), which an unknown handle's message names."""
         self._on_forget = on_forget
         self._open: dict[str, T] = {}
+        self._on_run_thread: set[str] | None = None
+        """The handles opened on their run's thread (by a sync tool), released there."""
         _live.add(self)
 
     def open(self, obj: T) -> str:
@@ -54,6 +58,10 @@ class Handles(HandleMap, Generic[T]):
             handle = f"{self.prefix}_{secrets.token_hex(4)}"
             if handle not in self._open:
                 self._open[handle] = obj
+                if on_run_thread():
+                    if self._on_run_thread is None:
+                        self._on_run_thread = set()
+                    self._on_run_thread.add(handle)
                 sink = CURRENT_SINK.get()
                 if sink is not None:
                     sink.emit(HandleOpened(sink.call, handle))
@@ -72,6 +80,8 @@ class Handles(HandleMap, Generic[T]):
             obj = self._open.pop(handle)
         except (KeyError, TypeError):
             raise self._unknown(handle) from None
+        if self._on_run_thread is not None:
+            self._on_run_thread.discard(handle)
         sink = CURRENT_SINK.get()
         if sink is not None:
             sink.emit(HandleClosed(sink.call, handle))
@@ -89,11 +99,16 @@ class Handles(HandleMap, Generic[T]):
     async def close_all(self) -> None:
         """Release every open object, newest first; a failing release is logged and the rest go on."""
         sink = CURRENT_SINK.get()
+        threaded, self._on_run_thread = self._on_run_thread, None
+        thread = None if threaded is None else current_run_thread()
         while self._open:
             handle, obj = self._open.popitem()
             failure: Exception | None = None
             try:
-                result = self._release(obj)
+                if thread is not None and threaded is not None and handle in threaded:
+                    result = await thread.submit(functools.partial(self._release, obj))
+                else:
+                    result = self._release(obj)
                 if inspect.isawaitable(result):
                     await result
             except Exception as error:

@@ -7,6 +7,7 @@ sees the parameter; each call of the tool is given the object its call scope res
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable, Mapping
@@ -16,6 +17,7 @@ from pydantic_ai import RunContext
 
 from .._compat import injection_key
 from ..errors import ToolsetError
+from ._sync import run_sync_tool
 
 __all__ = ["Injector", "injected", "injected_parameters", "resolve_injections", "unwrapped", "visible_signature"]
 
@@ -73,7 +75,8 @@ def injected(func: Callable[..., Any]) -> Callable[..., Any]:
     describe and call it: `FunctionToolset([injected(find)])`, `@toolset.tool` over `@injected`, `Agent(tools=[...])`.
 
     The model never sees those parameters. The function returned takes pydantic-ai's `RunContext` first (to find
-    the call's scope) and passes it on only if `func` takes it; `func` itself is returned when it has none."""
+    the call's scope) and passes it on only if `func` takes it; `func` itself is returned when it has none. A sync
+    `func` runs on its run's own thread, as a sync `Toolset` method does."""
     injections = injected_parameters(func)
     if not injections:
         return func
@@ -86,8 +89,10 @@ def injected(func: Callable[..., Any]) -> Callable[..., Any]:
 
     async def call(ctx: RunContext[Any], /, *args: Any, **kwargs: Any) -> Any:
         kwargs.update(await resolve_injections(ctx.deps, injections, asked_by))
-        result = func(ctx, *args, **kwargs) if takes_ctx else func(*args, **kwargs)
-        return await result if is_async else result
+        if is_async:
+            return await (func(ctx, *args, **kwargs) if takes_ctx else func(*args, **kwargs))
+        body = functools.partial(func, ctx, *args, **kwargs) if takes_ctx else functools.partial(func, *args, **kwargs)
+        return await run_sync_tool(body, None, f"tool {asked_by!r}")
 
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
         setattr(call, attribute, getattr(func, attribute, None))

@@ -18,6 +18,7 @@ from ..approvals import READ_ONLY, ToolPolicy, ToolTraits
 from ..errors import ConfigurationError
 from ..scopes import never_closed, no_op_context
 from ._injection import injected_parameters, resolve_injections, unwrapped, visible_signature
+from ._sync import run_sync_tool
 
 __all__ = [
     "ReadableArguments",
@@ -43,6 +44,7 @@ class _ToolOptions:
     description: str | None
     requires_approval: bool
     read_only: bool
+    thread: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,8 @@ class _ToolDescription:
     injections: Mapping[str, object]
     """The parameters the container fills (`Provide[...]`), hidden from the tool's schema."""
     function: Callable[..., Any]
+    off_loop: bool
+    """A sync method not declared `thread=False`: it runs on its run's own thread."""
 
 
 @overload
@@ -65,6 +69,7 @@ def tool(
     description: str | None = None,
     requires_approval: bool = False,
     read_only: bool = False,
+    thread: bool = True,
 ) -> Callable[[F], F]: ...
 def tool(
     func: F | None = None,
@@ -74,6 +79,7 @@ def tool(
     description: str | None = None,
     requires_approval: bool = False,
     read_only: bool = False,
+    thread: bool = True,
 ) -> F | Callable[[F], F]:
     """Mark a `Toolset` method as a tool. The method stays an ordinary method.
 
@@ -83,12 +89,16 @@ def tool(
 
     A parameter the container fills is declared as dependency-injector declares one (`repo: Repo =
     Provide[App.repo]`, or `Annotated[Repo, Provide[App.repo]]`): the model never sees it, and each call gets
-    the object of the call's scope (a plain function tool declares them with `llm_do.injected`)."""
+    the object of the call's scope (a plain function tool declares them with `llm_do.injected`).
+
+    A sync method runs off the event loop, on its run's own thread, after the run's other sync tools (one at a
+    time); `thread=False` runs it on the event loop instead, for a quick tool that uses the loop or an object
+    made on the loop's thread (docs/toolset-state.md, "Sync tools")."""
     if requires_approval and read_only:
         raise TypeError("a tool cannot be both read_only and requires_approval: choose one")
 
     def mark(method: F) -> F:
-        setattr(method, _MARK, _ToolOptions(name, description, requires_approval, read_only))
+        setattr(method, _MARK, _ToolOptions(name, description, requires_approval, read_only, thread))
         return method
 
     return mark(func) if func is not None else mark
@@ -179,6 +189,13 @@ class Toolset(AbstractToolset[Any]):
             method = item.function.__get__(self, type(self))
         else:
             method = getattr(self, item.method)
+        if item.off_loop:
+            body = (
+                functools.partial(method, ctx, **tool_args)
+                if item.takes_ctx
+                else functools.partial(method, **tool_args)
+            )
+            return await run_sync_tool(body, self, f"tool {name!r} of {type(self).__qualname__}")
         result = method(ctx, **tool_args) if item.takes_ctx else method(**tool_args)
         if inspect.isawaitable(result):
             result = await result
@@ -225,6 +242,7 @@ def _describe(marked: Callable[..., Any], attr: str, options: _ToolOptions) -> _
         takes_ctx=described.function_schema.takes_ctx,
         injections=injections,
         function=method,
+        off_loop=options.thread and not inspect.iscoroutinefunction(method),
     )
 
 

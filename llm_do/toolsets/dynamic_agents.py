@@ -65,7 +65,7 @@ class DynamicAgents(Toolset):
         tools["agent_call"] = replace(calling, tool_def=replace(calling.tool_def, metadata=metadata))
         return tools
 
-    @tool
+    @tool(thread=False)  # quick, and changes the run's own state (its made agents), which the loop reads
     def agent_create(
         self,
         ctx: RunContext[Any],

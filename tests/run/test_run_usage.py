@@ -23,7 +23,7 @@ started = asyncio.Event()
 class Desk(Toolset):
     default_policy = ToolPolicy()  # only `guarded` asks (its own requires_approval)
 
-    @tool
+    @tool(thread=False)  # quick: on the loop, so that it has returned before a tool called beside it starts
     def ok(self) -> str:
         """Succeed."""
         return "fine"

@@ -72,7 +72,7 @@ class Ledger(Toolset):
     def __init__(self, pool: Pool, audit: Audit, audit_provider: Any) -> None:
         self.pool, self.audit, self.audit_provider = pool, audit, audit_provider
 
-    @tool
+    @tool(thread=False)  # the pool arms its timer on the running loop: on the loop, not on the run's thread
     def work(self, note: str) -> str:
         """Do some work, then release the connection."""
         self.audit.lines.append(note)
