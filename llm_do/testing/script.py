@@ -251,7 +251,7 @@ def answering(answer: Callable[[Turn], Step], *, threads: bool = True) -> Functi
         for delta in _streamed(respond(messages, info)):
             yield delta
 
-    return FunctionModel(respond if threads else respond_on_the_loop, stream_function=stream)
+    return FunctionModel(respond if threads else respond_on_the_loop, stream_function=stream, model_name="answering")
 
 
 def response(step: str | ToolCall | Sequence[ToolCall] | ModelResponse) -> ModelResponse:

@@ -583,7 +583,7 @@ async def test_without_a_tracer_provider_llm_do_records_nothing(
     async with Runtime(None, entries=[clerk], toolsets={"probe": Probe}) as runtime:
         assert (await runtime.run("clerk", "go")).output == "done"
     names = sorted(span.name for span in exporter.get_finished_spans())
-    assert names == ["chat function:respond:", "chat function:respond:", "execute_tool look", "invoke_agent clerk"]
+    assert names == ["chat answering", "chat answering", "execute_tool look", "invoke_agent clerk"]
     assert seen[0] is None
     assert seen[1] == {"traceparent": seen[1]["traceparent"]}  # pydantic-ai's tool span, not ours
 
