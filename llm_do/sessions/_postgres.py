@@ -160,13 +160,15 @@ class PostgresHistoryStore:
     def _load_sql(self) -> str:
         # One statement (one snapshot): the conversation's version, from where its turns are read (where the
         # copy held ends, when the last turn before that point is still the one that saved the copy: then the
-        # conversation was only added to since), and those turns, oldest first; none when the version is held.
+        # conversation was only added to since), and those turns, oldest first; none (from its end) when the
+        # version is the one held.
         return (
             f"WITH since AS (SELECT CASE WHEN $3::integer > 0 AND (SELECT version FROM {self.turns} "
             "WHERE session_id = $1 AND start < $3 ORDER BY start DESC LIMIT 1) = $2 THEN $3 ELSE 0 END AS start) "
             f"SELECT head.version, since.start, turn.messages::text FROM {self.table} AS head CROSS JOIN since "
-            f"LEFT JOIN {self.turns} AS turn ON turn.session_id = head.session_id AND head.version <> $2 "
-            "AND turn.start >= since.start WHERE head.session_id = $1 ORDER BY turn.start"
+            f"LEFT JOIN {self.turns} AS turn ON turn.session_id = head.session_id "
+            "AND turn.start >= CASE WHEN head.version = $2 THEN head.length ELSE since.start END "
+            "WHERE head.session_id = $1 ORDER BY turn.start"
         )
 
     async def save(

@@ -388,9 +388,4 @@ def _kept(history: list[ModelMessage], messages: list[ModelMessage]) -> int:
     changed any of it. A message is compared as an object (the same object, else an equal one): pydantic-ai
     replaces a message it changes, never edits it in place."""
     count = len(history)
-    if count == 0 or len(messages) < count:
-        return 0
-    for given, kept in zip(history, messages, strict=False):  # (messages may go on after it)
-        if given is not kept and given != kept:
-            return 0
-    return count
+    return count if count and messages[:count] == history else 0  # (a list compares items by identity first)

@@ -17,6 +17,7 @@ QUICK = {
     "bench_tracing.py": (["--count-calls", "--runs", "2"], "llm-do's spans"),
     "bench_decision.py": (["--rounds", "1", "--decisions", "1", "--load", "0"], "a tool that asks while it runs"),
     "bench_evals.py": (["--cases", "3", "--rounds", "1"], "at once, overrides"),
+    "bench_history.py": (["--turns", "20", "--rounds", "1"], "turns: a row per turn, a version check"),
 }
 
 

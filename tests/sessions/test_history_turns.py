@@ -138,6 +138,21 @@ async def test_a_stale_save_is_refused_and_changes_nothing(stores: tuple[History
     assert prompts((await store.load("conv")).messages) == ["fresh"]
 
 
+async def test_a_save_that_adds_nothing_is_a_new_version_and_a_copy_behind_it_reads_the_conversation(
+    stores: tuple[HistoryStore, HistoryStore],
+) -> None:
+    store, other = stores
+    first = await store.save("conv", turn("a"))
+    assert first
+    same = await store.save("conv", turn("a"), version=first, kept=2)
+    assert same not in (None, first)
+    behind = StoredHistory(turn("a"), first)
+    loaded = await other.load("conv", held=behind)
+    assert (prompts(loaded.messages), loaded.version) == (["a"], same)
+    assert await store.save("conv", turn("a") + turn("b"), version=first, kept=2) is None
+    assert prompts((await other.load("conv")).messages) == ["a"]
+
+
 async def test_deleting_a_conversation_deletes_its_turns_and_keeps_its_row_as_a_marker(database: str) -> None:
     async with PostgresHistoryStore(database) as store:
         version = await store.save("conv", turn("a"))
