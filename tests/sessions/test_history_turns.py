@@ -138,6 +138,26 @@ async def test_a_stale_save_is_refused_and_changes_nothing(stores: tuple[History
     assert prompts((await store.load("conv")).messages) == ["fresh"]
 
 
+async def test_of_two_turns_added_to_one_version_at_once_one_is_kept(
+    stores: tuple[HistoryStore, HistoryStore],
+) -> None:
+    """Two processes add a turn to the same version at the same moment: the conversation's row orders them, and the
+    second finds another version there; only the first turn is kept, whole."""
+    here, there = stores
+    first = await here.save("conv", turn("a"))
+    for attempt in range(5):
+        saved = await asyncio.gather(
+            here.save("conv", turn("a") + turn(f"here {attempt}"), version=first, kept=2),
+            there.save("conv", turn("a") + turn(f"there {attempt}"), version=first, kept=2),
+        )
+        [won] = [version for version in saved if version is not None]
+        winner = "here" if saved[0] is not None else "there"
+        stored = await there.load("conv")
+        assert (prompts(stored.messages), stored.version) == (["a", f"{winner} {attempt}"], won)
+        first = await here.save("conv", turn("a"), version=won)  # back to one turn for the next attempt
+        assert first
+
+
 async def test_a_save_that_adds_nothing_is_a_new_version_and_a_copy_behind_it_reads_the_conversation(
     stores: tuple[HistoryStore, HistoryStore],
 ) -> None:
