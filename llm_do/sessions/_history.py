@@ -8,11 +8,16 @@ not overwrite (`HistoryConflict`). A store outlives sessions: a session that idl
 runtime after a restart, continues the conversation from it. Deleting a conversation leaves its id
 with a new version and no message, so that a session still holding it (here or in another process)
 drops its copy instead of saving it back.
-`llm_do.history.postgres.PostgresHistoryStore` keeps them in PostgreSQL.
+
+A turn costs what it adds, not what the conversation holds: a session tells its store the copy it
+holds when it loads (`held`: the store answers with that very copy when its version is still the
+store's) and how many messages of what it saves are that copy unchanged (`kept`: the store may write
+only the others). `llm_do.sessions.PostgresHistoryStore` keeps them in PostgreSQL.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -59,16 +64,22 @@ class StoredHistory:
 class HistoryStore(Protocol):
     """Conversations by session id, each with a version that changes at every save."""
 
-    async def load(self, session_id: str) -> StoredHistory:
+    async def load(self, session_id: str, *, held: StoredHistory | None = None) -> StoredHistory:
         """The conversation of the session, oldest message first, and its version; empty (version 0) when
-        there is none; empty with a version when it was deleted."""
+        there is none; empty with a version when it was deleted. `held` is the copy the caller holds (what
+        this store's `load` or `save` gave it for this session): when its version is still the store's,
+        `held` itself comes back and nothing is read; a store may also read only what was added since."""
         ...
 
-    async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
+    async def save(
+        self, session_id: str, messages: list[ModelMessage], *, version: int | None = None, kept: int = 0
+    ) -> int | None:
         """Replace the conversation of the session if its version is still `version` (what `load` gave), or
-        if the store keeps none of it (evicted; `version=None`: whatever it keeps). The new version (one never
-        given before; 0 when the store keeps no conversation), or None when the stored version is another
-        (another save, or a `delete`, came first): nothing was saved."""
+        if the store keeps none of it (evicted; `version=None`: whatever it keeps). `kept`: how many of the
+        first messages are the conversation as the store kept it at `version`, unchanged (the caller's copy),
+        so that a store may write only the messages after them. The new version (one never given before; 0
+        when the store keeps no conversation), or None when the stored version is another (another save, or a
+        `delete`, came first): nothing was saved."""
         ...
 
     async def delete(self, session_id: str) -> None:
@@ -94,11 +105,18 @@ class InMemoryHistoryStore:
         self._histories: OrderedDict[str, StoredHistory] = OrderedDict()
         self._versions = itertools.count(1)  # one count for every id: a version is never given twice
 
-    async def load(self, session_id: str) -> StoredHistory:
+    async def load(self, session_id: str, *, held: StoredHistory | None = None) -> StoredHistory:
         stored = self._histories.get(session_id)
-        return StoredHistory() if stored is None else StoredHistory(list(stored.messages), stored.version)
+        if stored is None:
+            return StoredHistory()
+        if held is not None and held.version == stored.version:
+            return held  # the caller's copy is the store's: nothing to copy
+        return StoredHistory(list(stored.messages), stored.version)
 
-    async def save(self, session_id: str, messages: list[ModelMessage], *, version: int | None = None) -> int | None:
+    async def save(
+        self, session_id: str, messages: list[ModelMessage], *, version: int | None = None, kept: int = 0
+    ) -> int | None:
+        # It keeps a list of the messages (not their text): keeping the `kept` ones costs nothing to spare.
         if self.limit == 0:
             return 0
         stored = self._histories.get(session_id)
@@ -120,3 +138,23 @@ class InMemoryHistoryStore:
 
     def __repr__(self) -> str:
         return f"InMemoryHistoryStore({len(self._histories)} conversations, limit={self.limit})"
+
+
+def takes(store: object, method: str, keyword: str) -> bool:
+    """Whether the store's `method` takes `keyword`: a store written to the protocol before `held` and `kept`
+    is called without them (it reads and writes whole conversations, as it always did)."""
+    kind = type(store)
+    known = _TAKES.get((kind, method, keyword))
+    if known is None:
+        try:
+            parameters = inspect.signature(getattr(kind, method)).parameters.values()
+        except (AttributeError, TypeError, ValueError):  # not a plain method: called without it
+            known = False
+        else:
+            known = any(p.name == keyword or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+        _TAKES[kind, method, keyword] = known
+    return known
+
+
+_TAKES: dict[tuple[type, str, str], bool] = {}
+"""Whether a store class's method takes a keyword, by class, method and keyword: read once."""

@@ -64,9 +64,10 @@ class SessionRegistry:
         approver: Approver | None = None,
         overrides: Callable[[], Releasable] | None = None,
     ) -> Session:
-        """The session `session_id`, opened (its history loaded from the store) or resumed, its idle clock
-        started again; `approver`, when given, answers its approvals from now on (`Runtime.session`).
-        `overrides()` makes the overrides of a session opened now; a session already open keeps its own."""
+        """The session `session_id`, opened (its history loaded from the store) or resumed (its history read
+        again: a version check when nothing changed), its idle clock started again; `approver`, when given,
+        answers its approvals from now on (`Runtime.session`). `overrides()` makes the overrides of a session
+        opened now; a session already open keeps its own."""
         if approver is not None:
             check_approver(approver)
         while True:

@@ -31,7 +31,7 @@ from ..scopes import (
     system_task,
     system_timer,
 )
-from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory
+from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory, takes
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -114,7 +114,8 @@ class Session(metaclass=NoPublicConstructor):
         self.usage = RunUsage()
         """Usage summed over the session's runs."""
         self.history: list[ModelMessage] = []
-        """The conversation so far (the last run's top-level messages)."""
+        """The conversation so far (the last run's top-level messages), as last read from the store (by
+        `runtime.session(id)`, `refresh()` and each run's start) or saved."""
         self.version = 0
         """The store's version of the history, as last read or saved (0: the store keeps none)."""
         self.owner = ScopeOwner(Scope.PER_SESSION, cleanup_timeout, globals_owner)
@@ -203,32 +204,47 @@ class Session(metaclass=NoPublicConstructor):
         return host
 
     async def load(self) -> None:
-        """Load the history from the store, once (not in a session closed meanwhile: its opener opens another);
-        a deleted conversation (no message, a version) loads as none."""
+        """Read the history from the store as the session is opened (`runtime.session(id)`, not in a session
+        closed meanwhile: its opener opens another): in full the first time, then as `refresh` does, so that
+        what the application reads of an open session (`session.history`) is the store's, and costs a version
+        check when nothing changed; a deleted conversation (no message, a version) loads as none."""
         if self._loaded:
+            if not self._closed:
+                await self.refresh()
             return
         async with self._loading:
             if not self._loaded and not self._closed:
-                stored = await self._stored()
+                stored = await self._stored(None)
                 self.history, self.version = stored.messages, stored.version
                 self._loaded = True
 
     async def refresh(self) -> None:
-        """Read the history again from the store, as a run starts: another process sharing the store
-        (a second web process with this conversation open) may have continued or deleted the conversation.
-        A stored version is the truth, even with no message (deleted: the session's copy goes); a store
-        that keeps none of it (version 0: evicted, `limit=0`) leaves the session's own copy."""
-        stored = await self._stored()
+        """Read the history again from the store, as a run starts and as the session is opened: another process
+        sharing the store (a second web process, a worker that ran a parked run of it) may have continued or
+        deleted the conversation. The store is given the session's copy, so that an unchanged conversation is
+        not read again (a version check) and a continued one may be read from where the copy ends. A stored
+        version is the truth, even with no message (deleted: the session's copy goes); a store that keeps none
+        of it (version 0: evicted, `limit=0`) leaves the session's own copy. While a run holds the session, its
+        history is the one the run read as it started, whose version its turn is saved over: only the run's own
+        task reads it then (as it starts); for anyone else, refreshing does nothing until the run ends."""
+        holder = self._running
+        if holder is not None and holder is not asyncio.current_task():
+            return
+        held = StoredHistory(self.history, self.version) if self._loaded else None
+        stored = await self._stored(held)
         if stored.version or stored.messages:
             self.history = stored.messages
         self.version = stored.version  # what the run's turn replaces when it is saved
         self._loaded = True
 
-    async def _stored(self) -> StoredHistory:
+    async def _stored(self, held: StoredHistory | None) -> StoredHistory:
         store = self._open_host().history_store
         # In a system task: a connection pool's timers keep the context of the task that last released a
         # connection, and a run's must not outlive the run.
-        stored = await system_task(store.load, self.id)
+        if held is None or not takes(store, "load", "held"):
+            stored = await system_task(store.load, self.id)
+        else:
+            stored = await system_task(functools.partial(store.load, self.id, held=held))
         if not isinstance(stored, StoredHistory):
             raise HistoryError(
                 f"history store {store!r}: load({self.id!r}) returned {type(stored).__name__}, not a StoredHistory; "
@@ -265,13 +281,23 @@ class Session(metaclass=NoPublicConstructor):
 
     async def remember(self, messages: list[ModelMessage]) -> None:
         """Save a run's top-level conversation to the store, and keep it as the history; `HistoryConflict`
-        when the store's conversation is no longer the one the run started from (another process went on)."""
+        when the store's conversation is no longer the one the run started from (another process went on).
+
+        The run's messages start with the history it was given: the store is told how many of them are that
+        history unchanged (`kept`), and writes only the turn after them. When the run changed that history (a
+        capability that compacts or edits it, pydantic-ai repairing its end), `kept` is 0 and the store
+        replaces the whole conversation, over the same version check."""
         if not messages:
             return  # a function entry's top-level call has no conversation: the history stays
         messages = list(messages)
         host = self._host  # (still there while the session closes: it waits for this run)
         if host is not None:
-            save = functools.partial(host.history_store.save, self.id, messages, version=self.version)
+            store = host.history_store
+            kept = _kept(self.history, messages)  # (the history the run started from: see `refresh`)
+            if kept and takes(store, "save", "kept"):
+                save = functools.partial(store.save, self.id, messages, version=self.version, kept=kept)
+            else:
+                save = functools.partial(store.save, self.id, messages, version=self.version)
             saved = await system_task(save)  # in a system task, as in `_stored`
             if saved is None:
                 raise HistoryConflict(self.id, messages)
@@ -355,3 +381,11 @@ class Session(metaclass=NoPublicConstructor):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "busy" if self.busy else "idle"
         return f"Session({self.id!r}, {state})"
+
+
+def _kept(history: list[ModelMessage], messages: list[ModelMessage]) -> int:
+    """How many of `messages` are `history` unchanged, at their start: all of it, or none (0) when the run
+    changed any of it. A message is compared as an object (the same object, else an equal one): pydantic-ai
+    replaces a message it changes, never edits it in place."""
+    count = len(history)
+    return count if count and messages[:count] == history else 0  # (a list compares items by identity first)

@@ -21,6 +21,7 @@ QUICK = {
         ["--rounds", "1", "--runs", "2", "--tick-rounds", "1"],
         "llm-do Toolset sync tool, on its run's thread",
     ),
+    "bench_history.py": (["--turns", "20", "--rounds", "1"], "turns: a row per turn, a version check"),
 }
 
 

@@ -155,6 +155,8 @@ async def test_a_question_that_waits_too_long_parks_the_run_and_a_decision_resum
     final = history[-1]
     assert isinstance(final, ModelResponse) and final.parts == [TextPart("done: quote ok, step 1 ok, paid 25")]
     assert len([message for message in history if isinstance(message, ModelResponse)]) == 4
+    # the web process, whose session stayed open, reads the conversation with the worker's turn (a page reloading)
+    assert (await runtime.session("alice")).history == history
     assert await parking.pending("alice") == []
 
 

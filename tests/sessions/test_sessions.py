@@ -519,7 +519,7 @@ async def test_a_conversation_deleted_by_another_process_is_never_saved_back_by_
         await session.run("chat", "Who am I?")
         connection = await asyncpg.connect(dsn)
         try:
-            rows = await connection.fetch("SELECT session_id, messages::text FROM llm_do_session_history")
+            rows = await connection.fetch("SELECT session_id, messages::text FROM llm_do_session_history_turns")
         finally:
             await connection.close()
     assert prompts(model.turns[1].messages) == ["Who am I?"]
@@ -589,12 +589,13 @@ async def test_a_conversation_kept_in_postgresql_continues_in_a_new_runtime(post
             assert (await store.load("conv-7")).messages == []
         connection = await asyncpg.connect(dsn)
         try:
-            rows = await connection.fetch("SELECT session_id, messages::text FROM llm_do_session_history")
+            rows = await connection.fetch("SELECT session_id, length FROM llm_do_session_history")
+            turns = await connection.fetch("SELECT session_id FROM llm_do_session_history_turns")
         finally:
             await connection.close()
     assert prompts(model.turns[1].messages) == ["I like blue.", "What do I like?"]
     assert [message.parts for message in said.messages] == [message.parts for message in model.turns[1].messages[:2]]
-    assert rows == [("conv-7", "[]")]  # deleted: the id and its version stay, as a marker, and no message
+    assert rows == [("conv-7", 0)] and turns == []  # deleted: the id and its version stay, as a marker, no message
 
 
 async def test_a_conversation_holding_a_nul_character_is_kept_in_a_table_an_earlier_version_made(

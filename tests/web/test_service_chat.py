@@ -269,6 +269,10 @@ async def test_a_second_message_to_a_busy_conversation_is_refused_by_every_proce
         # the other's last turn (the first process's open session reads what the second one added)
         text = await _approve_and_read(other, first, session, "move 5 from A to B", alice)
         assert text.startswith("Done: moved 5 from A to B")
+        # read through the first process, whose session stayed open: the turn the second one saved is there
+        shown = (await first.get(f"/chat/sessions/{session}", headers=alice)).json()["messages"]
+        asked = [part["text"] for item in shown if item["role"] == "user" for part in item["parts"]]
+        assert asked == ["move 10 from A to B", "move 5 from A to B"]
         async with first.stream(
             "POST", f"/chat/sessions/{session}/messages", json={"text": "what did I do?"}, headers=alice
         ) as sse:
