@@ -18,13 +18,31 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from .. import tracing
-from ..approvals import Approver, ToolPolicy, ToolTraits, Verdict, check_approver, own_approval_ids
+from ..approvals import (
+    ApprovalChoice,
+    ApprovalNotPending,
+    Approver,
+    ToolPolicy,
+    ToolTraits,
+    Verdict,
+    check_approver,
+    own_approval_ids,
+)
 from ..di import Container, Overrides, OverridesSource, RuntimeConfig, ToolsetSource
 from ..errors import ConfigurationError, RuntimeClosed, ScopeError
 from ..files import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
 from ..scopes import Observer, Scope, Sink, current_box, trackers, wait_out
-from ..sessions import HistoryStore, InMemoryHistoryStore, Session, SessionBusy, SessionError, SessionRegistry
+from ..sessions import (
+    HistoryStore,
+    Inbox,
+    InMemoryHistoryStore,
+    OpenQuestion,
+    Session,
+    SessionBusy,
+    SessionError,
+    SessionRegistry,
+)
 from ..toolkit import known_tool_traits
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope
@@ -85,6 +103,10 @@ class Runtime:
         self._tracing = tracing.Tracing(tracer_provider)
         self.history_store: HistoryStore = history_store if history_store is not None else InMemoryHistoryStore()
         """Where sessions keep their conversations between runs (and restarts, with a persistent store)."""
+        self.inbox = Inbox()
+        """Where the questions of this runtime's sessions wait besides its own live runs (another web process's,
+        a parked job's): `questions` and `answer` ask it; `llm_do.jobs.LiveParking` and the chat router given a
+        database add themselves."""
         self._closed = False
         self._abandoned = False
         self._running: dict[asyncio.Task[RunResult], RunScope] = {}
@@ -188,6 +210,22 @@ class Runtime:
     def sessions(self) -> Mapping[str, Session]:
         """The sessions open now, by id."""
         return self._sessions.sessions
+
+    async def questions(self, session_id: str) -> tuple[OpenQuestion, ...]:
+        """Session `session_id`'s open questions wherever they wait, open here or not: its live run's in this
+        process, then those of the places the inbox asks (`Session.questions`)."""
+        session = self._sessions.sessions.get(session_id)
+        return await self.inbox.questions(session_id, () if session is None else session.pending)
+
+    async def answer(self, session_id: str, approval_id: str, choice: ApprovalChoice, note: str | None = None) -> None:
+        """Answer session `session_id`'s open question `approval_id` wherever it waits, open here or not
+        (`Session.answer`): `ApprovalNotPending`, naming its open questions, when it is none of them."""
+        session = self._sessions.sessions.get(session_id)
+        if session is not None:
+            await session.answer(approval_id, choice, note)
+        elif not await self.inbox.answer(session_id, approval_id, choice, note):
+            found = await self.inbox.questions(session_id)
+            raise ApprovalNotPending(approval_id, tuple(q.approval_id for q in found), f"session {session_id!r}")
 
     async def run(
         self,

@@ -1,5 +1,5 @@
-"""Sessions: one conversation across runs, opened by an id; its objects, approvals, history and usage, and
-where histories are kept (`HistoryStore`: in memory, PostgreSQL).
+"""Sessions: one conversation across runs, opened by an id; its objects, approvals, history and usage, where
+histories are kept (`HistoryStore`: in memory, PostgreSQL), and where its open questions wait (`Inbox`).
 
 May import: errors, scopes, approvals, results.
 """
@@ -17,6 +17,12 @@ if TYPE_CHECKING:
         HistoryStore as HistoryStore,
         InMemoryHistoryStore as InMemoryHistoryStore,
         StoredHistory as StoredHistory,
+    )
+    from ._inbox import (
+        Held as Held,
+        Inbox as Inbox,
+        OpenQuestion as OpenQuestion,
+        QuestionSource as QuestionSource,
     )
     from ._postgres import (
         PostgresHistoryStore as PostgresHistoryStore,
@@ -40,6 +46,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "InMemoryHistoryStore",
         "StoredHistory",
     ),
+    "_inbox": ("Held", "Inbox", "OpenQuestion", "QuestionSource"),
     "_postgres": ("PostgresHistoryStore",),
     "_registry": ("SessionRegistry",),
     "_session": (

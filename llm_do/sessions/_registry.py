@@ -17,6 +17,7 @@ from ..approvals import Approver, check_approver
 from ..errors import RuntimeClosed
 from ..scopes import ScopeOwner, Sink, SystemTasks
 from ._history import HistoryStore
+from ._inbox import Inbox
 from ._session import Releasable, Session, SessionBusy, SessionError, SessionRuntime
 
 if TYPE_CHECKING:
@@ -129,6 +130,10 @@ class SessionRegistry:
     @property
     def run(self) -> Callable[..., Awaitable[RunResult]]:
         return self._runtime.run
+
+    @property
+    def inbox(self) -> Inbox:
+        return self._runtime.inbox
 
     def background_sink(self) -> Sink | None:
         return self._runtime.background_sink()

@@ -32,6 +32,7 @@ from ..scopes import (
     system_timer,
 )
 from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory, takes
+from ._inbox import Inbox, OpenQuestion
 
 if TYPE_CHECKING:
     from ..results import RunResult
@@ -76,6 +77,8 @@ class SessionRuntime(Protocol):
     def history_store(self) -> HistoryStore: ...
     @property
     def run(self) -> Callable[..., Awaitable[RunResult]]: ...
+    @property
+    def inbox(self) -> Inbox: ...
     def background_sink(self) -> Sink | None: ...
 
 
@@ -170,8 +173,9 @@ class Session(metaclass=NoPublicConstructor):
     @property
     def pending(self) -> tuple[ApprovalRequest, ...]:
         """The session's open questions, in the order they were asked: those of its live run
-        (`runtime.stream(..., session=...)`) that wait for an answer; none when no live run is in progress.
-        Questions of a run that is not live go to its approver, and are not listed."""
+        (`runtime.stream(..., session=...)`) in this process that wait for an answer; none when no live run is in
+        progress here. Questions of a run that is not live go to its approver, and are not listed. `questions()`
+        lists them wherever they wait (another web process, a parked job)."""
         answerable = self._answerable
         return () if answerable is None else answerable.pending
 
@@ -187,6 +191,24 @@ class Session(metaclass=NoPublicConstructor):
             answerable.decide(approval_id, choice, note)
         except ApprovalNotPending as refused:
             raise ApprovalNotPending(approval_id, refused.pending, f"session {self.id!r}") from None
+
+    async def questions(self) -> tuple[OpenQuestion, ...]:
+        """The session's open questions wherever they wait: its live run's here (`pending`), then those of the
+        places its runtime's inbox asks (`runtime.inbox`: a live run of it in another web process, a parked run of
+        it), each an `OpenQuestion` saying what it asks, its ids, whose it is and where it waits."""
+        return await self._open_host().inbox.questions(self.id, self.pending)
+
+    async def answer(self, approval_id: str, choice: ApprovalChoice, note: str | None = None) -> None:
+        """Answer the session's open question `approval_id` wherever it waits (`questions()`): its live run's here
+        as `decide` does, else in the first place of the runtime's inbox that holds it. Raises
+        `ApprovalNotPending`, naming the session's open questions, when none holds it."""
+        if any(request.approval_id == approval_id for request in self.pending):
+            self.decide(approval_id, choice, note)
+            return
+        inbox = self._open_host().inbox
+        if not await inbox.answer(self.id, approval_id, choice, note):
+            found = await inbox.questions(self.id, self.pending)
+            raise ApprovalNotPending(approval_id, tuple(q.approval_id for q in found), f"session {self.id!r}")
 
     async def run(self, entry: Any, input_data: Any, **options: Any) -> RunResult:
         """`runtime.run(entry, input_data, session=self, **options)`."""

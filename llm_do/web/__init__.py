@@ -7,7 +7,7 @@ extra; its parts: `llm_do.web.turns`, `llm_do.web.runs`, `llm_do.web.resumable`)
 
 Names are imported on first use: importing the package imports neither FastAPI nor Starlette.
 
-May import: errors, approvals, results, events, process, di, sessions, run.
+May import: errors, files, approvals, results, events, process, di, sessions, run.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -42,14 +42,15 @@ from pydantic_ai.ui.vercel_ai.request_types import (
     UIMessage,
 )
 
-from ..approvals import ApprovalRequest
+from ..approvals import ApprovalChoice
 from ..di import is_provider
 from ..errors import ConfigurationError, LlmDoError, shortened
 from ..run import LiveRun, Runtime
-from ..sessions import HistoryError
+from ..sessions import HistoryError, OpenQuestion
+from .postgres_runs import LiveQuestions, PostgresRuns
 from .relay import DecisionRefused, DecisionRelay, DecisionTooLarge, DecisionUndelivered, LocalRelay, Relay
 from .resumable import sdk_lines
-from .runs import ChatRuns, LiveRunInFlight, LocalRuns, RunInFlight
+from .runs import ChatRuns, LocalRuns, RunInFlight
 from .turns import ConversationBusy, LocalTurns, PostgresTurns, Turns, TurnsUnavailable
 from .vercel import SdkVersion, decision_of, sse_response
 
@@ -209,6 +210,21 @@ class _ChatState:
         self.turns = turns
         self.runs = runs
         self.running: set[LiveRun] = set()
+        self.questions = LiveQuestions(runs, relay) if isinstance(runs, PostgresRuns) else None
+        """The questions of the live runs of every process, for the inbox of each runtime the router serves."""
+        self.inboxes: list[Runtime] = []
+
+    def serves(self, runtime: Runtime) -> None:
+        """`runtime`'s inbox lists (and answers) the questions of the conversations' live runs in every process."""
+        if self.questions is not None and not any(known is runtime for known in self.inboxes):
+            runtime.inbox.add(self.questions)
+            self.inboxes.append(runtime)
+
+    def forget_inboxes(self) -> None:
+        for runtime in self.inboxes:
+            if self.questions is not None:
+                runtime.inbox.discard(self.questions)
+        self.inboxes.clear()
 
     async def wait_for_runs(self) -> None:
         while self.running:
@@ -279,13 +295,16 @@ class _Chat:
         run = await self.start(conversation_id, text)
         return sse_response(sdk_lines(run, pause=False))  # the page stays and answers meanwhile
 
-    async def resume(self, conversation_id: str, follow: bool, sdk: SdkVersion) -> Response:
+    async def resume(self, conversation_id: str, follow: bool, sdk: SdkVersion, seen: int | None) -> Response:
         conversation_id = _checked_id(conversation_id)
         await self.allow(conversation_id, "read")
+        if seen is None:  # the server-sent events' own way: the id of the last event the reader had
+            last = self.request.headers.get("last-event-id", "")
+            seen = int(last) if last.isdigit() else -1
         run = await self.state.runs.find(self.runtime, conversation_id)
         if run is None:
             return Response(status_code=204)
-        return sse_response(sdk_lines(run, pause=not follow, sdk_version=sdk))
+        return sse_response(sdk_lines(run, pause=not follow, sdk_version=sdk, seen=seen))
 
     async def conversation(self, conversation_id: str, sdk: SdkVersion) -> Response:
         conversation_id = _checked_id(conversation_id)
@@ -302,7 +321,10 @@ class _Chat:
             message.model_dump(mode="json", by_alias=True, exclude_none=True)
             for message in VercelAIAdapter.dump_messages(history, sdk_version=sdk)
         ]
-        run = await self.state.runs.find(self.runtime, conversation_id)
+        # the run in flight, in this process or another, and the questions waiting anywhere (a parked job's too)
+        run, questions = await asyncio.gather(
+            self.state.runs.find(self.runtime, conversation_id), self.runtime.questions(conversation_id)
+        )
         if run is not None and run.prompt is not None:  # the message the run in flight answers: saved when it ends
             shown.append(
                 {"id": f"{run.message_id}_prompt", "role": "user", "parts": [{"type": "text", "text": run.prompt}]}
@@ -311,7 +333,7 @@ class _Chat:
             {
                 "id": conversation_id,
                 "messages": shown,
-                "pending": [] if run is None else [_question(asked) for asked in run.pending],
+                "pending": [_question(question, run) for question in questions],
                 "running": None if run is None else run.message_id,
             }
         )
@@ -326,14 +348,35 @@ class _Chat:
             return _error(400, str(error))
         self.check_note(note, approval_id)
         try:
+            if isinstance(self.state.runs, PostgresRuns) and not await self.state.runs.find(
+                self.runtime, conversation_id
+            ):  # no process runs it: no need to wait for an answer from none of them
+                raise DecisionUndelivered(
+                    f"decision on {shortened(approval_id, 60, quoted=True)} not applied: no live run of session "
+                    f"{shortened(conversation_id, 60, quoted=True)} is in progress"
+                )
             await self.relay.decide(conversation_id, approval_id, choice, note)
         except DecisionTooLarge as error:  # past what the relay carries between processes
             return _error(413, str(error))
         except DecisionUndelivered as error:
+            try:  # a question that waits elsewhere: a parked run's
+                if await self.elsewhere(conversation_id, approval_id, choice, note):
+                    return Response(status_code=204)
+            except LlmDoError as refused:
+                return _error(409, str(refused))
             return _error(404, str(error))
         except (DecisionRefused, LlmDoError) as error:  # LlmDoError: refused by a run held in this process
             return _error(409, str(error))
         return Response(status_code=204)
+
+    async def elsewhere(self, conversation_id: str, approval_id: str, choice: str, note: str | None) -> bool:
+        """Answer the question in a place of the runtime's inbox other than the live runs (a parked run's): whether
+        one held it."""
+        decided = cast(ApprovalChoice, choice)  # (checked by decision_of)
+        for source in self.runtime.inbox.sources:
+            if source is not self.state.questions and await source.answer(conversation_id, approval_id, decided, note):
+                return True
+        return False
 
     async def answers(self, conversation_id: str, answers: list[ToolApprovalResponded], sdk: SdkVersion) -> Response:
         """The person's answers, sent back the AI SDK's way: applied, then the rest of the run streams."""
@@ -402,7 +445,7 @@ class _Chat:
                     holding = self.relay.hold(conversation_id, run)
                     holding.__enter__()
                     held.append(holding)
-                    await state.runs.started(conversation_id, run, text)
+                    in_flight = await state.runs.started(conversation_id, run, text)
                 finally:
                     ready.set()
         except BaseException as error:
@@ -411,7 +454,7 @@ class _Chat:
             if isinstance(error, HistoryError):  # the conversation so far could not be read
                 raise ChatRefused(503, str(error)) from None
             raise
-        return LiveRunInFlight(run, text)
+        return in_flight
 
     # -- the request ----------------------------------------------------------------------------------------------
 
@@ -487,16 +530,31 @@ def _answered(message: UIMessage) -> list[ToolApprovalResponded]:
     ]
 
 
-def _question(asked: ApprovalRequest) -> dict[str, Any]:
-    return {
+def _question(question: OpenQuestion, run: RunInFlight | None) -> dict[str, Any]:
+    """An open question as the conversation's reader gets it: its ids, what it asks, whose it is and where it
+    waits (`held`: `live`, in the run in flight, or `parked`, in a job), and what an answer may be."""
+    asked = question.request
+    shown: dict[str, Any] = {
         "approval_id": asked.approval_id,
         "tool_call_id": asked.tool_call_id,
+        "call_id": asked.call_id,
         "entry": asked.entry,
         "toolset": asked.toolset,
         "tool": asked.tool,
         "args": dict(asked.args),
         "description": asked.description,
+        "session_id": asked.session_id,
+        "held": question.held,
+        "run": question.run if question.run is not None or run is None else run.message_id,
+        "choices": list(question.choices),
     }
+    if asked.attachments:
+        shown["attachments"] = [info.to_json() for info in asked.attachments]
+    if question.job_id is not None:
+        shown["job_id"] = question.job_id
+    if question.asked_at is not None:
+        shown["asked_at"] = question.asked_at.isoformat()
+    return shown
 
 
 def chat_router(
@@ -544,14 +602,23 @@ def chat_router(
         async with AsyncExitStack() as stack:
             shared_relay: Relay = LocalRelay()
             shared_turns: Turns = LocalTurns()
-            if database_url is not None and (relay is None or turns is None):
+            dsn = None
+            if database_url is not None and (relay is None or turns is None or runs is None):
                 dsn = await _dsn(database_url)
                 if relay is None:
                     shared_relay = await stack.enter_async_context(DecisionRelay(dsn))
                 if turns is None:
                     shared_turns = await stack.enter_async_context(PostgresTurns(dsn))
-            state = _ChatState(shared_relay, shared_turns, runs if runs is not None else LocalRuns())
-            stack.push_async_callback(state.wait_for_runs)  # before the relay and the turns close
+            shared_runs: ChatRuns | None = runs
+            if shared_runs is None and dsn is not None:  # found by every process, their streams too
+                shared_runs = await stack.enter_async_context(PostgresRuns(dsn))
+            elif shared_runs is None:
+                local = LocalRuns()
+                stack.push_async_callback(local.aclose)  # after the runs: their streams written to their end
+                shared_runs = local
+            state = _ChatState(shared_relay, shared_turns, shared_runs)
+            stack.callback(state.forget_inboxes)
+            stack.push_async_callback(state.wait_for_runs)  # before the relay, the turns and the runs close
             yield {key: state}
 
     async def seams(
@@ -570,6 +637,7 @@ def chat_router(
             raise ConfigurationError(
                 f"chat_router: the runtime it was given gave {type(given_runtime).__name__}, not a Runtime"
             )
+        state.serves(given_runtime)
         return _Chat(
             runtime=given_runtime,
             relay=given_relay if given_relay is not None else state.relay,
@@ -583,6 +651,10 @@ def chat_router(
 
     Chat = Annotated[_Chat, Depends(seams)]
     Sdk = Annotated[int, Query(ge=6, le=7, description="the AI SDK's major version: 7 is told of every answer")]
+    Seen = Annotated[
+        int | None,
+        Query(ge=-1, description="the number of the last chunk the reader had (its event id): the rest follows"),
+    ]
     router = APIRouter(prefix=prefix, lifespan=lifespan)
 
     @router.post("", status_code=201)
@@ -594,8 +666,10 @@ def chat_router(
         return await _refusing(chat.message(conversation_id))
 
     @router.get("/{conversation_id}/stream")
-    async def resume(conversation_id: str, chat: Chat, follow: bool = False, sdk: Sdk = 6) -> Response:
-        return await _refusing(chat.resume(conversation_id, follow, _version(sdk)))
+    async def resume(
+        conversation_id: str, chat: Chat, follow: bool = False, sdk: Sdk = 6, seen: Seen = None
+    ) -> Response:
+        return await _refusing(chat.resume(conversation_id, follow, _version(sdk), seen))
 
     @router.get("/{conversation_id}")
     async def conversation(conversation_id: str, chat: Chat, sdk: Sdk = 6) -> Response:

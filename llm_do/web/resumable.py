@@ -7,28 +7,24 @@ with `finish` after a question that is still open, and the request that brings t
 with `after=` their approval ids: what an earlier response sent, up to those questions, is skipped (but the `start`
 chunk, whose message id the SDK continues). A page that answers through a decision endpoint of its own follows the
 run to its end (`pause=False`).
+
+Each event carries its chunk's number as its server-sent event id (`id: 12`): a reader that lost its connection
+reads on from where it was (`seen=`, from the `Last-Event-ID` header or a query parameter), not from the start.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection
-from typing import Any
 
-from pydantic_ai.ui.vercel_ai.response_types import BaseChunk, DataChunk, DoneChunk, FinishChunk, StartChunk
+from pydantic_ai.ui.vercel_ai.response_types import DoneChunk, FinishChunk
 
 from .runs import RunInFlight
-from .vercel import SdkVersion, vercel_chunks
+from .vercel import SdkVersion
 
 __all__ = ["sdk_lines"]
 
-
-def _asked(chunk: BaseChunk) -> str | None:
-    """The approval id of a question's description (`data-llm-do-approval`, still pending when it was sent)."""
-    if not isinstance(chunk, DataChunk) or chunk.type != "data-llm-do-approval" or not isinstance(chunk.data, dict):
-        return None
-    data: dict[str, Any] = chunk.data
-    approval_id = data.get("approval_id")
-    return approval_id if data.get("state") == "pending" and isinstance(approval_id, str) else None
+_FINISH = f"data: {FinishChunk().encode(6)}\n\n"
+_DONE = f"data: {DoneChunk().encode(6)}\n\n"
 
 
 async def sdk_lines(
@@ -37,29 +33,35 @@ async def sdk_lines(
     pause: bool = True,
     after: Collection[str] = (),
     sdk_version: SdkVersion = 6,
+    seen: int = -1,
 ) -> AsyncIterator[str]:
-    """The run as server-sent events of the AI SDK's protocol (`vercel_chunks`), from its start, ending with
-    `data: [DONE]`.
+    """The run as server-sent events of the AI SDK's protocol (`vercel_chunks`), each with its chunk's number as its
+    id, ending with `data: [DONE]`.
 
     `pause`: end the stream (`finish`) after a question the run is still waiting on. `after`: approval ids a request
-    answers; what precedes their questions (and the questions) is skipped, but for the `start` chunk.
-    `sdk_version=7`: AI SDK 7's `tool-approval-response` tells of every answer.
+    answers; what precedes their questions (and the questions) is skipped, but for the `start` chunk. `seen`: the
+    number of the last chunk the reader had (-1: from the start). `sdk_version=7`: AI SDK 7's `tool-approval-response`
+    tells of every answer.
     """
     waiting_for = set(after)
-    chunks = vercel_chunks(run.events(), message_id=run.message_id, sdk_version=sdk_version)
+    chunks = run.chunks(seen)
     try:
         async for chunk in chunks:
-            asked = _asked(chunk)
-            if waiting_for and not isinstance(chunk, StartChunk):
+            if chunk.sdk7 and sdk_version < 7:
+                continue
+            asked = chunk.asked
+            if waiting_for and not chunk.start:
                 if asked is not None:
                     waiting_for.discard(asked)
                 continue
-            yield f"data: {chunk.encode(sdk_version)}\n\n"
+            yield f"id: {chunk.seq}\ndata: {chunk.data}\n\n"
+            if chunk.done:
+                return
             if pause and asked is not None and any(request.approval_id == asked for request in run.pending):
-                yield f"data: {FinishChunk().encode(sdk_version)}\n\n"  # the answer comes in the next request
-                yield f"data: {DoneChunk().encode(sdk_version)}\n\n"
+                yield _FINISH  # the answer comes in the next request
+                yield _DONE
                 return
     finally:
-        closing = getattr(chunks, "aclose", None)  # the encoder's generator, left at a question: closed now
+        closing = getattr(chunks, "aclose", None)  # left at a question: the reading ends now
         if closing is not None:
             await closing()

@@ -1,25 +1,32 @@
 """A conversation's run in flight, as the chat router reads it, and where it is found.
 
 The chat router starts each conversation's run in its own process (`Runtime.stream(..., resumable=True)`) and tells
-a `ChatRuns` of it (`started`, then `ended`). To stream a conversation's run, answer a page's questions or read the
-conversation back, it asks the `ChatRuns` for the run in flight (`find`), a `RunInFlight`: its message id, the
-person's message it answers, its open questions, every question it asked, and its events from the first.
+a `ChatRuns` of it (`started`, which gives the run to stream, then `ended`). To stream a conversation's run, answer a
+page's questions or read the conversation back, it asks the `ChatRuns` for the run in flight (`find`), a
+`RunInFlight`: its message id, the person's message it answers, its open questions, every question it asked, and its
+stream as the AI SDK's protocol chunks, numbered, from the first or from after the one a reader had last.
 
-`LocalRuns` finds the runs of this process (`Runtime.live_run`): another process answers that none is in flight.
-A `ChatRuns` over a store every web process shares would find them wherever they run (and write, in `started`,
-what the others read).
+`LocalRuns` keeps the runs of this process: each run's stream is encoded once, as it happens, into a `RunLog` that
+every reader reads (`chunklog`); another process answers that none is in flight. `llm_do.web.postgres_runs`'s
+`PostgresRuns` writes the same logs to PostgreSQL too, and finds a conversation's run in whichever process runs it.
+`LiveRunInFlight` reads a `LiveRun` as it is, encoding its events again for each reader.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Protocol
 
 from ..approvals import ApprovalRequest
-from ..events import StreamEvent
 from ..run import LiveRun, Runtime
+from .chunklog import RunLog, Sent, record, sent
+from .vercel import vercel_chunks
 
-__all__ = ["ChatRuns", "LiveRunInFlight", "LocalRuns", "RunInFlight"]
+__all__ = ["ChatRuns", "LiveRunInFlight", "LocalRuns", "LoggedRun", "RunInFlight"]
+
+logger = logging.getLogger("llm_do")
 
 
 class RunInFlight(Protocol):
@@ -45,16 +52,18 @@ class RunInFlight(Protocol):
         """Every question it asked so far, answered or not."""
         ...
 
-    def events(self) -> AsyncIterator[StreamEvent]:
-        """Its events from the first, then as they come, to its last (`RunFinished` or `RunFailed`)."""
+    def chunks(self, seen: int = -1) -> AsyncIterator[Sent]:
+        """Its stream as the protocol's chunks, after chunk number `seen` (-1: from the first), then as they come,
+        to the last (`Sent.done`)."""
         ...
 
 
 class ChatRuns(Protocol):
     """Told of the runs this process starts for conversations; finds a conversation's run in flight."""
 
-    async def started(self, conversation_id: str, run: LiveRun, prompt: str) -> None:
-        """The run of `conversation_id` answering `prompt` started in this process (resumable)."""
+    async def started(self, conversation_id: str, run: LiveRun, prompt: str) -> RunInFlight:
+        """The run of `conversation_id` answering `prompt` started in this process (resumable): the run in flight
+        its first reader streams."""
         ...
 
     async def ended(self, conversation_id: str, run: LiveRun) -> None:
@@ -67,7 +76,7 @@ class ChatRuns(Protocol):
 
 
 class LiveRunInFlight:
-    """A resumable `LiveRun` of this process as a `RunInFlight`."""
+    """A resumable `LiveRun` as a `RunInFlight`, its events encoded for each reader as it reads them."""
 
     __slots__ = ("prompt", "run")
 
@@ -87,33 +96,85 @@ class LiveRunInFlight:
     def asked(self) -> tuple[ApprovalRequest, ...]:
         return self.run.asked
 
-    def events(self) -> AsyncIterator[StreamEvent]:
-        return aiter(self.run)
+    async def chunks(self, seen: int = -1) -> AsyncIterator[Sent]:
+        number = -1
+        encoded = vercel_chunks(self.run, message_id=self.run.message_id, sdk_version=7)
+        try:
+            async for chunk in encoded:
+                number += 1
+                if number > seen:
+                    yield sent(number, chunk)
+        finally:
+            closing = getattr(encoded, "aclose", None)  # the encoder's generator, left early: closed now
+            if closing is not None:
+                await closing()
 
     def __repr__(self) -> str:
         return f"LiveRunInFlight({self.run!r})"
 
 
-class LocalRuns:
-    """The runs in flight of this process: `Runtime.live_run`, with the message each answers."""
+class LoggedRun:
+    """A run of this process whose stream is written once into a `RunLog`, which every reader reads."""
 
-    def __init__(self) -> None:
-        self._prompts: dict[str, tuple[LiveRun, str]] = {}
+    __slots__ = ("log", "prompt", "run")
 
-    async def started(self, conversation_id: str, run: LiveRun, prompt: str) -> None:
-        self._prompts[conversation_id] = (run, prompt)
+    def __init__(self, run: LiveRun, prompt: str | None, log: RunLog) -> None:
+        self.run = run
+        self.prompt = prompt
+        self.log = log
 
-    async def ended(self, conversation_id: str, run: LiveRun) -> None:
-        kept = self._prompts.get(conversation_id)
-        if kept is not None and kept[0] is run:
-            del self._prompts[conversation_id]
+    @property
+    def message_id(self) -> str:
+        return self.run.message_id
 
-    async def find(self, runtime: Runtime, conversation_id: str) -> RunInFlight | None:
-        run = runtime.live_run(conversation_id)
-        if run is None:
-            return None
-        kept = self._prompts.get(conversation_id)
-        return LiveRunInFlight(run, kept[1] if kept is not None and kept[0] is run else None)
+    @property
+    def pending(self) -> tuple[ApprovalRequest, ...]:
+        return self.run.pending
+
+    @property
+    def asked(self) -> tuple[ApprovalRequest, ...]:
+        return self.run.asked
+
+    def chunks(self, seen: int = -1) -> AsyncIterator[Sent]:
+        return self.log.read(seen)
 
     def __repr__(self) -> str:
-        return f"LocalRuns(started={len(self._prompts)})"
+        return f"LoggedRun({self.run!r}, {self.log!r})"
+
+
+class LocalRuns:
+    """The runs in flight of this process, each one's stream encoded once into a `RunLog` (`keep`: the chunks it
+    holds before it merges the deltas of ended parts, as `LLM_DO_RESUME_BUFFER` does for a live run's events)."""
+
+    def __init__(self, *, keep: int = 10_000) -> None:
+        self.keep = keep
+        self._runs: dict[str, LoggedRun] = {}
+        self._recording: set[asyncio.Task[None]] = set()
+
+    async def started(self, conversation_id: str, run: LiveRun, prompt: str) -> RunInFlight:
+        logged = self._runs[conversation_id] = LoggedRun(run, prompt, self._log_of(run))
+        return logged
+
+    def _log_of(self, run: LiveRun) -> RunLog:
+        """A log of `run`'s stream, written as the run goes by a task of its own (awaited by `aclose`)."""
+        log = RunLog(self.keep)
+        task = asyncio.get_running_loop().create_task(record(run, log))
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
+        return log
+
+    async def ended(self, conversation_id: str, run: LiveRun) -> None:
+        kept = self._runs.get(conversation_id)
+        if kept is not None and kept.run is run:
+            del self._runs[conversation_id]
+
+    async def find(self, runtime: Runtime, conversation_id: str) -> RunInFlight | None:
+        return self._runs.get(conversation_id)
+
+    async def aclose(self) -> None:
+        """Wait until the streams of the runs started here are written to their end."""
+        while self._recording:
+            await asyncio.wait(set(self._recording))
+
+    def __repr__(self) -> str:
+        return f"LocalRuns(in_flight={len(self._runs)})"

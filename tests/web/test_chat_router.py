@@ -41,7 +41,7 @@ from llm_do.testing import (
     tool_call,
 )
 from llm_do.web import ChatAction, ChatLimits, ChatRefused, chat_router
-from llm_do.web.runs import LocalRuns
+from llm_do.web.runs import LocalRuns, RunInFlight
 
 SENT: list[str] = []
 
@@ -368,9 +368,9 @@ class Recorded(LocalRuns):
         super().__init__()
         self.told: list[tuple[str, str, str]] = []
 
-    async def started(self, conversation_id: str, run: LiveRun, prompt: str) -> None:
+    async def started(self, conversation_id: str, run: LiveRun, prompt: str) -> RunInFlight:
         self.told.append(("started", conversation_id, prompt))
-        await super().started(conversation_id, run, prompt)
+        return await super().started(conversation_id, run, prompt)
 
     async def ended(self, conversation_id: str, run: LiveRun) -> None:
         self.told.append(("ended", conversation_id, run.message_id))
@@ -439,7 +439,12 @@ async def test_with_a_database_one_message_at_a_time_and_decisions_hold_across_w
                 [question] = started.open
                 busy = await other.post("/chats/c1/messages", json={"text": "write to Bo"})
                 assert busy.status_code == 409 and "still answering" in busy.json()["error"]
-                assert (await other.get("/chats/c1/stream")).status_code == 204  # the run lives in the first one
+                # the run lives in the first one, and the other one streams it too, its question open
+                resumed = await ChatClient(other).resume("c1")
+                assert resumed is not None and resumed.message_id == started.message_id
+                assert [asked.approval_id for asked in resumed.open] == [question.approval_id]
+                listed = (await ChatClient(other).conversation("c1"))["pending"]
+                assert [(asked["approval_id"], asked["held"]) for asked in listed] == [(question.approval_id, "live")]
                 wrong = await other.post("/chats/c1/decisions", json={"approval_id": "apr_0", "choice": "approve"})
                 assert wrong.status_code == 409 and question.approval_id in wrong.json()["error"]
 
