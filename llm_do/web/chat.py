@@ -618,6 +618,8 @@ def chat_router(
                 shared_runs = local
             state = _ChatState(shared_relay, shared_turns, shared_runs)
             stack.callback(state.forget_inboxes)
+            if isinstance(runtime, Runtime):  # (one given by a provider or a dependency: at its first request)
+                state.serves(runtime)
             stack.push_async_callback(state.wait_for_runs)  # before the relay, the turns and the runs close
             yield {key: state}
 

@@ -199,7 +199,7 @@ class _Published:
     """A run of this process, as its writer writes it."""
 
     conversation_id: str
-    logged: LoggedRun
+    logged: _SharedRun
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: bool = False
     written: int = 0
@@ -214,10 +214,29 @@ class _Published:
     marked: asyncio.Event = field(default_factory=asyncio.Event)
     finished: bool = False
     """Its last chunk is written."""
+    stored_seq: int = -1
+    """The number of the last chunk written."""
+    stored_grew: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def run_id(self) -> str:
         return self.logged.message_id
+
+    def written_up_to(self, seq: int) -> None:
+        self.stored_seq = seq
+        grew, self.stored_grew = self.stored_grew, asyncio.Event()
+        grew.set()
+
+    async def read(self, seen: int, patience: float) -> AsyncIterator[Sent]:
+        """The log after chunk `seen`; a question only once it is written (up to `patience` seconds), so that a page
+        that saw it finds it again from any process."""
+        async for chunk in self.logged.log.read(seen):
+            if chunk.asked is not None and self.stored_seq < chunk.seq:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(patience):
+                        while self.stored_seq < chunk.seq:
+                            await self.stored_grew.wait()
+            yield chunk
 
     def wrote(self, chunk: Sent) -> None:
         if chunk.asked is not None or chunk.done or '"type":"data-llm-do-approval"' in chunk.data[:40]:
@@ -380,7 +399,8 @@ class PostgresRuns:
     async def started(self, conversation_id: str, run: LiveRun, prompt: str) -> RunInFlight:
         self._open_pool()
         log = RunLog(self.keep)
-        published = _Published(conversation_id, LoggedRun(run, prompt, log))
+        published = _Published(conversation_id, _SharedRun(run, prompt, log, self.timeout))
+        published.logged.published = published
         log.listen(published.wrote)
         self._local[conversation_id] = published
         self._published.add(published)
@@ -455,8 +475,9 @@ class PostgresRuns:
         logged = published.logged
         log, run = logged.log, logged.run
         chunks = log.chunks  # what is written and what is asked, taken together: no await in between
-        count = len(chunks)  # (the list grows meanwhile)
-        again = log.compactions != published.compactions  # merged since: written again, whole
+        count = len(chunks)  # (the list grows meanwhile, or is merged into another: written again, whole)
+        compactions = log.compactions
+        again = compactions != published.compactions  # merged since: written again, whole
         batch = chunks[:count] if again else chunks[published.written : count]
         pending = {request.approval_id for request in run.pending}
         changed = [
@@ -505,12 +526,14 @@ class PostgresRuns:
                     await conn.execute(_SWEEP_ENDED, self.retention)
                 await conn.execute("SELECT pg_notify($1, $2)", self.channel, published.run_id)
         published.stored = True
-        published.compactions = log.compactions
+        published.compactions = compactions
         published.written = count
         for request in changed:
             published.questions[request.approval_id] = request.approval_id in pending
         if mark:
             published.marked.set()
+        if batch:
+            published.written_up_to(last)
         published.finished = done
 
     # -- reading another process's runs -------------------------------------------------------------------------
@@ -547,6 +570,22 @@ class PostgresRuns:
 
     def __repr__(self) -> str:
         return f"PostgresRuns(channel={self.channel!r}, here={len(self._local)}, followed={len(self._followers)})"
+
+
+class _SharedRun(LoggedRun):
+    """A run of this process whose log is written to PostgreSQL: its readers see a question once it is written."""
+
+    __slots__ = ("patience", "published")
+
+    def __init__(self, run: LiveRun, prompt: str | None, log: RunLog, patience: float) -> None:
+        super().__init__(run, prompt, log)
+        self.patience = patience
+        self.published: _Published | None = None
+
+    def chunks(self, seen: int = -1) -> AsyncIterator[Sent]:
+        if self.published is None:
+            return self.log.read(seen)
+        return self.published.read(seen, self.patience)
 
 
 class RemoteRun:
