@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from psycopg.types.json import Jsonb
 
-from ..approvals import Approval, ApprovalRequest, RunSuspended, stable_approval_ids
+from ..approvals import Approval, ApprovalChoice, ApprovalRequest, RunSuspended, session_key, stable_approval_ids
 from ..errors import ConfigurationError
 from ..files import Attachment, check_call
 from ..models.journal import Journal
 from ..run import LiveRun, Outcome, Runtime
+from ..sessions import OpenQuestion
 from ..tracing import current_traceparent
 from .execute import stored_attachments
 from .journal import LIVE_SUFFIX, JobJournals
@@ -143,6 +144,7 @@ class LiveParking:
         """Each question asked here, until it was answered, denied or taken by its run as parked."""
         self._journals: JobJournals | None = None
         self._stop: asyncio.Task[None] | None = None
+        runtime.inbox.add(self)  # a session's parked questions are in its inbox, in every process
 
     # -- streaming ----------------------------------------------------------------------
 
@@ -218,27 +220,74 @@ class LiveParking:
         return found
 
     async def decide(
-        self, session_id: str, approval_id: str, choice: Literal["approve", "deny"], note: str | None = None
+        self,
+        session_id: str,
+        approval_id: str,
+        choice: Literal["approve", "approve_for_session", "deny"],
+        note: str | None = None,
     ) -> bool:
         """Answer question `approval_id` of a run of session `session_id` that parked (`pending(session_id)`), as
         `JobQueue.decide` does; True when its job was queued again (it waits on no other question). Raises
-        `DecisionRefused` for an approval that is no parked question of that session (another session's too)."""
-        if choice not in ("approve", "deny"):
+        `DecisionRefused` for an approval that is no parked question of that session (another session's too).
+
+        `approve_for_session` approves it and every identical call for the rest of the session, as in a live run:
+        the grant goes with the job (its resumed run is not asked again, nor are the job's other questions about an
+        identical call), and to the session if it is open in this process (its later runs here)."""
+        if choice not in ("approve", "approve_for_session", "deny"):
             raise InvalidJobRequest(
-                f"decide: a parked run's question is answered 'approve' or 'deny', got {choice!r} (a grant for the "
-                "session lives in the process that ran it, which the resumed run is not)"
+                "decide: a parked run's question is answered 'approve', 'approve_for_session' or 'deny', "
+                f"got {choice!r}"
             )
+        job_id = await self._job_of(session_id, approval_id)
+        if job_id is None:
+            raise DecisionRefused(
+                f"approval {approval_id!r} is no parked question of session {session_id!r}: list them with "
+                "LiveParking.pending(session_id)"
+            )
+        return await self._decide(session_id, job_id, approval_id, choice, note)
+
+    async def _job_of(self, session_id: str, approval_id: str) -> int | None:
         queue = self.queue
         async with queue.pool.connection() as conn:
             found = await (
                 await conn.execute(_JOB_OF, (queue.queue_name, queue.queue_name, approval_id, session_id))
             ).fetchone()
-        if found is None:
-            raise DecisionRefused(
-                f"approval {approval_id!r} is no parked question of session {session_id!r}: list them with "
-                "LiveParking.pending(session_id)"
-            )
-        return await store_decision(queue.pool, queue.queue_name, int(found[0]), approval_id, choice, note)
+        return None if found is None else int(found[0])
+
+    async def _decide(
+        self,
+        session_id: str,
+        job_id: int,
+        approval_id: str,
+        choice: Literal["approve", "approve_for_session", "deny"],
+        note: str | None,
+    ) -> bool:
+        queue = self.queue
+        asked = None
+        if choice == "approve_for_session":  # (its session key, for this process's open session)
+            asked = next((item for item in await self.pending(session_id) if item.approval_id == approval_id), None)
+        queued = await store_decision(queue.pool, queue.queue_name, job_id, approval_id, choice, note)
+        session = self.runtime.sessions.get(session_id)
+        if asked is not None and session is not None:
+            session.grants.granted.add(session_key(asked.toolset, asked.tool, asked.args, asked.attachments))
+        return queued
+
+    # -- the inbox: a place a session's questions wait ------------------------------------
+
+    async def open_questions(self, session_id: str) -> list[OpenQuestion]:
+        """The questions session `session_id`'s parked runs wait on (`pending`), as its inbox lists them."""
+        return [
+            OpenQuestion(_request_of(session_id, item), "parked", job_id=item.job_id, asked_at=item.asked_at)
+            for item in await self.pending(session_id)
+        ]
+
+    async def answer(self, session_id: str, approval_id: str, choice: ApprovalChoice, note: str | None) -> bool:
+        """Answer a parked question of session `session_id` (`decide`); False when it is none of them."""
+        job_id = await self._job_of(session_id, approval_id)
+        if job_id is None:
+            return False
+        await self._decide(session_id, job_id, approval_id, choice, note)
+        return True
 
     # -- a process told to stop -----------------------------------------------------------
 
@@ -367,6 +416,25 @@ class _RunParking:
         session = self.owner.runtime.sessions.get(self.session_id)
         granted = sorted(session.grants.granted) if session is not None else []
         return {"grants": [list(key) for key in granted]} if granted else {}
+
+
+def _request_of(session_id: str, parked: PendingApproval) -> ApprovalRequest:
+    """A parked question as the question its run asked."""
+    return ApprovalRequest(
+        entry=parked.chain[-1],
+        depth=len(parked.chain) - 1,
+        chain=parked.chain,
+        toolset=parked.toolset,
+        tool=parked.tool,
+        args=parked.args,
+        reason=parked.reason,
+        description=parked.description,
+        approval_id=parked.approval_id,
+        call_id=parked.call_id or "",
+        tool_call_id=parked.tool_call_id,
+        attachments=parked.attachments,
+        session_id=session_id,
+    )
 
 
 def _settle(settled: asyncio.Future[None], _: object) -> None:

@@ -12,6 +12,7 @@ asking.
 from __future__ import annotations
 
 import asyncio
+import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,11 +23,11 @@ from procrastinate import sql as procrastinate_sql
 from procrastinate.exceptions import JobAborted
 from psycopg import AsyncConnection, errors
 from psycopg.rows import dict_row
-from psycopg.types.json import Json
+from psycopg.types.json import Json, Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_jsonable_python
 
-from ..approvals import Approval, ApprovalRequest, RunSuspended
+from ..approvals import Approval, ApprovalRequest, RunSuspended, SessionKey, session_key
 from ..errors import LlmDoError
 from ..files import AttachmentInfo
 from ..models.journal import Journal
@@ -46,6 +47,7 @@ __all__ = [
     "cancel_job",
     "create_approvals_table",
     "expire_pending",
+    "granted_key",
     "load_decisions",
     "pending_approvals",
     "question_row",
@@ -341,18 +343,24 @@ async def store_decision(
     queue: str,
     job_id: int,
     approval_id: str,
-    choice: Literal["approve", "deny"],
+    choice: Literal["approve", "approve_for_session", "deny"],
     note: str | None,
 ) -> bool:
     """Store the decision and, once the job waits on no other question, queue it again (one transaction);
-    whether it was queued. Raises `DecisionRefused` when the approval is not pending for a parked job."""
+    whether it was queued. Raises `DecisionRefused` when the approval is not pending for a parked job.
+
+    `approve_for_session` approves the call, and every identical one for the rest of the job's session: the grant
+    joins the job's (its resumed run's session holds it, as it holds those given in the live run), and the job's
+    other questions about an identical call are approved with it. A job run in no session has none to approve for:
+    `DecisionRefused`."""
     async with pool.connection() as conn, conn.transaction():
         status = await _locked_job(conn, queue, job_id)
         if status is None:
             raise DecisionRefused(f"job {job_id} is no job of queue {queue!r}: nothing to decide there")
         row = await (
             await conn.execute(
-                "SELECT choice FROM llm_do_approvals WHERE queue = %s AND job_id = %s AND approval_id = %s FOR UPDATE",
+                "SELECT choice, toolset, tool, args, attachments FROM llm_do_approvals "
+                "WHERE queue = %s AND job_id = %s AND approval_id = %s FOR UPDATE",
                 (queue, job_id, approval_id),
             )
         ).fetchone()
@@ -366,12 +374,52 @@ async def store_decision(
             raise DecisionRefused(
                 f"job {job_id} is {status!r}, not parked yet: its run is still ending; decide again in a moment"
             )
-        await record_decision(conn, queue, job_id, approval_id, choice, note)
+        if choice == "approve_for_session":
+            await _grant(conn, queue, job_id, granted_key(row[1], row[2], row[3], row[4]), note)
+        else:
+            await record_decision(conn, queue, job_id, approval_id, choice, note)
         if await _waiting(conn, queue, job_id):
             return False
         await _requeue(conn, job_id)
         await wake_workers(conn, queue, job_id)  # at once, not at their next poll
         return True
+
+
+def granted_key(toolset: str, tool: str, args: Any, attachments: Any) -> SessionKey:
+    """The session key of a stored question (its arguments and files as stored), as a live run's grant has it."""
+    files = [AttachmentInfo(**info) for info in (_loaded(attachments) or [])]
+    return session_key(toolset, tool, _loaded(args) or {}, files)
+
+
+def _loaded(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+async def _grant(conn: AsyncConnection[Any], queue: str, job_id: int, key: SessionKey, note: str | None) -> None:
+    """Approve, for the rest of the session of job `job_id`, the calls of session key `key`: the grant joins the job's
+    (for its resumed run), and its questions about such a call are approved (its row locked by the caller)."""
+    found = await conn.execute("SELECT args->>'session' FROM procrastinate_jobs WHERE id = %s", (job_id,))
+    job = await found.fetchone()
+    if job is None or job[0] is None:
+        raise DecisionRefused(
+            f"job {job_id} runs in no session, so nothing can be approved for the rest of one: answer 'approve' (or "
+            "defer the job with a session)"
+        )
+    await conn.execute(
+        "UPDATE procrastinate_jobs SET args = jsonb_set(args, '{grants}', "
+        "coalesce(args->'grants', '[]'::jsonb) || %s::jsonb) WHERE id = %s",
+        (Jsonb([list(key)]), job_id),
+    )
+    rows = await (
+        await conn.execute(
+            "SELECT approval_id, toolset, tool, args, attachments FROM llm_do_approvals "
+            "WHERE queue = %s AND job_id = %s AND choice IS NULL",
+            (queue, job_id),
+        )
+    ).fetchall()
+    for approval_id, toolset, tool, args, attachments in rows:
+        if granted_key(toolset, tool, args, attachments) == key:
+            await record_decision(conn, queue, job_id, approval_id, "approve", note)
 
 
 async def cancel_job(pool: AsyncConnectionPool[Any], queue: str, job_id: int) -> bool:

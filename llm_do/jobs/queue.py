@@ -290,14 +290,21 @@ class JobQueue:
         return await cancel_job(self.pool, self.queue_name, job_id)
 
     async def decide(
-        self, job_id: int, approval_id: str, choice: Literal["approve", "deny"], *, note: str | None = None
+        self,
+        job_id: int,
+        approval_id: str,
+        choice: Literal["approve", "approve_for_session", "deny"],
+        *,
+        note: str | None = None,
     ) -> bool:
         """Answer the question parked job `job_id` waits on (`pending(job_id)`); `note` is shown to the model
         when the call is denied. The job is queued again once it waits on no other question (True then): a
         worker replays its run from the journal up to the question and goes on with this decision.
+        `approve_for_session` (a job run in a session: a live run that parked) also approves every identical call
+        for the rest of the session: the grant goes with the job, as those given in the live run do.
 
-        Raises `DecisionRefused` for an approval that is not pending (unknown, or decided already) and for a
-        job that is not this queue's."""
+        Raises `DecisionRefused` for an approval that is not pending (unknown, or decided already), for a
+        job that is not this queue's, and for `approve_for_session` of a job run in no session."""
         job_id = checked_job_id(job_id)
         if not isinstance(approval_id, str):
             raise InvalidJobRequest(
@@ -308,8 +315,10 @@ class JobQueue:
                 f"decide: approval id {approval_id!r} holds a NUL character, which no approval id does; use one "
                 f"JobQueue.pending({job_id}) gave"
             )
-        if choice not in ("approve", "deny"):
-            raise InvalidJobRequest(f"decide: choice must be 'approve' or 'deny', got {choice!r}")
+        if choice not in ("approve", "approve_for_session", "deny"):
+            raise InvalidJobRequest(
+                f"decide: choice must be 'approve', 'approve_for_session' or 'deny', got {choice!r}"
+            )
         if note is not None and not isinstance(note, str):
             raise InvalidJobRequest(f"decide: note must be a str or None, got {note!r}")
         with _schema_needed():

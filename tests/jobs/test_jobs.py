@@ -426,7 +426,8 @@ async def test_bad_declarations_and_inputs_are_refused_with_what_to_do(queue: Jo
         for call in (queue.get, queue.cancel, queue.pending, queue.wait):
             with pytest.raises(InvalidJobRequest, match=rf"a job id is the int JobQueue.defer returned, got {wrong!r}"):
                 await call(wrong)  # type: ignore[arg-type]
-    with pytest.raises(InvalidJobRequest, match="choice must be 'approve' or 'deny', got 'yes'") as word:
+    chose = "choice must be 'approve', 'approve_for_session' or 'deny', got 'yes'"
+    with pytest.raises(InvalidJobRequest, match=chose) as word:
         await queue.decide(newest, "apr_1", "yes")  # type: ignore[arg-type]
     assert isinstance(word.value, LlmDoError) and isinstance(word.value, ValueError)
     with pytest.raises(InvalidJobRequest, match=r"an approval id is the str JobQueue\.pending gave"):

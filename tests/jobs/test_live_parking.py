@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from llm_do.jobs import (
     JobRecord,
     LiveParking,
     LiveRunParked,
+    PendingApproval,
     RunParked,
     remove_old_journals,
 )
@@ -285,6 +286,64 @@ async def test_a_call_the_session_approved_in_the_live_run_is_not_asked_again_wh
     assert record.status == "succeeded" and record.attempts == 3, (record, worker.output())
     assert str(record.output) == "again: paid 1, paid 1, paid 2"
     assert [question.approval_id for question in await parking.pending("iris")] == []
+
+
+async def parked_on(listed: Callable[[], Awaitable[list[PendingApproval]]]) -> list[PendingApproval]:
+    """What `listed()` gives once it lists a question (a worker's run parked), polled."""
+    async with asyncio.timeout(60):
+        while True:
+            found = await listed()
+            if found:
+                return found
+            await asyncio.sleep(0.05)
+
+
+async def test_a_parked_question_approved_for_the_session_carries_the_grant_to_the_resumed_run(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, worker: Worker
+) -> None:
+    notes = tmp_path / "notes"
+    parking = LiveParking(queue, runtime, park_after=0.2)
+    async with parking.stream("again", json.dumps({"notes": str(notes)}), session="jo") as run:
+        events = [event async for event in run]
+    last = events[-1]
+    assert isinstance(last, RunFailed) and isinstance(last.error, LiveRunParked), last
+    [first] = last.error.questions  # pay 1, parked (nobody answered it live)
+    assert first.args["amount"] == 1
+
+    # the session's inbox lists it, parked, in this process and answerable from any
+    [listed] = await runtime.questions("jo")
+    assert (listed.approval_id, listed.held, listed.job_id) == (first.approval_id, "parked", last.error.job_id)
+    assert (
+        listed.request.tool == "pay" and listed.request.session_id == "jo" and "approve_for_session" in listed.choices
+    )
+
+    # approved for the session: the same call again (the second pay 1) is not asked on the worker; pay 2 is
+    assert await parking.decide("jo", first.approval_id, "approve_for_session") is True
+    [grants] = await rows(
+        dsn, "SELECT args->'grants' AS grants FROM procrastinate_jobs WHERE id = $1", last.error.job_id
+    )
+    assert len(json.loads(grants["grants"])) == 1
+    waiting = await parked_on(lambda: parking.pending("jo"))
+    assert [question.args["amount"] for question in waiting] == [2], worker.output()
+    assert runtime.sessions["jo"].grants.granted  # this process's session holds it too, for its later runs here
+    await runtime.answer("jo", waiting[0].approval_id, "approve")  # through the inbox: the parked one
+    record = await finished(queue, last.error.job_id)
+    assert record.status == "succeeded", (record, worker.output())
+    assert str(record.output) == "again: paid 1, paid 1, paid 2"
+    assert noted(notes, "paid").count("paid 2") == 1  # (the tools before a question run again as a run resumes)
+    assert await runtime.questions("jo") == ()
+
+
+async def test_a_job_run_in_no_session_cannot_be_approved_for_one(
+    queue: JobQueue, tmp_path: Path, worker: Worker
+) -> None:
+    job_id = await queue.defer("payer", ask(tmp_path / "notes", 3))  # a plain job: no session
+    waiting = await parked_on(lambda: queue.pending(job_id))
+    with pytest.raises(DecisionRefused, match=f"job {job_id} runs in no session"):
+        await queue.decide(job_id, waiting[0].approval_id, "approve_for_session")
+    assert [question.approval_id for question in await queue.pending(job_id)] == [waiting[0].approval_id]
+    assert await queue.decide(job_id, waiting[0].approval_id, "approve") is True
+    assert (await finished(queue, job_id)).status == "succeeded"
 
 
 async def test_a_later_turn_of_a_conversation_parks_and_resumes_from_the_conversation_so_far(
