@@ -352,8 +352,8 @@ class _Chat:
                 self.runtime, conversation_id
             ):  # no process runs it: no need to wait for an answer from none of them
                 raise DecisionUndelivered(
-                    f"decision on {shortened(approval_id, 60, quoted=True)} not applied: no live run of session "
-                    f"{shortened(conversation_id, 60, quoted=True)} is in progress"
+                    f"decision on {shortened(approval_id, 60, quoted=True)} not applied: no process holds a live run "
+                    f"of session {shortened(conversation_id, 60, quoted=True)}"
                 )
             await self.relay.decide(conversation_id, approval_id, choice, note)
         except DecisionTooLarge as error:  # past what the relay carries between processes

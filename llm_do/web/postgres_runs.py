@@ -123,6 +123,9 @@ DELETE FROM llm_do_chat_runs r
 """
 _SWEEP_ENDED = "DELETE FROM llm_do_chat_runs WHERE ended_at < now() - make_interval(secs => $1)"
 
+_ASKING = '{"type":"tool-approval-request"'
+"""The chunk that shows a question first (its description, `Sent.asked`, follows)."""
+
 _GONE = (
     '{"type":"error","errorText":"the process running this conversation\'s answer stopped before it ended; '
     'send the message again"}'
@@ -231,7 +234,7 @@ class _Published:
         """The log after chunk `seen`; a question only once it is written (up to `patience` seconds), so that a page
         that saw it finds it again from any process."""
         async for chunk in self.logged.log.read(seen):
-            if chunk.asked is not None and self.stored_seq < chunk.seq:
+            if (chunk.asked is not None or chunk.data.startswith(_ASKING)) and self.stored_seq < chunk.seq:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(patience):
                         while self.stored_seq < chunk.seq:

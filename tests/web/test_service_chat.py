@@ -364,3 +364,70 @@ async def test_an_oversize_message_is_refused_never_cut_and_a_test_reads_the_cha
         denied = await alice.send("alice-sdk", "move 5 from C to D", answer=lambda q: ("deny", "no"), via="sdk")
         assert denied.text.startswith("The transfer was not made") and denied.tool_call("commit").state == "denied"
         assert (await client.get("/accounts")).json() == {"A": 90, "B": 10, "C": 50, "D": 0}
+
+
+@pytest.mark.long
+async def test_a_reload_on_another_process_finds_the_run_and_its_question_and_a_dead_process_s_run_is_gone(
+    two_processes: tuple[str, str, str],
+) -> None:
+    one, two, _ = two_processes
+    alice = {"x-user": "alice"}
+    async with (
+        httpx.AsyncClient(base_url=one, timeout=30) as client,
+        httpx.AsyncClient(base_url=two, timeout=30) as other,
+    ):
+        session = await _session(client, "alice")
+        message = {"text": "move 10 from A to B"}
+        async with client.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            first = []
+            async for chunk in chunks(sse):
+                first.append(chunk)
+                if chunk["type"] == "tool-approval-request":
+                    break  # the page reloads, and the balancer sends it to the other process
+        approval = first[-1]["approvalId"]
+        started = first[0]["messageId"]
+
+        # the other process: the conversation, its open question (live, in the run in flight), and the run's stream
+        saved = (await other.get(f"/chat/sessions/{session}", headers=alice)).json()
+        assert saved["running"] == started
+        [question] = saved["pending"]
+        assert (question["approval_id"], question["tool"], question["held"]) == (approval, "commit", "live")
+        assert (await other.get(f"/chat/sessions/{session}/stream", headers={"x-user": "bob"})).status_code == 403
+        async with other.stream("GET", f"/chat/sessions/{session}/stream?follow=true", headers=alice) as followed:
+            replayed = []
+            async for chunk in chunks(followed):
+                replayed.append(chunk)
+                if chunk["type"] == "tool-approval-request":
+                    assert replayed == first  # the run's own stream, from its start
+                    decision = {"approval_id": approval, "choice": "approve"}
+                    answered = await other.post(f"/chat/sessions/{session}/decisions", json=decision, headers=alice)
+                    assert answered.status_code == 204, answered.text
+        text = "".join(chunk["delta"] for chunk in replayed if chunk["type"] == "text-delta")
+        assert text.startswith("Done: moved 10 from A to B") and replayed[-1]["type"] == "finish"
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}
+
+        # the next run's process dies while its question waits: the other process no longer finds it, a reader
+        # there is told, and the conversation takes a message again (its turn's lock went with the process)
+        async with client.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                if chunk["type"] == "tool-approval-request":
+                    break
+        async with other.stream("GET", f"/chat/sessions/{session}/stream?follow=true", headers=alice) as followed:
+            reading = chunks(followed)
+            async for chunk in reading:
+                if chunk["type"] == "tool-approval-request":
+                    break
+            PROCESSES[one].kill()
+            rest = [chunk async for chunk in reading]
+        assert [chunk["type"] for chunk in rest] == ["data-llm-do-approval", "error", "finish"]  # (its description)
+        assert "stopped before it ended" in rest[1]["errorText"]
+        saved = (await other.get(f"/chat/sessions/{session}", headers=alice)).json()
+        assert saved["pending"] == [] and saved["running"] is None
+        assert (await other.get(f"/chat/sessions/{session}/stream", headers=alice)).status_code == 204
+        async with other.stream("POST", f"/chat/sessions/{session}/messages", json=message, headers=alice) as sse:
+            async for chunk in chunks(sse):
+                if chunk["type"] == "tool-approval-request":
+                    decision = {"approval_id": chunk["approvalId"], "choice": "deny"}
+                    denied = await other.post(f"/chat/sessions/{session}/decisions", json=decision, headers=alice)
+                    assert denied.status_code == 204, denied.text
+        assert (await other.get("/accounts")).json() == {"A": 90, "B": 10}  # the dead run's transaction rolled back
