@@ -40,14 +40,22 @@ async def chat_process(dsn: str, **env: str) -> AsyncIterator[str]:
 async def bank_chat(postgres: PostgresServer) -> AsyncIterator[str]:
     """The example's chat service in a process of its own, on a fresh database with accounts A (100), B (0),
     C (50) and D (0); yields its base URL."""
+    async with bank_chats(postgres, 1) as (url,):
+        yield url
+
+
+@asynccontextmanager
+async def bank_chats(postgres: PostgresServer, count: int) -> AsyncIterator[list[str]]:
+    """`count` processes of the example's chat service on one fresh database with accounts A (100), B (0), C (50)
+    and D (0); yields their base URLs."""
     name = postgres.new_database_name()
     await fresh_database(postgres.dsn(), name)
-    async with chat_process(postgres.dsn(name)) as url:
-        async with httpx.AsyncClient(base_url=url) as client:
+    async with chat_processes(postgres.dsn(name), count) as urls:
+        async with httpx.AsyncClient(base_url=urls[0]) as client:
             for account, balance in {"A": 100, "B": 0, "C": 50, "D": 0}.items():
                 created = await client.post("/accounts", json={"name": account, "balance": balance})
                 assert created.status_code == 201, created.text
-        yield url
+        yield urls
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from ..postgres import PostgresServer
-from ..web_processes import bank_chat
+from ..web_processes import bank_chat, bank_chats
 
 AI_SDK = Path(__file__).resolve().parents[1] / "ai_sdk"
 
@@ -148,6 +148,30 @@ async def test_the_ai_sdk_chats_approves_its_way_and_resumes_after_a_reload(
 
     async with httpx.AsyncClient(base_url=service) as client:
         assert (await client.get("/accounts")).json() == {"A": 85, "B": 15, "C": 50, "D": 0}
+
+
+@pytest.fixture
+async def two_services(postgres: PostgresServer) -> AsyncIterator[list[str]]:
+    async with bank_chats(postgres, 2) as urls:
+        yield urls
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("package", ["ai", "ai7"])
+async def test_the_ai_sdk_resumes_and_answers_a_run_on_another_process_than_the_one_running_it(
+    two_services: list[str], package: str
+) -> None:
+    one, two = two_services
+    seen = await _run_node("anywhere.mjs", one, two, package)
+    before = seen["before"]
+    assert seen["saved"] == {"running": before["id"], "pending": [[before["approval"], "live"]]}
+    assert seen["resumed"] == {"status": "ready", "id": before["id"], "approval": before["approval"]}
+    finished = seen["finished"]
+    assert finished["status"] == "ready" and finished["id"] == before["id"]
+    assert finished["text"].startswith("Done: moved 5 from A to B")
+    assert seen["nothing_to_resume"] == [True, True]
+    async with httpx.AsyncClient(base_url=two) as client:
+        assert (await client.get("/accounts")).json() == {"A": 95, "B": 5, "C": 50, "D": 0}
 
 
 def _says(chat: str, text: str) -> dict[str, Any]:

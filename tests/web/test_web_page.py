@@ -1,6 +1,7 @@
 """The example's chat page in a real browser (Debian's chromium, driven by Playwright): two people chat at
 once, each approves a commit with a button, reads the result and the call tree, and goes on; neither sees the
-other's events or approvals."""
+other's events or approvals. A reload mid-question finds the run again, in the process that runs it or in another
+one of the service."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 from ..postgres import PostgresServer
-from ..web_processes import bank_chat
+from ..web_processes import bank_chat, bank_chats
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -186,4 +187,47 @@ async def test_a_reload_mid_question_brings_the_conversation_back_and_its_answer
     await expect(second.locator(".text")).to_contain_text("In this conversation you made 1 transfer(s)", timeout=20_000)
 
     async with httpx.AsyncClient(base_url=service) as client:
+        assert (await client.get("/accounts")).json() == {"A": 90, "B": 10, "C": 50, "D": 0}
+
+
+@pytest.fixture
+async def two_services(postgres: PostgresServer) -> AsyncIterator[list[str]]:
+    async with bank_chats(postgres, 2) as urls:
+        yield urls
+
+
+@pytest.mark.long
+async def test_a_reload_that_lands_on_another_process_shows_the_question_and_its_answer_finishes_the_run(
+    browser: BrowserContext, two_services: list[str]
+) -> None:
+    one, two = two_services
+    page = await browser.new_page()
+    await page.goto(f"{one}/chat?user=alice")
+    await _send(page, "move 10 from A to B")
+    approval = await _approval_of(page)
+    session = await page.text_content("#session")
+    assert session
+
+    # the reload, sent by a balancer that does not pin conversations to the other process
+    await page.goto(f"{two}/chat?user=alice&session={session}")
+    await expect(page.locator("#session")).to_have_text(session)
+    await expect(page.locator(".message.user")).to_have_text(["move 10 from A to B"])
+    question = page.locator(".approval")
+    await expect(question).to_have_count(1)
+    await expect(question).to_have_attribute("data-approval-id", approval)
+    await expect(question).to_have_attribute("data-state", "pending")
+    await expect(question.locator(".what")).to_contain_text("commit")
+    cashier = page.locator("#tree > ul > li.call[data-entry=banker] li.call[data-entry=cashier]")
+    await expect(cashier).to_have_attribute("data-state", "running")  # the run's call tree, from its start
+
+    await question.locator("button.approve").click()  # answered there, applied where the run is
+    reply = page.locator(".message.assistant[data-done=true]").last
+    await expect(reply.locator(".text")).to_contain_text("Done: moved 10 from A to B", timeout=20_000)
+    await expect(question).to_have_attribute("data-state", "approved")
+    await expect(cashier).to_have_attribute("data-state", "ok")
+
+    await _send(page, "what have I done so far?")  # the conversation goes on in this process
+    second = page.locator(".message.assistant[data-done=true]").nth(1)
+    await expect(second.locator(".text")).to_contain_text("In this conversation you made 1 transfer(s)", timeout=20_000)
+    async with httpx.AsyncClient(base_url=two) as client:
         assert (await client.get("/accounts")).json() == {"A": 90, "B": 10, "C": 50, "D": 0}
