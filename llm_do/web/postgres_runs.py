@@ -262,7 +262,7 @@ class PostgresRuns:
         *,
         channel: str = "llm_do_runs",
         keep: int = 10_000,
-        linger: float = 0.005,
+        linger: float = 0.02,
         poll: float = 1.0,
         retention: float = 60.0,
         pool_size: int = 4,

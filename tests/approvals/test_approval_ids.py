@@ -31,6 +31,7 @@ from llm_do import (
     Toolset,
     tool,
 )
+from llm_do.sessions import OpenQuestion
 from llm_do.testing import asgi_client
 from llm_do.web import decision_of, sse_response, vercel_sse
 
@@ -314,3 +315,77 @@ async def test_a_sessions_inbox_lists_its_open_questions_and_answers_them_from_a
             alice.decide("apr_0000000000000000", "approve")
     assert opened == ["north"]
     assert result.output.startswith("north is open | ") and "not that one" in result.output
+
+
+class Elsewhere:
+    """A place of the inbox's: questions held outside this process's live runs (as a parked job's are)."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        self.request = request
+        self.answered: list[tuple[str, str, str | None]] = []
+
+    async def open_questions(self, session_id: str) -> list[OpenQuestion]:
+        if session_id != self.request.session_id or self.answered:
+            return []
+        return [OpenQuestion(self.request, "parked", job_id=7)]
+
+    async def answer(self, session_id: str, approval_id: str, choice: ApprovalChoice, note: str | None) -> bool:
+        if session_id != self.request.session_id or approval_id != self.request.approval_id:
+            return False
+        self.answered.append((approval_id, choice, note))
+        return True
+
+
+async def test_a_sessions_questions_are_listed_and_answered_wherever_they_wait() -> None:
+    opened: list[str] = []
+    keeper = AgentEntry(Agent(FunctionModel(both_doors)), name="keeper", toolsets=["vault"])
+    parked = ApprovalRequest(
+        entry="keeper",
+        depth=0,
+        chain=("keeper",),
+        toolset="vault",
+        tool="open_vault",
+        args={"door": "west"},
+        reason="asked",
+        description="open the west door",
+        approval_id="apr_parked",
+        call_id="call_1",
+        tool_call_id="w",
+        session_id="alice",
+    )
+    elsewhere = Elsewhere(parked)
+    async with Runtime(
+        None, entries=[keeper], toolsets={"vault": lambda: Vault(opened)}, policies={"vault": ToolPolicy(default="ask")}
+    ) as runtime:
+        runtime.inbox.add(elsewhere)
+        runtime.inbox.add(elsewhere)  # once
+        assert [(q.approval_id, q.held, q.job_id) for q in await runtime.questions("alice")] == [
+            ("apr_parked", "parked", 7)
+        ]
+        assert await runtime.questions("bob") == ()
+        alice = await runtime.session("alice")
+
+        async def inbox() -> None:
+            while len(await alice.questions()) < 3:  # noqa: ASYNC110 (an inbox is looked at, not waited on)
+                await asyncio.sleep(0.01)
+            north, south, waiting = await alice.questions()  # its live run's first (one response's two), then others
+            assert [(q.held, q.request.args["door"]) for q in (north, south, waiting)] == [
+                ("live", "north"),
+                ("live", "south"),
+                ("parked", "west"),
+            ]
+            with pytest.raises(ApprovalNotPending) as refused:
+                await alice.answer("apr_unknown", "approve")
+            assert refused.value.pending == (north.approval_id, south.approval_id, "apr_parked")
+            await alice.answer(north.approval_id, "approve")  # the live run's, here
+            await runtime.answer("alice", "apr_parked", "approve_for_session", "fine")  # the other place's
+            await alice.answer(south.approval_id, "deny")
+
+        async with asyncio.timeout(30), runtime.stream("keeper", "open up", session=alice, model_events=False) as run:
+            answering = asyncio.create_task(inbox())
+            await run.result()
+            await answering
+        assert elsewhere.answered == [("apr_parked", "approve_for_session", "fine")]
+        assert await alice.questions() == ()
+        runtime.inbox.discard(elsewhere)
+    assert opened == ["north"]
