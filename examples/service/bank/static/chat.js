@@ -1,9 +1,10 @@
-// The bank's chat page: plain JavaScript, no build step. It posts a message, reads the run back as
-// the Vercel AI data-stream protocol (server-sent events, read with fetch and a ReadableStream),
-// shows the text as it streams, grows the call tree from the `data-llm-do-call` parts, and answers
-// each `tool-approval-request` with a POST to the session's decisions endpoint. The conversation is
-// in the address (`?user=...&session=...`): a reload shows it again (GET /chat/sessions/{id}) and
-// reattaches to its run in flight (GET /chat/sessions/{id}/stream), open question included.
+// The bank's chat page: plain JavaScript, no build step (not the AI SDK's client: the same stream, read by hand).
+// It posts a message, reads the run back as the Vercel AI data-stream protocol (server-sent events, read with
+// fetch and a ReadableStream), shows the text as it streams, grows the call tree from the `data-llm-do-call`
+// parts, and answers each `tool-approval-request` with a POST to the session's decisions endpoint. The
+// conversation is in the address (`?user=...&session=...`): a reload shows it again (GET /chat/sessions/{id}) and
+// reattaches to its run in flight (GET /chat/sessions/{id}/stream), open question included, whichever process of
+// the service the reload reaches.
 "use strict";
 
 const $ = (selector) => document.querySelector(selector);
@@ -200,10 +201,15 @@ async function send(text) {
   reply.box.dataset.done = "true";
 }
 
-// A reload: the conversation so far, then its run in flight from the start (its open questions among it).
+// A reload: the conversation so far, then its run in flight from the start (its open questions among it), both
+// asked at once.
 async function reattach(id) {
   useSession(id);
-  const saved = await (await get(`/chat/sessions/${id}`)).json();
+  const [conversation, response] = await Promise.all([
+    get(`/chat/sessions/${id}`),
+    get(`/chat/sessions/${id}/stream?follow=true`),
+  ]);
+  const saved = await conversation.json();
   let answer = null; // one reply per answer: a run's tool calls and its text may be saved as several messages
   for (const message of saved.messages) {
     const text = message.parts.filter((part) => part.type === "text").map((part) => part.text).join("");
@@ -218,10 +224,9 @@ async function reattach(id) {
       answer.text.textContent += text;
     }
   }
-  const response = await get(`/chat/sessions/${id}/stream?follow=true`);
   if (response.status === 204) {
     if (saved.pending.length === 0) return;
-    const reply = new Reply(++runs); // a run held by another process: its questions, answered through the relay
+    const reply = new Reply(++runs); // questions that wait with no run in flight (a parked run's): answered all the same
     for (const asked of saved.pending) {
       reply.inputs.set(asked.tool_call_id, { toolName: asked.tool, input: asked.args });
       reply.askApproval(asked.approval_id, asked.tool_call_id);
