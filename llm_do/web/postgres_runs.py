@@ -125,6 +125,8 @@ _SWEEP_ENDED = "DELETE FROM llm_do_chat_runs WHERE ended_at < now() - make_inter
 
 _ASKING = '{"type":"tool-approval-request"'
 """The chunk that shows a question first (its description, `Sent.asked`, follows)."""
+_URGENT = (_ASKING, '{"type":"data-llm-do-approval"')
+"""Chunks written at once: a question shown, its description, its answer."""
 
 _GONE = (
     '{"type":"error","errorText":"the process running this conversation\'s answer stopped before it ended; '
@@ -204,7 +206,8 @@ class _Published:
     conversation_id: str
     logged: _SharedRun
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    urgent: bool = False
+    hurry: asyncio.Event = field(default_factory=asyncio.Event)
+    """A question, its answer or the end is to be written: the batch waits no more."""
     written: int = 0
     """How many chunks of the log's list are written."""
     compactions: int = 0
@@ -242,8 +245,12 @@ class _Published:
             yield chunk
 
     def wrote(self, chunk: Sent) -> None:
-        if chunk.asked is not None or chunk.done or '"type":"data-llm-do-approval"' in chunk.data[:40]:
-            self.urgent = True  # a question, its answer, the end: written at once
+        if chunk.asked is not None or chunk.done or chunk.data.startswith(_URGENT):
+            self.hurry.set()  # a question, its answer, the end: written at once
+        self.wake.set()
+
+    def urge(self) -> None:
+        self.hurry.set()
         self.wake.set()
 
 
@@ -341,8 +348,7 @@ class PostgresRuns:
         self._listener = conn
         for published in self._published:  # its runs are this listener's now: their rows say so at the next batch
             published.stored = False
-            published.urgent = True
-            published.wake.set()
+            published.urge()
         for events in self._followers.values():  # what was announced meanwhile was not heard: look
             for event in events:
                 event.set()
@@ -418,8 +424,8 @@ class PostgresRuns:
         if kept is None or kept.logged.run is not run:
             return
         del self._local[conversation_id]
-        kept.ending = kept.urgent = True
-        kept.wake.set()
+        kept.ending = True
+        kept.urge()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.timeout):
                 await kept.marked.wait()
@@ -454,10 +460,12 @@ class PostgresRuns:
         try:
             while not published.finished:
                 await published.wake.wait()
-                if not published.urgent and self.linger > 0:
-                    await asyncio.sleep(self.linger)  # more chunks join the batch meanwhile
+                if self.linger > 0 and not published.hurry.is_set():
+                    with contextlib.suppress(TimeoutError):  # more chunks join the batch meanwhile
+                        async with asyncio.timeout(self.linger):
+                            await published.hurry.wait()
                 published.wake.clear()
-                published.urgent = False
+                published.hurry.clear()
                 try:
                     await self._flush(published)
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
