@@ -1,7 +1,8 @@
 """Live runs on the web: a run's events as the Vercel AI data stream (`vercel`), decisions relayed between web
 processes through PostgreSQL (`llm_do.web.relay`, which needs the `postgres` extra when a relay opens), and a
 conversation's live runs as one FastAPI router (`chat_router`, in `llm_do.web.chat`, which needs the `service`
-extra; its parts: `llm_do.web.turns`, `llm_do.web.runs`, `llm_do.web.resumable`). See docs/streaming.md.
+extra; its parts: `llm_do.web.turns`, `llm_do.web.runs`, `llm_do.web.chunklog`, `llm_do.web.postgres_runs`,
+`llm_do.web.resumable`). See docs/streaming.md.
 
 `questions_end_on_signal` ends the questions a web process's runs wait on when it is told to stop.
 

@@ -10,10 +10,15 @@ the entry in it, which goes on when its page leaves. Under the router's prefix (
 - `POST {prefix}/{id}/messages` `{"text": ...}`: a run on the text, streamed to its end (a page that answers through
   the decisions endpoint meanwhile).
 - `GET {prefix}/{id}/stream`: the run in flight from its start (the AI SDK's resumable stream), ending at an open
-  question; `?follow=true` to its end; 204 when no run is in flight.
+  question; `?follow=true` to its end; 204 when no run is in flight. Each event's id is its chunk's number:
+  `?seen=N` (or `Last-Event-ID`) reads on after chunk `N`.
 - `GET {prefix}/{id}`: the conversation so far (the AI SDK's UI messages, with the message the run in flight
-  answers), its open questions, the run in flight's message id.
-- `POST {prefix}/{id}/decisions`: `{"approval_id", "choice", "note"}` or the AI SDK's `{"id", "approved", "reason"}`.
+  answers), its open questions wherever they wait (the runtime's inbox), the run in flight's message id.
+- `POST {prefix}/{id}/decisions`: `{"approval_id", "choice", "note"}` or the AI SDK's `{"id", "approved", "reason"}`;
+  a question no live run waits on goes to the runtime's inbox (a parked run's).
+
+Given a database, every web process finds a conversation's run in flight, streams it and lists its questions
+(`PostgresRuns`); without one, each process its own (`LocalRuns`).
 
 `?sdk=7` (on every stream, and on the SDK's `api`) adds AI SDK 7's `tool-approval-response` chunk for every answer.
 
@@ -580,10 +585,11 @@ def chat_router(
     anyone read, write and decide in any conversation whose id they know: for a demo on your own machine.
 
     `database_url` (a PostgreSQL URL, or a provider or callable that gives one, read at start-up): the router's
-    start-up opens a `DecisionRelay` and `PostgresTurns` on that database, so that one message at a time per
-    conversation holds in every web process and a decision reaches its run in whichever process runs it. Without
-    it, in this process only. `relay`, `turns` (each an object, a provider or a FastAPI dependency) and `runs` (a
-    `ChatRuns`) replace those parts; the application then opens and closes them.
+    start-up opens a `DecisionRelay`, `PostgresTurns` and `PostgresRuns` on that database, so that one message at a
+    time per conversation holds in every web process, a decision reaches its run in whichever process runs it, and
+    any process streams a conversation's run and lists its questions. Without it, in this process only. `relay`,
+    `turns` (each an object, a provider or a FastAPI dependency) and `runs` (a `ChatRuns`) replace those parts; the
+    application then opens and closes them.
 
     The router's start-up and shutdown run in the application's lifespan (FastAPI merges them when the router is
     included); its shutdown waits for the runs it started.

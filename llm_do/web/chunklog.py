@@ -176,6 +176,8 @@ class RunLog:
         """How many times the log was compacted (a mirror of it writes it again then)."""
         self.closed = False
         self._grew = asyncio.Event()
+        self._waiting = 0
+        """Readers waiting for the next chunk (none: a write wakes nobody, and costs no new event)."""
         self._compact_at = keep
         self._listeners: list[Callable[[Sent], None]] = []
 
@@ -196,8 +198,9 @@ class RunLog:
             self.closed = True
         for listener in self._listeners:
             listener(written)
-        grew, self._grew = self._grew, asyncio.Event()
-        grew.set()
+        if self._waiting:
+            grew, self._grew = self._grew, asyncio.Event()
+            grew.set()
         return written
 
     async def read(self, after: int = -1) -> AsyncIterator[Sent]:
@@ -221,7 +224,11 @@ class RunLog:
                 continue
             if self.closed:
                 return
-            await grew.wait()
+            self._waiting += 1
+            try:
+                await grew.wait()
+            finally:
+                self._waiting -= 1
 
     def __repr__(self) -> str:
         return f"RunLog(written={self.count}, kept={len(self.chunks)}, closed={self.closed})"
