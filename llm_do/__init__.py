@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         LimitExceeded as LimitExceeded,
         ModelLimits as ModelLimits,
         ModelUnreachable as ModelUnreachable,
+        RepeatedCall as RepeatedCall,
         RepliesRefused as RepliesRefused,
     )
     from .results import (
@@ -179,6 +180,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "LimitExceeded",
         "ModelLimits",
         "ModelUnreachable",
+        "RepeatedCall",
         "RepliesRefused",
     ),
     "files": (

@@ -40,6 +40,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import (
     ModelConnectionError,
     ModelRequestTimeout,
+    ToolFailed,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
@@ -55,14 +56,24 @@ from ..scopes import SystemTimeout
 from ._limits import (
     LimitExceeded,
     ModelRules,
+    RepeatedCall,
     ReplyTooLong,
     RequestTookTooLong,
     RunOverLimit,
     RunTookTooLong,
 )
+from ._repeats import Repeat, repeat_of
 from ._text_calls import named_calls, sent_texts, suspicion, written_call
 
-__all__ = ["GuardPlan", "GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of"]
+__all__ = [
+    "GuardPlan",
+    "GuardedModel",
+    "ModelGuard",
+    "ModelUnreachable",
+    "RepliesRefused",
+    "endpoint_of",
+    "refuse_repeat",
+]
 
 _CURRENT: ContextVar[ModelGuard | None] = ContextVar("llm_do_model_guard", default=None)
 
@@ -449,6 +460,38 @@ class ReplyCheck(AbstractCapability[Any]):
                 guard.warn(f"reply {number}: {reason}; the model was asked again (suspect_output=retry)")
                 raise ModelRetry(_steer(reason, tools, len(named_calls(text, tools))))
         return response
+
+
+def refuse_repeat(ctx: RunContext[Any], tool: str, *, weighed: bool) -> None:
+    """Refuse the tool call `ctx` runs when it makes a denied or failed call again (`repeat_of`): `ToolFailed`, which
+    the model reads instead of a result. A call the approvals weigh (`weighed`) made again right after it ran runs
+    again. Past the agent run's `repeated_calls`, either ends the run: `RepeatedCall`. Nothing outside a guarded
+    agent run, or with `repeated_calls=0`."""
+    guard = _CURRENT.get()
+    if guard is None:
+        return
+    limit = guard.rules.value("repeated_calls")
+    if not limit:
+        return
+    repeat = repeat_of(ctx.messages, ctx.tool_call_id, weighed=weighed)
+    if repeat is None:
+        return
+    if repeat.times > limit:
+        origin = guard.rules.origin("repeated_calls")
+        raise RepeatedCall(guard.entry, repeat.call, repeat.how, repeat.told, repeat.times, limit, origin)
+    if repeat.how != "ran":
+        raise ToolFailed(_not_again(tool, repeat))
+
+
+def _not_again(tool: str, repeat: Repeat) -> str:
+    """What the model reads when its call repeats a denied or failed one."""
+    if repeat.how == "denied":
+        why = "the same call was denied before, and it is not asked again"
+        instead = "do something else, or answer and say what could not be done"
+    else:
+        why = "the same call failed before, and nothing has run since that could change that"
+        instead = "change what you pass, do something else, or answer"
+    return f"The call to {tool!r} was not run: {why}. Do not make it again: {instead}."
 
 
 def _steer(reason: str, tools: frozenset[str], calls: int) -> str:

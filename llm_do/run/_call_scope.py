@@ -28,7 +28,7 @@ from ..events import CallEnded, CallStarted, CallTag
 from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of
 from ..scopes import CURRENT_SINK, NoPublicConstructor, Observer, Scope, ScopeOwner, Sink, built
-from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
+from ..toolkit import UnknownAgent, check_unique_tools, known_tool_names, may_ask_for_approval
 from ._entry import CallHost, Entry, EntryPlan, ToolsetUse
 from ._lending import Lending
 from ._made import Keep, made_names, made_target, make_agent
@@ -448,9 +448,10 @@ class CallScope(metaclass=NoPublicConstructor):
             return found
         entry = self.host.entries.get(name)
         if entry is None:
-            raise ToolsetError(
+            raise UnknownAgent(
                 f"{self.entry.name!r} cannot call {name!r}: it is neither an entry ({listing(self.host.entries)}) "
-                f"nor an agent made in this run or kept by its session ({listing(made_names(run))}); fix the name"
+                f"nor an agent made in this run or kept by its session ({listing(made_names(run))}); fix the name",
+                name,
             )
         return entry, None
 

@@ -23,6 +23,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
 from ..approvals import Approvals, CallFacts, RunSuspended, ToolTraits
 from ..files import TAKES_ATTACHMENTS, names_in
+from ..guards import refuse_repeat
 from ..toolkit import ReadableArguments, Toolset
 from ._gate import CallGate, GatedCall
 from ._holding import SiblingHold
@@ -154,6 +155,8 @@ class Lending:
             facts = None
             if metadata or self._approvals.may_gate(toolset):
                 facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
+            if not direct:
+                refuse_repeat(ctx, name, weighed=facts is not None)  # a refused call made again is not run
             if facts is None:  # nothing can ask for the call, unless the tool does
                 try:
                     return await inner.call_tool(name, tool_args, ctx, tool)

@@ -24,7 +24,7 @@ from pydantic_core import to_json
 from ..approvals import ApprovalDenied, ToolPolicy
 from ..errors import ToolsetError, listing
 from ..files import TAKES_ATTACHMENTS
-from ..toolkit import Toolset, tool
+from ..toolkit import Toolset, UnknownAgent, tool
 
 __all__ = ["DynamicAgents"]
 
@@ -101,6 +101,10 @@ class DynamicAgents(Toolset):
         names of files to hand it."""
         try:
             output = await _maker(ctx).call_agent(agent, input, attachments=attachments or ())
+        except UnknownAgent as error:
+            raise ToolFailed(
+                f"{error}, or make it first: agent_create(name={error.name!r}, instructions=...), then call it"
+            ) from None
         except (ToolsetError, ApprovalDenied) as error:
             raise ToolFailed(str(error)) from None
         return output if isinstance(output, str) else to_json(output, fallback=str).decode()

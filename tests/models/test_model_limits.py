@@ -141,6 +141,6 @@ def test_a_wrong_limit_in_a_file_is_a_problem_with_its_line(tmp_path: Path) -> N
         load_project(tmp_path)
     assert [str(problem) for problem in raised.value.problems] == [
         f"{tmp_path / 'a.worker'}:3: limits: unknown limit 'max_token' (did you mean 'max_tokens'?); known: "
-        "max_tokens, request_timeout, run_timeout, run_requests, run_tokens; write limits: {max_tokens: 2048, "
-        "request_timeout: 300, run_requests: 20}"
+        "max_tokens, request_timeout, run_timeout, run_requests, run_tokens, repeated_calls; write limits: "
+        "{max_tokens: 2048, request_timeout: 300, run_requests: 20}"
     ]
