@@ -56,11 +56,12 @@ def streamed_text(number: int) -> str:
 
 def replies_in(number: int, *, first: int = 0) -> list[Exchange]:
     """The model's replies recorded in the history of exchange `number`'s request, from its `first` (counted from
-    0, in the turn after the last user message): each as the answer to the request that asked it, in the form the
-    request was sent (streamed or not), with its recorded tool call ids. Numbered `1000 * number + position`."""
+    0, after the prompt: the first user message; a retry prompt is one too): each as the answer to the request that
+    asked it, in the form the request was sent (streamed or not), with its recorded tool call ids. Numbered
+    `1000 * number + position`."""
     request = recorded_line(number)["request"]
     messages = request["messages"]
-    start = max(index for index, message in enumerate(messages) if message["role"] == "user")
+    start = min(index for index, message in enumerate(messages) if message["role"] == "user")
     said = [message for message in messages[start + 1 :] if message["role"] == "assistant"]
     streamed = bool(request.get("stream"))
     return [
