@@ -90,10 +90,13 @@ class _Session:
             approver=self.approver,
             model_events=self.model_events,
         )
-        async with stream as run:
-            async for event in run:
-                self.board.see(event)
-            return await run.result()
+        try:
+            async with stream as run:
+                async for event in run:
+                    self.board.see(event)
+                return await run.result()
+        finally:
+            self.board.flush()  # the text of a line the run ended in (an error, a timeout, Ctrl-C) is shown too
 
 
 def run(args: argparse.Namespace) -> int:
