@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         ModelUnreachable as ModelUnreachable,
         RepliesRefused as RepliesRefused,
         endpoint_of as endpoint_of,
+        no_model as no_model,
         refuse_repeat as refuse_repeat,
     )
     from ._limits import (
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ModelUnreachable",
         "RepliesRefused",
         "endpoint_of",
+        "no_model",
         "refuse_repeat",
     ),
     "_limits": (

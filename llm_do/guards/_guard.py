@@ -43,6 +43,7 @@ from pydantic_ai.exceptions import (
     ToolFailed,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
+    UserError,
 )
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse, infer_model
@@ -51,7 +52,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
 from .._compat import current_run_context, is_output_token_limit
-from ..errors import shown_url
+from ..errors import ConfigurationError, shown_url
 from ..scopes import SystemTimeout
 from ._limits import (
     LimitExceeded,
@@ -72,6 +73,7 @@ __all__ = [
     "ModelUnreachable",
     "RepliesRefused",
     "endpoint_of",
+    "no_model",
     "refuse_repeat",
 ]
 
@@ -363,9 +365,11 @@ class ModelGuard:
 
     def limit_error(self, error: BaseException) -> Exception | None:
         """The error that pydantic-ai's `error` stands for, naming the limit or the check and its setting
-        (`LimitExceeded`, `RepliesRefused`); None for others."""
+        (`LimitExceeded`, `RepliesRefused`), or the missing model and where to give one; None for others."""
         if isinstance(error, LimitExceeded | RepliesRefused):
             return None
+        if isinstance(error, UserError) and str(error).startswith(_NO_MODEL):
+            return ConfigurationError(no_model([self.entry]))
         expired = self.expired_request
         if isinstance(error, asyncio.CancelledError) and expired is not None and not _cancelling():
             return expired  # the request deadline's own cancellation, which nobody else asked for as well
@@ -460,6 +464,21 @@ class ReplyCheck(AbstractCapability[Any]):
                 guard.warn(f"reply {number}: {reason}; the model was asked again (suspect_output=retry)")
                 raise ModelRetry(_steer(reason, tools, len(named_calls(text, tools))))
         return response
+
+
+_NO_MODEL = "`model` must either be set on the agent or included when calling it"
+"""pydantic-ai's error for an agent run given no model (and none put in place with `Agent.override`)."""
+
+
+def no_model(entries: Sequence[str]) -> str:
+    """What entries whose agents have no model, on a runtime with none, are told: where a model can come from."""
+    named = f"entry {entries[0]!r} has" if len(entries) == 1 else f"entries {', '.join(map(repr, entries))} have"
+    agents = "its agent names none" if len(entries) == 1 else "their agents name none"
+    return (
+        f"{named} no model: {agents}, and the runtime has none. Set LLM_DO_MODEL (provider:name, like "
+        "openai:gpt-5.2), give the agent a model (Agent('provider:name', ...)), or give the runtime one "
+        "(RuntimeConfig(model=...)); a test can put one in place with agent.override(model=...)"
+    )
 
 
 def refuse_repeat(ctx: RunContext[Any], tool: str, *, weighed: bool) -> None:

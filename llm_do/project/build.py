@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -23,7 +24,7 @@ from ..errors import ConfigurationError, listing
 from ..files import Attachment, check_call
 from ..guards import ModelRules
 from ..results import RunResult
-from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
+from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset, models_given_later
 from ..scopes import Scope
 from ..sessions import Session
 from ..toolkit import known_tool_names
@@ -239,16 +240,18 @@ class _Builder:
         assert config is not None
         if self.overrides:
             config = replace(config, approval_policies={**config.approval_policies, **self.overrides})
+        quiet = models_given_later() if not self.models_required else nullcontext()  # `check` notes them itself
         try:
-            runtime = Runtime(
-                container,
-                entries=entries.values(),
-                toolsets=self.toolsets,
-                config=config,
-                policies=self.policies,
-                approver=self.approver,
-                event_stream_handler=self.event_stream_handler,
-            )
+            with quiet:
+                runtime = Runtime(
+                    container,
+                    entries=entries.values(),
+                    toolsets=self.toolsets,
+                    config=config,
+                    policies=self.policies,
+                    approver=self.approver,
+                    event_stream_handler=self.event_stream_handler,
+                )
         except ConfigurationError as error:
             raise ProjectError([Problem(self.layout.config_file or self.root, None, str(error))]) from None
         return Project(

@@ -8,7 +8,10 @@ adopt and the container's resources, released when the runtime closes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -34,6 +37,7 @@ from ..di import (
     toolset_names,
 )
 from ..errors import ConfigurationError, listing
+from ..guards import no_model
 from ..results import RunState
 from ..scopes import Scope, ScopeOwner, Sink, built
 from ..toolkit import (
@@ -44,16 +48,40 @@ from ..toolkit import (
     known_tool_traits,
     may_ask_for_approval,
 )
-from ._entries import entry_toolset, made_agent
+from ._entries import AgentEntry, entry_toolset, made_agent
 from ._entry import Entry, EntryPlan, ToolsetUse
 from ._servers import owning
 
-__all__ = ["GlobalScope", "Plan", "PoliciesSource"]
+__all__ = ["GlobalScope", "Plan", "PoliciesSource", "models_given_later"]
 
 PoliciesSource = Mapping[Any, ToolPolicy] | Any
 """Approval policies by toolset: names or references (`App.tools`) to policies, or a provider that builds them."""
 
 _RESERVED = frozenset({"approval_policies", "config", "run_state"})
+_logger = logging.getLogger("llm_do")
+_LATER: ContextVar[bool] = ContextVar("llm_do_models_given_later", default=False)
+
+
+@contextmanager
+def models_given_later() -> Iterator[None]:
+    """Runtimes loaded inside say nothing of entries without a model: whoever loads them says it otherwise
+    (`llm-do check` lists the workers without one)."""
+    token = _LATER.set(True)
+    try:
+        yield
+    finally:
+        _LATER.reset(token)
+
+
+def _warn_without_model(entries: Mapping[str, Entry], config: RuntimeConfig) -> None:
+    """Log (a warning, not an error) the entries whose agents have no model when the runtime has none either: a
+    model may still be put in place for a run (`agent.override(model=...)`, as a test or a job's journal does); a
+    run without one fails with the same words (`ConfigurationError`)."""
+    if config.model is not None or _LATER.get():
+        return
+    found = [name for name, entry in entries.items() if isinstance(entry, AgentEntry) and entry.agent.model is None]
+    if found:
+        _logger.warning("%s", no_model(found))
 
 
 class Plan:
@@ -104,6 +132,7 @@ class Plan:
         for name, source in (toolsets or {}).items():
             self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
         uses = {name: self._load_entry(item, entry_tools) for name, item in self.entries.items()}
+        _warn_without_model(self.entries, config)
         self.entry_tools = frozenset(entry_tools)
         """Toolset names that call another entry (agent-as-tool)."""
         self.approvals = Approvals(

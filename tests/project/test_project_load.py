@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,16 @@ def test_every_problem_of_every_file_is_reported_together(tmp_path: Path) -> Non
     assert "RuntimeError: boom" in found[4][2]
     assert "worker 'c' has no model" in found[5][2]
     assert "--model" in found[5][2] and "LLM_DO_MODEL" in found[5][2]
+
+
+def test_a_worker_without_a_model_given_one_when_loaded_or_only_checked_loads_without_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, {"a.worker": "Go.\n"})
+    with caplog.at_level(logging.WARNING, logger="llm_do"):
+        load_project(tmp_path, model="test")  # --model: the worker's agent gets it
+        load_project(tmp_path, models_required=False)  # llm-do check, which notes workers without a model itself
+    assert caplog.records == []
 
 
 def test_an_unknown_key_does_not_hide_the_files_other_problems(tmp_path: Path) -> None:
