@@ -119,3 +119,16 @@ async def test_a_call_nothing_weighs_runs_again_and_the_limit_is_set_in_code() -
         with pytest.raises(Exception, match="ran out of steps"):
             await loaded.run("job", "Open b.txt.")
     assert ran == ["open b.txt", "open b.txt"]
+
+
+async def test_a_weighed_call_made_again_right_after_it_ran_runs_until_the_limit_ends_the_run() -> None:
+    ran: list[str] = []
+    remove, create = tool_call("remove", path="a.txt"), tool_call("create", path="b.txt")
+    model = ScriptedModel(remove, create, remove, remove, remove, remove)
+    async with runtime(model, ran, approver=lambda request: "approve") as loaded:
+        with pytest.raises(RepeatedCall) as raised:
+            await loaded.run("job", "Remove a.txt.")
+    assert ran == ["remove a.txt", "create b.txt"] + ["remove a.txt"] * 3  # the first repeat follows another call
+    assert "again 3 times right after it ran, with nothing else run since (removed a.txt); the last was not run" in (
+        str(raised.value)
+    )
