@@ -105,7 +105,7 @@ def test_a_failed_call_made_again_with_nothing_run_since_is_not_run(tmp_path: Pa
         [61],
         borrowed=replies_in(70, first=1),
         recorded=tool_exchanges(),
-        flags=(),
+        flags=("--approve-all",),  # agent_create asks, by default
     )
     assert code == 1, stderr
     assert server.served == [61, 70001, 70002, 70003, 70004]
@@ -126,7 +126,7 @@ def test_a_call_of_an_agent_never_made_says_that_agent_create_makes_one(tmp_path
         [61],
         borrowed=replies_in(70, first=1),
         recorded=tool_exchanges(),
-        flags=(),
+        flags=("--approve-all",),  # agent_create asks, by default
     )
     assert told(server)[1] == (
         "{\"error\":\"'maker' cannot call 'reader': it is neither an entry (maker) nor an agent made in this run or "
