@@ -7,9 +7,17 @@ May import: errors, scopes, files, approvals, guards, di, results, toolkit, sess
 
 from .build import DEFAULT_CONTAINER, ModelNameError, Project, load_project
 from .layout import CONFIG_FILE, EARLIER_CONFIG_FILE, ProjectLayout, discover_project, survey_project
-from .models import DeferredModel, MissingApiKey, ModelFactory, model_factory, model_problem, resolve_model
+from .models import (
+    DeferredModel,
+    MissingApiKey,
+    ModelFactory,
+    missing_package,
+    model_factory,
+    model_problem,
+    resolve_model,
+)
 from .modules import ProjectModules, load_modules, toolset_name
-from .problems import Problem, ProjectError
+from .problems import Install, Problem, ProjectError
 from .worker import FIELDS, WorkerSpec, check_worker, check_worker_file, parse_worker, read_worker
 
 __all__ = [
@@ -17,6 +25,7 @@ __all__ = [
     "DEFAULT_CONTAINER",
     "EARLIER_CONFIG_FILE",
     "FIELDS",
+    "Install",
     "DeferredModel",
     "MissingApiKey",
     "ModelFactory",
@@ -32,6 +41,7 @@ __all__ = [
     "discover_project",
     "load_modules",
     "load_project",
+    "missing_package",
     "model_factory",
     "model_problem",
     "parse_worker",

@@ -32,10 +32,10 @@ from .earlier import EARLIER_TOOLSETS, agent_call_approvals, earlier_toolset_mes
 from .layout import ProjectLayout, survey_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
 from .model_settings import OUTPUT_TOOL, tool_choice_problem
-from .models import ModelFactory, matches_any, model_id, model_problem, resolve_model
+from .models import ModelFactory, matches_any, missing_package, model_id, model_problem, resolve_model
 from .modules import ProjectModules, factory_line, load_modules
 from .native import is_native_tool, native_capabilities, native_policy_problem, worker_native_problems
-from .problems import Problem, ProjectError, raise_if_any
+from .problems import Install, Problem, ProjectError, raise_if_any
 from .worker import WorkerSpec, check_worker_file
 
 __all__ = ["DEFAULT_CONTAINER", "ModelNameError", "Project", "load_project"]
@@ -79,6 +79,9 @@ class Project:
     default_attachments: tuple[str, ...] = ()
     """Files (relative to the project directory) handed to a run of the default entry that is given none: the
     project file's `attachments`."""
+    to_install: tuple[Install, ...] = ()
+    """Packages the models its files name need that are not installed (found with `models_installed`): the
+    project loads, and such a model fails its first request until its package is installed."""
 
     @staticmethod
     def declared_toolset(name: str) -> str:
@@ -199,6 +202,7 @@ class _Builder:
         self.models_installed = False
         self.settings_class: object = None
         self.factories: dict[str, ModelFactory] = {}
+        self.to_install: list[Install] = []
 
     def build(self) -> Project:
         workers = self._parse_workers()
@@ -266,10 +270,11 @@ class _Builder:
             mcp_specs=MappingProxyType(mcp_specs),
             model_factories=MappingProxyType(self.factories),
             default_attachments=self.layout.default_attachments,
+            to_install=tuple(self.to_install),
         )
 
     def _raise(self) -> None:
-        raise_if_any(self.problems)
+        raise_if_any(self.problems, self.to_install)
 
     def _model_factories(self, modules: ProjectModules) -> dict[str, ModelFactory]:
         """The modules' model factories by prefix; one that a `[providers.NAME]` also names is a problem."""
@@ -642,6 +647,11 @@ class _Builder:
             self.problems.append(spec.problem(f"model {name!r}: {error}", key))
             return None
         servers = self._prefixes()
+        package = missing_package(name, servers=servers) if self.models_installed else None
+        if package is not None:  # no problem of the project's files: a package to install
+            where = spec.problem("", key)
+            self.to_install.append(Install(package, name, where.file, where.line))
+            return model
         problem = model_problem(name, installed=True, servers=servers) if self.models_installed else None
         if problem is not None:
             self.problems.append(spec.problem(f"model {name!r}: {problem}", key))
