@@ -344,9 +344,7 @@ def _dump(values: dict[str, Any]) -> str:
 def _module_files(root: Path) -> list[Path]:
     """A project's modules without a project file: as `survey_project` finds them."""
     return sorted(
-        path
-        for path in root.glob("*.py")
-        if not (path.name.startswith(("_", "test_")) or path.name == "conftest.py")
+        path for path in root.glob("*.py") if not (path.name.startswith(("_", "test_")) or path.name == "conftest.py")
     )
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import libcst as cst
 import libcst.matchers as m
@@ -178,7 +179,9 @@ def _registry(module: cst.Module) -> _Registry:
         elif m.matches(small.value, m.Call(func=m.Name("ToolsetSpec"))):
             call = small.value
             assert isinstance(call, cst.Call)
-            factory = next((arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "factory"), None)
+            factory = next(
+                (arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "factory"), None
+            )
             if isinstance(factory, cst.Name) and factory.value in functions and len(call.args) == 1:
                 registry.assignments.append(statement)
                 registry.factories[factory.value] = target.value
@@ -236,7 +239,7 @@ class _Rewriter(cst.CSTTransformer):
                     self.converted[name] = made.name.value
                     body.append(made)
                 continue
-            if statement in self.registry.assignments or _same_as_any(statement, self.registry.assignments):
+            if isinstance(statement, cst.SimpleStatementLine) and _same_as_any(statement, self.registry.assignments):
                 left = self._registry_left(statement, failed)
                 if left is not None:
                     body.append(left)
@@ -354,7 +357,8 @@ class _Rewriter(cst.CSTTransformer):
         class_name = _class_name(name)
         body: list[cst.BaseStatement] = []
         if docstring is not None:
-            body.append(factory.body.body[0])  # type: ignore[attr-defined]
+            assert isinstance(factory.body, cst.IndentedBlock)
+            body.append(factory.body.body[0])
         if _snake(class_name) != name:
             body.append(cst.parse_statement(f"name = {name!r}"))
         body.append(cst.parse_statement(f"default_policy = {_policy(config, methods)}"))
@@ -384,9 +388,7 @@ class _Rewriter(cst.CSTTransformer):
         else:
             self._entry_params.append(None)
         receivers |= {
-            target
-            for target, value in _assignments(node.body)
-            if m.matches(value, m.Attribute(attr=m.Name("deps")))
+            target for target, value in _assignments(node.body) if m.matches(value, m.Attribute(attr=m.Name("deps")))
         }
         self._receivers.append(receivers | self._receivers[-1])
         self._dict_inputs.append(self._dicts_passed(node, receivers | self._receivers[-2]))
@@ -413,7 +415,8 @@ class _Rewriter(cst.CSTTransformer):
         if (
             annotation is not None
             and not self._typed_entry(original)
-            and {self.earlier.get(n) for n in _annotation_names(annotation.annotation)} & {*_INPUT_BASES, *_PROMPT_TYPES}
+            and {self.earlier.get(n) for n in _annotation_names(annotation.annotation)}
+            & {*_INPUT_BASES, *_PROMPT_TYPES}
         ):
             first = first.with_changes(annotation=annotation.with_changes(annotation=cst.Name("str")))  # its text
         params[0] = second.with_changes(comma=first.comma)
@@ -439,11 +442,12 @@ class _Rewriter(cst.CSTTransformer):
 
     def _typed_entry(self, function: cst.FunctionDef) -> bool:
         """Whether an earlier `@entry` gave the function an input model (`schema_in=`): it still gets one."""
-        for decorator in function.decorators:
-            if self._earlier_entry_decorator(decorator) and isinstance(decorator.decorator, cst.Call):
-                if any(arg.keyword is not None and arg.keyword.value == "schema_in" for arg in decorator.decorator.args):
-                    return True
-        return False
+        return any(
+            self._earlier_entry_decorator(decorator)
+            and isinstance(decorator.decorator, cst.Call)
+            and any(arg.keyword is not None and arg.keyword.value == "schema_in" for arg in decorator.decorator.args)
+            for decorator in function.decorators
+        )
 
     def _entry_decorator(self, decorator: cst.Decorator) -> cst.Decorator:
         """The earlier `@entry(NAME, toolsets=[...])` as today's `@entry(name=NAME, toolsets=[...])`, with the
@@ -454,13 +458,16 @@ class _Rewriter(cst.CSTTransformer):
         args = []
         for index, arg in enumerate(call.args):
             if index == 0 and arg.keyword is None:
-                arg = arg.with_changes(keyword=cst.Name("name"), equal=cst.AssignEqual(
-                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-                ))
+                arg = arg.with_changes(
+                    keyword=cst.Name("name"),
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                    ),
+                )
             if arg.keyword is not None and arg.keyword.value == "toolsets" and isinstance(arg.value, cst.List):
-                arg = arg.with_changes(value=arg.value.with_changes(elements=[
-                    _renamed_toolset(element) for element in arg.value.elements
-                ]))
+                arg = arg.with_changes(
+                    value=arg.value.with_changes(elements=[_renamed_toolset(element) for element in arg.value.elements])
+                )
             args.append(arg)
         return decorator.with_changes(decorator=call.with_changes(func=cst.Name("entry"), args=args))
 
@@ -489,7 +496,9 @@ class _Rewriter(cst.CSTTransformer):
     def _agent_call(self, call: cst.Call, receivers: set[str]) -> str | None:
         """The agent a `runtime.call_agent("name", ...)` call names, when its receiver is a runtime."""
         func = call.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "call_agent" and _is_runtime(func.value, receivers)):
+        if not (
+            isinstance(func, cst.Attribute) and func.attr.value == "call_agent" and _is_runtime(func.value, receivers)
+        ):
             return None
         return _string(call.args[0].value) if call.args else None
 
@@ -599,8 +608,12 @@ class _InputText(cst.CSTTransformer):
         if isinstance(func, cst.Name) and self.earlier.get(func.value) == "get_display_text" and len(updated.args) == 1:
             given = updated.args[0].value
             if _parts_of(given, self.param) or isinstance(given, cst.Name):
-                return cst.Name(self.param) if _parts_of(given, self.param) else updated.with_changes(
-                    args=[updated.args[0].with_changes(value=cst.Name(f"{_PARTS}{given.value}"))]  # type: ignore[attr-defined]
+                return (
+                    cst.Name(self.param)
+                    if _parts_of(given, self.param)
+                    else updated.with_changes(
+                        args=[updated.args[0].with_changes(value=cst.Name(f"{_PARTS}{given.value}"))]  # type: ignore[attr-defined]
+                    )
                 )
         return updated
 
@@ -610,8 +623,10 @@ _PARTS = "__llm_do_parts__"
 
 def _parts_of(node: cst.BaseExpression, param: str) -> bool:
     """`param.prompt_messages()`."""
-    return isinstance(node, cst.Call) and not node.args and m.matches(
-        node.func, m.Attribute(value=m.Name(param), attr=m.Name("prompt_messages"))
+    return (
+        isinstance(node, cst.Call)
+        and not node.args
+        and m.matches(node.func, m.Attribute(value=m.Name(param), attr=m.Name("prompt_messages")))
     )
 
 
@@ -767,7 +782,7 @@ def _approval_config(statement: cst.BaseStatement, variable: str, earlier: Mappi
         flag = flags.get("pre_approved")
         if flag is not None and not m.matches(flag, m.Name("True") | m.Name("False")):
             return {}
-        decisions[tool] = "allow" if m.matches(flag, m.Name("True")) else "ask"
+        decisions[tool] = "allow" if flag is not None and m.matches(flag, m.Name("True")) else "ask"
     return decisions
 
 
@@ -818,8 +833,10 @@ def _delegating(function: cst.FunctionDef) -> cst.FunctionDef:
     """A tool registered from a module function (`ts.tool(fetch)`): a method of the same signature and docstring
     that calls it."""
     names = [p.name.value for p in function.params.params]
-    takes_ctx = bool(function.params.params) and function.params.params[0].annotation is not None and (
-        "RunContext" in _annotation_names(function.params.params[0].annotation.annotation)
+    takes_ctx = (
+        bool(function.params.params)
+        and function.params.params[0].annotation is not None
+        and ("RunContext" in _annotation_names(function.params.params[0].annotation.annotation))
     )
     arguments = ", ".join(
         [*(["ctx"] if takes_ctx else []), *(f"{name}={name}" for name in names[1 if takes_ctx else 0 :])]
@@ -891,8 +908,11 @@ def _renamed_toolset(element: cst.BaseElement) -> cst.BaseElement:
     return element.with_changes(value=cst.SimpleString(f'"{today}"')) if today is not None else element
 
 
-def _noted(node: cst.BaseStatement, note: str) -> cst.BaseStatement:  # type: ignore[type-var]
-    """`node` with a `# llm-do migrate:` comment above it (once)."""
+_Noted = TypeVar("_Noted", bound=cst.CSTNode)
+
+
+def _noted(node: _Noted, note: str) -> _Noted:
+    """`node` (a statement) with a `# llm-do migrate:` comment above it (once)."""
     comment = f"{MARK} {note}"
     lines = list(getattr(node, "leading_lines", ()))
     if any(line.comment is not None and line.comment.value == comment for line in lines):
@@ -940,8 +960,17 @@ def _with_imports(
 
 
 _REPLACED = frozenset(
-    {*_RUNTIME_TYPES, *_INPUT_BASES, *_PROMPT_TYPES, "entry", "set_toolset_approval_config", "ToolsetSpec",
-     "register_model_factory", "get_display_text", *_COMPAT}
+    {
+        *_RUNTIME_TYPES,
+        *_INPUT_BASES,
+        *_PROMPT_TYPES,
+        "entry",
+        "set_toolset_approval_config",
+        "ToolsetSpec",
+        "register_model_factory",
+        "get_display_text",
+        *_COMPAT,
+    }
 )
 
 
@@ -970,7 +999,7 @@ class _Imports(cst.CSTTransformer):
     today's imports (`added`) where the first module-level import of the earlier API was."""
 
     def __init__(
-        self, stale: set[str], earlier: Mapping[str, str], kept: Mapping[str, str], added: list[cst.BaseStatement]
+        self, stale: set[str], earlier: Mapping[str, str], kept: Mapping[str, str], added: Sequence[cst.BaseStatement]
     ) -> None:
         super().__init__()
         self.stale = stale
@@ -1019,11 +1048,11 @@ class _Imports(cst.CSTTransformer):
             last = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             new = updated.with_changes(body=[small.with_changes(names=[*kept[:-1], last])])
         for note in notes:
-            new = _noted(new, note)  # type: ignore[arg-type,assignment]
+            new = _noted(new, note) if new is not None else None
         place = ours and len(kept) != len(names) and self._depth == 0 and not self.placed
         if place:
             self.placed = True
-            statements = [*([new] if new is not None else []), *self.added]
+            statements: list[cst.BaseStatement] = [*([new] if new is not None else []), *self.added]
             if new is None and statements:
                 statements[0] = statements[0].with_changes(leading_lines=updated.leading_lines)
             return cst.FlattenSentinel(statements) if statements else cst.RemoveFromParent()

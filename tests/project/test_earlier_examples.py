@@ -26,8 +26,13 @@ from llm_do.project.migrate import apply_migration, plan_migration
 from llm_do.project.strays import stray_problems
 
 EXAMPLES = Path(__file__).with_name("earlier_projects") / "zby-llm-do"
-PROJECTS = [(commit.name, project.name) for commit in sorted(EXAMPLES.iterdir()) if commit.is_dir() for project in
-            sorted(commit.iterdir()) if project.is_dir()]
+PROJECTS = [
+    (commit.name, project.name)
+    for commit in sorted(EXAMPLES.iterdir())
+    if commit.is_dir()
+    for project in sorted(commit.iterdir())
+    if project.is_dir()
+]
 
 NEEDS_A_PACKAGE = {  # each imports a package of its own choice at import time, and names it
     ("8d2109a", "pitchdeck_eval_code_entry"): "python-slugify",

@@ -3,6 +3,7 @@ meaning is rewritten, comments and formatting stay, and what has no such rewrite
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -85,14 +86,14 @@ def test_a_toolset_factory_becomes_a_toolset_class_with_its_comments_and_approva
     done = llm_do("check", root, "--json")
     assert done.returncode == 0, done.stdout
     # what was pre-approved runs without asking; publish, which was not, asks as it did
-    assert ["analyze"] == [item["tool"] for item in __import__("json").loads(done.stdout)["ungated"]
-                          if item["toolset"] == "report_tools"]
+    ungated = json.loads(done.stdout)["ungated"]
+    assert [item["tool"] for item in ungated if item["toolset"] == "report_tools"] == ["analyze"]
 
 
 def test_what_no_rewrite_keeps_is_marked_and_listed_and_dry_run_writes_nothing(tmp_path: Path) -> None:
     root = project(
         tmp_path,
-        TOOLS.replace("        tools = FunctionToolset()\n", "        tools = FunctionToolset()\n        tools.max_retries = 2\n"),
+        TOOLS.replace("tools = FunctionToolset()\n", "tools = FunctionToolset()\n        tools.max_retries = 2\n"),
     )
     before = (root / "tools.py").read_text()
     done = llm_do("migrate", root)
