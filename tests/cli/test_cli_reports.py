@@ -241,7 +241,7 @@ def test_check_refuses_model_names_that_run_would_refuse(tmp_path: Path) -> None
     alone = llm_do("check", project)
     assert alone.returncode == 0, alone.stderr  # a missing provider package is not a broken project
     assert (
-        'install: pip install "pydantic-ai-slim[anthropic]" for the model \'anthropic:claude-sonnet-4-5\' '
+        "install: pip install \"pydantic-ai-slim[anthropic]\" for the model 'anthropic:claude-sonnet-4-5' "
         "(other.worker:2)" in alone.stderr
     )
 
