@@ -20,7 +20,7 @@ from pydantic_ai.models import Model
 
 from ..approvals import Approver, PolicySettings, ToolPolicy
 from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec, toolset_names
-from ..errors import ConfigurationError, listing
+from ..errors import ConfigurationError, InvalidSettings, listing
 from ..files import Attachment, check_call
 from ..guards import ModelRules
 from ..results import RunResult
@@ -36,6 +36,7 @@ from .models import ModelFactory, matches_any, missing_package, model_id, model_
 from .modules import ProjectModules, factory_line, load_modules
 from .native import is_native_tool, native_capabilities, native_policy_problem, worker_native_problems
 from .problems import Install, Problem, ProjectError, raise_if_any
+from .settings import ProjectSettings
 from .worker import WorkerSpec, check_worker_file
 
 __all__ = ["DEFAULT_CONTAINER", "ModelNameError", "Project", "load_project"]
@@ -208,6 +209,7 @@ class _Builder:
         workers = self._parse_workers()
         modules = load_modules(self.root, self.layout.module_files)
         self.problems.extend(modules.problems)
+        project_settings = self._project_settings_values()
         container = self._container(modules)
         if container is None:
             self._raise()
@@ -217,7 +219,7 @@ class _Builder:
             config = self._project_settings(config)
         if self.config is not None and self.config.project_root == Path("."):  # attachments: the project's files
             config = replace(self.config, project_root=_project_root(container, self.root))
-        settings = _settings_of(container)
+        settings = {**project_settings, **_settings_of(container)}
         fallback = self.model if self.model is not None else config.model if config is not None else None
         if fallback is None:
             fallback = self.layout.default_model
@@ -384,6 +386,15 @@ class _Builder:
                 continue
             workers[spec.name] = spec
         return workers
+
+    def _project_settings_values(self) -> dict[str, Any]:
+        """`ProjectSettings` from the environment (the OpenAI-compatible server of `openai:` model names); bad
+        values are a problem, named by variable."""
+        try:
+            return ProjectSettings().model_dump()
+        except InvalidSettings as error:
+            self.problems.append(Problem(None, None, str(error)))
+            return {}
 
     def _container(self, modules: ProjectModules) -> containers.DeclarativeContainer | None:
         where: Path | None = None

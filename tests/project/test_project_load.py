@@ -376,16 +376,40 @@ def test_a_worker_replays_a_recording_and_a_missing_one_is_a_clear_problem(tmp_p
 
 
 def test_openai_compatible_server_settings_are_validated_and_kept_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    from llm_do import InvalidSettings, LlmDoSettings
-    from llm_do.project import resolve_model
+    from llm_do import InvalidSettings
+    from llm_do.project import ProjectSettings, resolve_model
 
     monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "localhost:8000")
     monkeypatch.setenv("LLM_DO_OPENAI_API_KEY", "sk-secret")
     with pytest.raises(InvalidSettings) as caught:
-        LlmDoSettings()
+        ProjectSettings()
     assert "LLM_DO_OPENAI_BASE_URL='localhost:8000': expected a URL with a scheme" in str(caught.value)
     monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "http://localhost:8000/v1")
-    settings = LlmDoSettings()
+    settings = ProjectSettings()
     assert "sk-secret" not in repr(settings)
     model = resolve_model("openai:local-model", root=Path("."), settings=settings.model_dump())
     assert isinstance(model, DeferredModel) and not model.built
+
+
+def test_a_projects_own_container_leaves_the_server_settings_to_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LLM_DO_OPENAI_*` are the project's settings, not the container's: a project whose container is a plain
+    `AgentContainer` still sends `openai-chat:` models to that server, and a bad value is a problem naming it."""
+    write(
+        tmp_path,
+        {
+            "app.py": "from containers import AgentContainer\n\nclass App(AgentContainer):\n    pass\n",
+            "ask.worker": "---\nmodel: openai-chat:qwen\n---\nAnswer.\n",
+        },
+    )
+    monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LLM_DO_OPENAI_API_KEY", "sk-local")
+    project = load_project(tmp_path)
+    entry = project.entries["ask"]
+    assert isinstance(entry, AgentEntry) and isinstance(entry.agent.model, DeferredModel)
+    assert entry.agent.model.endpoint_setting == "LLM_DO_OPENAI_BASE_URL"
+    assert str(entry.agent.model.wrapped.base_url) == "http://127.0.0.1:9/v1/"  # type: ignore[attr-defined]
+    monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "127.0.0.1:9")
+    [(_, line, message)] = problems(tmp_path)
+    assert line is None and message.startswith("invalid setting LLM_DO_OPENAI_BASE_URL='127.0.0.1:9': expected a URL")
