@@ -1,5 +1,5 @@
 """Check the lowest-versions virtualenv (`make test-lowest`): each dependency is at the version
-ci/constraints-lowest.txt names; the `cli` extra (PyYAML, rich) is not installed; llm_do and its core import;
+ci/constraints-lowest.txt names; the `cli` extra (PyYAML, rich, LibCST) is not installed; llm_do and its core import;
 an agent with a built-in toolset runs; and the project loader and the `llm-do` command name the extra they need."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 CONSTRAINTS = Path(__file__).with_name("constraints-lowest.txt")
 CORE = ("llm_do", "llm_do.run", "llm_do.scopes", "llm_do.di", "llm_do.guards", "llm_do.toolkit", "containers")
-CLI_EXTRA = {"pyyaml": "yaml", "rich": "rich"}
+CLI_EXTRA = {"pyyaml": "yaml", "rich": "rich", "libcst": "libcst"}
 """The `cli` extra's distributions and the modules they give."""
 NAMES_THE_EXTRA = 'needs the cli extra, which is not installed (no module named {!r}): pip install "llm-do[cli]"'
 
@@ -55,7 +55,7 @@ def problems_without_the_extra(root: Path) -> list[str]:
     output = run_an_agent(root)
     if "buy ink" not in output:
         wrong.append(f"the agent did not read its file through the filesystem toolset: {output!r}")
-    loaded = sorted({"yaml", "rich"} & {name.partition(".")[0] for name in sys.modules})
+    loaded = sorted(set(CLI_EXTRA.values()) & {name.partition(".")[0] for name in sys.modules})
     if loaded:
         wrong.append(f"running an agent imported {', '.join(loaded)}")
     try:
@@ -92,7 +92,7 @@ def main() -> int:
         print("without the cli extra:\n" + "\n".join(f"  {line}" for line in wrong), file=sys.stderr)
         return 1
     print("llm_do imports at the lowest versions declared:", ", ".join(filter(None, pins)))
-    print("without the cli extra (PyYAML, rich): an agent runs; llm_do.project and llm-do name the extra")
+    print("without the cli extra (PyYAML, rich, LibCST): an agent runs; llm_do.project and llm-do name the extra")
     return 0
 
 

@@ -14,8 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-import libcst as cst
-import libcst.matchers as m
+from ..errors import extra_missing
+
+try:
+    import libcst as cst
+    import libcst.matchers as m
+except ModuleNotFoundError as error:  # LibCST comes with the cli extra
+    raise extra_missing("cli", "llm-do migrate (it rewrites Python with LibCST)", error.name or "libcst") from None
 
 from .earlier import EARLIER_TOOLSETS
 from .earlier_api import EARLIER_API

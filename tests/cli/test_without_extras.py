@@ -1,4 +1,4 @@
-"""Without the `cli` extra (PyYAML, rich): the library imports and runs an agent with a built-in toolset,
+"""Without the `cli` extra (PyYAML, rich, LibCST): the library imports and runs an agent with a built-in toolset,
 `import llm_do.project` names the extra, and the `llm-do` command says in one line what to install.
 
 The extra's modules are kept out of a subprocess by a `sitecustomize` that makes importing them fail as it does
@@ -8,6 +8,7 @@ where they are not installed; `make test-lowest` checks the same in a virtualenv
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,14 +20,17 @@ ROOT = Path(__file__).parents[2]
 MISSING = 'needs the cli extra, which is not installed (no module named {module!r}): pip install "llm-do[cli]"'
 NOT_INSTALLED = '''
 import importlib.abc
+import os
 import sys
+
+MISSING = os.environ["NOT_INSTALLED"].split(",")
 
 
 class NotInstalled(importlib.abc.MetaPathFinder):
-    """The cli extra's modules, as if they were not installed."""
+    """The modules NOT_INSTALLED names, as if they were not installed."""
 
     def find_spec(self, fullname, path, target=None):
-        if fullname.partition(".")[0] in ("rich", "yaml"):
+        if fullname.partition(".")[0] in MISSING:
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         return None
 
@@ -43,7 +47,7 @@ def without_extras(tmp_path: Path) -> dict[str, str]:
     (site / "sitecustomize.py").write_text(NOT_INSTALLED)
     path = os.pathsep.join([str(site), str(ROOT)])
     environment = {k: v for k, v in os.environ.items() if not k.upper().startswith("LLM_DO_")}
-    return {**environment, "PYTHONPATH": path}
+    return {**environment, "PYTHONPATH": path, "NOT_INSTALLED": "rich,yaml,libcst"}
 
 
 def test_the_command_says_in_one_line_which_extra_it_needs(tmp_path: Path, without_extras: dict[str, str]) -> None:
@@ -99,4 +103,17 @@ def test_the_library_runs_an_agent_and_projects_name_the_extra(tmp_path: Path, w
         "It says to buy ink. True",
         "[]",
         f"yaml llm_do.project (.worker files are YAML) {MISSING.format(module='yaml')}",
+    ]
+
+
+def test_migrate_names_the_extra_when_libcst_alone_is_missing(tmp_path: Path, without_extras: dict[str, str]) -> None:
+    project = tmp_path / "calculator"
+    shutil.copytree(ROOT / "tests" / "project" / "earlier_projects" / "calculator", project)
+    command = Path(sys.executable).with_name("llm-do")
+    environment = {**without_extras, "NOT_INSTALLED": "libcst"}
+    done = subprocess.run([command, "migrate", str(project)], capture_output=True, text=True, env=environment)
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr.splitlines() == [
+        "llm-do: error: ModuleNotFoundError: llm-do migrate (it rewrites Python with LibCST) "
+        + MISSING.format(module="libcst")
     ]
