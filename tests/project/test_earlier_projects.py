@@ -27,7 +27,12 @@ def copy(name: str, tmp_path: Path) -> Path:
 
 
 def files(root: Path) -> dict[str, bytes]:
-    return {path.relative_to(root).as_posix(): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+    """The project's files (not the bytecode a check's import leaves beside its modules)."""
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
 
 
 def edit_manifest(root: Path, **runtime: object) -> None:
