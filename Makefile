@@ -78,7 +78,7 @@ test-evals: $(EVALS_STAMP)
 # The deep tier (tests/tiers.py): only the tests marked `deep`, at full size: 2,000 fuzz examples per built-in
 # toolset and the long soaks. CI runs it after `make test`.
 test-deep: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
-	env -u PYTHONDONTWRITEBYTECODE LLM_DO_TEST_TIER=deep $(VENV)/bin/pytest -q -n auto --dist worksteal -m deep
+	env -u PYTHONDONTWRITEBYTECODE LLM_DO_TEST_TIER=deep $(VENV)/bin/pytest -q -n auto --dist worksteal -m deep --ignore=tests/evals
 
 # The lowest versions of its dependencies that pyproject.toml declares (ci/constraints-lowest.txt), in a virtualenv
 # of their own with only what the quick tier needs (the `test` extra, so not the command's `cli` extra): llm_do
