@@ -47,6 +47,12 @@ def make_agent(
     made, taken, keeper = (kept, run.made, "session") if by_session else (run.made, kept, "run")
     if not _NAME.fullmatch(name):
         raise ToolsetError(f"an agent's name must be letters, digits, '_' or '-' (at most 64), got {name!r}")
+    limit = host.config.made_agent_max_instructions_bytes
+    if len(instructions) > limit // 4 and (size := len(instructions.encode())) > limit:  # each char <= 4 bytes
+        raise ToolsetError(
+            f"the instructions are {size} bytes, over the limit of {limit} bytes for an agent made in a run "
+            "(LLM_DO_MADE_AGENT_MAX_INSTRUCTIONS_BYTES): they go with each of its requests; write shorter ones"
+        )
     if name in made or name in taken or name in host.entries:
         raise ToolsetError(
             f"the name {name!r} is taken (an entry, or an agent made in this run or kept by its session): "
