@@ -350,6 +350,24 @@ class Plan:
                 return None
         return None if spec is None else spec.provides
 
+    def asking_toolsets(self, entry: str) -> dict[str, list[str]]:
+        """The toolset names whose calls can ask (`Approvals.can_ask`) in a run of `entry`, with the entries that use
+        them: the entry's own, and those of the entries it calls as tools, and they call, ... (an entry reached only
+        from Python or by `agent_call` is not counted)."""
+        found: dict[str, list[str]] = {}
+        seen, todo = set(), [entry]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for use in self._plans[name].uses:
+                traits = known_tool_traits(use.spec.provides)
+                todo.extend(tool for tool, trait in (traits or {}).items() if trait.agent and tool in self.entries)
+                if self.approvals.can_ask(use.name, traits):
+                    found.setdefault(use.name, []).append(name)
+        return found
+
     def plan_of(self, entry_name: str) -> EntryPlan:
         """What a call of the entry does with its toolsets, resolved at load."""
         return self._plans[entry_name]

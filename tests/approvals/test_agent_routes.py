@@ -283,9 +283,12 @@ async def test_an_entry_under_another_toolset_name_is_gated_under_that_name(
     toolsets: dict[str, Any] = {"guarded": guarded, "agents": DynamicAgents}
     policies = {"guarded": ToolPolicy(default="deny")}
     config = RuntimeConfig(project_root=tmp_path)
-    async with Runtime(None, entries=[caller, deployer], toolsets=toolsets, config=config, policies=policies) as rt:
+    asked = Asked()  # approves making the helper, should that ask
+    async with Runtime(
+        None, entries=[caller, deployer], toolsets=toolsets, config=config, policies=policies, approver=asked
+    ) as rt:
         output = str((await rt.run("caller", "go")).output)
-    assert deployed == [], output
+    assert (deployed, asked.requests) == ([], []), output
     assert "toolset 'guarded' policy: default is 'deny'" in output
 
 

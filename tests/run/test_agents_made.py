@@ -429,7 +429,8 @@ async def test_instructions_over_the_limit_are_refused_with_the_limit_and_their_
         ],
         [],
     )
-    async with Runtime(None, entries=[maker(["agents"])], toolsets=TOOLSETS, config=RuntimeConfig(model=script)) as rt:
+    config, making = RuntimeConfig(model=script), {"agents": ToolPolicy()}  # making agents asks nobody
+    async with Runtime(None, entries=[maker(["agents"])], toolsets=TOOLSETS, config=config, policies=making) as rt:
         result = await rt.run("main", "go")
     assert "the instructions are 10485760 bytes, over the limit of 32768 bytes" in result.output
     assert "LLM_DO_MADE_AGENT_MAX_INSTRUCTIONS_BYTES" in result.output
@@ -453,7 +454,8 @@ async def test_the_limit_on_instructions_is_a_setting(monkeypatch: pytest.Monkey
     )
     config = RuntimeConfig.from_settings(model=script)
     assert config.made_agent_max_instructions_bytes == 8
-    async with Runtime(None, entries=[maker(["agents"])], toolsets=TOOLSETS, config=config) as rt:
+    making = {"agents": ToolPolicy()}  # making agents asks nobody
+    async with Runtime(None, entries=[maker(["agents"])], toolsets=TOOLSETS, config=config, policies=making) as rt:
         result = await rt.run("main", "go")
     made, refused = result.output.split(" | ")
     assert made.startswith("Made agent 'fits'")
