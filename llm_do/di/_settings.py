@@ -56,6 +56,7 @@ class LlmDoSettings(EnvSettings):
         "limits": ("JSON, or one variable per limit", '{"max_tokens": 8192}'),
         "suspect_output": ("one of flag, retry", "flag"),
         "text_tool_calls": ("true or false", "false"),
+        "made_agent_max_instructions_bytes": ("a whole number of bytes >= 1", "32768"),
     }
 
     model: Annotated[str, AfterValidator(_model_name)] | None = None
@@ -94,6 +95,9 @@ class LlmDoSettings(EnvSettings):
     is told and asked again)."""
     text_tool_calls: bool = False
     """Run a reply that is only a JSON call to one of the call's tools as that call (for small local models)."""
+    made_agent_max_instructions_bytes: int = Field(default=32_768, ge=1)
+    """The most bytes (UTF-8) of instructions an agent made in a run (`dynamic_agents`' `agent_create`,
+    `scope.make_agent`) may have; longer ones are refused, and a model reads why."""
 
 
 def reveal(option: providers.Provider[Any]) -> providers.Provider[Any]:

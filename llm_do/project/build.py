@@ -196,6 +196,8 @@ class _Builder:
         self.policies: dict[str, ToolPolicy] = {}
         self.overrides: dict[str, PolicySettings] = {}
         """Policy overrides of the toolset names workers' `approvals:` make (`toolset@worker`)."""
+        self.entry_aliases: dict[str, str] = {}
+        """The names workers' `approvals:` give an entry's toolset (`deployer@caller`), with the entry's name."""
         self.broken_servers: set[str] = set()
         """Names of MCP servers declared wrong (reported once, where they are declared)."""
         self.agents: dict[str, AgentEntry] = {}
@@ -247,6 +249,8 @@ class _Builder:
         if self.overrides:
             config = replace(config, approval_policies={**config.approval_policies, **self.overrides})
         quiet = models_given_later() if not self.models_required else nullcontext()  # `check` notes them itself
+        for alias, name in self.entry_aliases.items():  # the entry's own tool, known at load as under its own name
+            self.toolsets[alias] = _entry_tool(entries[name])
         try:
             with quiet:
                 runtime = Runtime(
@@ -512,8 +516,9 @@ class _Builder:
                 continue
             if toolset not in known or toolset in self.broken_servers:
                 continue
-            original = self._spec_of(toolset, providers, modules)
-            tools = known_tool_names(original.provides) if original is not None else None
+            calls_entry = toolset not in self.toolsets and toolset not in providers  # a worker, a module's entry
+            original = None if calls_entry else self._spec_of(toolset, providers)
+            tools = frozenset({toolset}) if calls_entry else known_tool_names(original.provides) if original else None
             unknown = [tool for tool in override.tools if tools is not None and tool not in tools]
             for tool in unknown:
                 self.problems.append(
@@ -526,16 +531,19 @@ class _Builder:
                         tool,
                     )
                 )
-            if unknown or original is None:
+            if unknown or (original is None and not calls_entry):
                 continue
             alias = f"{toolset}{_ALIAS}{spec.name}"
             names[names.index(toolset)] = alias
-            self.toolsets[alias] = original
+            if original is None:
+                self.entry_aliases[alias] = toolset  # its toolset is made once every entry is built
+            else:
+                self.toolsets[alias] = original
             # The worker's approvals are an override, like the settings' (which still win): laid over the
             # toolset's declared policy, or over its tools' MCP annotations when it has none.
             operator = config.approval_policies.get(toolset) if config is not None else None
             self.overrides[alias] = override.overridden(operator) if operator is not None else override
-            declared = _declared_policy(container, toolset, original)
+            declared = _declared_policy(container, toolset, None if original is None else original.provides)
             if declared is not None:
                 self.policies[alias] = declared
         capabilities, problems = native_capabilities(spec.native_tools, spec.problem)
@@ -584,20 +592,14 @@ class _Builder:
         origins.update({name: _origin(name, spec.file.name) for name in spec.rules})
         return ModelRules({**project, **spec.rules}, origins)
 
-    def _spec_of(self, name: str, providers: Mapping[str, Any], modules: ProjectModules) -> ToolsetSpec | None:
+    def _spec_of(self, name: str, providers: Mapping[str, Any]) -> ToolsetSpec | None:
+        """The spec of a toolset name that is no entry: a project module's toolset, an MCP server or a provider."""
         if name in self.toolsets:  # a project module's toolset or an MCP server
             return self.toolsets[name]
-        if name in providers:
-            try:
-                return ToolsetSpec.from_provider(providers[name])
-            except TypeError:
-                return None  # the runtime reports it
-        agents = self.agents
-
-        def worker_tool() -> Any:
-            return entry_toolset(agents[name]) if name in agents else entry_toolset(modules.entries[name][0])
-
-        return ToolsetSpec(worker_tool, Scope.PER_CALL)
+        try:
+            return ToolsetSpec.from_provider(providers[name])
+        except TypeError:
+            return None  # the runtime reports it
 
     def _model_class(self, spec: WorkerSpec, key: str, modules: ProjectModules) -> type[BaseModel] | None:
         reference = spec.input if key == "input" else spec.output
@@ -735,13 +737,22 @@ def _project_root(container: containers.DeclarativeContainer, root: Path) -> Pat
     return Path(value) if isinstance(value, str | Path) else root
 
 
-def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy | None:
-    """The policy declared for a toolset name: the container's, else its class default; None when there is none."""
+def _entry_tool(entry: Entry) -> ToolsetSpec:
+    """The toolset that calls `entry` (one tool, the entry's name), as the runtime makes it for the entry's own name:
+    built once, so that the runtime knows at load which entry it calls, and gates every call of the entry from the
+    worker that names it so (`scope.call_agent`, `agent_call`) under the worker's approvals."""
+    toolset = entry_toolset(entry)
+    return ToolsetSpec(lambda: toolset, Scope.GLOBAL, toolset)
+
+
+def _declared_policy(container: containers.DeclarativeContainer, name: str, provides: Any) -> ToolPolicy | None:
+    """The policy declared for a toolset name: the container's, else the default of the class its spec `provides`;
+    None when there is none."""
     provider = container.providers.get("approval_policies")
     declared = provider() if provider is not None else None
     if isinstance(declared, Mapping) and isinstance(declared.get(name), ToolPolicy):
         policy: ToolPolicy = declared[name]
         return policy
-    provides = spec.provides if isinstance(spec.provides, type) or spec.provides is None else type(spec.provides)
+    provides = provides if isinstance(provides, type) or provides is None else type(provides)
     default = getattr(provides, "default_policy", None)
     return default if isinstance(default, ToolPolicy) else None

@@ -149,7 +149,7 @@ class Lending:
         try:
             self.saw_current()
             if toolset in self._entry_tools:
-                self._call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
+                self._call.check_depth(name)  # the entry's tool: before anyone is asked about a call that cannot run
 
             metadata = tool.tool_def.metadata
             facts = None

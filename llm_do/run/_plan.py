@@ -49,7 +49,7 @@ from ..toolkit import (
     may_ask_for_approval,
 )
 from ._entries import AgentEntry, entry_toolset, made_agent
-from ._entry import Entry, EntryPlan, ToolsetUse
+from ._entry import Entry, EntryPlan, ToolsetUse, entries_reached
 from ._servers import owning
 
 __all__ = ["GlobalScope", "Plan", "PoliciesSource", "models_given_later"]
@@ -133,6 +133,8 @@ class Plan:
             self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
         uses = {name: self._load_entry(item, entry_tools) for name, item in self.entries.items()}
         _warn_without_model(self.entries, config)
+        agent_gates = {name: self._agent_gates(of_entry) for name, of_entry in uses.items()}
+        entry_tools.update(gate for gates in agent_gates.values() for gate in gates.values())
         self.entry_tools = frozenset(entry_tools)
         """Toolset names that call another entry (agent-as-tool)."""
         self.approvals = Approvals(
@@ -148,7 +150,8 @@ class Plan:
             timeout=config.approval_timeout,
         )
         self._plans = {
-            name: EntryPlan.of(tuple(self._with_gating(use) for use in of_entry)) for name, of_entry in uses.items()
+            name: EntryPlan.of(tuple(self._with_gating(use) for use in of_entry), agent_gates[name])
+            for name, of_entry in uses.items()
         }
 
     def _providers(self) -> Graph:
@@ -234,6 +237,12 @@ class Plan:
             f"{owner} names toolset {ref!r}, but {where} nor a runtime toolset; declare it in the container's "
             "class (App.tools) and name that, or give it a name: Runtime(toolsets={'name': provider})"
         )
+
+    def _agent_gates(self, uses: tuple[ToolsetUse, ...]) -> dict[str, str]:
+        """The entries these uses reach as a tool under another toolset name (a worker's `approvals:` call the
+        `deployer` entry's toolset `deployer@caller`), by entry name: a use whose tool calls an entry is known by
+        the tool's name (the entry's) and its declared trait."""
+        return {entry: use.name for use in uses for entry in entries_reached(use.name, use.spec.provides, self.entries)}
 
     def _spec_named(self, owner: str, name: str, entry_tools: set[str] | None = None) -> ToolsetSpec:
         """The spec of a toolset name, checked as far as it can be without building anything (an entry named as
@@ -340,6 +349,24 @@ class Plan:
             except ConfigurationError:
                 return None
         return None if spec is None else spec.provides
+
+    def asking_toolsets(self, entry: str) -> dict[str, list[str]]:
+        """The toolset names whose calls can ask (`Approvals.can_ask`) in a run of `entry`, with the entries that use
+        them: the entry's own, and those of the entries it calls as tools, and they call, ... (an entry reached only
+        from Python or by `agent_call` is not counted)."""
+        found: dict[str, list[str]] = {}
+        seen, todo = set(), [entry]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for use in self._plans[name].uses:
+                traits = known_tool_traits(use.spec.provides)
+                todo.extend(tool for tool, trait in (traits or {}).items() if trait.agent and tool in self.entries)
+                if self.approvals.can_ask(use.name, traits):
+                    found.setdefault(use.name, []).append(name)
+        return found
 
     def plan_of(self, entry_name: str) -> EntryPlan:
         """What a call of the entry does with its toolsets, resolved at load."""

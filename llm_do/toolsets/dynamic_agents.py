@@ -52,7 +52,7 @@ class DynamicAgents(Toolset):
 
     default_policy: ClassVar[ToolPolicy | None] = ToolPolicy(tools={"agent_create": "ask"})
     """`agent_create` asks, as it did in the earlier llm-do; `agent_call` runs without asking: a made agent's tools
-    are gated by their own toolsets' policies, and a call of an entry by the policy under the entry's name. A
+    are gated by their own toolsets' policies, and a call of an entry as the caller's call of its tool would be. A
     policy declared for the toolset's name replaces this one (`attachments: ask` to ask before calls that hand
     over files)."""
 
