@@ -78,11 +78,13 @@ test-evals: $(EVALS_STAMP)
 # The deep tier (tests/tiers.py): only the tests marked `deep`, at full size: 2,000 fuzz examples per built-in
 # toolset and the long soaks. CI runs it after `make test`.
 test-deep: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
-	env -u PYTHONDONTWRITEBYTECODE LLM_DO_TEST_TIER=deep $(VENV)/bin/pytest -q -n auto --dist worksteal -m deep
+	env -u PYTHONDONTWRITEBYTECODE LLM_DO_TEST_TIER=deep $(VENV)/bin/pytest -q -n auto --dist worksteal -m deep --ignore=tests/evals
 
 # The lowest versions of its dependencies that pyproject.toml declares (ci/constraints-lowest.txt), in a virtualenv
-# of their own with only what the quick tier needs (the `test` extra): llm_do imports there, and the core's tests
-# pass (runs, scopes, approvals, DI, toolkit, model limits; about 30 s). CI runs it after `make test`.
+# of their own with only what the quick tier needs (the `test` extra, so not the command's `cli` extra): llm_do
+# imports there and runs an agent without PyYAML and rich, llm_do.project and the llm-do command name the extra
+# they need (ci/lowest.py), and the core's tests pass (runs, scopes, approvals, DI, toolkit, model limits; about
+# 30 s). CI runs it after `make test`.
 LOWEST := .venv-lowest
 LOWEST_STAMP := $(LOWEST)/.installed
 QUICK_TIER := tests/run tests/scopes tests/approvals tests/di tests/toolkit tests/models/test_model_limits.py

@@ -4,7 +4,10 @@ Subclass it (instead of `AgentContainer`) to offer the built-ins under their usu
 override a provider to configure one differently (see docs/toolsets.md).
 """
 
+from typing import ClassVar
+
 from dependency_injector import providers
+from pydantic_settings import BaseSettings
 
 from llm_do import reveal
 from llm_do.toolsets import (
@@ -15,6 +18,7 @@ from llm_do.toolsets import (
     ReadOnlyShell,
     ShellToolset,
     SqlToolset,
+    ToolsetSettings,
     open_database,
 )
 
@@ -22,7 +26,10 @@ from .agent import AgentContainer
 
 
 class BuiltinToolsets(AgentContainer):
-    """llm-do's built-in toolsets, each per call, under their usual names."""
+    """llm-do's built-in toolsets, each per call, under their usual names; their settings (`ToolsetSettings`) are
+    read into `config` beside `settings_class`."""
+
+    builtin_settings: ClassVar[tuple[type[BaseSettings], ...]] = (ToolsetSettings,)
 
     # sql: transactions on the database of LLM_DO_DATABASE_URL; execute and commit ask by default
     sql_database = providers.Resource(  # global: one pool, closed when the runtime closes

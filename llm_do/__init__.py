@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ApprovalUnavailable as ApprovalUnavailable,
         Approver as Approver,
         Decision as Decision,
+        NoApproverWarning as NoApproverWarning,
         PolicySettings as PolicySettings,
         Rule as Rule,
         ToolPolicy as ToolPolicy,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
         LimitExceeded as LimitExceeded,
         ModelLimits as ModelLimits,
         ModelUnreachable as ModelUnreachable,
+        RepeatedCall as RepeatedCall,
         RepliesRefused as RepliesRefused,
     )
     from .results import (
@@ -134,6 +136,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ApprovalUnavailable",
         "Approver",
         "Decision",
+        "NoApproverWarning",
         "PolicySettings",
         "Rule",
         "ToolPolicy",
@@ -179,6 +182,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "LimitExceeded",
         "ModelLimits",
         "ModelUnreachable",
+        "RepeatedCall",
         "RepliesRefused",
     ),
     "files": (

@@ -21,6 +21,7 @@ __all__ = [
     "ScopeError",
     "ToolsetError",
     "causes",
+    "extra_missing",
     "scrubbed",
     "shown_url",
     "with_url_shown",
@@ -83,6 +84,15 @@ class RuntimeClosed(LlmDoError, RuntimeError):
 
 
 # -- how errors show what they name --------------------------------------------------------------------------
+
+
+def extra_missing(extra: str, needed_by: str, module: str) -> ModuleNotFoundError:
+    """The error of a module that an extra of llm-do installs, missing: it names the extra and how to install it."""
+    return ModuleNotFoundError(
+        f"{needed_by} needs the {extra} extra, which is not installed (no module named {module!r}): "
+        f'pip install "llm-do[{extra}]"',
+        name=module,
+    )
 
 
 def listing(names: Iterable[str], *, empty: str = "none", ordered: bool = True) -> str:

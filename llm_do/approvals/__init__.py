@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     )
     from ._requests import (
         CHOICES as CHOICES,
+        WAYS_OUT as WAYS_OUT,
         Approval as Approval,
         ApprovalChoice as ApprovalChoice,
         ApprovalDenied as ApprovalDenied,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         ApprovalRequest as ApprovalRequest,
         ApprovalUnavailable as ApprovalUnavailable,
         Approver as Approver,
+        NoApproverWarning as NoApproverWarning,
         RunSuspended as RunSuspended,
         approval_id as approval_id,
         approval_space as approval_space,
@@ -89,7 +91,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ApprovalUnavailable",
         "Approver",
         "CHOICES",
+        "NoApproverWarning",
         "RunSuspended",
+        "WAYS_OUT",
         "approval_id",
         "approval_space",
         "ask_approver",

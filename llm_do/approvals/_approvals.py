@@ -254,6 +254,23 @@ class Approvals:
             verdict = Verdict(verdict.decision, why)
         return verdict
 
+    def can_ask(self, toolset: str, traits: Mapping[str, ToolTraits] | None) -> bool:
+        """Whether a call to a tool of toolset `toolset` is known to be able to get the verdict `ask` (in `prompt`
+        mode, a question for an approver): the verdict of one of its tools (`traits`, what each declares, with files
+        for an agent), or a declared rule, which can always say `ask`. When its tools are known only once it is
+        built (`traits` None: a plain factory, an MCP server), only what is declared or overridden for its name
+        counts: without either, its tools decide (read-only, annotations), which is not known here."""
+        if toolset in self._declared and self.policies[toolset].rule is not None:
+            return True
+        if traits is None:
+            said = self.policies[toolset] if toolset in self._declared else self._overrides.get(toolset)
+            return said is not None and "ask" in (said.default, said.attachments, *said.tools.values())
+        return any(
+            self.verdict(toolset, tool, traits=declared, attachments=carries).decision == "ask"
+            for tool, declared in traits.items()
+            for carries in ((False, True) if declared.agent else (False,))
+        )
+
     def asks(self, verdict: Verdict) -> bool:
         """Whether `decide` puts this verdict's call to an approver (or the session's grants), rather than
         deciding it by the verdict (`allow`, `deny`) or by the mode (`approve_all`, `reject_all`)."""

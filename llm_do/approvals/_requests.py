@@ -29,7 +29,9 @@ __all__ = [
     "ApprovalUnavailable",
     "Approver",
     "CHOICES",
+    "NoApproverWarning",
     "RunSuspended",
+    "WAYS_OUT",
     "approval_id",
     "approval_space",
     "ask_approver",
@@ -121,17 +123,30 @@ class ApprovalDenied(LlmDoError):
         )
 
 
+WAYS_OUT = (
+    "give the run an approver (Runtime(approver=...), runtime.session(id, approver=...) or "
+    "runtime.run(..., approver=...); a live run, runtime.stream(...), is its own), or set approval_mode "
+    "(LLM_DO_APPROVAL_MODE) to 'approve_all' or 'reject_all', or declare the tools safe (a ToolPolicy for the "
+    "toolset, @tool(read_only=True) for a tool)"
+)
+"""What to do when a question has no one to answer it (`ApprovalUnavailable`, `NoApproverWarning`)."""
+
+
 class ApprovalUnavailable(LlmDoError):
-    """A call needs approval, the mode is `prompt`, and the runtime has no approver to ask."""
+    """A call needs approval, the mode is `prompt`, and the run has no approver to ask."""
 
     def __init__(self, request: ApprovalRequest) -> None:
         self.request = request
         super().__init__(
             f"entry {request.entry!r} called tool {request.tool!r} of toolset {request.toolset!r}, which needs "
-            f"approval ({request.reason}), but approval_mode is 'prompt' and the Runtime has no approver. "
-            "Pass Runtime(..., approver=...) or set approval_mode (LLM_DO_APPROVAL_MODE) to "
-            "'approve_all' or 'reject_all'."
+            f"approval ({request.reason}), but approval_mode is 'prompt' and the run has no approver: {WAYS_OUT}."
         )
+
+
+class NoApproverWarning(UserWarning):
+    """A run starts that no one can answer (`prompt` mode, no approver for the run, its session or the `Runtime`, and
+    not a live run) while some toolsets' calls can ask: such a call would fail with `ApprovalUnavailable`. Said once
+    per runtime; filter it (`warnings.filterwarnings("ignore", category=NoApproverWarning)`) to silence it."""
 
 
 class RunSuspended(LlmDoError):

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai.models import Model
@@ -19,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..approvals import ToolPolicy, Verdict
-from ..project import Problem, Project, ProjectError
+from ..project import Install, Problem, Project, ProjectError
 from ..project.earlier_api import deprecated_imports
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
@@ -47,6 +48,8 @@ def check(args: argparse.Namespace) -> int:
         try:
             project, probes = _load(args)
         except ProjectError as error:
+            if not args.json:
+                _print_installs(error.to_install)
             raise_with_strays(error, args.project)  # a project that does not load has its stray files too
         unset = sorted(name for name, entry in project.entries.items() if _model_of(entry) == "")
         ungated = _ungated(project, {probe.name: probe for probe in probes if probe.error is None})
@@ -71,6 +74,8 @@ def check(args: argparse.Namespace) -> int:
                 document["problems"] = [_problem_json(problem) for problem in problems]
             if moved:
                 document["warnings"] = [_problem_json(found) for found in moved]
+            if project.to_install:
+                document["to_install"] = installs_json(project.to_install)
             if ungated:
                 document["ungated"] = ungated
             document.update(_project_defaults(project))
@@ -79,6 +84,7 @@ def check(args: argparse.Namespace) -> int:
         err = console(stderr=True)
         for found in moved:  # a path that moved in the package: it works, for a while
             err.print(shown(f"warning: {found}"), soft_wrap=True)
+        _print_installs(project.to_install)
         if failed or problems:
             report_failures(err, probes)
             for problem in problems:
@@ -119,6 +125,38 @@ def check(args: argparse.Namespace) -> int:
                 )
             )
         return OK
+
+
+def installs_json(to_install: Sequence[Install]) -> list[dict[str, Any]]:
+    """The packages to install, each with the models that need it and where they are named."""
+    grouped: dict[str, list[Install]] = {}
+    for install in to_install:
+        grouped.setdefault(install.requirement, []).append(install)
+    return [
+        {
+            "requirement": requirement,
+            "command": items[0].command,
+            "models": [
+                {"model": item.model, "file": None if item.file is None else str(item.file), "line": item.line}
+                for item in items
+            ],
+        }
+        for requirement, items in grouped.items()
+    ]
+
+
+def _print_installs(to_install: Sequence[Install]) -> None:
+    """An `install:` line for each package a model needs: something to install, not a problem of the files."""
+    err = console(stderr=True)
+    for item in installs_json(to_install):
+        models = sorted({model["model"] for model in item["models"]})
+        places = ", ".join(
+            f"{Path(model['file']).name}:{model['line']}" if model["line"] else Path(model["file"]).name
+            for model in item["models"]
+            if model["file"] is not None
+        )
+        named = " and ".join(map(repr, models))
+        err.print(shown(f"install: {item['command']} for the model {named} ({places})"), soft_wrap=True)
 
 
 def _project_defaults(project: Project) -> dict[str, Any]:
@@ -192,6 +230,9 @@ def _reported(args: argparse.Namespace) -> Iterator[None]:
                 "exit_code": failure.code,
                 "problems": problems_json(error),
             }
+            to_install = getattr(error, "to_install", ())
+            if to_install:
+                document["to_install"] = installs_json(to_install)
             print(json.dumps(document, ensure_ascii=False), flush=True)
         raise
 

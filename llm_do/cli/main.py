@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 
+from ..errors import extra_missing
 from .failures import ERROR, USAGE, UsageError, report
 from .worker_arguments import worker_arguments
 
-__all__ = ["COMMANDS", "Command", "UsageError", "main", "parser", "version"]
+__all__ = ["CLI_EXTRA", "COMMANDS", "Command", "UsageError", "main", "parser", "version"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,9 @@ def _migrate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write", action="store_true", help="apply the changes (default: print them as a diff)")
     parser.add_argument("--debug", action="store_true", help="print tracebacks")
 
+
+CLI_EXTRA = ("rich", "yaml")
+"""The modules the command needs beyond the library: its `cli` extra installs them (rich, PyYAML)."""
 
 COMMANDS: list[Command] = [
     Command("run", "Run an entry once and print its output.", _run, "running:run"),
@@ -155,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as exit_:  # --help, --version (0) or a bad command line (2); argparse printed why
         return exit_.code if isinstance(exit_.code, int) else USAGE
+    try:
+        for name in CLI_EXTRA:  # every command imports them: a missing one is said in one line, not a traceback
+            import_module(name)
+    except ModuleNotFoundError as error:
+        print(f"llm-do: error: {extra_missing('cli', 'the llm-do command', error.name or name)}", file=sys.stderr)
+        return ERROR
     module, _, function = str(args.handler).partition(":")
     import_module(".wiring", __package__).import_wiring_without_web_frameworks()  # before any container
     handler: Callable[[argparse.Namespace], int] = getattr(import_module(f".{module}", __package__), function)

@@ -27,6 +27,7 @@ from ..project import (
     DeferredModel,
     ModelNameError,
     Project,
+    ProjectSettings,
     discover_project,
     load_project,
     model_problem,
@@ -90,10 +91,13 @@ class _Session:
             approver=self.approver,
             model_events=self.model_events,
         )
-        async with stream as run:
-            async for event in run:
-                self.board.see(event)
-            return await run.result()
+        try:
+            async with stream as run:
+                async for event in run:
+                    self.board.see(event)
+                return await run.result()
+        finally:
+            self.board.flush()  # the text of a line the run ended in (an error, a timeout, Ctrl-C) is shown too
 
 
 def run(args: argparse.Namespace) -> int:
@@ -322,7 +326,7 @@ def _recording_model(args: argparse.Namespace, given: str | None, loaded: list[P
         raise UsageError("--record needs a model to record: pass --model provider:name (or set LLM_DO_MODEL)")
     _check_writable(args.record)
     root = discover_project(args.project).root
-    values = {"openai_base_url": settings.openai_base_url, "openai_api_key": settings.openai_api_key}
+    values = ProjectSettings().model_dump()
     servers = _project_servers(args.project)
     try:
         return RecordingModel(resolve_model(name, root=root, settings=values, servers=servers), args.record)

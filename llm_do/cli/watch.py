@@ -3,12 +3,15 @@
 A `Board` hears every event of the run: the calls of agents with their entry, depth, model and usage
 so far (for the live tree; counted as `CallRecord.usage` counts, which the final reports show),
 and, for `-v`, the tool calls a response asks for and their results and the warnings about a call's
-replies, and for `-vv` the model's text as it streams. Function entries make no model requests: they
-appear in the final tree (from `RunResult.calls`), not live.
+replies, and for `-vv` the model's text as it streams: each line when it ends, and the text of a line not ended
+yet once it has waited `flush_after` seconds (a reply that is one long line shows as it comes), and whatever is
+left when the run ends (`flush`), however it ends. Function entries make no model requests: they appear in the
+final tree (from `RunResult.calls`), not live.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,27 +61,48 @@ Echo = Callable[[str, str, str], None]
 """`echo(kind, where, text)`: kind is `call`, `result`, `text` or `warning`; where is the entry chain."""
 
 
+FLUSH_AFTER = 0.5
+"""Seconds the streamed text of a line not ended yet waits before it is shown anyway (`-vv`)."""
+
+
 class Board:
     """The calls seen during a run, and what to echo of their tool calls (`verbosity` 1) and of the
-    model's text as it streams (`verbosity` 2, a line at a time)."""
+    model's text as it streams (`verbosity` 2: each line, and a line's text so far after `flush_after` seconds)."""
 
-    def __init__(self, *, verbosity: int = 0, echo: Echo | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        verbosity: int = 0,
+        echo: Echo | None = None,
+        flush_after: float = FLUSH_AFTER,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.verbosity = verbosity
         self.echo = echo
+        self.flush_after = flush_after
+        self.clock = clock
         self.calls: dict[str, LiveCall] = {}
         self.active: str | None = None
         """The call that asked its model last."""
-        self._text: dict[str, str] = {}
-        """Text streamed by each call and not echoed yet (`-vv`)."""
+        self._text: dict[str, tuple[CallTag, str, float]] = {}
+        """Text streamed by each call and not echoed yet (`-vv`), with the call and when it began to wait."""
         self.native: dict[str, list[dict[str, Any]]] = {}
         """The native tool calls (run at the model's provider: web search, ...) of each call, by call id: each
         `{"tool", "args", "result"}`, the result `None` until the provider returns one."""
 
     def clear(self) -> None:
+        self.flush()
         self.calls.clear()
         self.active = None
-        self._text.clear()
         self.native.clear()
+
+    def flush(self) -> None:
+        """Echo the streamed text not echoed yet, of every call: the run ended (or a response did) before its line
+        did."""
+        pending, self._text = self._text, {}
+        for tag, text, _ in pending.values():
+            if text.strip() and self.echo is not None:
+                self.echo("text", _where(tag), text)
 
     def native_calls(self, call_id: str) -> list[dict[str, Any]]:
         """The native tool calls the call's model made at its provider, in order."""
@@ -127,18 +151,30 @@ class Board:
             self._stream_text(tag, inner.part.content)
         elif isinstance(inner, PartDeltaEvent) and isinstance(inner.delta, TextPartDelta):
             self._stream_text(tag, inner.delta.content_delta)
-        elif isinstance(inner, PartEndEvent) and self._text.get(tag.id):
+        elif isinstance(inner, PartEndEvent) and tag.id in self._text:
             self._stream_text(tag, "\n")
 
     def _stream_text(self, tag: CallTag, text: str) -> None:
-        *lines, self._text[tag.id] = (self._text.get(tag.id, "") + text).split("\n")
+        now = self.clock()
+        _, before, since = self._text.get(tag.id, (tag, "", now))
+        *lines, rest = (before + text).split("\n")
+        if lines:
+            since = now
         for line in lines:
             if line.strip() and self.echo is not None:
                 self.echo("text", _where(tag), line)
+        if rest and now - since >= self.flush_after:
+            if rest.strip() and self.echo is not None:
+                self.echo("text", _where(tag), rest)
+            rest, since = "", now
+        if rest:
+            self._text[tag.id] = (tag, rest, since)
+        else:
+            self._text.pop(tag.id, None)
 
     def _responded(self, event: ResponseCompleted) -> None:
         tag, response = event.call, event.response
-        pending = self._text.pop(tag.id, "")
+        _, pending, _ = self._text.pop(tag.id, (tag, "", 0.0))
         if pending.strip() and self.echo is not None:
             self.echo("text", _where(tag), pending)
         call = self.calls.get(tag.id)

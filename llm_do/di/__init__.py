@@ -24,6 +24,11 @@ if TYPE_CHECKING:
         policies_built as policies_built,
         provider_name as provider_name,
     )
+    from ._env import (
+        EnvSettings as EnvSettings,
+        plain_url as plain_url,
+        read_settings as read_settings,
+    )
     from ._overrides import (
         Graph as Graph,
         Overrides as Overrides,
@@ -50,6 +55,11 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_config": ("RuntimeConfig",),
+    "_env": (
+        "EnvSettings",
+        "plain_url",
+        "read_settings",
+    ),
     "_container": (
         "CapturablePerRunWarning",
         "ClosedFirst",

@@ -55,6 +55,8 @@ class RuntimeConfig:
     """What a final reply that looks like an unexecuted tool call or an echoed prompt does: `flag` or `retry`."""
     text_tool_calls: bool = False
     """Whether a reply that is only a JSON call to one of the call's tools is run as that call."""
+    made_agent_max_instructions_bytes: int = 32_768
+    """The most bytes (UTF-8) of instructions an agent made in a run may have: they go with each of its requests."""
 
     @property
     def rules(self) -> ModelRules:
@@ -68,6 +70,10 @@ class RuntimeConfig:
             raise ValueError(f"stream_buffer must be >= 1, got {self.stream_buffer}")
         if self.resume_buffer < 1:
             raise ValueError(f"resume_buffer must be >= 1, got {self.resume_buffer}")
+        if self.made_agent_max_instructions_bytes < 1:
+            raise ValueError(
+                f"made_agent_max_instructions_bytes must be >= 1, got {self.made_agent_max_instructions_bytes}"
+            )
         for name in ("cleanup_timeout", "approval_timeout", "session_idle_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")

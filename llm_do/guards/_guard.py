@@ -40,8 +40,10 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import (
     ModelConnectionError,
     ModelRequestTimeout,
+    ToolFailed,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
+    UserError,
 )
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters, StreamedResponse, infer_model
@@ -50,19 +52,30 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
 from .._compat import current_run_context, is_output_token_limit
-from ..errors import shown_url
+from ..errors import ConfigurationError, shown_url
 from ..scopes import SystemTimeout
 from ._limits import (
     LimitExceeded,
     ModelRules,
+    RepeatedCall,
     ReplyTooLong,
     RequestTookTooLong,
     RunOverLimit,
     RunTookTooLong,
 )
+from ._repeats import Repeat, repeat_of
 from ._text_calls import named_calls, sent_texts, suspicion, written_call
 
-__all__ = ["GuardPlan", "GuardedModel", "ModelGuard", "ModelUnreachable", "RepliesRefused", "endpoint_of"]
+__all__ = [
+    "GuardPlan",
+    "GuardedModel",
+    "ModelGuard",
+    "ModelUnreachable",
+    "RepliesRefused",
+    "endpoint_of",
+    "no_model",
+    "refuse_repeat",
+]
 
 _CURRENT: ContextVar[ModelGuard | None] = ContextVar("llm_do_model_guard", default=None)
 
@@ -352,9 +365,11 @@ class ModelGuard:
 
     def limit_error(self, error: BaseException) -> Exception | None:
         """The error that pydantic-ai's `error` stands for, naming the limit or the check and its setting
-        (`LimitExceeded`, `RepliesRefused`); None for others."""
+        (`LimitExceeded`, `RepliesRefused`), or the missing model and where to give one; None for others."""
         if isinstance(error, LimitExceeded | RepliesRefused):
             return None
+        if isinstance(error, UserError) and str(error).startswith(_NO_MODEL):
+            return ConfigurationError(no_model([self.entry]))
         expired = self.expired_request
         if isinstance(error, asyncio.CancelledError) and expired is not None and not _cancelling():
             return expired  # the request deadline's own cancellation, which nobody else asked for as well
@@ -449,6 +464,53 @@ class ReplyCheck(AbstractCapability[Any]):
                 guard.warn(f"reply {number}: {reason}; the model was asked again (suspect_output=retry)")
                 raise ModelRetry(_steer(reason, tools, len(named_calls(text, tools))))
         return response
+
+
+_NO_MODEL = "`model` must either be set on the agent or included when calling it"
+"""pydantic-ai's error for an agent run given no model (and none put in place with `Agent.override`)."""
+
+
+def no_model(entries: Sequence[str]) -> str:
+    """What entries whose agents have no model, on a runtime with none, are told: where a model can come from."""
+    named = f"entry {entries[0]!r} has" if len(entries) == 1 else f"entries {', '.join(map(repr, entries))} have"
+    agents = "its agent names none" if len(entries) == 1 else "their agents name none"
+    return (
+        f"{named} no model: {agents}, and the runtime has none. Set LLM_DO_MODEL (provider:name, like "
+        "openai:gpt-5.2), give the agent a model (Agent('provider:name', ...)), or give the runtime one "
+        "(RuntimeConfig(model=...)); a test can put one in place with agent.override(model=...)"
+    )
+
+
+def refuse_repeat(ctx: RunContext[Any], tool: str, *, weighed: bool) -> None:
+    """Refuse the tool call `ctx` runs when it makes a denied or failed call again (`repeat_of`): `ToolFailed`, which
+    the model reads instead of a result. A call the approvals weigh (`weighed`) made again right after it ran runs
+    again. Past the agent run's `repeated_calls`, either ends the run: `RepeatedCall`. Nothing outside a guarded
+    agent run, or with `repeated_calls=0`."""
+    guard = _CURRENT.get()
+    if guard is None:
+        return
+    limit = guard.rules.value("repeated_calls")
+    if not limit:
+        return
+    repeat = repeat_of(ctx.messages, ctx.tool_call_id, weighed=weighed)
+    if repeat is None:
+        return
+    if repeat.times > limit:
+        origin = guard.rules.origin("repeated_calls")
+        raise RepeatedCall(guard.entry, repeat.call, repeat.how, repeat.told, repeat.times, limit, origin)
+    if repeat.how != "ran":
+        raise ToolFailed(_not_again(tool, repeat))
+
+
+def _not_again(tool: str, repeat: Repeat) -> str:
+    """What the model reads when its call repeats a denied or failed one."""
+    if repeat.how == "denied":
+        why = "the same call was denied before, and it is not asked again"
+        instead = "do something else, or answer and say what could not be done"
+    else:
+        why = "the same call failed before, and nothing has run since that could change that"
+        instead = "change what you pass, do something else, or answer"
+    return f"The call to {tool!r} was not run: {why}. Do not make it again: {instead}."
 
 
 def _steer(reason: str, tools: frozenset[str], calls: int) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai.exceptions import ModelRequestTimeout, RunTimedOut, UsageLimitExceeded
 
-from ..errors import LlmDoError
+from ..errors import LlmDoError, shortened
 
 if TYPE_CHECKING:
     from pydantic_ai.exceptions import OutputTokenLimitExceeded
@@ -30,6 +30,7 @@ __all__ = [
     "ModelLimits",
     "ModelRules",
     "ReplyTooLong",
+    "RepeatedCall",
     "RequestTookTooLong",
     "RunOverLimit",
     "RunTookTooLong",
@@ -57,6 +58,10 @@ class ModelLimits(BaseModel):
     """Model requests a run may make, nested calls included (pydantic-ai's `UsageLimits.request_limit`)."""
     run_tokens: int = Field(default=0, ge=0)
     """Tokens, input and output, a run may use, nested calls included (`UsageLimits.total_tokens_limit`)."""
+    repeated_calls: int = Field(default=2, ge=0)
+    """Times an agent may make the same call (tool and arguments) again after it was denied or failed (each is not
+    run, and the model reads why), or right after it ran when the approvals weigh it (each runs); once more ends the
+    run (`RepeatedCall`). 0: no bound, and a denied or failed call runs again as any call."""
 
 
 _LIMITS = tuple(ModelLimits.model_fields)
@@ -180,6 +185,33 @@ class RunOverLimit(LimitExceeded, UsageLimitExceeded):
 
     def __str__(self) -> str:
         return self.message
+
+
+class RepeatedCall(LimitExceeded):
+    """An agent made the same call (tool and arguments) again more than `repeated_calls` times after it was denied,
+    after it failed, or right after it ran; the run was ended. `entry` names the agent's entry, `call` the call."""
+
+    _HOW: ClassVar[Mapping[str, str]] = {
+        "denied": "after it was denied",
+        "failed": "after it failed, with nothing else run since",
+        "ran": "right after it ran, with nothing else run since",
+    }
+
+    def __init__(self, entry: str, call: str, how: str, told: str, times: int, value: int, setting: str) -> None:
+        self.limit, self.value, self.set_by = "repeated_calls", value, setting
+        self.entry, self.call = entry, call
+        first = f" ({shortened(told, 200, one_line=True)})" if told else ""
+        which = "the last was not run" if how == "ran" else "none of them was run"
+        self.message = _explained(
+            "repeated_calls",
+            value,
+            setting,
+            f"entry {entry!r} made the call {call} again {times} times {self._HOW.get(how, how)}{first}; {which}, "
+            "and the run was ended",
+            "A model going round in circles stops here: give it clearer instructions, or one that heeds what its "
+            "tools say.",
+        )
+        super().__init__(self.message)
 
 
 class ReplyTooLong(LimitExceeded, OutputTokenLimitExceeded):

@@ -1,8 +1,10 @@
-"""Replies that are not what they seem: a tool call written as text, an echoed prompt.
+"""Replies that are not what they seem: a tool call written as text or told in prose, an echoed prompt.
 
-Small local models often write a tool call into their reply's text instead of calling the tool, or give back
-a prompt they were sent (pydantic-ai's `Please return text or call a tool.`) as their answer. `suspicion` says
-why a final reply looks like that; `written_call` reads the one form that can safely be run instead:
+Small local models often write a tool call into their reply's text instead of calling the tool, tell the person
+how to make the call, write a tool's result themselves, or give back a prompt or a message they were sent
+(pydantic-ai's `Please return text or call a tool.`, llm-do's denial, retry or unknown-handle text) as their
+answer. `suspicion` says why a final reply looks like that; `written_call` reads the one form that can safely be
+run instead:
 
 - the reply is one JSON object and nothing else, optionally in a Markdown code fence (```` ```json ````) or
   between `<tool_call>` and `</tool_call>` (Qwen's and Hermes' own format);
@@ -20,13 +22,22 @@ import re
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 
 __all__ = ["RETRY_PROMPTS", "latest_prompt", "named_calls", "sent_texts", "suspicion", "written_call"]
 
 _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(?P<body>.*)\n```\Z", re.DOTALL)
 _TAGGED = re.compile(r"\A<tool_call>\s*(?P<body>.*?)\s*</tool_call>\Z", re.DOTALL)
 _MARKUP = re.compile(r"</?tool_call>|</?tools>|<function[=>]|<\|python_tag\|>|\[TOOL_CALLS\]")
+_RESULT_MARKUP = re.compile(r"</?tool_response>|</?tool_result>")
+_OWN = re.compile(
+    r"The call to '[^'\n]{1,80}' was not run[^.\n]{0,120}"
+    r"|Unknown handle '[^'\n]{1,80}': it is not open here"
+    r"|Your reply was not used: [^.\n]{0,120}"
+)
+"""The heads of what llm-do itself tells a model: a denied or refused call (run/_gate.py, guards/_guard.py), an
+unknown handle (toolkit/_handles.py), a reply sent back (guards/_guard.py `_steer`)."""
+_TOLD_VERB = r"(?:call|calling|use|using|run|running|invoke|invoking|execute|executing)"
 _NAME_KEYS = ("name", "function")
 _ARGUMENT_KEYS = ("arguments", "parameters")
 
@@ -156,14 +167,23 @@ def suspicion(text: str, tools: Collection[str], messages: Sequence[ModelMessage
         return f"the reply is a call to tool {call[0]!r} written as text (JSON): the tool was not run"
     if body in RETRY_PROMPTS or body in _retry_texts(messages):
         return f"the reply gives back the retry prompt {body!r} instead of an answer"
+    own = _own_text(body, messages)
+    if own is not None:
+        return f"the reply gives back what llm-do told the model ({own!r}) instead of an answer"
     if body == (latest_prompt(messages) or "").strip():
         return "the reply gives back the user's prompt word for word instead of an answer"
+    result = _RESULT_MARKUP.search(body)
+    if result is not None:
+        return f"the reply holds a tool result it wrote itself ({result.group(0)}): no tool was run"
     markup = _MARKUP.search(body)
     if markup is not None:
         return f"the reply holds tool-call markup ({markup.group(0)}) as text: no tool was run"
     named = next(_named_tools(body, tools), None)
     if named is not None:
         return f"the reply holds a call to tool {named!r} written as text: the tool was not run"
+    told = _told_call(body, tools, messages)
+    if told is not None:
+        return f"the reply tells how to call tool {told!r} instead of calling it: the tool was not run"
     if body.strip("`'\" .") in tools:
         return f"the reply names the tool {body.strip('`' + chr(39) + chr(34) + ' .')!r} instead of calling it"
     return None
@@ -185,6 +205,42 @@ def _named_tools(text: str, tools: Collection[str]) -> Iterator[str]:
 def named_calls(text: str, tools: Collection[str]) -> list[str]:
     """The calls of the call's tools a reply writes out as text (JSON-like or XML-like), in order."""
     return list(_named_tools(text, tools))
+
+
+def _own_text(text: str, messages: Sequence[ModelMessage]) -> str | None:
+    """The head of a message llm-do sent the model (a tool's result or a retry prompt of the conversation) that the
+    reply `text` gives back, if any."""
+    heads = [found.group(0) for found in _OWN.finditer(text)]
+    if not heads:
+        return None
+    sent = [item for item in sent_texts(messages) if _OWN.search(item)]
+    return next((head for head in heads if any(head in item for item in sent)), None)
+
+
+def _told_call(text: str, tools: Collection[str], messages: Sequence[ModelMessage]) -> str | None:
+    """A tool the reply tells someone to call ("you can call the read_text function with ...", "use
+    read_text('a.md')", the name in backticks or quotes, or followed by `(`, "function" or "tool"), which the
+    agent's run never called since the user's last prompt."""
+    called = _called_tools(messages)
+    for tool in sorted(tools):
+        if tool in called or tool not in text:
+            continue
+        named = re.escape(tool)
+        marked = rf"(?:[`'\"]{named}\b|\b{named}\s*\(|\b{named}[`'\"]?\s+(?:function|tool|command)\b)"
+        if re.search(rf"\b{_TOLD_VERB}\b[^.!?\n]{{0,40}}?{marked}", text, re.IGNORECASE):
+            return tool
+    return None
+
+
+def _called_tools(messages: Sequence[ModelMessage]) -> set[str]:
+    """The tools the model called since the user's last prompt."""
+    called: set[str] = set()
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest) and any(isinstance(part, UserPromptPart) for part in message.parts):
+            break
+        if isinstance(message, ModelResponse):
+            called.update(part.tool_name for part in message.parts if isinstance(part, ToolCallPart))
+    return called
 
 
 def _retry_texts(messages: Sequence[ModelMessage]) -> list[str]:

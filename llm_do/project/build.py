@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -19,11 +20,11 @@ from pydantic_ai.models import Model
 
 from ..approvals import Approver, PolicySettings, ToolPolicy
 from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec, toolset_names
-from ..errors import ConfigurationError, listing
+from ..errors import ConfigurationError, InvalidSettings, listing
 from ..files import Attachment, check_call
 from ..guards import ModelRules
 from ..results import RunResult
-from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset
+from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset, models_given_later
 from ..scopes import Scope
 from ..sessions import Session
 from ..toolkit import known_tool_names
@@ -31,10 +32,11 @@ from .earlier import EARLIER_TOOLSETS, agent_call_approvals, earlier_toolset_mes
 from .layout import ProjectLayout, survey_project
 from .mcp import Declared, declared_servers, mcp_toolset_specs, parse_servers
 from .model_settings import OUTPUT_TOOL, tool_choice_problem
-from .models import ModelFactory, matches_any, model_id, model_problem, resolve_model
+from .models import ModelFactory, matches_any, missing_package, model_id, model_problem, resolve_model
 from .modules import ProjectModules, factory_line, load_modules
 from .native import is_native_tool, native_capabilities, native_policy_problem, worker_native_problems
-from .problems import Problem, ProjectError, raise_if_any
+from .problems import Install, Problem, ProjectError, raise_if_any
+from .settings import ProjectSettings
 from .worker import WorkerSpec, check_worker_file
 
 __all__ = ["DEFAULT_CONTAINER", "ModelNameError", "Project", "load_project"]
@@ -78,6 +80,9 @@ class Project:
     default_attachments: tuple[str, ...] = ()
     """Files (relative to the project directory) handed to a run of the default entry that is given none: the
     project file's `attachments`."""
+    to_install: tuple[Install, ...] = ()
+    """Packages the models its files name need that are not installed (found with `models_installed`): the
+    project loads, and such a model fails its first request until its package is installed."""
 
     @staticmethod
     def declared_toolset(name: str) -> str:
@@ -191,6 +196,8 @@ class _Builder:
         self.policies: dict[str, ToolPolicy] = {}
         self.overrides: dict[str, PolicySettings] = {}
         """Policy overrides of the toolset names workers' `approvals:` make (`toolset@worker`)."""
+        self.entry_aliases: dict[str, str] = {}
+        """The names workers' `approvals:` give an entry's toolset (`deployer@caller`), with the entry's name."""
         self.broken_servers: set[str] = set()
         """Names of MCP servers declared wrong (reported once, where they are declared)."""
         self.agents: dict[str, AgentEntry] = {}
@@ -198,11 +205,13 @@ class _Builder:
         self.models_installed = False
         self.settings_class: object = None
         self.factories: dict[str, ModelFactory] = {}
+        self.to_install: list[Install] = []
 
     def build(self) -> Project:
         workers = self._parse_workers()
         modules = load_modules(self.root, self.layout.module_files)
         self.problems.extend(modules.problems)
+        project_settings = self._project_settings_values()
         container = self._container(modules)
         if container is None:
             self._raise()
@@ -212,7 +221,7 @@ class _Builder:
             config = self._project_settings(config)
         if self.config is not None and self.config.project_root == Path("."):  # attachments: the project's files
             config = replace(self.config, project_root=_project_root(container, self.root))
-        settings = _settings_of(container)
+        settings = {**project_settings, **_settings_of(container)}
         fallback = self.model if self.model is not None else config.model if config is not None else None
         if fallback is None:
             fallback = self.layout.default_model
@@ -239,16 +248,20 @@ class _Builder:
         assert config is not None
         if self.overrides:
             config = replace(config, approval_policies={**config.approval_policies, **self.overrides})
+        quiet = models_given_later() if not self.models_required else nullcontext()  # `check` notes them itself
+        for alias, name in self.entry_aliases.items():  # the entry's own tool, known at load as under its own name
+            self.toolsets[alias] = _entry_tool(entries[name])
         try:
-            runtime = Runtime(
-                container,
-                entries=entries.values(),
-                toolsets=self.toolsets,
-                config=config,
-                policies=self.policies,
-                approver=self.approver,
-                event_stream_handler=self.event_stream_handler,
-            )
+            with quiet:
+                runtime = Runtime(
+                    container,
+                    entries=entries.values(),
+                    toolsets=self.toolsets,
+                    config=config,
+                    policies=self.policies,
+                    approver=self.approver,
+                    event_stream_handler=self.event_stream_handler,
+                )
         except ConfigurationError as error:
             raise ProjectError([Problem(self.layout.config_file or self.root, None, str(error))]) from None
         return Project(
@@ -263,10 +276,11 @@ class _Builder:
             mcp_specs=MappingProxyType(mcp_specs),
             model_factories=MappingProxyType(self.factories),
             default_attachments=self.layout.default_attachments,
+            to_install=tuple(self.to_install),
         )
 
     def _raise(self) -> None:
-        raise_if_any(self.problems)
+        raise_if_any(self.problems, self.to_install)
 
     def _model_factories(self, modules: ProjectModules) -> dict[str, ModelFactory]:
         """The modules' model factories by prefix; one that a `[providers.NAME]` also names is a problem."""
@@ -376,6 +390,15 @@ class _Builder:
                 continue
             workers[spec.name] = spec
         return workers
+
+    def _project_settings_values(self) -> dict[str, Any]:
+        """`ProjectSettings` from the environment (the OpenAI-compatible server of `openai:` model names); bad
+        values are a problem, named by variable."""
+        try:
+            return ProjectSettings().model_dump()
+        except InvalidSettings as error:
+            self.problems.append(Problem(None, None, str(error)))
+            return {}
 
     def _container(self, modules: ProjectModules) -> containers.DeclarativeContainer | None:
         where: Path | None = None
@@ -493,8 +516,9 @@ class _Builder:
                 continue
             if toolset not in known or toolset in self.broken_servers:
                 continue
-            original = self._spec_of(toolset, providers, modules)
-            tools = known_tool_names(original.provides) if original is not None else None
+            calls_entry = toolset not in self.toolsets and toolset not in providers  # a worker, a module's entry
+            original = None if calls_entry else self._spec_of(toolset, providers)
+            tools = frozenset({toolset}) if calls_entry else known_tool_names(original.provides) if original else None
             unknown = [tool for tool in override.tools if tools is not None and tool not in tools]
             for tool in unknown:
                 self.problems.append(
@@ -507,16 +531,19 @@ class _Builder:
                         tool,
                     )
                 )
-            if unknown or original is None:
+            if unknown or (original is None and not calls_entry):
                 continue
             alias = f"{toolset}{_ALIAS}{spec.name}"
             names[names.index(toolset)] = alias
-            self.toolsets[alias] = original
+            if original is None:
+                self.entry_aliases[alias] = toolset  # its toolset is made once every entry is built
+            else:
+                self.toolsets[alias] = original
             # The worker's approvals are an override, like the settings' (which still win): laid over the
             # toolset's declared policy, or over its tools' MCP annotations when it has none.
             operator = config.approval_policies.get(toolset) if config is not None else None
             self.overrides[alias] = override.overridden(operator) if operator is not None else override
-            declared = _declared_policy(container, toolset, original)
+            declared = _declared_policy(container, toolset, None if original is None else original.provides)
             if declared is not None:
                 self.policies[alias] = declared
         capabilities, problems = native_capabilities(spec.native_tools, spec.problem)
@@ -565,20 +592,14 @@ class _Builder:
         origins.update({name: _origin(name, spec.file.name) for name in spec.rules})
         return ModelRules({**project, **spec.rules}, origins)
 
-    def _spec_of(self, name: str, providers: Mapping[str, Any], modules: ProjectModules) -> ToolsetSpec | None:
+    def _spec_of(self, name: str, providers: Mapping[str, Any]) -> ToolsetSpec | None:
+        """The spec of a toolset name that is no entry: a project module's toolset, an MCP server or a provider."""
         if name in self.toolsets:  # a project module's toolset or an MCP server
             return self.toolsets[name]
-        if name in providers:
-            try:
-                return ToolsetSpec.from_provider(providers[name])
-            except TypeError:
-                return None  # the runtime reports it
-        agents = self.agents
-
-        def worker_tool() -> Any:
-            return entry_toolset(agents[name]) if name in agents else entry_toolset(modules.entries[name][0])
-
-        return ToolsetSpec(worker_tool, Scope.PER_CALL)
+        try:
+            return ToolsetSpec.from_provider(providers[name])
+        except TypeError:
+            return None  # the runtime reports it
 
     def _model_class(self, spec: WorkerSpec, key: str, modules: ProjectModules) -> type[BaseModel] | None:
         reference = spec.input if key == "input" else spec.output
@@ -639,6 +660,11 @@ class _Builder:
             self.problems.append(spec.problem(f"model {name!r}: {error}", key))
             return None
         servers = self._prefixes()
+        package = missing_package(name, servers=servers) if self.models_installed else None
+        if package is not None:  # no problem of the project's files: a package to install
+            where = spec.problem("", key)
+            self.to_install.append(Install(package, name, where.file, where.line))
+            return model
         problem = model_problem(name, installed=True, servers=servers) if self.models_installed else None
         if problem is not None:
             self.problems.append(spec.problem(f"model {name!r}: {problem}", key))
@@ -711,13 +737,22 @@ def _project_root(container: containers.DeclarativeContainer, root: Path) -> Pat
     return Path(value) if isinstance(value, str | Path) else root
 
 
-def _declared_policy(container: containers.DeclarativeContainer, name: str, spec: ToolsetSpec) -> ToolPolicy | None:
-    """The policy declared for a toolset name: the container's, else its class default; None when there is none."""
+def _entry_tool(entry: Entry) -> ToolsetSpec:
+    """The toolset that calls `entry` (one tool, the entry's name), as the runtime makes it for the entry's own name:
+    built once, so that the runtime knows at load which entry it calls, and gates every call of the entry from the
+    worker that names it so (`scope.call_agent`, `agent_call`) under the worker's approvals."""
+    toolset = entry_toolset(entry)
+    return ToolsetSpec(lambda: toolset, Scope.GLOBAL, toolset)
+
+
+def _declared_policy(container: containers.DeclarativeContainer, name: str, provides: Any) -> ToolPolicy | None:
+    """The policy declared for a toolset name: the container's, else the default of the class its spec `provides`;
+    None when there is none."""
     provider = container.providers.get("approval_policies")
     declared = provider() if provider is not None else None
     if isinstance(declared, Mapping) and isinstance(declared.get(name), ToolPolicy):
         policy: ToolPolicy = declared[name]
         return policy
-    provides = spec.provides if isinstance(spec.provides, type) or spec.provides is None else type(spec.provides)
+    provides = provides if isinstance(provides, type) or provides is None else type(provides)
     default = getattr(provides, "default_policy", None)
     return default if isinstance(default, ToolPolicy) else None

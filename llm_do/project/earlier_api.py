@@ -167,3 +167,8 @@ def _exists(module: str, name: str | None) -> bool:
         return importlib.util.find_spec(f"{module}.{name}") is not None  # a submodule
     except (ImportError, ValueError):
         return False
+
+
+def names_today(module: str, name: str) -> bool:
+    """Whether `from module import name` imports a name of today's llm-do (at that path, or one that moved)."""
+    return _moved(module, name) is not None or moved_to(f"{module}.{name}") is not None or _exists(module, name)

@@ -33,7 +33,7 @@ _KEYS = {
     "mcp_servers": "MCP servers by toolset name: [mcp_servers.NAME] with command/args/env/cwd or url/headers",
     "mcp_config": "JSON files of MCP servers in the mcpServers format (pydantic-ai's load_mcp_toolsets)",
     "limits": "limits on every worker's model: [limits] with max_tokens, request_timeout, run_timeout, run_requests, "
-    "run_tokens (0: none)",
+    "run_tokens, repeated_calls (0: none)",
     "suspect_output": "a final reply that looks like an unexecuted tool call or an echoed prompt: 'flag' or 'retry'",
     "text_tool_calls": "true: run a reply that is only a JSON call to one of the worker's tools as that call",
     "approval_mode": "what a call that asks gets when nobody is asked: 'prompt', 'approve_all' or 'reject_all' "

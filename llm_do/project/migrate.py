@@ -89,11 +89,14 @@ def plan_migration(path: Path | str) -> Migration:
         )
     elif earlier.is_file():
         layout, manifest_problems = survey_project(earlier)
-        migration.untranslated.extend(manifest_problems)
+        migration.untranslated.extend(problem for problem in manifest_problems if not _entry_function(problem))
     worker_files = list(layout.worker_files) if layout is not None else _worker_files(root)
-    module_files = list(layout.module_files) if layout is not None else sorted(root.glob("*.py"))
+    module_files = list(layout.module_files) if layout is not None else _module_files(root)
+    if layout is not None:
+        _siblings(root, worker_files, module_files, migration)
     agent_approvals = layout.agent_approvals if layout is not None else {}
     names = {_worker_name(file): file for file in worker_files}
+    function = _earlier_entry_function(earlier, set(names)) if layout is not None else None
     entries: list[str] = []
     renamed: dict[Path, Path] = {}
     for file in worker_files:
@@ -114,10 +117,11 @@ def plan_migration(path: Path | str) -> Migration:
             migration.changes.append(Change(target, text, new, moved_from=file))
         elif new != text:
             migration.changes.append(Change(file, text, new))
-    for module in module_files:
-        migration.untranslated.extend(earlier_api_problems(module))
+    migration.changes.extend(_python(root, module_files, worker_files, function, migration))
+    if function is not None:
+        entries.insert(0, function[2])
     if layout is not None:
-        toml = _project_toml(root, layout, entries, renamed, worker_files, module_files, migration)
+        toml = _project_toml(root, layout, entries, renamed, worker_files, module_files, migration, function)
         migration.changes.append(Change(config, None, toml))
         migration.changes.append(Change(earlier, earlier.read_text(encoding="utf-8-sig"), None))
     elif config.is_file() and renamed and ".agent" in config.read_text(encoding="utf-8-sig"):
@@ -334,6 +338,109 @@ def _dump(values: dict[str, Any]) -> str:
     return yaml.safe_dump(values, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
+# -- Python modules -------------------------------------------------------------------------------------
+
+
+def _module_files(root: Path) -> list[Path]:
+    """A project's modules without a project file: as `survey_project` finds them."""
+    return sorted(
+        path for path in root.glob("*.py") if not (path.name.startswith(("_", "test_")) or path.name == "conftest.py")
+    )
+
+
+def _python(
+    root: Path,
+    modules: Sequence[Path],
+    workers: Sequence[Path],
+    function: tuple[Path, str, str] | None,
+    migration: Migration,
+) -> list[Change]:
+    """Each module rewritten from the earlier llm-do's Python API to today's (`rewrite.py`, LibCST); what has no
+    rewrite that keeps its meaning is marked in the module and listed."""
+    from .rewrite import ModuleContext, rewrite_module  # LibCST: imported by migrate only
+
+    text_agents = frozenset(_worker_name(file) for file in workers if not _has_input_model(file))
+    changes: list[Change] = []
+    for module in modules:
+        try:
+            text = module.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError):
+            migration.untranslated.extend(earlier_api_problems(module))
+            continue
+        entry_functions = {function[1]: function[2]} if function is not None and function[0] == module else {}
+        rewritten = rewrite_module(module, text, ModuleContext(text_agents, entry_functions))
+        if rewritten.text is None and not rewritten.notes:
+            migration.untranslated.extend(earlier_api_problems(module))  # nothing it could read or rewrite
+            continue
+        migration.untranslated.extend(rewritten.notes)
+        if rewritten.text is not None:
+            changes.append(Change(module, text, rewritten.text))
+    return changes
+
+
+def _has_input_model(file: Path) -> bool:
+    """Whether a worker file names an input model (today's `input`, or an earlier key for it)."""
+    try:
+        front = _split(file.read_text(encoding="utf-8-sig"))
+        values = yaml.safe_load(front[0]) if front is not None else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return True  # unknown: its calls are left as they are
+    return isinstance(values, dict) and any(key in values for key in ("input", "input_model_ref", "schema_in_ref"))
+
+
+def _entry_function(problem: Problem) -> bool:
+    """Whether a problem of `project.json` is its `entry.function`, which migrate translates."""
+    return problem.message.startswith("entry.function ")
+
+
+def _earlier_entry_function(manifest: Path, workers: set[str]) -> tuple[Path, str, str] | None:
+    """`entry.function` of the earlier `project.json` ("file.py:name"): the module, the function, and the entry
+    name it gets today (its own, or NAME_entry when a worker has that name)."""
+    try:
+        values = json.loads(manifest.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    entry = values.get("entry") if isinstance(values, dict) else None
+    given = entry.get("function") if isinstance(entry, dict) else None
+    if not isinstance(given, str) or ":" not in given:
+        return None
+    file, _, name = given.rpartition(":")
+    path = (manifest.parent / file).resolve()
+    if not path.is_file() or not name.isidentifier():
+        return None
+    entry_name = name if name not in workers else f"{name}_entry"
+    return path, name, entry_name
+
+
+def _siblings(root: Path, workers: list[Path], modules: list[Path], migration: Migration) -> None:
+    """The earlier llm-do let a directory hold other project files beside `project.json` (`project_x.json`),
+    each naming some of its files; one `project.toml` names them all today, and each is listed to remove."""
+    for sibling in sorted(root.glob("project_*.json")):
+        try:
+            values = json.loads(sibling.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if not isinstance(values, dict):
+            continue
+        for key, into in (("agent_files", workers), ("worker_files", workers), ("python_files", modules)):
+            given = values.get(key)
+            for name in given if isinstance(given, list) else []:
+                path = (root / str(name)).resolve()
+                if path.is_file() and path.is_relative_to(root) and path not in into:
+                    into.append(path)
+        entry = values.get("entry")
+        named = entry.get("name") or entry.get("agent") if isinstance(entry, dict) else None
+        runs = f"; its entry runs with --entry {named}" if isinstance(named, str) else ""
+        migration.untranslated.append(
+            Problem(
+                sibling,
+                None,
+                f"another project file of the earlier llm-do: its files are in {CONFIG_FILE} now{runs}; "
+                "remove it once checked",
+            )
+        )
+
+
 # -- project.toml ---------------------------------------------------------------------------------------
 
 
@@ -345,13 +452,14 @@ def _project_toml(
     workers: list[Path],
     modules: list[Path],
     migration: Migration,
+    function: tuple[Path, str, str] | None,
 ) -> str:
     lines = [f"# Translated from the earlier {EARLIER_CONFIG_FILE} by llm-do migrate (docs/migrating.md).\n"]
     relative = [renamed.get(path, path).relative_to(root).as_posix() for path in workers]
     lines.append(f"workers = {_toml(relative)}\n")
     lines.append(f"modules = {_toml([path.relative_to(root).as_posix() for path in modules])}\n")
-    entry = layout.default_entry or (entries[0] if entries else None)
-    if len(entries) > 1:
+    entry = function[2] if function is not None else layout.default_entry or (entries[0] if entries else None)
+    if len(entries) > 1 and function is None:
         migration.untranslated.append(
             Problem(
                 layout.config_file,
@@ -368,8 +476,9 @@ def _project_toml(
         lines.append(f"attachments = {_toml(list(layout.default_attachments))}\n")
     if layout.approval_mode is not None:
         lines.append(f"approval_mode = {_toml(layout.approval_mode)}\n")
-    if layout.max_depth is not None:
-        lines.append(f"max_depth = {_toml(layout.max_depth)}\n")
+    if layout.max_depth is not None:  # read one less, for an entry agent; an entry function ran at depth 0 already
+        depth = layout.max_depth + 1 if function is not None else layout.max_depth
+        lines.append(f"max_depth = {_toml(depth)}\n")
     return "".join(lines)
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "matches_any",
     "model_factory",
     "model_id",
+    "missing_package",
     "model_problem",
     "resolve_model",
 ]
@@ -204,6 +205,24 @@ def resolve_model(
 _OPENAI_KINDS = ("openai:", "openai-chat:", "openai-responses:")
 """Model kinds that `openai_base_url` and `openai_api_key` apply to: most OpenAI-compatible servers
 speak the chat completions API (`openai-chat:`); `openai:` is OpenAI's responses API."""
+
+
+def missing_package(name: str, *, servers: Collection[str] = ()) -> str | None:
+    """The package to install (a pip requirement, `pydantic-ai-slim[anthropic]`) before model `name` of a provider
+    pydantic-ai knows can be used, when it is not installed; None when it is, or the name is no such model."""
+    if name == "test" or name.startswith("replay:") or name.partition(":")[0] in servers:
+        return None
+    provider, _ = parse_model_id(name)
+    if provider is None:
+        return None
+    try:
+        infer_provider_class(provider)
+    except ImportError as error:
+        named = re.search(r'pip install "([^"]+)"', str(error))
+        return named.group(1) if named else f"pydantic-ai-slim[{provider}]"
+    except ValueError:
+        return None
+    return None
 
 
 def model_problem(name: str, *, installed: bool = False, servers: Collection[str] = ()) -> str | None:

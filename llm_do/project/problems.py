@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import ConfigurationError
 
-__all__ = ["Problem", "ProjectError"]
+__all__ = ["Install", "Problem", "ProjectError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +24,30 @@ class Problem:
         return f"{where}{self.message}"
 
 
-class ProjectError(ConfigurationError):
-    """A project could not be loaded. `problems` lists every problem found, in file order."""
+@dataclass(frozen=True, slots=True)
+class Install:
+    """A package to install before a model a project names can be used: not a problem of the project's files.
+    `requirement` is what to give pip (`pydantic-ai-slim[anthropic]`); `model` the model's name; `file` and `line`
+    where it is named."""
 
-    def __init__(self, problems: Iterable[Problem]) -> None:
+    requirement: str
+    model: str
+    file: Path | None
+    line: int | None
+
+    @property
+    def command(self) -> str:
+        """The command that installs it."""
+        return f'pip install "{self.requirement}"'
+
+
+class ProjectError(ConfigurationError):
+    """A project could not be loaded. `problems` lists every problem found, in file order; `to_install`, the
+    packages its models need that are not installed (found beside the problems, and no problem themselves)."""
+
+    def __init__(self, problems: Iterable[Problem], to_install: Iterable[Install] = ()) -> None:
         self.problems = tuple(problems)
+        self.to_install = tuple(to_install)
         if len(self.problems) == 1:
             text = str(self.problems[0])
         else:
@@ -36,8 +55,9 @@ class ProjectError(ConfigurationError):
         super().__init__(text)
 
 
-def raise_if_any(problems: Iterable[Problem]) -> None:
-    """Raise one `ProjectError` carrying all `problems`, if there are any, ordered by file and line."""
+def raise_if_any(problems: Iterable[Problem], to_install: Iterable[Install] = ()) -> None:
+    """Raise one `ProjectError` carrying all `problems`, if there are any, ordered by file and line (and the
+    packages to install found beside them)."""
     found = sorted(problems, key=lambda problem: (str(problem.file or ""), problem.line or 0))
     if found:
-        raise ProjectError(found)
+        raise ProjectError(found, to_install)

@@ -50,7 +50,8 @@ def raise_with_strays(error: ProjectError, path: Path | str) -> NoReturn:
     if not strays:
         raise error
     raise ProjectError(
-        sorted([*error.problems, *strays], key=lambda problem: (str(problem.file or ""), problem.line or 0))
+        sorted([*error.problems, *strays], key=lambda problem: (str(problem.file or ""), problem.line or 0)),
+        error.to_install,
     )
 
 

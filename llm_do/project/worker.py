@@ -43,7 +43,8 @@ FIELDS: dict[str, str] = {
     "mcp_servers": "MCP servers this worker uses, by toolset name: {NAME: {command: ..., args: [...]}} or {url: ...}",
     "native_tools": "the model provider's own tools: [web_search, web_fetch, code_execution, image_generation], "
     "or a mapping of them to options",
-    "limits": "limits on its model: {max_tokens, request_timeout, run_timeout, run_requests, run_tokens} (0: none)",
+    "limits": "limits on its model: {max_tokens, request_timeout, run_timeout, run_requests, run_tokens, "
+    "repeated_calls} (0: none)",
     "suspect_output": "a final reply that looks like an unexecuted tool call or an echoed prompt: flag or retry",
     "text_tool_calls": "true: run a reply that is only a JSON call to one of its tools as that call",
     "takes_attachments": "true: agents calling it as a tool are always offered its attachments parameter",

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from ._plan import (
         GlobalScope as GlobalScope,
         Plan as Plan,
+        models_given_later as models_given_later,
     )
     from ._provider import (
         RuntimeResource as RuntimeResource,
@@ -122,6 +123,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_plan": (
         "GlobalScope",
         "Plan",
+        "models_given_later",
     ),
     "_provider": ("RuntimeResource",),
     "_run_scope": (

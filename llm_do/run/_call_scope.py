@@ -28,7 +28,7 @@ from ..events import CallEnded, CallStarted, CallTag
 from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of
 from ..scopes import CURRENT_SINK, NoPublicConstructor, Observer, Scope, ScopeOwner, Sink, built
-from ..toolkit import check_unique_tools, known_tool_names, may_ask_for_approval
+from ..toolkit import UnknownAgent, check_unique_tools, known_tool_names, may_ask_for_approval
 from ._entry import CallHost, Entry, EntryPlan, ToolsetUse
 from ._lending import Lending
 from ._made import Keep, made_names, made_target, make_agent
@@ -354,26 +354,25 @@ class CallScope(metaclass=NoPublicConstructor):
         """Run the entry `name` as a child call (depth + 1) and return its output.
 
         `name` is any entry of the runtime (not only this entry's toolsets), or an agent made in this run
-        (`make_agent`); the child gets fresh per-call toolsets. Calls may run in parallel. The call is gated
-        by the approval policy of toolset `name` (tool `name`, args `{"input": ...}`, plus `"attachments"`:
-        their names, when there are any); a denial raises `ApprovalDenied`. An unknown name raises `ToolsetError`.
+        (`make_agent`); the child gets fresh per-call toolsets. Calls may run in parallel. The call is gated as a call
+        of its tool from here (`EntryPlan.agent_gates`, else toolset `name`; tool `name`, args `{"input": ...}`, plus
+        `"attachments"`: their names, when any); a denial raises `ApprovalDenied`. An unknown name: `ToolsetError`.
         `attachments` are `Attachment`s, or names: of an attachment this call received, else of a
         file under the project root (see `attachments_named`).
         """
         self._target(name)  # known, before anyone is asked
         self.check_depth(name)  # before anyone is asked to approve a call that cannot run
         handed = await self.attachments_named(attachments) if attachments else ()
-        args: dict[str, Any] = {"input": input_data}
-        if handed:
-            args["attachments"] = [attachment.name for attachment in handed]
-        gate = self._lent().gate()
-        asked_as = gate.python_call_id(name, name)
-        names = args.get("attachments", ())
+        names = [attachment.name for attachment in handed]
+        args: dict[str, Any] = {"input": input_data, "attachments": names} if names else {"input": input_data}
+        gate, plan = self._lent().gate(), self._plan or self.host.plan_of(self.entry.name)
+        toolset = plan.gates_with(self._instances, self.host.entries).get(name, name)  # as a call of its tool
+        asked_as = gate.python_call_id(toolset, name)
         facts = CallFacts(
-            name, name, args, asked_as, tool_call=False, agent=True, attachments=names, shown=handed, direct=True
+            toolset, name, args, asked_as, tool_call=False, agent=True, attachments=names, shown=handed, direct=True
         )
         call = gate.call(
-            facts, lambda approved: self.call_child(name, input_data, attachments=handed, asked_as=asked_as)
+            facts, lambda approved: self._call_child(name, input_data, attachments=handed, asked_as=asked_as)
         )
         hold = self._lent().direct_hold()  # held beside the calls made in parallel, as a model's tool calls are
         return await (call if hold is None else hold.around(call))
@@ -414,7 +413,7 @@ class CallScope(metaclass=NoPublicConstructor):
         if self.depth + 1 > max_depth:
             raise MaxDepthExceeded((*self.chain(), name), max_depth)
 
-    async def call_child(
+    async def _call_child(
         self,
         name: str,
         input_data: Any,
@@ -423,9 +422,9 @@ class CallScope(metaclass=NoPublicConstructor):
         attachments: tuple[Attachment, ...] = (),
         asked_as: str | None = None,
     ) -> Any:
-        """Run entry `name` as a child call, ungated: for the agent-as-tool toolset, whose calls the
-        gate already saw (`tool_call_id` is that tool call's; `asked_as`, what the gate knows a call made from
-        Python by). The depth limit is enforced here, whoever calls."""
+        """Run entry `name` as a child call, ungated (so not public): for the agent-as-tool toolset and `call_agent`,
+        whose calls the gate already saw (`tool_call_id` is that tool call's; `asked_as`, what the gate knows a call
+        made from Python by). The depth limit is enforced here, whoever calls."""
         target, plan = self._target(name)
         self.check_depth(name)
         run = self._open_run()
@@ -448,9 +447,10 @@ class CallScope(metaclass=NoPublicConstructor):
             return found
         entry = self.host.entries.get(name)
         if entry is None:
-            raise ToolsetError(
+            raise UnknownAgent(
                 f"{self.entry.name!r} cannot call {name!r}: it is neither an entry ({listing(self.host.entries)}) "
-                f"nor an agent made in this run or kept by its session ({listing(made_names(run))}); fix the name"
+                f"nor an agent made in this run or kept by its session ({listing(made_names(run))}); fix the name",
+                name,
             )
         return entry, None
 
@@ -469,7 +469,8 @@ class CallScope(metaclass=NoPublicConstructor):
         call); its calls are children like any entry's, under the depth limit. Raises `ToolsetError` for a name
         already taken or not a valid tool name, a toolset this entry does not have, or another `keep`."""
         run, plan = self._open_run(), self._plan or self.host.plan_of(self.entry.name)
-        return make_agent(self.host, self.entry, plan, run, name, instructions, toolsets, description, keep)
+        built = self._instances  # its calls of entries are gated as its maker's
+        return make_agent(self.host, self.entry, plan, built, run, name, instructions, toolsets, description, keep)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """Call one of this scope's tools directly, validating `args` like a model's call.

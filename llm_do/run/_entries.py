@@ -337,14 +337,14 @@ def _hand_over(ctx: RunContext[Any], target: Entry, input_data: Any, attachments
         raise ToolsetError(f"tool {target.name!r} must run inside an llm-do CallScope")
     if attachments:
         return _hand_over_attached(scope, ctx.tool_call_id, target, input_data, attachments)
-    return scope.call_child(target.name, input_data, tool_call_id=ctx.tool_call_id)
+    return scope._call_child(target.name, input_data, tool_call_id=ctx.tool_call_id)
 
 
 async def _hand_over_attached(
     scope: CallScope, tool_call_id: str | None, target: Entry, input_data: Any, attachments: Sequence[str]
 ) -> Any:
     handed = await scope.attachments_for(tool_call_id, attachments)
-    return await scope.call_child(target.name, input_data, tool_call_id=tool_call_id, attachments=handed)
+    return await scope._call_child(target.name, input_data, tool_call_id=tool_call_id, attachments=handed)
 
 
 _NAMES_DESCRIPTION = (

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
@@ -12,8 +13,9 @@ from pydantic import BaseModel
 from ..approvals import Approvals
 from ..di import RuntimeConfig, ToolsetRef, ToolsetSpec
 from ..scopes import Scope
+from ..toolkit import known_tool_traits
 
-__all__ = ["CallHost", "Entry", "EntryPlan", "ToolsetUse"]
+__all__ = ["CallHost", "Entry", "EntryPlan", "ToolsetUse", "entries_reached"]
 
 
 @runtime_checkable
@@ -60,6 +62,11 @@ class EntryPlan:
     """Whether every toolset's tool names were known at load, so duplicates were checked there."""
     may_ask: bool | None
     """Whether a call can need an approval; None when only the built toolsets can tell."""
+    agent_gates: Mapping[str, str] = field(default_factory=lambda: _NO_GATES)
+    """The toolset name whose policy gates this call's calls of an entry, by the entry's name, when it is not the
+    entry's own: the name of the toolset through which the call reaches the entry as a tool (`deployer@caller`, the
+    name a worker's own `approvals:` give it), or for a made agent, its maker's. Every way of calling the entry
+    (its tool, `call_agent`, `agent_call`) is gated under it."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -67,10 +74,34 @@ class EntryPlan:
         return tuple(use.name for use in self.uses)
 
     @classmethod
-    def of(cls, uses: tuple[ToolsetUse, ...]) -> EntryPlan:
+    def of(cls, uses: tuple[ToolsetUse, ...], agent_gates: Mapping[str, str] | None = None) -> EntryPlan:
         asks = [use.may_ask for use in uses]
         may_ask = True if True in asks else None if None in asks else False
-        return cls(uses, all(use.tools_known for use in uses), may_ask)
+        gates = _NO_GATES if not agent_gates else MappingProxyType(dict(agent_gates))
+        return cls(uses, all(use.tools_known for use in uses), may_ask, gates)
+
+    def gates_with(self, built: Mapping[str, object], entries: Collection[str]) -> Mapping[str, str]:
+        """`agent_gates`, with those of the toolsets whose tools are known only once `built` (by name)."""
+        if self.tools_checked:
+            return self.agent_gates
+        late = {
+            tool: use.name
+            for use in self.uses
+            if not use.tools_known and use.name in built
+            for tool in entries_reached(use.name, built[use.name], entries)
+        }
+        return {**late, **self.agent_gates} if late else self.agent_gates
+
+
+def entries_reached(name: str, toolset: object, entries: Collection[str]) -> Iterator[str]:
+    """The `entries` a toolset (a class or an object) named `name` calls under another name than theirs: its tools
+    declared to call an agent (`AGENT_CALL`), each named after the entry it calls."""
+    for tool, declared in (known_tool_traits(toolset) or {}).items():
+        if declared.agent and tool != name and tool in entries:
+            yield tool
+
+
+_NO_GATES: Mapping[str, str] = MappingProxyType({})
 
 
 class CallHost(Protocol):

@@ -23,6 +23,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
 from ..approvals import Approvals, CallFacts, RunSuspended, ToolTraits
 from ..files import TAKES_ATTACHMENTS, names_in
+from ..guards import refuse_repeat
 from ..toolkit import ReadableArguments, Toolset
 from ._gate import CallGate, GatedCall
 from ._holding import SiblingHold
@@ -148,12 +149,14 @@ class Lending:
         try:
             self.saw_current()
             if toolset in self._entry_tools:
-                self._call.check_depth(toolset)  # before anyone is asked to approve a call that cannot run
+                self._call.check_depth(name)  # the entry's tool: before anyone is asked about a call that cannot run
 
             metadata = tool.tool_def.metadata
             facts = None
             if metadata or self._approvals.may_gate(toolset):
                 facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
+            if not direct:
+                refuse_repeat(ctx, name, weighed=facts is not None)  # a refused call made again is not run
             if facts is None:  # nothing can ask for the call, unless the tool does
                 try:
                     return await inner.call_tool(name, tool_args, ctx, tool)

@@ -4,7 +4,7 @@ its run (`keep="run"`), or in the run's session for the session's later runs (`k
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ToolsetError, listing
@@ -27,6 +27,7 @@ def make_agent(
     host: CallHost,
     creator: Entry,
     plan: EntryPlan,
+    built: Mapping[str, object],
     run: RunScope,
     name: str,
     instructions: str,
@@ -36,7 +37,8 @@ def make_agent(
 ) -> Entry:
     """Make the agent `name` for `run`, kept by the run (`keep="run"`) or by its session (`"session"`; a run of no
     session is a session of its own): a tool name not taken by an entry or another made agent of the run or its
-    session, using only toolsets of `creator` (whose call's plan is `plan`), at most `MAX_MADE` in its keeper."""
+    session, using only toolsets of `creator` (whose call's plan is `plan`, its toolsets `built`), at most `MAX_MADE`
+    in its keeper. Its calls of entries are gated as its maker's are (see `EntryPlan.agent_gates`)."""
     if keep not in KEEPS:
         raise ToolsetError(f"keep must be one of {', '.join(KEEPS)}, got {keep!r}")
     run.made = run.made if run.made is not None else {}
@@ -45,6 +47,12 @@ def make_agent(
     made, taken, keeper = (kept, run.made, "session") if by_session else (run.made, kept, "run")
     if not _NAME.fullmatch(name):
         raise ToolsetError(f"an agent's name must be letters, digits, '_' or '-' (at most 64), got {name!r}")
+    limit = host.config.made_agent_max_instructions_bytes
+    if len(instructions) > limit // 4 and (size := len(instructions.encode())) > limit:  # each char <= 4 bytes
+        raise ToolsetError(
+            f"the instructions are {size} bytes, over the limit of {limit} bytes for an agent made in a run "
+            "(LLM_DO_MADE_AGENT_MAX_INSTRUCTIONS_BYTES): they go with each of its requests; write shorter ones"
+        )
     if name in made or name in taken or name in host.entries:
         raise ToolsetError(
             f"the name {name!r} is taken (an entry, or an agent made in this run or kept by its session): "
@@ -62,7 +70,8 @@ def make_agent(
             f"not {listing(refused, ordered=False)}"
         )
     entry = host.made_entry(creator, name, instructions, toolsets, description)
-    made[name] = (entry, EntryPlan.of(tuple(uses[toolset] for toolset in dict.fromkeys(toolsets))))
+    gates = plan.gates_with(built, host.entries)
+    made[name] = (entry, EntryPlan.of(tuple(uses[toolset] for toolset in dict.fromkeys(toolsets)), gates))
     return entry
 
 

@@ -8,7 +8,10 @@ adopt and the container's resources, released when the runtime closes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -34,6 +37,7 @@ from ..di import (
     toolset_names,
 )
 from ..errors import ConfigurationError, listing
+from ..guards import no_model
 from ..results import RunState
 from ..scopes import Scope, ScopeOwner, Sink, built
 from ..toolkit import (
@@ -44,16 +48,40 @@ from ..toolkit import (
     known_tool_traits,
     may_ask_for_approval,
 )
-from ._entries import entry_toolset, made_agent
-from ._entry import Entry, EntryPlan, ToolsetUse
+from ._entries import AgentEntry, entry_toolset, made_agent
+from ._entry import Entry, EntryPlan, ToolsetUse, entries_reached
 from ._servers import owning
 
-__all__ = ["GlobalScope", "Plan", "PoliciesSource"]
+__all__ = ["GlobalScope", "Plan", "PoliciesSource", "models_given_later"]
 
 PoliciesSource = Mapping[Any, ToolPolicy] | Any
 """Approval policies by toolset: names or references (`App.tools`) to policies, or a provider that builds them."""
 
 _RESERVED = frozenset({"approval_policies", "config", "run_state"})
+_logger = logging.getLogger("llm_do")
+_LATER: ContextVar[bool] = ContextVar("llm_do_models_given_later", default=False)
+
+
+@contextmanager
+def models_given_later() -> Iterator[None]:
+    """Runtimes loaded inside say nothing of entries without a model: whoever loads them says it otherwise
+    (`llm-do check` lists the workers without one)."""
+    token = _LATER.set(True)
+    try:
+        yield
+    finally:
+        _LATER.reset(token)
+
+
+def _warn_without_model(entries: Mapping[str, Entry], config: RuntimeConfig) -> None:
+    """Log (a warning, not an error) the entries whose agents have no model when the runtime has none either: a
+    model may still be put in place for a run (`agent.override(model=...)`, as a test or a job's journal does); a
+    run without one fails with the same words (`ConfigurationError`)."""
+    if config.model is not None or _LATER.get():
+        return
+    found = [name for name, entry in entries.items() if isinstance(entry, AgentEntry) and entry.agent.model is None]
+    if found:
+        _logger.warning("%s", no_model(found))
 
 
 class Plan:
@@ -104,6 +132,9 @@ class Plan:
         for name, source in (toolsets or {}).items():
             self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
         uses = {name: self._load_entry(item, entry_tools) for name, item in self.entries.items()}
+        _warn_without_model(self.entries, config)
+        agent_gates = {name: self._agent_gates(of_entry) for name, of_entry in uses.items()}
+        entry_tools.update(gate for gates in agent_gates.values() for gate in gates.values())
         self.entry_tools = frozenset(entry_tools)
         """Toolset names that call another entry (agent-as-tool)."""
         self.approvals = Approvals(
@@ -119,7 +150,8 @@ class Plan:
             timeout=config.approval_timeout,
         )
         self._plans = {
-            name: EntryPlan.of(tuple(self._with_gating(use) for use in of_entry)) for name, of_entry in uses.items()
+            name: EntryPlan.of(tuple(self._with_gating(use) for use in of_entry), agent_gates[name])
+            for name, of_entry in uses.items()
         }
 
     def _providers(self) -> Graph:
@@ -205,6 +237,12 @@ class Plan:
             f"{owner} names toolset {ref!r}, but {where} nor a runtime toolset; declare it in the container's "
             "class (App.tools) and name that, or give it a name: Runtime(toolsets={'name': provider})"
         )
+
+    def _agent_gates(self, uses: tuple[ToolsetUse, ...]) -> dict[str, str]:
+        """The entries these uses reach as a tool under another toolset name (a worker's `approvals:` call the
+        `deployer` entry's toolset `deployer@caller`), by entry name: a use whose tool calls an entry is known by
+        the tool's name (the entry's) and its declared trait."""
+        return {entry: use.name for use in uses for entry in entries_reached(use.name, use.spec.provides, self.entries)}
 
     def _spec_named(self, owner: str, name: str, entry_tools: set[str] | None = None) -> ToolsetSpec:
         """The spec of a toolset name, checked as far as it can be without building anything (an entry named as
@@ -311,6 +349,24 @@ class Plan:
             except ConfigurationError:
                 return None
         return None if spec is None else spec.provides
+
+    def asking_toolsets(self, entry: str) -> dict[str, list[str]]:
+        """The toolset names whose calls can ask (`Approvals.can_ask`) in a run of `entry`, with the entries that use
+        them: the entry's own, and those of the entries it calls as tools, and they call, ... (an entry reached only
+        from Python or by `agent_call` is not counted)."""
+        found: dict[str, list[str]] = {}
+        seen, todo = set(), [entry]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for use in self._plans[name].uses:
+                traits = known_tool_traits(use.spec.provides)
+                todo.extend(tool for tool, trait in (traits or {}).items() if trait.agent and tool in self.entries)
+                if self.approvals.can_ask(use.name, traits):
+                    found.setdefault(use.name, []).append(name)
+        return found
 
     def plan_of(self, entry_name: str) -> EntryPlan:
         """What a call of the entry does with its toolsets, resolved at load."""

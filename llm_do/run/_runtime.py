@@ -6,8 +6,11 @@ import asyncio
 import contextvars
 import functools
 import gc
+import sys
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any
 
@@ -19,9 +22,11 @@ from pydantic_ai.usage import RunUsage
 
 from .. import tracing
 from ..approvals import (
+    WAYS_OUT,
     ApprovalChoice,
     ApprovalNotPending,
     Approver,
+    NoApproverWarning,
     ToolPolicy,
     ToolTraits,
     Verdict,
@@ -52,6 +57,9 @@ from ._plan import GlobalScope, Plan, PoliciesSource
 from ._run_scope import RunScope
 
 __all__ = ["Runtime"]
+
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
+"""llm-do's own directory: a warning names the first line outside it (the user's)."""
 
 
 class Runtime:
@@ -119,6 +127,10 @@ class Runtime:
             cleanup_timeout=self.config.cleanup_timeout,
             idle_timeout=self.config.session_idle_timeout,
         )
+        self._told_no_approver = False
+        """Whether a run that no one could answer has said so (`NoApproverWarning`, once per runtime)."""
+        self._nothing_to_ask: set[str] = set()
+        """The entries whose runs reach no toolset whose calls can ask."""
 
     @property
     def entry_tools(self) -> frozenset[str]:
@@ -447,10 +459,7 @@ class Runtime:
         plan = self._plan
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not trackers and live is None else self._observers(tracer, live)
-        if session is not None:
-            approver = approver or session.approver
-        # A live run answers the run's approvals (asking the stream's own approver too).
-        approver = live or approver or plan.approvals.approver
+        approver = self._answering(target.name, session, approver, live)
         run = RunScope._create(
             plan, self._globals, target, observers, approver=approver, session=session, overrides=overrides
         )
@@ -460,6 +469,40 @@ class Runtime:
         elif handler is not None:
             run.handler = GuardedHandler(handler)
         return run
+
+    def _answering(
+        self, entry: str, session: Session | None, approver: Approver | None, live: LiveRun | None
+    ) -> Approver | None:
+        """Who answers a run's questions: its live run (which asks the stream's own `approver` too), else its own
+        approver, else its session's, else the runtime's. The first run with none in `prompt` mode, while some
+        toolset it reaches can ask, says so (`NoApproverWarning`, once per runtime)."""
+        if session is not None:
+            approver = approver or session.approver
+        approver = live or approver or self._plan.approvals.approver
+        if approver is None and not self._told_no_approver and self._plan.approvals.mode == "prompt":
+            self._told_no_approver = self._tell_no_approver(entry)
+        return approver
+
+    def _tell_no_approver(self, entry: str) -> bool:
+        """Warn that a run of `entry` has no one to answer it, when a toolset in its reach can ask; whether it did."""
+        if entry in self._nothing_to_ask:
+            return False
+        asking = self._plan.asking_toolsets(entry)
+        if not asking:
+            self._nothing_to_ask.add(entry)
+            return False
+        named = "; ".join(
+            f"toolset {name!r} (entr{'y' if len(users) == 1 else 'ies'} {', '.join(users)})"
+            for name, users in asking.items()
+        )
+        warnings.warn(
+            f"a run of {entry!r} has no approver (none was given to the run, its session or the Runtime) and "
+            f"approval_mode is 'prompt': a call that asks fails with ApprovalUnavailable. Calls of these toolsets "
+            f"can ask: {named}. To answer them, {WAYS_OUT}. (Said once per runtime.)",
+            NoApproverWarning,
+            stacklevel=_callers_level(),
+        )
+        return True
 
     async def _run(
         self,
@@ -570,3 +613,12 @@ async def _release_abandoned(turns: int = 3) -> None:
     for _ in range(turns):
         gc.collect()
         await asyncio.sleep(0)
+
+
+def _callers_level() -> int:
+    """The `stacklevel` of the first frame outside llm-do, for a warning of the function that calls this: the line of
+    the user's code that started the run."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level

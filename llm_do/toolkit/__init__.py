@@ -14,6 +14,7 @@ from .._lazy import lazy_names
 if TYPE_CHECKING:
     from ._handles import (
         Handles as Handles,
+        UnknownAgent as UnknownAgent,
         UnknownHandle as UnknownHandle,
         live_handle_maps as live_handle_maps,
         open_handles as open_handles,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "_handles": (
         "Handles",
+        "UnknownAgent",
         "UnknownHandle",
         "live_handle_maps",
         "open_handles",

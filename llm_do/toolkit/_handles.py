@@ -1,4 +1,5 @@
-"""Handle maps: the explicit state a toolset shares with the model (`txn_1a2b3c4d`)."""
+"""Handle maps: the explicit state a toolset shares with the model (`txn_1a2b3c4d`); and the errors of a name the
+model passed that names nothing here (a handle, an agent)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from typing import Any, Generic, TypeVar
 
 from pydantic_ai.exceptions import ToolFailed
 
+from ..errors import ToolsetError
 from ..events import HandleClosed, HandleOpened, HandleRolledBack
 from ..scopes import CURRENT_SINK, HandleMap, current_run_thread, on_run_thread
 
-__all__ = ["Handles", "UnknownHandle", "live_handle_maps", "open_handles"]
+__all__ = ["Handles", "UnknownAgent", "UnknownHandle", "live_handle_maps", "open_handles"]
 
 T = TypeVar("T")
 _live: weakref.WeakSet[Handles[Any]] = weakref.WeakSet()
@@ -24,6 +26,15 @@ _logger = logging.getLogger("llm_do")
 
 class UnknownHandle(ToolFailed):
     """A tool was given a handle that is not open in this toolset; the model sees the message."""
+
+
+class UnknownAgent(ToolsetError):
+    """A call names an agent (`name`) that is neither an entry nor an agent made in the run or kept by its session:
+    a name a model made up, as an unknown handle is."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class Handles(HandleMap, Generic[T]):

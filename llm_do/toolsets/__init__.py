@@ -1,6 +1,6 @@
 """Built-in toolsets. Their providers are declared in `containers.builtins.BuiltinToolsets`.
 
-May import: errors, scopes, files, approvals, toolkit, process.
+May import: errors, scopes, files, approvals, di, toolkit, process.
 """
 
 from ..files import ALLOWED_PATHS, ConfinedRoot, FilesystemSettings, PathRefused
@@ -18,6 +18,7 @@ from .database import (
 )
 from .dynamic_agents import DynamicAgents
 from .filesystem import FilesystemToolset, ReadOnlyFilesystemToolset
+from .settings import ToolsetSettings
 from .shell import DEFAULT_PATH, AllowSpec, CommandResult, ShellRule, ShellToolset
 from .shell_presets import FileOpsShell, ReadOnlyShell
 from .sql import SqlToolset, Transaction
@@ -47,6 +48,7 @@ __all__ = [
     "Rows",
     "SqlError",
     "SqlToolset",
+    "ToolsetSettings",
     "Transaction",
     "database_from_url",
     "open_database",

@@ -24,7 +24,7 @@ from pydantic_core import to_json
 from ..approvals import ApprovalDenied, ToolPolicy
 from ..errors import ToolsetError, listing
 from ..files import TAKES_ATTACHMENTS
-from ..toolkit import Toolset, tool
+from ..toolkit import Toolset, UnknownAgent, tool
 
 __all__ = ["DynamicAgents"]
 
@@ -52,7 +52,7 @@ class DynamicAgents(Toolset):
 
     default_policy: ClassVar[ToolPolicy | None] = ToolPolicy(tools={"agent_create": "ask"})
     """`agent_create` asks, as it did in the earlier llm-do; `agent_call` runs without asking: a made agent's tools
-    are gated by their own toolsets' policies, and a call of an entry by the policy under the entry's name. A
+    are gated by their own toolsets' policies, and a call of an entry as the caller's call of its tool would be. A
     policy declared for the toolset's name replaces this one (`attachments: ask` to ask before calls that hand
     over files)."""
 
@@ -101,6 +101,10 @@ class DynamicAgents(Toolset):
         names of files to hand it."""
         try:
             output = await _maker(ctx).call_agent(agent, input, attachments=attachments or ())
+        except UnknownAgent as error:
+            raise ToolFailed(
+                f"{error}, or make it first: agent_create(name={error.name!r}, instructions=...), then call it"
+            ) from None
         except (ToolsetError, ApprovalDenied) as error:
             raise ToolFailed(str(error)) from None
         return output if isinstance(output, str) else to_json(output, fallback=str).decode()

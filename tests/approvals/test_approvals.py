@@ -24,6 +24,7 @@ from llm_do import (
     ApprovalRequest,
     ApprovalUnavailable,
     MaxDepthExceeded,
+    NoApproverWarning,
     Runtime,
     RuntimeConfig,
     Scope,
@@ -174,12 +175,13 @@ async def test_prompt_without_an_approver_fails_fast_and_never_runs_the_call() -
     ran: list[str] = []
     script = first_then_echo(("rm", {"path": "a.txt"}))
     async with shell_runtime(ran, script, approver=None) as runtime:
-        with pytest.raises(ApprovalUnavailable) as caught:
+        with pytest.warns(NoApproverWarning, match="toolset 'shell'"), pytest.raises(ApprovalUnavailable) as caught:
             await runtime.run("job", "clean up")
     assert ran == []
     message = str(caught.value)
     assert "entry 'job' called tool 'rm' of toolset 'shell', which needs approval" in message
-    assert "Pass Runtime(..., approver=...) or set approval_mode (LLM_DO_APPROVAL_MODE)" in message
+    assert "give the run an approver (Runtime(approver=...), runtime.session(id, approver=...)" in message
+    assert "set approval_mode (LLM_DO_APPROVAL_MODE) to 'approve_all' or 'reject_all'" in message
 
 
 async def test_allowed_calls_need_no_approver_in_prompt_mode() -> None:

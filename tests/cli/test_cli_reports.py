@@ -227,8 +227,23 @@ def test_check_refuses_model_names_that_run_would_refuse(tmp_path: Path) -> None
     assert (document["ok"], document["kind"]) == (False, "project")
     messages = {Path(p["file"]).name: (p["line"], p["message"]) for p in document["problems"]}
     assert messages["odd.worker"][0] == 2 and "unknown model provider 'nonsense'" in messages["odd.worker"][1]
-    assert messages["other.worker"][0] == 2
-    assert "pip install" in messages["other.worker"][1]  # the anthropic package is not installed here
+    # the anthropic package is not installed here: something to install, kept apart from the files' problems
+    assert "other.worker" not in messages
+    [install] = document["to_install"]
+    assert (install["requirement"], install["command"]) == (
+        "pydantic-ai-slim[anthropic]",
+        'pip install "pydantic-ai-slim[anthropic]"',
+    )
+    assert install["models"] == [
+        {"model": "anthropic:claude-sonnet-4-5", "file": str(project / "other.worker"), "line": 2}
+    ]
+    (project / "odd.worker").unlink()
+    alone = llm_do("check", project)
+    assert alone.returncode == 0, alone.stderr  # a missing provider package is not a broken project
+    assert (
+        "install: pip install \"pydantic-ai-slim[anthropic]\" for the model 'anthropic:claude-sonnet-4-5' "
+        "(other.worker:2)" in alone.stderr
+    )
 
 
 def test_a_malformed_script_step_is_named_with_its_field(tmp_path: Path) -> None:

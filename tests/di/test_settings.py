@@ -6,16 +6,19 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 from dependency_injector import containers, providers
 from pydantic import BaseModel, SecretStr, model_validator
 from pydantic_ai import Agent
+from pydantic_settings import BaseSettings
 
-from containers import AgentContainer
+from containers import AgentContainer, BuiltinToolsets
 from llm_do import AgentEntry, InvalidSettings, LlmDoSettings, Runtime, RuntimeConfig, reveal
 from llm_do.testing import ScriptedModel, override
+from llm_do.toolsets import ToolsetSettings
 
 ROOT = Path(__file__).parents[2]
 FIX = "Fix the value (environment, .env file or container config), or unset it."
@@ -299,12 +302,98 @@ def test_a_value_given_in_code_is_named_by_its_field_and_unparsable_json_by_its_
     )
 
 
-def test_the_configuration_page_lists_every_setting() -> None:
-    """docs/configuration.md's table has a row for each field of `LlmDoSettings` (its second column)."""
-    from pathlib import Path
+TOOLSETS_FIELDS = {
+    "filesystem",
+    "sql_statement_timeout",
+    "sql_pool_size",
+    "sql_max_rows",
+    "sql_max_bytes",
+    "shell_allow",
+    "shell_timeout",
+}
+PROJECT_FIELDS = {"openai_base_url", "openai_api_key"}
 
-    from llm_do import LlmDoSettings
 
-    page = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
-    listed = {line.split("|")[2].strip().strip("`") for line in page.splitlines() if line.startswith("| `LLM_DO_")}
-    assert sorted(set(LlmDoSettings.model_fields) - listed) == []
+def settings_classes() -> dict[str, type[BaseSettings]]:
+    """Every settings class llm-do declares, by its public name (the jobs' and the command's where their extras are
+    installed: `make test-lowest` has neither)."""
+    classes: dict[str, type[BaseSettings]] = {"LlmDoSettings": LlmDoSettings, "ToolsetSettings": ToolsetSettings}
+    if find_spec("procrastinate") is not None:
+        from llm_do.jobs import JobSettings
+
+        classes["JobSettings"] = JobSettings
+    if find_spec("yaml") is not None:
+        from llm_do.project import ProjectSettings
+
+        classes["ProjectSettings"] = ProjectSettings
+    return classes
+
+
+def test_the_library_settings_hold_what_the_library_reads_and_the_toolsets_have_their_own() -> None:
+    assert set(LlmDoSettings.model_fields) & (TOOLSETS_FIELDS | PROJECT_FIELDS) == set()
+    assert set(ToolsetSettings.model_fields) == TOOLSETS_FIELDS
+    assert "database_url" in LlmDoSettings.model_fields, "the application's database: jobs, web and apps read it"
+
+
+def test_the_builtin_toolsets_read_their_settings_beside_the_applications_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`BuiltinToolsets` reads `ToolsetSettings` into the one `config`, whatever `settings_class` a subclass
+    names, so providers written against `AgentContainer.config.<field>` see the values."""
+    monkeypatch.setenv("LLM_DO_SQL_MAX_ROWS", "7")
+    monkeypatch.setenv("LLM_DO_SHELL_ALLOW", "git, ls")
+    monkeypatch.setenv("LLM_DO_FILESYSTEM__MAX_WRITE_BYTES", "99")
+    monkeypatch.setenv("LLM_DO_GREETING", "hi")
+
+    class Tools(BuiltinToolsets):
+        settings_class = AppSettings
+
+    app = Tools()
+    assert (app.config.sql_max_rows(), app.config.shell_allow(), app.config.greeting()) == (7, ["git", "ls"], "hi")
+    assert app.filesystem().max_write_bytes == 99
+    assert list(app.shell().rules) == ["git", "ls"]
+    assert AgentContainer().config.sql_max_rows() is None, "a container without the built-ins does not read them"
+
+    class Mine(AgentContainer):
+        builtin_settings = (ToolsetSettings,)
+
+    assert Mine().config.sql_max_rows() == 7, "a container of one's own reads them by naming the class"
+
+
+def test_a_bad_value_of_any_settings_class_stops_the_container_that_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_DO_SQL_POOL_SIZE", "0")
+    monkeypatch.setenv("LLM_DO_SHELL_ALLOW", "rm -rf")
+    assert AgentContainer().config.max_depth() == 5, "the library reads none of the toolsets' settings"
+    assert Runtime(None).config.max_depth == 5
+    monkeypatch.setenv("LLM_DO_MAX_DEPTH", "deep")
+    with pytest.raises(InvalidSettings) as raised:
+        BuiltinToolsets()
+    assert raised.value.problems == (
+        "LLM_DO_MAX_DEPTH='deep': expected a whole number >= 0, like LLM_DO_MAX_DEPTH=5",
+        "LLM_DO_SQL_POOL_SIZE='0': expected a whole number >= 1, like LLM_DO_SQL_POOL_SIZE=5",
+        "LLM_DO_SHELL_ALLOW='rm -rf': expected program names or absolute paths, separated by commas (or a JSON "
+        "list), like LLM_DO_SHELL_ALLOW=git,ls,rg",
+    )
+
+
+def test_the_configuration_page_lists_every_setting_of_every_class() -> None:
+    """docs/configuration.md has a table for each settings class, with a row for each of its fields (the second
+    column), and no row for a field no class has; the jobs' own settings are in docs/jobs.md's table."""
+    docs = Path(__file__).parents[2] / "docs"
+    page = (docs / "configuration.md").read_text()
+    classes = settings_classes()
+    jobs = classes.pop("JobSettings", None)
+    tables: dict[str, set[str]] = {}
+    table: set[str] | None = None
+    for line in page.splitlines():
+        if line.startswith("#"):
+            table = None
+        named = [name for name in classes if f"`{name}`" in line and line.startswith("#")]
+        if named:
+            table = tables.setdefault(named[0], set())
+        if line.startswith("| `LLM_DO_") and table is not None:
+            table.add(line.split("|")[2].strip().strip("`"))
+    for name, cls in classes.items():
+        assert tables.get(name) == set(cls.model_fields), f"{name}: the table of its heading lists its fields"
+    if jobs is not None:
+        own = set(jobs.model_fields) - set(LlmDoSettings.model_fields)
+        rows = (docs / "jobs.md").read_text().splitlines()
+        assert sorted(own - {line.split("`")[1].lower() for line in rows if line.startswith("| `")}) == []

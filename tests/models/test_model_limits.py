@@ -1,10 +1,9 @@
-"""Model limits in code, settings and files: a reply cut off at its token cap, a tool call cut off, the run's
-token budget, and the readable problems of a wrong limit."""
+"""Model limits in code and settings: a reply cut off at its token cap, a tool call cut off, the run's token budget,
+and the readable problem of a wrong limit. (In a project's files: tests/project/test_project_limits.py.)"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
@@ -14,7 +13,6 @@ from pydantic_ai.usage import RequestUsage
 
 from llm_do import AgentEntry, InvalidSettings, LlmDoSettings, Runtime, RuntimeConfig, run_report
 from llm_do.guards import LimitExceeded, ModelLimits, ModelRules, ReplyTooLong, RequestTookTooLong, RunOverLimit
-from llm_do.project import ProjectError, load_project
 
 
 def cut(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -123,24 +121,3 @@ def test_limits_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert str(raised.value).startswith(
         "invalid setting LLM_DO_LIMITS__MAX_TOKENS='-1': expected greater than or equal to 0\n"
     )
-
-
-def test_a_wrong_limit_in_a_file_is_a_problem_with_its_line(tmp_path: Path) -> None:
-    (tmp_path / "a.worker").write_text("---\nmodel: test\nlimits: {max_token: 5}\n---\nHi.\n")
-    (tmp_path / "project.toml").write_text('suspect_output = "sometimes"\n\n[limits]\nrun_requests = -2\n')
-    with pytest.raises(ProjectError) as raised:
-        load_project(tmp_path)
-    problems = sorted(str(problem) for problem in raised.value.problems if problem.file != tmp_path / "a.worker")
-    assert [problem.file for problem in raised.value.problems].count(tmp_path / "a.worker") == 1  # in one pass
-    assert problems == [
-        f"{tmp_path / 'project.toml'}:1: suspect_output: Input should be 'flag' or 'retry' (got 'sometimes')",
-        f"{tmp_path / 'project.toml'}:3: limits.run_requests: Input should be greater than or equal to 0 (got -2)",
-    ]
-    (tmp_path / "project.toml").unlink()
-    with pytest.raises(ProjectError) as raised:
-        load_project(tmp_path)
-    assert [str(problem) for problem in raised.value.problems] == [
-        f"{tmp_path / 'a.worker'}:3: limits: unknown limit 'max_token' (did you mean 'max_tokens'?); known: "
-        "max_tokens, request_timeout, run_timeout, run_requests, run_tokens; write limits: {max_tokens: 2048, "
-        "request_timeout: 300, run_requests: 20}"
-    ]

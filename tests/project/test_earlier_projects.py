@@ -27,7 +27,12 @@ def copy(name: str, tmp_path: Path) -> Path:
 
 
 def files(root: Path) -> dict[str, bytes]:
-    return {path.relative_to(root).as_posix(): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+    """The project's files (not the bytecode a check's import leaves beside its modules)."""
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
 
 
 def edit_manifest(root: Path, **runtime: object) -> None:
@@ -274,28 +279,18 @@ def test_check_names_each_earlier_api_use_with_its_replacement(tmp_path: Path) -
     )
 
 
-def test_migrate_lists_the_python_it_cannot_translate_then_the_fixed_project_runs(tmp_path: Path) -> None:
+def test_migrate_rewrites_the_earlier_python_api_then_the_project_checks_and_runs(tmp_path: Path) -> None:
     project = copy("calculator", tmp_path)
     done = llm_do("migrate", project, "--write")
-    assert done.returncode == 1  # done, with things left to do by hand
-    assert "tools.py:5: from llm_do.runtime import CallContext" in done.stderr
-    assert "3 things to do by hand" in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert "-from llm_do.runtime import CallContext\n" in done.stdout and "+class CalcTools(Toolset):\n" in done.stdout
+    assert "llm-do: 4 files changed" in done.stderr and "ok: 1 entries (main)" in done.stdout  # checked once written
     assert sorted(files(project)) == ["main.worker", "project.toml", "tools.py"]
-    (project / "tools.py").write_text(
-        "from pydantic_ai.toolsets import FunctionToolset\n\n"
-        "calc_tools = FunctionToolset()\n\n\n"
-        "@calc_tools.tool_plain\n"
-        "def factorial(n: int) -> int:\n"
-        '    """Calculate factorial of n."""\n'
-        "    result = 1\n"
-        "    for i in range(2, n + 1):\n"
-        "        result *= i\n"
-        "    return result\n"
-    )
-    assert llm_do("check", project).returncode == 0
+    tools = (project / "tools.py").read_text()
+    assert 'default_policy = ToolPolicy(default="ask", tools={"factorial": "allow", "add": "allow"})' in tools
     done = llm_do("run", project, "--model", "test", "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["output"] == '{"factorial":1}'  # TestModel calls factorial(n=0)
+    assert json.loads(done.stdout)["output"] == '{"factorial":1,"add":0.0}'  # TestModel calls each tool with zeros
 
 
 @pytest.mark.parametrize("json_output", [False, True])

@@ -172,7 +172,9 @@ def test_a_projects_prefix_on_the_command_line(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "unknown model provider 'acme'" in refused.stderr
 
 
-def test_the_earlier_register_model_factory_is_a_problem_naming_model_factory(tmp_path: Path) -> None:
+def test_the_earlier_register_model_factory_is_a_problem_naming_model_factory_and_migrate_rewrites_it(
+    tmp_path: Path,
+) -> None:
     from llm_do.project.migrate import plan_migration
 
     root = write(
@@ -194,8 +196,12 @@ def test_the_earlier_register_model_factory_is_a_problem_naming_model_factory(tm
     [(name, line, message)] = problems(root)
     assert (name, line) == ("providers.py", 1)
     assert "from llm_do import register_model_factory" in message and "llm_do.project.model_factory" in message
-    listed = [str(problem) for problem in plan_migration(root).untranslated]
-    assert any("llm_do.project.model_factory" in text for text in listed)
+    migration = plan_migration(root)
+    assert migration.untranslated == []
+    [change] = [change for change in migration.changes if change.path.name == "providers.py"]
+    assert change.new is not None
+    assert "from llm_do.project import model_factory\n" in change.new
+    assert 'acme = model_factory("acme", build)\n' in change.new and "register_model_factory" not in change.new
 
 
 def test_a_model_of_a_projects_prefix_is_recorded_and_replayed(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,16 @@ def test_every_problem_of_every_file_is_reported_together(tmp_path: Path) -> Non
     assert "RuntimeError: boom" in found[4][2]
     assert "worker 'c' has no model" in found[5][2]
     assert "--model" in found[5][2] and "LLM_DO_MODEL" in found[5][2]
+
+
+def test_a_worker_without_a_model_given_one_when_loaded_or_only_checked_loads_without_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, {"a.worker": "Go.\n"})
+    with caplog.at_level(logging.WARNING, logger="llm_do"):
+        load_project(tmp_path, model="test")  # --model: the worker's agent gets it
+        load_project(tmp_path, models_required=False)  # llm-do check, which notes workers without a model itself
+    assert caplog.records == []
 
 
 def test_an_unknown_key_does_not_hide_the_files_other_problems(tmp_path: Path) -> None:
@@ -365,16 +376,40 @@ def test_a_worker_replays_a_recording_and_a_missing_one_is_a_clear_problem(tmp_p
 
 
 def test_openai_compatible_server_settings_are_validated_and_kept_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    from llm_do import InvalidSettings, LlmDoSettings
-    from llm_do.project import resolve_model
+    from llm_do import InvalidSettings
+    from llm_do.project import ProjectSettings, resolve_model
 
     monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "localhost:8000")
     monkeypatch.setenv("LLM_DO_OPENAI_API_KEY", "sk-secret")
     with pytest.raises(InvalidSettings) as caught:
-        LlmDoSettings()
+        ProjectSettings()
     assert "LLM_DO_OPENAI_BASE_URL='localhost:8000': expected a URL with a scheme" in str(caught.value)
     monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "http://localhost:8000/v1")
-    settings = LlmDoSettings()
+    settings = ProjectSettings()
     assert "sk-secret" not in repr(settings)
     model = resolve_model("openai:local-model", root=Path("."), settings=settings.model_dump())
     assert isinstance(model, DeferredModel) and not model.built
+
+
+def test_a_projects_own_container_leaves_the_server_settings_to_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LLM_DO_OPENAI_*` are the project's settings, not the container's: a project whose container is a plain
+    `AgentContainer` still sends `openai-chat:` models to that server, and a bad value is a problem naming it."""
+    write(
+        tmp_path,
+        {
+            "app.py": "from containers import AgentContainer\n\nclass App(AgentContainer):\n    pass\n",
+            "ask.worker": "---\nmodel: openai-chat:qwen\n---\nAnswer.\n",
+        },
+    )
+    monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LLM_DO_OPENAI_API_KEY", "sk-local")
+    project = load_project(tmp_path)
+    entry = project.entries["ask"]
+    assert isinstance(entry, AgentEntry) and isinstance(entry.agent.model, DeferredModel)
+    assert entry.agent.model.endpoint_setting == "LLM_DO_OPENAI_BASE_URL"
+    assert str(entry.agent.model.wrapped.base_url) == "http://127.0.0.1:9/v1/"  # type: ignore[attr-defined]
+    monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "127.0.0.1:9")
+    [(_, line, message)] = problems(tmp_path)
+    assert line is None and message.startswith("invalid setting LLM_DO_OPENAI_BASE_URL='127.0.0.1:9': expected a URL")

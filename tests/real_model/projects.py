@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..cli_projects import llm_do
-from .httplog import exchanges
+from .httplog import Exchange, exchanges
 from .server import RecordedServer, recorded_server
 
 FILES = (
@@ -69,13 +70,23 @@ def desk(root: Path, *, extra: dict[str, str] | None = None) -> Path:
 
 
 def run(
-    project: Path, entry: str, prompt: str, answers: list[int], *, borrowed: tuple[int, ...] = (), **env: str
+    project: Path,
+    entry: str,
+    prompt: str,
+    answers: list[int],
+    *,
+    borrowed: Sequence[int | Exchange] = (),
+    recorded: Sequence[Exchange] | None = None,
+    flags: Sequence[str] = ("-v",),
+    **env: str,
 ) -> tuple[Any, str, int, RecordedServer]:
-    """`llm-do run PROJECT PROMPT --entry ENTRY -m openai-chat:qwen -v --json` against a server answering with the
-    recorded exchanges `answers` (then `borrowed`): the JSON document, stderr, the exit code and the server."""
-    with recorded_server(exchanges(), answers, borrowed=borrowed) as (url, server):
+    """`llm-do run PROJECT PROMPT --entry ENTRY -m openai-chat:qwen --json FLAGS` against a server answering with
+    the `recorded` exchanges (default: the llama-server log's) `answers`, then `borrowed`: the JSON document,
+    stderr, the exit code and the server. `-v` (a flag by default) streams the model's replies; without it they
+    are not streamed."""
+    with recorded_server(exchanges() if recorded is None else recorded, answers, borrowed=borrowed) as (url, server):
         ran = llm_do(
-            "run", project, prompt, "--entry", entry, "-m", "openai-chat:qwen", "-v", "--json",
+            "run", project, prompt, "--entry", entry, "-m", "openai-chat:qwen", "--json", *flags,
             env={"LLM_DO_OPENAI_BASE_URL": url, **env},
         )  # fmt: skip
     return json.loads(ran.stdout), ran.stderr, ran.returncode, server

@@ -14,11 +14,14 @@ answers to another conversation, for a turn the recorded model never saw: what a
 llm-do's own retry prompt), else a 500 whose body says what was asked.
 
 `drip` serves a runaway reply instead: the recorded text of an exchange streamed one small delta
-at a time, again and again, until the client goes away (`gone` is then set).
+at a time, again and again, until the client goes away (`gone` is then set). `stall` streams a given text once,
+a word at a time, and then never ends the reply (`sent` is set once the text is out): it waits for the client to go
+away (`"hang"`), or closes the connection as a server that died would (`"drop"`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -28,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 from .httplog import Exchange, sse_text
 
@@ -89,7 +92,10 @@ class RecordedServer:
     served: list[int] = field(default_factory=list)
     """The numbers of the recorded exchanges served, in order."""
     gone: threading.Event = field(default_factory=threading.Event)
-    """Set when a client left a dripping stream (it closed the connection)."""
+    """Set when a client left a dripping or stalled stream (it closed the connection)."""
+    stall: tuple[str, Literal["hang", "drop"]] | None = None
+    sent: threading.Event = field(default_factory=threading.Event)
+    """Set when a stalled stream has sent all its text."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take(self, body: dict[str, Any]) -> tuple[Exchange, list[tuple[str, str]]] | None:
@@ -116,6 +122,9 @@ def _handler(server: RecordedServer) -> type[BaseHTTPRequestHandler]:
                 return
             if server.drip is not None:
                 self._drip(server.drip)
+                return
+            if server.stall is not None:
+                self._stall(*server.stall)
                 return
             found = server.take(body)
             if found is None and server.borrowed:
@@ -159,6 +168,28 @@ def _handler(server: RecordedServer) -> type[BaseHTTPRequestHandler]:
             except OSError:  # the client closed the connection: the request was cancelled
                 server.gone.set()
 
+        def _stall(self, text: str, end: Literal["hang", "drop"]) -> None:
+            """`text`, a word per event, then no end: wait for the client to leave, or drop the connection."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            head = {"id": "chatcmpl-stall", "object": "chat.completion.chunk", "created": 1_795_918_676}
+            for piece in re.findall(r"\S+\s*|\s+", text):
+                chunk = {**head, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                data = f"data: {json.dumps(chunk)}\n\n".encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+            server.sent.set()
+            if end == "drop":
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            with contextlib.suppress(OSError):
+                self.rfile.read(1)  # b"" once the client closes its end
+            server.gone.set()
+            self.close_connection = True
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
@@ -167,14 +198,21 @@ def _handler(server: RecordedServer) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def recorded_server(
-    recorded: Sequence[Exchange], numbers: Sequence[int] = (), *, borrowed: Sequence[int] = (), drip: int | None = None
+    recorded: Sequence[Exchange],
+    numbers: Sequence[int] = (),
+    *,
+    borrowed: Sequence[int | Exchange] = (),
+    drip: int | None = None,
+    stall: tuple[str, Literal["hang", "drop"]] | None = None,
 ) -> Iterator[tuple[str, RecordedServer]]:
-    """A server on loopback answering with the recorded exchanges `numbers`, then `borrowed` ones (or dripping
-    exchange `drip`): its base URL (`http://127.0.0.1:PORT/v1`) and its state."""
+    """A server on loopback answering with the recorded exchanges `numbers`, then `borrowed` ones (numbers, or
+    answers made otherwise: `toolcalls.replies_in`), or dripping exchange `drip`, or streaming `stall`'s text
+    without an end: its base URL (`http://127.0.0.1:PORT/v1`) and its state."""
     state = RecordedServer(
         [recorded[n] for n in numbers],
-        [recorded[n] for n in borrowed],
+        [recorded[n] if isinstance(n, int) else n for n in borrowed],
         drip=recorded[drip] if drip is not None else None,
+        stall=stall,
     )
     http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     http.daemon_threads = True

@@ -81,6 +81,17 @@ def returns(messages: list[ModelMessage]) -> list[Any]:
     return [part.content for part in last.parts if isinstance(part, ToolReturnPart | RetryPromptPart)]
 
 
+def all_returns(messages: list[ModelMessage]) -> list[ToolReturnPart | RetryPromptPart]:
+    """What every tool returned (or every retry prompt said) in the conversation, in order."""
+    return [
+        part
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart | RetryPromptPart)
+    ]
+
+
 def call(tool_name: str, /, **args: Any) -> ModelResponse:
     return ModelResponse(parts=[ToolCallPart(tool_name, args)])
 
@@ -404,3 +415,50 @@ async def test_a_made_agents_call_streams_tagged_as_a_child_of_its_maker() -> No
     ]
     ended = [event for event in events if isinstance(event, CallEnded) and event.call.entry == "scribe"]
     assert [(event.outcome, event.usage.requests, event.usage.tool_calls) for event in ended] == [("ok", 2, 1)]
+
+
+async def test_instructions_over_the_limit_are_refused_with_the_limit_and_their_size() -> None:
+    """A made agent's instructions go with every request it makes: a model that writes megabytes of them reads why
+    they were refused (a tool error), and nothing is made."""
+    huge = "x" * (10 * 1024 * 1024)
+    script = model(
+        [
+            call("agent_create", name="scribe", instructions=huge, toolsets=[]),
+            call("agent_call", agent="scribe", input="hi"),
+            lambda messages: text(" | ".join(str(part.content) for part in all_returns(messages))),
+        ],
+        [],
+    )
+    config, making = RuntimeConfig(model=script), {"agents": ToolPolicy()}  # making agents asks nobody
+    async with Runtime(None, entries=[maker(["agents"])], toolsets=TOOLSETS, config=config, policies=making) as rt:
+        result = await rt.run("main", "go")
+    assert "the instructions are 10485760 bytes, over the limit of 32768 bytes" in result.output
+    assert "LLM_DO_MADE_AGENT_MAX_INSTRUCTIONS_BYTES" in result.output
+    assert "cannot call 'scribe'" in result.output
+    assert len(result.calls) == 1
+
+
+async def test_the_limit_on_instructions_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_DO_MADE_AGENT_MAX_INSTRUCTIONS_BYTES", "8")
+    script = model(
+        [
+            ModelResponse(
+                parts=[
+                    ToolCallPart("agent_create", {"name": "fits", "instructions": "Write é"}),  # 8 bytes in UTF-8
+                    ToolCallPart("agent_create", {"name": "over", "instructions": "Write éé"}),
+                ]
+            ),
+            lambda messages: text(" | ".join(map(str, returns(messages)))),
+        ],
+        [],
+    )
+    config = RuntimeConfig.from_settings(model=script)
+    assert config.made_agent_max_instructions_bytes == 8
+    making = {"agents": ToolPolicy()}  # making agents asks nobody
+    async with Runtime(None, entries=[maker(["agents"])], toolsets=TOOLSETS, config=config, policies=making) as rt:
+        result = await rt.run("main", "go")
+    made, refused = result.output.split(" | ")
+    assert made.startswith("Made agent 'fits'")
+    assert "the instructions are 10 bytes, over the limit of 8 bytes" in refused
+    with pytest.raises(ValueError, match="made_agent_max_instructions_bytes must be >= 1"):
+        RuntimeConfig(made_agent_max_instructions_bytes=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterable
 from typing import Any
 
@@ -25,7 +26,17 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, Runtime, RuntimeConfig, ToolPolicy, Toolset, ToolsetError, entry, tool
+from llm_do import (
+    AgentEntry,
+    ConfigurationError,
+    Runtime,
+    RuntimeConfig,
+    ToolPolicy,
+    Toolset,
+    ToolsetError,
+    entry,
+    tool,
+)
 from llm_do.run import CallScope
 from llm_do.testing import Step, Turn, answering, response, tool_call
 
@@ -142,6 +153,38 @@ async def test_runtime_model_is_used_when_the_agent_has_none() -> None:
     bare = AgentEntry(Agent(), name="bare")
     async with Runtime(None, entries=[bare], config=RuntimeConfig(model=model)) as runtime:
         assert (await runtime.run("bare", "hi")).output == "from the runtime's model"
+
+
+NO_MODEL = (
+    "entry 'bare' has no model: its agent names none, and the runtime has none. Set LLM_DO_MODEL (provider:name, "
+    "like openai:gpt-5.2), give the agent a model (Agent('provider:name', ...)), or give the runtime one "
+    "(RuntimeConfig(model=...)); a test can put one in place with agent.override(model=...)"
+)
+
+
+async def test_an_entry_without_a_model_on_a_runtime_without_one_is_told_where_a_model_comes_from(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bare = AgentEntry(Agent(instructions="Answer."), name="bare")
+    other = AgentEntry(Agent(instructions="Answer."), name="other")
+    with caplog.at_level(logging.WARNING, logger="llm_do"):
+        runtime = Runtime(None, entries=[bare])  # a warning at load: a model may still be put in place for a run
+    assert [record.getMessage() for record in caplog.records] == [NO_MODEL]
+    async with runtime:
+        with pytest.raises(ConfigurationError) as raised:
+            await runtime.run("bare", "hi")
+        assert str(raised.value) == NO_MODEL
+        with bare.agent.override(model=FunctionModel(lambda messages, info: response("put in place"))):
+            assert (await runtime.run("bare", "hi")).output == "put in place"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="llm_do"):
+        Runtime(None, entries=[bare, other])
+        Runtime(None, entries=[bare], config=RuntimeConfig(model="test"))  # the runtime's model: nothing to say
+    assert [record.getMessage() for record in caplog.records] == [
+        NO_MODEL.replace("entry 'bare' has", "entries 'bare', 'other' have").replace(
+            "its agent names", "their agents name"
+        )
+    ]
 
 
 async def test_text_entries_refuse_structured_input_with_advice() -> None:

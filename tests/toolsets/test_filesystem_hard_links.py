@@ -20,9 +20,9 @@ from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ToolReturnPart
 
 from containers import BuiltinToolsets
-from llm_do import AgentEntry, InvalidSettings, LlmDoSettings, Runtime, RuntimeConfig
+from llm_do import AgentEntry, InvalidSettings, Runtime, RuntimeConfig
 from llm_do.testing import ScriptedModel, tool_call
-from llm_do.toolsets import FilesystemToolset
+from llm_do.toolsets import FilesystemToolset, ToolsetSettings
 
 from ..filesystem_fixtures import SECRET, Sentinel, build_layout, call_tools, tree_of
 
@@ -141,12 +141,12 @@ async def test_the_model_reads_the_refusal_and_the_run_goes_on(layout: tuple[Pat
 
 
 def test_the_setting_is_checked_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert LlmDoSettings().filesystem.allow_hard_links is False
-    assert LlmDoSettings(filesystem={"allow_hard_links": True}).filesystem.allow_hard_links is True
+    assert ToolsetSettings().filesystem.allow_hard_links is False
+    assert ToolsetSettings(filesystem={"allow_hard_links": True}).filesystem.allow_hard_links is True
     with pytest.raises(InvalidSettings, match=r"filesystem\.allow_hard_links='sometimes': expected a valid boolean"):
-        LlmDoSettings(filesystem={"allow_hard_links": "sometimes"})
+        ToolsetSettings(filesystem={"allow_hard_links": "sometimes"})
     monkeypatch.setenv("LLM_DO_FILESYSTEM__ALLOW_HARD_LINKS", "sometimes")
     with pytest.raises(InvalidSettings, match="LLM_DO_FILESYSTEM__ALLOW_HARD_LINKS='sometimes'"):
-        LlmDoSettings()
+        ToolsetSettings()
     with pytest.raises(ValueError, match="allow_hard_links must be True or False"):
         FilesystemToolset(".", allow_hard_links="yes")  # type: ignore[arg-type]

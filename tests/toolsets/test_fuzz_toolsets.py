@@ -70,7 +70,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, AttachmentSettings, RunResult, Runtime, RuntimeConfig
+from llm_do import AgentEntry, AttachmentSettings, ModelLimits, RunResult, Runtime, RuntimeConfig
 from llm_do.toolkit import open_handles
 from llm_do.toolsets import (
     CommandResult,
@@ -101,7 +101,9 @@ settings.register_profile(
 FUZZ = settings.get_profile("llm-do-fuzz")
 FUZZ_EXAMPLES = FUZZ.max_examples  # per toolset; `sql` shares them between SQLite and PostgreSQL
 SQL_EXAMPLES = {"sqlite": FUZZ_EXAMPLES - FUZZ_EXAMPLES // 2, "postgresql": FUZZ_EXAMPLES // 2}
-APPROVE = RuntimeConfig(approval_mode="approve_all")
+# The scripts are no model going round in circles: the same call made again is what they explore, so the guard
+# that ends such a run (`repeated_calls`, tested in tests/models) is off here.
+APPROVE = RuntimeConfig(approval_mode="approve_all", limits=ModelLimits(repeated_calls=0))
 MAX_BATCH = 4  # calls in one model response
 
 
@@ -611,7 +613,7 @@ def test_fuzz_attachments(base: Path, runner: asyncio.Runner) -> None:
     parent = AgentEntry(Agent(harness.model(), retries=1000), name="fuzzer", toolsets=["reader"])
     child = AgentEntry(Agent(FunctionModel(reader)), name="reader")
     limits = AttachmentSettings(max_file_bytes=4096, max_files=3)
-    config = RuntimeConfig(approval_mode="approve_all", project_root=root, attachments=limits)
+    config = RuntimeConfig(approval_mode="approve_all", project_root=root, attachments=limits, limits=APPROVE.limits)
     harness.runtime = Runtime(None, entries=[parent, child], config=config)
     runner.run(harness.runtime.__aenter__())
     expected = {name: (root / name).read_bytes() for name in READABLE}

@@ -30,14 +30,13 @@ from llm_do import (
     ApprovalUnavailable,
     CallScope,
     InvalidSettings,
-    LlmDoSettings,
     Runtime,
     RuntimeConfig,
     ToolPolicy,
     entry,
 )
 from llm_do.testing import Step, Turn, answering, response, settle, tool_call, track_leaks
-from llm_do.toolsets import CommandResult, ShellRule, ShellToolset
+from llm_do.toolsets import CommandResult, ShellRule, ShellToolset, ToolsetSettings
 
 from ..cli_projects import start_llm_do
 
@@ -469,13 +468,13 @@ async def test_the_settings_configure_the_builtin_provider(builtin_app: Callable
 
 
 def test_shell_settings_parse_lists_and_report_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert LlmDoSettings().shell_allow == []
+    assert ToolsetSettings().shell_allow == []
     monkeypatch.setenv("LLM_DO_SHELL_ALLOW", '["git", "/opt/bin/lint"]')
-    assert LlmDoSettings().shell_allow == ["git", "/opt/bin/lint"]
+    assert ToolsetSettings().shell_allow == ["git", "/opt/bin/lint"]
     monkeypatch.setenv("LLM_DO_SHELL_ALLOW", "rm -rf,ls")
     monkeypatch.setenv("LLM_DO_SHELL_TIMEOUT", "0")
     with pytest.raises(InvalidSettings) as raised:
-        LlmDoSettings()
+        ToolsetSettings()
     assert list(raised.value.problems) == [
         "LLM_DO_SHELL_ALLOW='rm -rf,ls': expected program names or absolute paths, separated by commas "
         "(or a JSON list), like LLM_DO_SHELL_ALLOW=git,ls,rg",
