@@ -33,7 +33,16 @@ from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
 
-__all__ = ["WRITE_DELAY", "Journal", "JournalEntry", "JournalModel", "JournalStore", "JournalUnreachable", "WentLive"]
+__all__ = [
+    "WRITE_DELAY",
+    "Journal",
+    "JournalEntry",
+    "JournalModel",
+    "JournalStore",
+    "JournalUnreachable",
+    "Unwritten",
+    "WentLive",
+]
 
 logger = logging.getLogger("llm_do.journal")
 
@@ -140,6 +149,19 @@ class _Kept:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Unwritten:
+    """Responses a journal kept and has not handed to its store (`Journal.unwritten`): its entries, in order, and the
+    `(call, position)` from which each call's earlier entries are stale (as `JournalStore.write` takes them)."""
+
+    entries: list[JournalEntry]
+    stale: list[tuple[str, int]]
+    kept: list[_Kept]
+
+    def __bool__(self) -> bool:
+        return bool(self.kept)
+
+
 class Journal:
     """One run's journal: what earlier attempts recorded (`entries`), and what this attempt replays and sends.
 
@@ -162,7 +184,9 @@ class Journal:
         self._timer: asyncio.TimerHandle | None = None
         """Starts the writer `WRITE_DELAY` after a response is kept while none runs."""
         self._writer: asyncio.Task[None] | None = None
-        """Writes what is pending, a batch at a time, until nothing is."""
+        """Writes what is pending, a batch at a time, until nothing is (or `unwritten` takes it)."""
+        self._holding = False
+        """While `unwritten` waits for the write under way: the writer stops after it."""
         self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
         self._outside = _Call(OUTSIDE)
         self._paths = frozenset(call for call, _ in self.recorded)
@@ -284,8 +308,34 @@ class Journal:
         if writer is not None:
             await asyncio.wait((writer,))
 
+    async def unwritten(self) -> Unwritten:
+        """Take the responses kept and not written yet, for the caller to write with statements of its own (a job's
+        result: one round trip at the run's end instead of two); the write under way is waited for first, so they
+        come after it. Give them back with `restore` if they could not be written."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        writer = self._writer
+        if writer is not None and not writer.done():
+            self._holding = True
+            try:
+                await asyncio.wait((writer,))
+            finally:
+                self._holding = False
+        kept, self._pending = self._pending, []
+        entries = [item.entry() for item in kept]
+        stale = [(entry.call, entry.position) for entry, item in zip(entries, kept, strict=True) if item.went_live]
+        return Unwritten(entries, stale, kept)
+
+    def restore(self, unwritten: Unwritten) -> None:
+        """Give back responses `unwritten` took that the caller did not write: the journal writes them again (before
+        any kept since), as it writes any; `settled` waits for them."""
+        self._pending[:0] = unwritten.kept
+        if self._pending and (self._writer is None or self._writer.done()) and self._timer is None:
+            self._start_writer()
+
     async def _write_pending(self) -> None:
-        while self._pending:
+        while self._pending and not self._holding:
             batch, self._pending = self._pending, []
             try:
                 await self._write(batch)
