@@ -13,14 +13,20 @@ Starts a throwaway PostgreSQL server (tests/postgres.py, unix socket only).
    once, alternating, each write awaited: the request's key (a SHA-256 of the conversation, tools and
    settings) plus the write (one INSERT), or on a re-run the key plus the lookup of the journaled answer.
    `--big` makes every tool return 2 KB of text.
-2. Throughput. One worker process (`llm-do worker bench_journal:queue`) serves three entries with the
-   same script: one journaled, two not (`JobEntry(journal=False)`; the second is a control, whose ratio
-   to the first shows how much two identical batches differ on this machine). The model takes
-   `--latency` seconds per request (default 50 ms) and a run makes 3 requests. Batches of jobs of each
-   entry take turns; each is timed from its first defer until its last job has succeeded, and the
-   worker's CPU time (user + system, from /proc) is divided by its jobs.
+2. Throughput against worker processes. For each number of worker processes (`--workers`, default 1, 2
+   and 4; `llm-do worker bench_journal:queue`, each running `--concurrency` jobs at once, default 10), a
+   cluster of workers on a database of its own; every cluster is up at once. The workers serve three
+   entries with the same script: one journaled, two not (`JobEntry(journal=False)`; the second is a
+   control, whose ratio to the first shows how much two identical batches differ on this machine). The
+   model takes `--latency` seconds per request (default 50 ms) and a run makes 3 requests. Each round
+   goes through the clusters, and through the entries within one, in an order that turns; a batch
+   (`--jobs` per worker) is deferred 8 at a time and timed from its first defer until its last job has
+   ended. Per batch: jobs per second, the workers' CPU time (user + system, from /proc) per job, and the
+   PostgreSQL server's (its backends', this process's included) per job. The ratio of a round is its
+   journaled batch's jobs per second over its batch without the journal.
 
-    python benchmarks/bench_journal.py [--rounds 5] [--jobs 30] [--concurrency 1 10] [--big]
+    python benchmarks/bench_journal.py [--rounds 5] [--jobs 150] [--workers 1 2 4] [--concurrency 10]
+        [--big] [--skip-costs] [--skip-throughput]
 """
 
 from __future__ import annotations
