@@ -185,14 +185,14 @@ class Journal:
         """Responses kept and not yet handed to the store, in order."""
         self._timer: asyncio.TimerHandle | None = None
         """Starts the writer `WRITE_DELAY` after a response that calls no tool is kept while none runs (or after a
-        write, when only such responses are pending)."""
+        write, when only such responses were kept meanwhile)."""
         self._writer: asyncio.Task[None] | None = None
         """Writes what is pending, a batch at a time, until nothing is (or `unwritten` takes it)."""
         self._holding = False
         """While `unwritten` waits for the write under way: the writer stops after it."""
         self._all_due = False
-        """Every pending response is written now (`WRITE_DELAY` is over, or the run's end waits for them), not only
-        those up to the last that calls tools."""
+        """Every pending response is written now (`WRITE_DELAY` is over, or the run's end waits for them), even when
+        none of them calls tools."""
         self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
         self._outside = _Call(OUTSIDE)
         self._paths = frozenset(call for call, _ in self.recorded)
@@ -356,15 +356,11 @@ class Journal:
 
     async def _write_pending(self) -> None:
         while self._pending and not self._holding:
-            if self._all_due:
-                batch, self._pending = self._pending, []
-            else:  # written at once: up to the last response that calls tools; those after it wait `WRITE_DELAY`
-                due = max((index + 1 for index, kept in enumerate(self._pending) if kept.calls_tools), default=0)
-                if not due:
-                    if self._timer is None:
-                        self._timer = system_timer(WRITE_DELAY, self._delay_over)
-                    return
-                batch, self._pending = self._pending[:due], self._pending[due:]
+            if not self._all_due and not any(kept.calls_tools for kept in self._pending):
+                if self._timer is None:  # only responses that call no tool: they wait `WRITE_DELAY`
+                    self._timer = system_timer(WRITE_DELAY, self._delay_over)
+                return
+            batch, self._pending = self._pending, []
             try:
                 await self._write(batch)
             except JournalUnreachable as error:

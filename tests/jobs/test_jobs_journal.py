@@ -481,14 +481,15 @@ async def result_and_rows(queue: JobQueue, job_id: int) -> tuple[str, dict[tuple
 async def test_the_responses_unwritten_when_a_run_ends_are_written_with_the_jobs_result(
     queue: JobQueue, tmp_path: Path
 ) -> None:
-    """The last response, which calls no tool and arrives just before the run ends, goes into the statement that
-    stores the job's result: one transaction, and no round trip of its own between the run's end and the result.
-    (The responses that call tools are written as they arrive: see the test after next.)"""
-    record = await run_in_process(queue, "counter", ask(tmp_path / "notes"))
+    """The responses that call tools are written as they arrive (the model takes 50 ms a request); the last one,
+    which calls none and arrives just before the run ends, goes into the statement that stores the job's result: one
+    transaction, and no round trip of its own between the run's end and the result."""
+    record = await run_in_process(queue, "counter", ask(tmp_path / "notes", latency=0.05))
     assert record.status == "succeeded" and record.journal == {"replayed": 0, "sent": 5, "live_from": []}
     result, written = await result_and_rows(queue, record.id)
     assert sorted(written) == [("counter", position) for position in range(5)]
     assert written[("counter", 4)] == (result, 1)
+    assert all(written[("counter", position)][0] != result for position in range(4))  # written as they came
 
 
 @pytest.mark.usefixtures("writes_held_to_the_end")
@@ -497,7 +498,7 @@ async def test_a_journal_that_went_live_is_replaced_and_its_last_response_writte
 ) -> None:
     """tuned (its temperature follows the attempt) fails on its first attempt; the second attempt's first request
     differs, so its responses replace the journal from there, the last one with the job's result."""
-    record = await run_in_process(queue, "tuned", ask(tmp_path / "notes"))
+    record = await run_in_process(queue, "tuned", ask(tmp_path / "notes", latency=0.05))
     assert record.status == "succeeded" and record.attempts == 2, record
     assert record.journal == {
         "replayed": 0,
