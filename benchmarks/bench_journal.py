@@ -13,25 +13,33 @@ Starts a throwaway PostgreSQL server (tests/postgres.py, unix socket only).
    once, alternating, each write awaited: the request's key (a SHA-256 of the conversation, tools and
    settings) plus the write (one INSERT), or on a re-run the key plus the lookup of the journaled answer.
    `--big` makes every tool return 2 KB of text.
-2. Throughput. One worker process (`llm-do worker bench_journal:queue`) serves three entries with the
-   same script: one journaled, two not (`JobEntry(journal=False)`; the second is a control, whose ratio
-   to the first shows how much two identical batches differ on this machine). The model takes
-   `--latency` seconds per request (default 50 ms) and a run makes 3 requests. Batches of jobs of each
-   entry take turns; each is timed from its first defer until its last job has succeeded, and the
-   worker's CPU time (user + system, from /proc) is divided by its jobs.
+2. Throughput against worker processes. For each number of worker processes (`--workers`, default 1, 2
+   and 4; `llm-do worker bench_journal:queue`, each running `--concurrency` jobs at once, default 10), a
+   cluster of workers on a database of its own; every cluster is up at once. The workers serve three
+   entries with the same script: one journaled, two not (`JobEntry(journal=False)`; the second is a
+   control, whose ratio to the first shows how much two identical batches differ on this machine). The
+   model takes `--latency` seconds per request (default 50 ms) and a run makes 3 requests. Each round
+   goes through the clusters, and through the entries within one, in an order that turns; a batch
+   (`--jobs` per worker) is deferred 8 at a time and timed from its first defer until its last job has
+   ended. Per batch: jobs per second, the workers' CPU time (user + system, from /proc) per job, and the
+   PostgreSQL server's (its backends', this process's included) per job. The ratio of a round is its
+   journaled batch's jobs per second over its batch without the journal.
 
-    python benchmarks/bench_journal.py [--rounds 5] [--jobs 30] [--concurrency 1 10] [--big]
+    python benchmarks/bench_journal.py [--rounds 5] [--jobs 150] [--workers 1 2 4] [--concurrency 10]
+        [--big] [--skip-costs] [--skip-throughput]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -226,7 +234,7 @@ async def cost_in_runs(pool: Any, rounds: int, big: bool) -> dict[str, list[floa
 # -- 2. throughput -----------------------------------------------------------------------------------
 
 
-def start_worker(concurrency: int, dsn: str, latency: float) -> subprocess.Popen[bytes]:
+def start_workers(count: int, concurrency: int, dsn: str, latency: float) -> list[subprocess.Popen[bytes]]:
     env = {
         **os.environ,
         "LLM_DO_JOBS_DATABASE_URL": dsn,
@@ -242,58 +250,115 @@ def start_worker(concurrency: int, dsn: str, latency: float) -> subprocess.Popen
         "bench_journal:queue",
         "--app-dir",
         str(ROOT / "benchmarks"),
+        "--concurrency",
+        str(concurrency),
     ]
-    return subprocess.Popen([*command, "--concurrency", str(concurrency)], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    return [subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL) for _ in range(count)]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process `pid` so far (Linux)."""
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """User and system CPU time of process `pid` so far (Linux), with that of its waited-for children if asked."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
-async def batch(
-    deferrer: JobQueue, conn: asyncpg.Connection[Any], entry: str, jobs: int, worker: int
-) -> tuple[float, float]:
-    """Jobs per second of a batch of `jobs` jobs of `entry`, and the worker's CPU time per job."""
-    cpu = cpu_seconds(worker)
+def server_cpu_seconds(postgres: PostgresServer) -> float:
+    """CPU time of the PostgreSQL server so far: the postmaster, its live backends, and those that ended."""
+    assert postgres.data_dir is not None
+    postmaster = int((postgres.data_dir / "postmaster.pid").read_text().split()[0])
+    total = cpu_seconds(postmaster, children=True)
+    for child in Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            total += cpu_seconds(int(child))
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    rate: float
+    """Jobs per second."""
+    worker_cpu: float
+    """CPU seconds per job, all worker processes together."""
+    server_cpu: float
+    """CPU seconds per job of PostgreSQL (every backend, those of this process included)."""
+
+
+@dataclass(slots=True)
+class Cluster:
+    """Worker processes on a database of their own, and a process-side queue to defer into it."""
+
+    workers: list[subprocess.Popen[bytes]]
+    deferrer: JobQueue
+    conn: asyncpg.Connection[Any]
+    concurrency: int
+
+
+async def batch(cluster: Cluster, postgres: PostgresServer, entry: str, jobs: int) -> Batch:
+    """Defer `jobs` jobs of `entry` (8 at a time) and wait until all have ended."""
+    worker_cpu = sum(cpu_seconds(worker.pid) for worker in cluster.workers)
+    server_cpu = server_cpu_seconds(postgres)
     started = time.perf_counter()
-    first = await deferrer.defer(entry, "job 0")
-    for number in range(1, jobs):
-        await deferrer.defer(entry, f"job {number}")
+    first = await cluster.deferrer.defer(entry, "job 0")
+    pending = iter(range(1, jobs))
+
+    async def defer_some() -> None:
+        for number in pending:
+            await cluster.deferrer.defer(entry, f"job {number}")
+
+    await asyncio.gather(*(defer_some() for _ in range(8)))
     done_sql = "SELECT count(*) FROM procrastinate_jobs WHERE id >= $1 AND status IN ('succeeded', 'failed')"
-    while await conn.fetchval(done_sql, first) < jobs:  # noqa: ASYNC110  (polling the database)
+    while await cluster.conn.fetchval(done_sql, first) < jobs:  # noqa: ASYNC110  (polling the database)
         await asyncio.sleep(0.02)
     elapsed = time.perf_counter() - started
-    used = cpu_seconds(worker) - cpu
-    failed = await conn.fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status = 'failed'")
+    worker_used = sum(cpu_seconds(worker.pid) for worker in cluster.workers) - worker_cpu
+    server_used = server_cpu_seconds(postgres) - server_cpu
+    failed = await cluster.conn.fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status = 'failed'")
     if failed:
         raise RuntimeError(f"{failed} jobs failed")
-    return jobs / elapsed, used / jobs
+    return Batch(jobs / elapsed, worker_used / jobs, server_used / jobs)
+
+
+@contextlib.asynccontextmanager
+async def cluster(postgres: PostgresServer, count: int, concurrency: int, latency: float) -> AsyncIterator[Cluster]:
+    async with fresh_database(postgres) as dsn, JobQueue(dsn, entries=queue.entries.values()) as deferrer:
+        await deferrer.apply_schema()
+        workers = start_workers(count, concurrency, dsn, latency)
+        conn = await asyncpg.connect(dsn)
+        try:
+            while await conn.fetchval("SELECT count(*) FROM procrastinate_workers") < count:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            yield Cluster(workers, deferrer, conn, concurrency)
+        finally:
+            await conn.close()
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.wait(timeout=60)
 
 
 async def throughput(
-    postgres: PostgresServer, concurrency: int, jobs: int, rounds: int, latency: float
-) -> dict[str, list[tuple[float, float]]]:
-    measured: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
-    async with fresh_database(postgres) as dsn, JobQueue(dsn, entries=queue.entries.values()) as deferrer:
-        await deferrer.apply_schema()
-        worker = start_worker(concurrency, dsn, latency)
-        conn = await asyncpg.connect(dsn)
-        try:
-            while await conn.fetchval("SELECT count(*) FROM procrastinate_workers") < 1:  # noqa: ASYNC110
-                await asyncio.sleep(0.1)
-            await batch(deferrer, conn, "plain", concurrency * 2, worker.pid)  # warm up
-            for number in range(rounds):
-                order = VARIANTS[number % 3 :] + VARIANTS[: number % 3]
-                for entry in order:
-                    measured[entry].append(await batch(deferrer, conn, entry, jobs, worker.pid))
-                shown = ", ".join(f"{name} {measured[name][-1][0]:.2f} jobs/s" for name in VARIANTS)
-                print(f"concurrency {concurrency}, round {number + 1}: {shown}", flush=True)
-        finally:
-            await conn.close()
-            worker.terminate()
-            worker.wait(timeout=60)
+    postgres: PostgresServer, counts: list[int], concurrency: int, jobs: int, rounds: int, latency: float
+) -> dict[int, dict[str, list[Batch]]]:
+    """Per number of worker processes, the batches of each variant. Every cluster of workers is up at once;
+    each round goes through the clusters, and through the variants within one, in an order that turns."""
+    measured: dict[int, dict[str, list[Batch]]] = {count: {name: [] for name in VARIANTS} for count in counts}
+    async with contextlib.AsyncExitStack() as stack:
+        clusters = {
+            count: await stack.enter_async_context(cluster(postgres, count, concurrency, latency)) for count in counts
+        }
+        for count, opened in clusters.items():
+            await batch(opened, postgres, "plain", jobs * count)  # warm up
+            await batch(opened, postgres, "journaled", jobs * count)
+        for number in range(rounds):
+            order = counts[number % len(counts) :] + counts[: number % len(counts)]
+            for count in order:
+                variants = VARIANTS[number % 3 :] + VARIANTS[: number % 3]
+                for entry in variants:
+                    measured[count][entry].append(await batch(clusters[count], postgres, entry, jobs * count))
+                shown = ", ".join(f"{name} {measured[count][name][-1].rate:.2f}" for name in VARIANTS)
+                load = os.getloadavg()[0]
+                print(f"round {number + 1}, {count} worker(s): jobs/s {shown} (load {load:.1f})", flush=True)
     return measured
 
 
@@ -303,45 +368,55 @@ async def throughput(
 async def main(args: argparse.Namespace) -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     with temporary_postgres() as postgres:
-        async with fresh_database(postgres) as dsn, JobQueue(dsn, entries=["journaled"]) as opened:
-            await opened.apply_schema()
-            in_runs = await cost_in_runs(opened.pool, args.rounds * 40, args.big)
-            work = await work_per_request(opened.pool, args.rounds * 20, args.big)
-        returns = "2 KB" if args.big else "short"
-        print(f"\njournal cost per model request ({returns} tool returns, 10 requests a run):")
-        print("| | median | p90 |\n|---|---:|---:|")
-        for label, values in {**in_runs, **work}.items():
-            ordered = sorted(values)
-            p90 = ordered[int(len(ordered) * 0.9)]
-            print(f"| {label} | {statistics.median(values) * 1000:.3f} ms | {p90 * 1000:.3f} ms |")
+        if not args.skip_costs:
+            async with fresh_database(postgres) as dsn, JobQueue(dsn, entries=["journaled"]) as opened:
+                await opened.apply_schema()
+                in_runs = await cost_in_runs(opened.pool, args.rounds * 40, args.big)
+                work = await work_per_request(opened.pool, args.rounds * 20, args.big)
+            returns = "2 KB" if args.big else "short"
+            print(f"\njournal cost per model request ({returns} tool returns, 10 requests a run):")
+            print("| | median | p90 |\n|---|---:|---:|")
+            for label, values in {**in_runs, **work}.items():
+                ordered = sorted(values)
+                p90 = ordered[int(len(ordered) * 0.9)]
+                print(f"| {label} | {statistics.median(values) * 1000:.3f} ms | {p90 * 1000:.3f} ms |")
         if args.skip_throughput:
             return
-        print(f"\nthroughput, {args.latency * 1000:.0f} ms per request, 3 requests a job:")
-        rows = []
-        for concurrency in args.concurrency:
-            measured = await throughput(postgres, concurrency, args.jobs * concurrency, args.rounds, args.latency)
-            rows.append((concurrency, measured))
         print(
-            "| concurrency | journaled jobs/s | without journal jobs/s | ratio | control: again without, ratio |"
-            " worker CPU per job: journaled | without |"
+            f"\nthroughput, {args.latency * 1000:.0f} ms per request, 3 requests a job, concurrency {args.concurrency}"
+            f" per worker, {args.jobs} jobs a batch per worker, {args.rounds} rounds:"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|")
-        for concurrency, measured in rows:
-            rate = {name: statistics.median(rate for rate, _ in measured[name]) for name in VARIANTS}
-            cpu = {name: statistics.median(used for _, used in measured[name]) for name in VARIANTS}
+        measured = await throughput(postgres, args.workers, args.concurrency, args.jobs, args.rounds, args.latency)
+        print(
+            "| workers | journaled jobs/s | without jobs/s | ratio (median, range of the rounds) |"
+            " control's ratio (range) | worker CPU per job: journaled | without | PostgreSQL CPU per job: journaled |"
+            " without |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for count, batches in measured.items():
+            ratios = [j.rate / p.rate for j, p in zip(batches["journaled"], batches["plain"], strict=True)]
+            control = [c.rate / p.rate for c, p in zip(batches["control"], batches["plain"], strict=True)]
+
+            def median(name: str, field: str, batches: dict[str, list[Batch]] = batches) -> float:
+                return float(statistics.median(getattr(each, field) for each in batches[name]))
+
             print(
-                f"| {concurrency} | {rate['journaled']:.2f} | {rate['plain']:.2f} | "
-                f"{rate['journaled'] / rate['plain']:.3f} | {rate['control'] / rate['plain']:.3f} | "
-                f"{cpu['journaled'] * 1000:.1f} ms | {cpu['plain'] * 1000:.1f} ms |"
+                f"| {count} | {median('journaled', 'rate'):.2f} | {median('plain', 'rate'):.2f} | "
+                f"**{statistics.median(ratios):.3f}** ({min(ratios):.3f} to {max(ratios):.3f}) | "
+                f"{statistics.median(control):.3f} ({min(control):.3f} to {max(control):.3f}) | "
+                f"{median('journaled', 'worker_cpu') * 1000:.1f} ms | {median('plain', 'worker_cpu') * 1000:.1f} ms | "
+                f"{median('journaled', 'server_cpu') * 1000:.1f} ms | {median('plain', 'server_cpu') * 1000:.1f} ms |"
             )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--jobs", type=int, default=30, help="jobs per batch, per unit of concurrency")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 10])
+    parser.add_argument("--jobs", type=int, default=150, help="jobs per batch, per worker process")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="worker processes")
+    parser.add_argument("--concurrency", type=int, default=10, help="jobs each worker runs at once")
     parser.add_argument("--latency", type=float, default=LATENCY)
     parser.add_argument("--big", action="store_true", help="tools return 2 KB of text each")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-costs", action="store_true", help="only the jobs per second")
     asyncio.run(main(parser.parse_args()))

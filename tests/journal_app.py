@@ -3,7 +3,8 @@ import it (`tests.journal_app:queue`, `tests.journal_app:parking`).
 
 Every model here counts: each request it receives appends `sent <who> <index> <attempt>` to the notes
 file named in the run's prompt (a JSON object), so the test, in another process, sees which requests
-were paid for on which attempt. On a job's first attempt, the request whose index is the prompt's `hold`
+were paid for on which attempt. A prompt's `latency` makes every request take that many seconds. On a job's first
+attempt, the request whose index is the prompt's `hold`
 notes `holding <who>` and never answers: the test kills the worker then; the request whose index is the prompt's
 `answer_once_asked` answers only once another call of the job has asked a question (a slower sibling, without a
 clock). The reviewer, handed files, notes the
@@ -72,6 +73,8 @@ def counting(who: Callable[[dict[str, Any]], str], script: Script) -> FunctionMo
         attempt = job.attempt if job is not None else 0
         name = who(fields)
         note(fields["notes"], f"sent {name} {index} {attempt}")
+        if fields.get("latency"):
+            await asyncio.sleep(fields["latency"])
         if index == fields.get("hold") and attempt == 1:
             note(fields["notes"], f"holding {name}")
             await asyncio.sleep(3600)

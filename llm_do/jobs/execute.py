@@ -8,6 +8,7 @@ import binascii
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,11 +18,12 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..approvals import Approver, stable_approval_ids
 from ..files import Attachment, AttachmentError
-from ..models.journal import Journal
+from ..models.journal import Journal, Unwritten
 from ..results import RunReport, RunResult, run_report
 from ..run import Runtime
 from .context import JobInfo, reset_current, set_current
-from .journal import JobJournals
+from .journal import JobJournals, PostgresJournal
+from .journal_writer import JournalRows
 from .parking import Parking, RunParked
 from .records import calls_json, output_json, usage_json
 from .retry import WorkerShutdown
@@ -84,26 +86,24 @@ async def perform(
             installed = journals.installed(runtime, job.entry, journal)
             if isinstance(approver, Parking):
                 approver.journal = journal  # a resumed run that diverges before its question parks a round further
-        try:
-            with installed, asking:
-                result = await runtime.run(
-                    job.entry,
-                    input_data,
-                    trace_parent=job.traceparent,
-                    attachments=handed,
-                    approver=approver,
-                    session=session,
-                )
-        finally:
-            if journal is not None:
-                await _shielded(journal.settled())  # the last responses are written before the job ends
+        with installed, asking:
+            result = await runtime.run(
+                job.entry,
+                input_data,
+                trace_parent=job.traceparent,
+                attachments=handed,
+                approver=approver,
+                session=session,
+            )
     except BaseException as error:
         cancelled = isinstance(error, asyncio.CancelledError)
         if not (cancelled or isinstance(error, Exception)):
+            await _written(journal)
             raise  # KeyboardInterrupt, SystemExit: the process is going, nothing to store
         ended = None if cancelled else _ended(approver)  # a tool may have caught it, and raised something else
         if isinstance(ended, RunParked):
             logger.info("%s", ended)
+            await _written(journal)  # the resumed run replays them
             if ended is error:
                 raise
             raise ended from error
@@ -124,6 +124,7 @@ async def perform(
     ended = _ended(approver)  # a tool caught what the approver raised, and the run went on
     if isinstance(ended, RunParked):
         logger.info("%s", ended)
+        await _written(journal)
         raise ended
     try:
         if ended is None:
@@ -192,13 +193,18 @@ async def _stored(
     error: str | None,
     journal: Journal | None,
 ) -> None:
-    """Store the run's result, retrying while the database is unreachable: a run that finished is not
-    failed (or run again) because PostgreSQL restarted just then."""
+    """Store the run's result, with the responses its journal has not written yet (one round trip), retrying
+    while the database is unreachable: a run that finished is not failed (or run again) because PostgreSQL
+    restarted just then. The first attempt is finished even if the job is cancelled meanwhile: the journal's last
+    responses are written, as a response written beside the run is."""
     deadline = asyncio.get_running_loop().time() + STORE_PATIENCE
     delay = 0.1
+    last = _LastResponses(journal) if journal is not None else None
+    first = True
     while True:
         try:
-            await _store(pool, job, started, outcome, output, run, error, journal)
+            write = _store(pool, job, started, outcome, output, run, error, journal, last)
+            await (_shielded(write) if first and last is not None else write)
             return
         except (psycopg.OperationalError, PoolTimeout) as lost:
             if asyncio.get_running_loop().time() + delay > deadline:
@@ -206,9 +212,44 @@ async def _stored(
             logger.warning("job %d: storing its result failed (%s); retrying in %.1fs", job.id, lost, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+        except psycopg.Error:
+            if last is None or not last.rows:
+                raise
+            await _shielded(last.refused())  # written as the journal writes any; then the result alone
+        first = False
 
 
-def _store(
+@dataclass(slots=True)
+class _LastResponses:
+    """The responses a run's journal had not written when the run ended, written with the job's result."""
+
+    journal: Journal
+    unwritten: Unwritten | None = None
+    rows: JournalRows | None = None
+
+    async def taken(self) -> JournalRows | None:
+        """The rows to write with the result (taken from the journal once, after the write under way)."""
+        if self.unwritten is None:
+            unwritten = await self.journal.unwritten()
+            store = self.journal.store
+            if isinstance(store, PostgresJournal):
+                self.rows = store.rows(unwritten.entries, unwritten.stale) if unwritten else None
+            elif unwritten:  # a store of its own: the journal writes them
+                self.journal.restore(unwritten)
+                await self.journal.settled()
+            self.unwritten = unwritten
+        return self.rows
+
+    async def refused(self) -> None:
+        """PostgreSQL refused the statement: the journal writes them (each alone if need be, so a response it
+        refuses costs only itself and is counted unsaved), and the result goes without them."""
+        if self.unwritten:
+            self.journal.restore(self.unwritten)
+        self.rows = None
+        await self.journal.settled()
+
+
+async def _store(
     pool: AsyncConnectionPool[Any],
     job: JobInfo,
     started: datetime,
@@ -217,9 +258,11 @@ def _store(
     run: RunResult | RunReport | None,
     error: str | None,
     journal: Journal | None,
-) -> Awaitable[None]:
+    last: _LastResponses | None = None,
+) -> None:
+    rows = await last.taken() if last is not None else None
     usage, calls = (usage_json(run.usage), calls_json(run.calls)) if run is not None else ({}, [])
-    return write_result(
+    await write_result(
         pool,
         job_id=job.id,
         entry=job.entry,
@@ -233,7 +276,14 @@ def _store(
         worker=job.worker,
         started_at=started,
         finished_at=datetime.now(UTC),
+        journal_rows=rows,
     )
+
+
+async def _written(journal: Journal | None) -> None:
+    """Every response the run's journal kept is written: the job ends without a result to write them with."""
+    if journal is not None:
+        await _shielded(journal.settled())
 
 
 async def _shielded(write: Awaitable[None]) -> None:

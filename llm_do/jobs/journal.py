@@ -22,7 +22,7 @@ from ..guards import GuardedModel
 from ..models.journal import Journal, JournalEntry, JournalModel, JournalUnreachable
 from ..models.recording import RecordedResponse
 from ..run import AgentEntry, Runtime
-from .journal_writer import JournalWriter
+from .journal_writer import JournalRows, JournalWriter
 from .pgtext import store_json_as_text
 from .records import FINAL_STATUSES
 
@@ -102,11 +102,16 @@ class PostgresJournal:
 
     async def write(self, entries: Sequence[JournalEntry], stale: Sequence[tuple[str, int]] = ()) -> None:
         """Drop the `stale` rows, then upsert `entries`, through the writer (in one round trip)."""
-        dropped = [(self.queue, self.job_id, call, position) for call, position in stale]
+        rows = self.rows(entries, stale)
         try:
-            await self.writer.write([self._row(entry) for entry in entries], dropped)
+            await self.writer.write(rows.rows, rows.stale)
         except (OperationalError, PoolTimeout) as error:
             raise JournalUnreachable(f"job {self.job_id}'s journal: PostgreSQL is unreachable ({error})") from error
+
+    def rows(self, entries: Sequence[JournalEntry], stale: Sequence[tuple[str, int]] = ()) -> JournalRows:
+        """`entries` and `stale` as the statements' values (`WRITE`, `DROP`), to write with other statements."""
+        dropped = [(self.queue, self.job_id, call, position) for call, position in stale]
+        return JournalRows([self._row(entry) for entry in entries], dropped)
 
     def _row(self, entry: JournalEntry) -> tuple[Any, ...]:
         recorded = entry.recorded

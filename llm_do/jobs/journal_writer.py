@@ -18,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..scopes import system_task
 
-__all__ = ["JournalWriter"]
+__all__ = ["DROP", "WRITE", "JournalRows", "JournalWriter"]
 
 WRITE = """
 INSERT INTO llm_do_journal (queue, job_id, call_path, position, key, response, attempt)
@@ -28,6 +28,17 @@ ON CONFLICT (queue, job_id, call_path, position) DO UPDATE SET
 """
 
 DROP = "DELETE FROM llm_do_journal WHERE queue = %s AND job_id = %s AND call_path = %s AND position >= %s"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRows:
+    """Journal rows to write: values for `DROP` (run first), then for `WRITE`, in order."""
+
+    rows: Sequence[tuple[Any, ...]]
+    stale: Sequence[tuple[Any, ...]] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.rows or self.stale)
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Json
 from psycopg_pool import AsyncConnectionPool
 
+from .journal_writer import DROP, JournalRows
 from .parking import AWAITING_SQL
 from .pgtext import add_missing_column, storable_text, store_json_as_text
 from .records import JobRecord
@@ -50,6 +51,23 @@ ON CONFLICT (job_id) DO UPDATE SET
     started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, journal = EXCLUDED.journal
 """
 
+_WRITE_WITH_JOURNAL = (
+    """
+WITH journal AS (
+    INSERT INTO llm_do_journal (queue, job_id, call_path, position, key, response, attempt)
+    SELECT queue, job_id, call_path, position, key, response::json, attempt
+      FROM unnest(%(j_queue)s::text[], %(j_job_id)s::bigint[], %(j_call)s::text[], %(j_position)s::integer[],
+                  %(j_key)s::text[], %(j_response)s::text[], %(j_attempt)s::integer[])
+           AS given (queue, job_id, call_path, position, key, response, attempt)
+    ON CONFLICT (queue, job_id, call_path, position) DO UPDATE SET
+        key = EXCLUDED.key, response = EXCLUDED.response, attempt = EXCLUDED.attempt, written_at = now()
+)"""
+    + _WRITE
+)
+"""The result, and the journal rows its run had not written yet, in one statement (one transaction)."""
+
+_JOURNAL_COLUMNS = ("j_queue", "j_job_id", "j_call", "j_position", "j_key", "j_response", "j_attempt")
+
 _SELECT = """
 SELECT j.id, j.task_name, {status} AS status, j.attempts, j.args - 'attachments' AS args,
        (SELECT jsonb_agg(a - 'data') FROM jsonb_array_elements(j.args->'attachments') AS a) AS attachments,
@@ -82,8 +100,10 @@ async def write_result(
     started_at: datetime,
     finished_at: datetime,
     journal: dict[str, Any] | None = None,
+    journal_rows: JournalRows | None = None,
 ) -> None:
-    """Store what a run left for `job_id`, replacing what an earlier attempt left."""
+    """Store what a run left for `job_id`, replacing what an earlier attempt left; with `journal_rows` (what its
+    journal had not written yet), in the same round trip and transaction."""
     values = {
         "job_id": job_id,
         "entry": entry,
@@ -99,7 +119,18 @@ async def write_result(
         "journal": None if journal is None else Json(journal),
     }
     async with pool.connection() as conn:
-        await conn.execute(_WRITE, values)
+        if not journal_rows:
+            await conn.execute(_WRITE, values)
+            return
+        columns = zip(*journal_rows.rows, strict=True) if journal_rows.rows else [()] * len(_JOURNAL_COLUMNS)
+        values.update((name, list(column)) for name, column in zip(_JOURNAL_COLUMNS, columns, strict=True))
+        if not journal_rows.stale:
+            await conn.execute(_WRITE_WITH_JOURNAL, values)
+            return
+        async with conn.pipeline():  # the stale rows go first (a call's rows from there on are replaced)
+            for dropped in journal_rows.stale:
+                await conn.execute(DROP, dropped)
+            await conn.execute(_WRITE_WITH_JOURNAL, values)
 
 
 async def fetch_records(

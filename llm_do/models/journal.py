@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 from weakref import WeakKeyDictionary
 
-from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
@@ -33,14 +33,23 @@ from .observed import ObservedModel
 from .recording import RecordedResponse
 from .replay import replayed
 
-__all__ = ["WRITE_DELAY", "Journal", "JournalEntry", "JournalModel", "JournalStore", "JournalUnreachable", "WentLive"]
+__all__ = [
+    "WRITE_DELAY",
+    "Journal",
+    "JournalEntry",
+    "JournalModel",
+    "JournalStore",
+    "JournalUnreachable",
+    "Unwritten",
+    "WentLive",
+]
 
 logger = logging.getLogger("llm_do.journal")
 
 WRITE_DELAY = 0.002
-"""Seconds between a response's arrival and the start of its write when no write is under way: by then the
-run has usually sent its next request, so the write's work (the request's key, the row, the statement) is
-done while it waits for the model instead of before it asks. `Journal.settled` starts a pending write at once."""
+"""Seconds between the arrival of a response that calls no tool (usually a run's last) and the start of its write
+when no write is under way: a run that ends meanwhile hands it to its job's result (`Journal.unwritten`), one
+statement for both. A response that calls tools is written at once, while the run goes on to them."""
 
 OUTSIDE = "-"
 """The call path of a request made outside any llm-do call (an agent run without a `CallScope`)."""
@@ -132,12 +141,27 @@ class _Kept:
     response: ModelResponse
     went_live: bool
     """Whether its call went live on this request (the journal's rows from here on answer another conversation)."""
+    calls_tools: bool
+    """Whether the response calls tools (the run goes on): it is written at once, not `WRITE_DELAY` later."""
 
     def entry(self) -> JournalEntry:
         request = self.request if isinstance(self.request, RequestKey) else self.request.key()
         return JournalEntry(
             self.place.call.path, self.place.position, RecordedResponse.answering(request, self.response)
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Unwritten:
+    """Responses a journal kept and has not handed to its store (`Journal.unwritten`): its entries, in order, and the
+    `(call, position)` from which each call's earlier entries are stale (as `JournalStore.write` takes them)."""
+
+    entries: list[JournalEntry]
+    stale: list[tuple[str, int]]
+    kept: list[_Kept]
+
+    def __bool__(self) -> bool:
+        return bool(self.kept)
 
 
 class Journal:
@@ -160,9 +184,15 @@ class Journal:
         self._pending: list[_Kept] = []
         """Responses kept and not yet handed to the store, in order."""
         self._timer: asyncio.TimerHandle | None = None
-        """Starts the writer `WRITE_DELAY` after a response is kept while none runs."""
+        """Starts the writer `WRITE_DELAY` after a response that calls no tool is kept while none runs (or after a
+        write, when only such responses were kept meanwhile)."""
         self._writer: asyncio.Task[None] | None = None
-        """Writes what is pending, a batch at a time, until nothing is."""
+        """Writes what is pending, a batch at a time, until nothing is (or `unwritten` takes it)."""
+        self._holding = False
+        """While `unwritten` waits for the write under way: the writer stops after it."""
+        self._all_due = False
+        """Every pending response is written now (`WRITE_DELAY` is over, or the run's end waits for them), even when
+        none of them calls tools."""
         self._calls: WeakKeyDictionary[CallScope, _Call] = WeakKeyDictionary()
         self._outside = _Call(OUTSIDE)
         self._paths = frozenset(call for call, _ in self.recorded)
@@ -259,19 +289,28 @@ class Journal:
             )
 
     def keep(self, place: _Place, request: RequestKey | _Asked, response: ModelResponse) -> None:
-        """Write a response the model sent, after those kept before it (in order): a moment later
-        (`WRITE_DELAY`, so the write's work falls while the run waits for its next response), or if a write is
-        under way, with every response kept meanwhile in the next one. The run goes on meanwhile; the end of
-        the job waits for them (`settled`). A failed write is logged (the responses are then paid again on a
-        later attempt), never raised into the run."""
+        """Write a response the model sent, after those kept before it (in order): at once if it calls tools
+        (the write's work is done in the same turn of the event loop as the run's, which goes on to its tools), a
+        moment later (`WRITE_DELAY`) if not, or if a write is under way, with the responses kept meanwhile in the
+        next one. The run goes on meanwhile; the end of the job waits for them (`settled`, `unwritten`). A failed
+        write is logged (the responses are then paid again on a later attempt), never raised into the run."""
         if response.state != "complete":
             return
-        self._pending.append(_Kept(place, request, response, place.call.stale_from == place.position))
-        if (self._writer is None or self._writer.done()) and self._timer is None:
-            self._timer = system_timer(WRITE_DELAY, self._start_writer)  # the run's context is not kept meanwhile
+        calls_tools = any(isinstance(part, ToolCallPart) for part in response.parts)
+        self._pending.append(_Kept(place, request, response, place.call.stale_from == place.position, calls_tools))
+        if self._writer is not None and not self._writer.done():
+            return
+        if calls_tools:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._writer = system_task(self._write_pending)
+        elif self._timer is None:
+            self._timer = system_timer(WRITE_DELAY, self._delay_over)  # the run's context is not kept meanwhile
 
-    def _start_writer(self) -> None:
+    def _delay_over(self) -> None:
         self._timer = None
+        self._all_due = True
         if self._writer is None or self._writer.done():
             self._writer = system_task(self._write_pending)
 
@@ -279,13 +318,48 @@ class Journal:
         """Wait until every response kept so far is written (or its write failed)."""
         if self._timer is not None:
             self._timer.cancel()
-            self._start_writer()
+            self._timer = None
+        if self._pending:
+            self._all_due = True
+            if self._writer is None or self._writer.done():
+                self._writer = system_task(self._write_pending)
         writer = self._writer
         if writer is not None:
             await asyncio.wait((writer,))
 
+    async def unwritten(self) -> Unwritten:
+        """Take the responses kept and not written yet, for the caller to write with statements of its own (a job's
+        result: one round trip at the run's end instead of two); the write under way is waited for first, so they
+        come after it. Give them back with `restore` if they could not be written."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        writer = self._writer
+        if writer is not None and not writer.done():
+            self._holding = True
+            try:
+                await asyncio.wait((writer,))
+            finally:
+                self._holding = False
+        kept, self._pending, self._all_due = self._pending, [], False
+        entries = [item.entry() for item in kept]
+        stale = [(entry.call, entry.position) for entry, item in zip(entries, kept, strict=True) if item.went_live]
+        return Unwritten(entries, stale, kept)
+
+    def restore(self, unwritten: Unwritten) -> None:
+        """Give back responses `unwritten` took that the caller did not write: the journal writes them at once
+        (before any kept since), as it writes any; `settled` waits for them."""
+        self._pending[:0] = unwritten.kept
+        if self._timer is not None:
+            self._timer.cancel()
+        self._delay_over()
+
     async def _write_pending(self) -> None:
-        while self._pending:
+        while self._pending and not self._holding:
+            if not self._all_due and not any(kept.calls_tools for kept in self._pending):
+                if self._timer is None:  # only responses that call no tool: they wait `WRITE_DELAY`
+                    self._timer = system_timer(WRITE_DELAY, self._delay_over)
+                return
             batch, self._pending = self._pending, []
             try:
                 await self._write(batch)
@@ -303,6 +377,8 @@ class Journal:
                         break
                     except Exception as alone:
                         self._lost([one], alone)
+        if not self._pending:
+            self._all_due = False
 
     async def _write(self, batch: list[_Kept]) -> None:
         entries = [kept.entry() for kept in batch]

@@ -20,6 +20,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from llm_do import AgentEntry, ConfigurationError, ModelLimits, Runtime, RuntimeConfig
 from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
+from llm_do.models import journal as journal_model
 
 from ..jobs_support import Worker, eventually
 from ..journal_app import ODD, make_runtime, queue as app_queue, sent
@@ -456,3 +457,105 @@ async def test_a_response_postgresql_refuses_costs_only_itself_when_written_with
     assert record.journal == {"replayed": 0, "sent": 5, "live_from": [], "unsaved": 1}
     assert await rows(queue, record.id) == [("counter", n) for n in (0, 1, 3, 4)]
     assert "journal: the response to request 2 of call counter was not kept" in caplog.text
+
+
+@pytest.fixture
+def writes_held_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A response's write waits a minute instead of 2 ms: none starts beside a run, so every response a run receives
+    is still unwritten when it ends."""
+    monkeypatch.setattr(journal_model, "WRITE_DELAY", 60.0)
+
+
+async def result_and_rows(queue: JobQueue, job_id: int) -> tuple[str, dict[tuple[str, int], tuple[str, int]]]:
+    """The transaction (`xmin`) that wrote the job's result, and each journal row's (transaction, attempt)."""
+    async with queue.pool.connection() as conn:
+        cursor = await conn.execute("SELECT xmin::text FROM llm_do_job_results WHERE job_id = %s", (job_id,))
+        [(result,)] = await cursor.fetchall()
+        cursor = await conn.execute(
+            "SELECT call_path, position, xmin::text, attempt FROM llm_do_journal WHERE job_id = %s", (job_id,)
+        )
+        return result, {(call, position): (xmin, attempt) for call, position, xmin, attempt in await cursor.fetchall()}
+
+
+@pytest.mark.usefixtures("writes_held_to_the_end")
+async def test_the_responses_unwritten_when_a_run_ends_are_written_with_the_jobs_result(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    """The responses that call tools are written as they arrive (the model takes 50 ms a request); the last one,
+    which calls none and arrives just before the run ends, goes into the statement that stores the job's result: one
+    transaction, and no round trip of its own between the run's end and the result."""
+    record = await run_in_process(queue, "counter", ask(tmp_path / "notes", latency=0.05))
+    assert record.status == "succeeded" and record.journal == {"replayed": 0, "sent": 5, "live_from": []}
+    result, written = await result_and_rows(queue, record.id)
+    assert sorted(written) == [("counter", position) for position in range(5)]
+    assert written[("counter", 4)] == (result, 1)
+    assert all(written[("counter", position)][0] != result for position in range(4))  # written as they came
+
+
+@pytest.mark.usefixtures("writes_held_to_the_end")
+async def test_a_journal_that_went_live_is_replaced_and_its_last_response_written_with_the_result(
+    queue: JobQueue, tmp_path: Path
+) -> None:
+    """tuned (its temperature follows the attempt) fails on its first attempt; the second attempt's first request
+    differs, so its responses replace the journal from there, the last one with the job's result."""
+    record = await run_in_process(queue, "tuned", ask(tmp_path / "notes", latency=0.05))
+    assert record.status == "succeeded" and record.attempts == 2, record
+    assert record.journal == {
+        "replayed": 0,
+        "sent": 3,
+        "live_from": [{"call": "tuned", "position": 0, "reason": "differs"}],
+    }
+    result, written = await result_and_rows(queue, record.id)
+    assert sorted(written) == [("tuned", position) for position in range(3)]
+    assert written[("tuned", 2)] == (result, 2)
+    assert [written[("tuned", position)][1] for position in range(2)] == [2, 2]
+
+
+@pytest.mark.usefixtures("writes_held_to_the_end")
+async def test_a_last_response_postgresql_refuses_costs_only_itself_and_the_result_is_stored(
+    queue: JobQueue, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The final response breaks a CHECK constraint an operator added, so the statement that writes the run's
+    unwritten responses with its result is refused: the responses are written as the journal writes them (each
+    alone when a batch is refused), then the result, which says what was lost."""
+    async with queue.pool.connection() as conn:
+        await conn.execute(
+            "ALTER TABLE llm_do_journal ADD CONSTRAINT refuses CHECK (response::text NOT LIKE '%done: %')"
+        )
+    try:
+        record = await run_in_process(queue, "counter", ask(tmp_path / "notes"))
+    finally:
+        async with queue.pool.connection() as conn:
+            await conn.execute("ALTER TABLE llm_do_journal DROP CONSTRAINT refuses")
+    assert record.status == "succeeded", record
+    assert record.output == "done: step 0 ok, step 1 ok, step 2 ok, step 3 ok"
+    assert record.journal == {"replayed": 0, "sent": 5, "live_from": [], "unsaved": 1}
+    assert await rows(queue, record.id) == [("counter", n) for n in range(4)]
+    assert "journal: the response to request 4 of call counter was not kept" in caplog.text
+
+
+@pytest.mark.usefixtures("writes_held_to_the_end")
+async def test_a_response_that_calls_tools_is_written_at_once(queue: JobQueue, tmp_path: Path) -> None:
+    """The run goes on to the tools a response calls, then asks again: the response is written meanwhile, not
+    `WRITE_DELAY` later, so a worker that dies while the next request is out has lost nothing but that request."""
+    notes = tmp_path / "notes"
+    stop = asyncio.Event()
+    options = WorkerOptions(
+        concurrency=1, heartbeat=0.2, stalled_timeout=30, poll_interval=0.2, shutdown_timeout=1, name="in-process"
+    )
+    worker = asyncio.create_task(
+        run_worker(queue, options, runtime=make_runtime, stop=stop, install_signal_handlers=False)
+    )
+    try:
+        job_id = await queue.defer("counter", ask(notes, hold=2))
+        await holding(notes, "counter")
+
+        async def written() -> bool:
+            return await rows(queue, job_id) == [("counter", 0), ("counter", 1)]
+
+        await eventually(written, "the two responses before the held request are written while it is out", within=10)
+        assert await queue.cancel(job_id)
+        assert (await finished(queue, job_id)).status == "aborted"
+    finally:
+        stop.set()
+        await worker
