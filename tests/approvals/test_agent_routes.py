@@ -34,7 +34,6 @@ from llm_do import (
     ToolsetSpec,
     tool,
 )
-from llm_do.project import load_project
 from llm_do.run import entry_toolset
 from llm_do.testing import Step, Turn, answering, tool_call
 from llm_do.toolsets import DynamicAgents
@@ -43,7 +42,7 @@ ROUTES = ("tool", "call_agent", "agent_call", "made_tool", "made_agent_call")
 """The entry called as a tool; `call_agent` from a tool's body; `agent_call`; an agent the caller made, given the entry
 as a tool; an agent the caller made, given `dynamic_agents`."""
 RULES = ("deny", "ask", "attachments_ask")
-SOURCES = ("worker", "runtime", "container", "settings")
+SOURCES = (pytest.param("worker", marks=pytest.mark.cli), "runtime", "container", "settings")
 
 deployed: list[str] = []
 
@@ -148,6 +147,8 @@ class Asked:
 
 async def run_worker(root: Path, route: str, rule: str, files: list[str], asked: Asked) -> str:
     """The calling worker's own `approvals:` hold the rule (its toolset is `deployer@caller`)."""
+    from llm_do.project import load_project  # the cli extra (.worker files are YAML)
+
     (root / "caller.worker").write_text(
         "---\ntoolsets: [deployer, dynamic_agents, relay]\n"
         f"approvals: {{deployer: {WORKER_RULES[rule]}}}\n---\nCaller.\n"
