@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_names
+from ._lazy import lazy_imports
 
+# The public names, each from the module it lives in: what type checkers read, and the one list of them, which
+# `lazy_imports` reads to import each on first use, so that importing the package imports nothing else.
 if TYPE_CHECKING:
-    from .approvals import (
+    from .approvals._policy import (
+        Decision as Decision,
+        PolicySettings as PolicySettings,
+        Rule as Rule,
+        ToolPolicy as ToolPolicy,
+        Verdict as Verdict,
+    )
+    from .approvals._requests import (
         Approval as Approval,
         ApprovalChoice as ApprovalChoice,
         ApprovalDenied as ApprovalDenied,
@@ -21,22 +30,13 @@ if TYPE_CHECKING:
         ApprovalRequest as ApprovalRequest,
         ApprovalUnavailable as ApprovalUnavailable,
         Approver as Approver,
-        Decision as Decision,
         NoApproverWarning as NoApproverWarning,
-        PolicySettings as PolicySettings,
-        Rule as Rule,
-        ToolPolicy as ToolPolicy,
-        Verdict as Verdict,
     )
-    from .di import (
-        CapturablePerRunWarning as CapturablePerRunWarning,
-        LlmDoSettings as LlmDoSettings,
-        RunLocalSingleton as RunLocalSingleton,
-        RuntimeConfig as RuntimeConfig,
-        SessionLocalSingleton as SessionLocalSingleton,
-        ToolsetSpec as ToolsetSpec,
-        reveal as reveal,
-    )
+    from .di._config import RuntimeConfig as RuntimeConfig
+    from .di._container import CapturablePerRunWarning as CapturablePerRunWarning
+    from .di._settings import LlmDoSettings as LlmDoSettings, reveal as reveal
+    from .di._singletons import RunLocalSingleton as RunLocalSingleton, SessionLocalSingleton as SessionLocalSingleton
+    from .di._specs import ToolsetSpec as ToolsetSpec
     from .errors import (
         ConfigurationError as ConfigurationError,
         InvalidSettings as InvalidSettings,
@@ -64,19 +64,14 @@ if TYPE_CHECKING:
         RunFinished as RunFinished,
         StreamEvent as StreamEvent,
     )
-    from .files import (
+    from .files._attachments import (
         Attachment as Attachment,
         AttachmentError as AttachmentError,
         AttachmentInfo as AttachmentInfo,
-        AttachmentSettings as AttachmentSettings,
     )
-    from .guards import (
-        LimitExceeded as LimitExceeded,
-        ModelLimits as ModelLimits,
-        ModelUnreachable as ModelUnreachable,
-        RepeatedCall as RepeatedCall,
-        RepliesRefused as RepliesRefused,
-    )
+    from .files._limits import AttachmentSettings as AttachmentSettings
+    from .guards._guard import ModelUnreachable as ModelUnreachable, RepliesRefused as RepliesRefused
+    from .guards._limits import LimitExceeded as LimitExceeded, ModelLimits as ModelLimits, RepeatedCall as RepeatedCall
     from .results import (
         CallRecord as CallRecord,
         LogEntry as LogEntry,
@@ -85,38 +80,25 @@ if TYPE_CHECKING:
         RunState as RunState,
         run_report as run_report,
     )
-    from .run import (
-        AgentEntry as AgentEntry,
-        CallScope as CallScope,
-        Entry as Entry,
-        FunctionEntry as FunctionEntry,
-        LiveRun as LiveRun,
-        Runtime as Runtime,
-        RuntimeResource as RuntimeResource,
-        entry as entry,
-    )
-    from .scopes import (
-        Scope as Scope,
-    )
-    from .sessions import (
+    from .run._call_scope import CallScope as CallScope
+    from .run._entries import AgentEntry as AgentEntry, FunctionEntry as FunctionEntry, entry as entry
+    from .run._entry import Entry as Entry
+    from .run._live import LiveRun as LiveRun
+    from .run._provider import RuntimeResource as RuntimeResource
+    from .run._runtime import Runtime as Runtime
+    from .scopes._scope import Scope as Scope
+    from .sessions._history import (
         HistoryConflict as HistoryConflict,
         HistoryError as HistoryError,
         HistoryStore as HistoryStore,
         InMemoryHistoryStore as InMemoryHistoryStore,
-        PostgresHistoryStore as PostgresHistoryStore,
-        Session as Session,
-        SessionBusy as SessionBusy,
-        SessionError as SessionError,
         StoredHistory as StoredHistory,
     )
-    from .toolkit import (
-        Handles as Handles,
-        Toolset as Toolset,
-        UnknownHandle as UnknownHandle,
-        injected as injected,
-        open_handles as open_handles,
-        tool as tool,
-    )
+    from .sessions._postgres import PostgresHistoryStore as PostgresHistoryStore
+    from .sessions._session import Session as Session, SessionBusy as SessionBusy, SessionError as SessionError
+    from .toolkit._handles import Handles as Handles, UnknownHandle as UnknownHandle, open_handles as open_handles
+    from .toolkit._injection import injected as injected
+    from .toolkit._toolset import Toolset as Toolset, tool as tool
     from .tracing import (
         continue_trace as continue_trace,
         current_traceparent as current_traceparent,
@@ -126,117 +108,4 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 """The version of llm-do (the package metadata reads it from here)."""
 
-_EXPORTS: dict[str, tuple[str, ...]] = {
-    "approvals": (
-        "Approval",
-        "ApprovalChoice",
-        "ApprovalDenied",
-        "ApprovalNotPending",
-        "ApprovalRequest",
-        "ApprovalUnavailable",
-        "Approver",
-        "Decision",
-        "NoApproverWarning",
-        "PolicySettings",
-        "Rule",
-        "ToolPolicy",
-        "Verdict",
-    ),
-    "di": (
-        "CapturablePerRunWarning",
-        "LlmDoSettings",
-        "RunLocalSingleton",
-        "RuntimeConfig",
-        "SessionLocalSingleton",
-        "ToolsetSpec",
-        "reveal",
-    ),
-    "errors": (
-        "ConfigurationError",
-        "InvalidSettings",
-        "LlmDoError",
-        "MaxDepthExceeded",
-        "RuntimeClosed",
-        "ScopeError",
-        "ScopeMismatch",
-        "ToolsetError",
-    ),
-    "events": (
-        "AgentStarted",
-        "ApprovalDecided",
-        "ApprovalRequested",
-        "CallEnded",
-        "CallEvent",
-        "CallStarted",
-        "CallTag",
-        "CallWarning",
-        "HandleClosed",
-        "HandleOpened",
-        "HandleRolledBack",
-        "ResponseCompleted",
-        "RunFailed",
-        "RunFinished",
-        "StreamEvent",
-    ),
-    "guards": (
-        "LimitExceeded",
-        "ModelLimits",
-        "ModelUnreachable",
-        "RepeatedCall",
-        "RepliesRefused",
-    ),
-    "files": (
-        "Attachment",
-        "AttachmentError",
-        "AttachmentInfo",
-        "AttachmentSettings",
-    ),
-    "results": (
-        "CallRecord",
-        "LogEntry",
-        "RunReport",
-        "RunResult",
-        "RunState",
-        "run_report",
-    ),
-    "run": (
-        "AgentEntry",
-        "CallScope",
-        "Entry",
-        "FunctionEntry",
-        "LiveRun",
-        "Runtime",
-        "RuntimeResource",
-        "entry",
-    ),
-    "scopes": ("Scope",),
-    "sessions": (
-        "HistoryConflict",
-        "HistoryError",
-        "HistoryStore",
-        "InMemoryHistoryStore",
-        "PostgresHistoryStore",
-        "Session",
-        "SessionBusy",
-        "SessionError",
-        "StoredHistory",
-    ),
-    "toolkit": (
-        "Handles",
-        "Toolset",
-        "UnknownHandle",
-        "injected",
-        "open_handles",
-        "tool",
-    ),
-    "tracing": (
-        "continue_trace",
-        "current_traceparent",
-        "inject_trace_context",
-    ),
-}
-"""Where each public name lives: imported from there on first use, so that importing the package
-imports nothing else (tests/docs/test_facades.py checks this table against the imports above)."""
-
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
-__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_imports(globals())

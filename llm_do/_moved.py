@@ -2,7 +2,9 @@
 
 Each old module (`llm_do/attachments.py`, ...) is a thin alias whose `__getattr__` is `moved_name`: a name is
 looked up where it lives now and, the first time, a `DeprecationWarning` names that path. Two old paths are rooms
-today (`llm_do.run`, `llm_do.scopes`): their facades (`_lazy.lazy_names`) find the old names here too.
+today (`llm_do.run`, `llm_do.scopes`): their doors (`_lazy.lazy_imports`) find the old names here too. A public name
+(one `llm_do` gives) lives in `llm_do` alone: asked of a room of the core, or of an old path that moved to one, it is
+found there, with the same warning.
 docs/migrating.md lists them; `llm-do check` warns about each import of one in a project's modules.
 """
 
@@ -12,7 +14,7 @@ import warnings
 from importlib import import_module
 from typing import Any
 
-__all__ = ["MOVED", "MOVED_NAMES", "moved_name", "moved_to"]
+__all__ = ["CORE", "MOVED", "MOVED_NAMES", "moved_name", "moved_to"]
 
 MOVED: dict[str, str] = {
     "llm_do.approval": "llm_do.approvals",
@@ -51,25 +53,31 @@ MOVED: dict[str, str] = {
 _RESULTS = ("CallRecord", "LogEntry", "RunReport", "RunResult", "RunState", "attach_report", "finished_report")
 MOVED_NAMES: dict[str, str] = {
     **{f"llm_do.run.{name}": "llm_do.results" for name in (*_RESULTS, "outcome_of", "run_report", "usage_json")},
-    **{f"llm_do.scopes.{name}": "llm_do.di" for name in ("ToolsetSpec", "scope_of_provider")},
-    **{f"llm_do.scopes.{name}": "llm_do.run" for name in ("EntryPlan", "ToolsetUse")},
+    "llm_do.scopes.ToolsetSpec": "llm_do",
     **{f"llm_do.settings.{name}": "llm_do.approvals" for name in ("ApprovalMode", "ApprovalOnDeny")},
-    **{f"llm_do.settings.{name}": "llm_do.files" for name in ("AttachmentSettings", "FilesystemSettings")},
-    **{f"llm_do.runlocal.{name}": "llm_do.scopes" for name in ("Box", "current_box", "open_run_box")},
-    "llm_do.runlocal.session_context": "llm_do.scopes",
-    **{f"llm_do.loading.{name}": "llm_do.di" for name in ("CapturablePerRunWarning", "ToolsetSource")},
+    "llm_do.settings.AttachmentSettings": "llm_do",
+    "llm_do.settings.FilesystemSettings": "llm_do.files",
+    "llm_do.loading.CapturablePerRunWarning": "llm_do",
 }
 """`module.name` -> where the name lives now, for the names that did not go where the rest of their module went,
 and the old names of the two old modules that are rooms today (`llm_do.run` was `results`, `llm_do.scopes` gave the
 specs)."""
 
 
+CORE = tuple(
+    f"llm_do.{room}" for room in ("scopes", "di", "approvals", "files", "guards", "toolkit", "sessions", "run")
+)
+"""The rooms of the core: their modules are private, and their doors give only what `llm_do` does not."""
+
+
 def moved_to(module: str, name: str | None = None) -> str | None:
     """Where `name` of the old module `module` (the module itself, when `name` is None) lives now; None when it
-    did not move from there."""
-    if name is not None and f"{module}.{name}" in MOVED_NAMES:
-        return MOVED_NAMES[f"{module}.{name}"]
-    return MOVED.get(module)
+    did not move from there. A public name asked of a room of the core (or of an old path that moved to one) lives
+    in `llm_do`."""
+    new = MOVED_NAMES.get(f"{module}.{name}") or MOVED.get(module)
+    if name is not None and (new or module) in CORE and name in import_module("llm_do").__all__:
+        return "llm_do"
+    return new
 
 
 def moved_name(module: str, name: str, namespace: dict[str, Any]) -> Any:
@@ -82,8 +90,10 @@ def moved_name(module: str, name: str, namespace: dict[str, Any]) -> Any:
         value = getattr(import_module(new), name)
     except AttributeError:
         raise AttributeError(f"{module} moved to {new}, which has no {name!r}: see docs/migrating.md") from None
+    removed = module in MOVED or f"{module}.{name}" in MOVED_NAMES
+    gone = f"{module} will be removed" if removed else f"{module} will stop giving it"
     warnings.warn(
-        f"{module}.{name} is deprecated: import {name} from {new} ({module} will be removed)",
+        f"{module}.{name} is deprecated: import {name} from {new} ({gone})",
         DeprecationWarning,
         stacklevel=3,
     )

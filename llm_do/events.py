@@ -9,15 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
-from .scopes import CallTag, Event
+from .scopes._bus import CallTag, Event
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import AgentStreamEvent, ModelResponse
     from pydantic_ai.models import Model
     from pydantic_ai.usage import RunUsage
 
-    from .approvals import ApprovalRequest
-    from .files import AttachmentInfo
+    from .approvals._requests import ApprovalRequest
+    from .files._attachments import AttachmentInfo
     from .results import Outcome, RunReport, RunResult
 
 __all__ = [

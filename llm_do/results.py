@@ -14,7 +14,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 if TYPE_CHECKING:
-    from .files import AttachmentInfo
+    from .files._attachments import AttachmentInfo
 
 __all__ = [
     "CallRecord",

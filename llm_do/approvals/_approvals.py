@@ -20,8 +20,6 @@ from ._grants import Grants, session_key
 from ._policy import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings, ToolPolicy, Verdict
 from ._requests import Approval, ApprovalRequest, ApprovalUnavailable, Approver, ask_within, check_approver, parks
 
-__all__ = ["Approvals", "NATIVE_TOOL_NOT_GATED"]
-
 _MODES: tuple[str, ...] = get_args(ApprovalMode)
 _ON_DENY: tuple[str, ...] = get_args(ApprovalOnDeny)
 _DECISIONS: tuple[str, ...] = get_args(Decision)

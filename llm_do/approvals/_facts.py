@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..files import Attachment
-
-__all__ = ["AGENT_CALL", "READ_ONLY", "CallFacts", "ToolTraits"]
+    from ..files._attachments import Attachment
 
 READ_ONLY = "read_only"
 """The key of a tool's metadata (pydantic-ai's `ToolDefinition.metadata`) that declares it read-only when True:

@@ -13,9 +13,7 @@ from pydantic_core import to_jsonable_python
 from ._requests import Approval
 
 if TYPE_CHECKING:
-    from ..files import AttachmentInfo
-
-__all__ = ["Grants", "SessionKey", "session_key"]
+    from ..files._attachments import AttachmentInfo
 
 
 SessionKey: TypeAlias = tuple[str, str, str]

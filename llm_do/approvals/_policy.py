@@ -11,8 +11,6 @@ from typing import Any, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ApprovalMode", "ApprovalOnDeny", "Decision", "PolicySettings", "Rule", "ToolPolicy", "Verdict"]
-
 logger = logging.getLogger("llm_do")
 
 ApprovalMode: TypeAlias = Literal["prompt", "approve_all", "reject_all"]

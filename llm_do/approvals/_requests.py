@@ -15,32 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 from ..errors import ConfigurationError, LlmDoError
-from ..scopes import system_timer
+from ..scopes._tasks import system_timer
 
 if TYPE_CHECKING:
-    from ..files import AttachmentInfo
-
-__all__ = [
-    "Approval",
-    "ApprovalChoice",
-    "ApprovalDenied",
-    "ApprovalNotPending",
-    "ApprovalRequest",
-    "ApprovalUnavailable",
-    "Approver",
-    "CHOICES",
-    "NoApproverWarning",
-    "RunSuspended",
-    "WAYS_OUT",
-    "approval_id",
-    "approval_space",
-    "ask_approver",
-    "ask_within",
-    "check_approver",
-    "own_approval_ids",
-    "parks",
-    "stable_approval_ids",
-]
+    from ..files._attachments import AttachmentInfo
 
 
 ApprovalChoice: TypeAlias = Literal["approve", "approve_for_session", "deny"]

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-from ..approvals import Approval, ApprovalRequest
+from .. import Approval, ApprovalRequest
 from ..errors import LlmDoError
 from .lines import Lines
 from .render import shown

@@ -20,11 +20,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from .. import Session
 from ..models import RecordingModel
 from ..process.signals import handling
 from ..project import Project
 from ..results import RunResult
-from ..sessions import Session
 from .lines import Lines
 from .render import output_text, shown, usage_table
 

@@ -19,14 +19,13 @@ from pydantic_ai.models import Model
 from rich.markup import escape
 from rich.table import Table
 
-from ..approvals import ToolPolicy, Verdict
+from .. import AgentEntry, ToolPolicy, Verdict
 from ..project import Install, Problem, Project, ProjectError
 from ..project.earlier_api import deprecated_imports
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import left_out_native_tools, native_rows
 from ..project.strays import raise_with_strays, stray_problems
-from ..run import AgentEntry
 from . import signals
 from .failures import ERROR, OK, classify, problems_json
 from .render import console, shown

@@ -19,9 +19,8 @@ from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 from rich.console import Console
 
-from ..approvals import ApprovalRequest, ApprovalUnavailable, Approver
-from ..di import LlmDoSettings
-from ..files import Attachment, check_call
+from .. import AgentEntry, ApprovalRequest, ApprovalUnavailable, Approver, Attachment, Entry, LlmDoSettings, Session
+from ..files import check_call
 from ..models import RecordingModel
 from ..project import (
     DeferredModel,
@@ -36,8 +35,6 @@ from ..project import (
 from ..project.models import ModelServer
 from ..project.native import left_out_native_tools
 from ..results import CallRecord, RunResult, run_report
-from ..run import AgentEntry, Entry
-from ..sessions import Session
 from . import signals
 from .failures import OK, BadInput, UsageError, classify, problems_json
 from .lines import Lines

@@ -10,12 +10,10 @@ from typing import Any
 from dependency_injector import providers
 from pydantic_ai.models import Model
 
-from ..approvals import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings
-from ..files import AttachmentSettings
-from ..guards import ModelLimits, ModelRules, SuspectOutput
+from ..approvals._policy import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings
+from ..files._limits import AttachmentSettings
+from ..guards._limits import ModelLimits, ModelRules, SuspectOutput
 from ._settings import LlmDoSettings, settings_values
-
-__all__ = ["RuntimeConfig"]
 
 
 @dataclass(frozen=True, slots=True)

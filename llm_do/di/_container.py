@@ -15,16 +15,6 @@ from .._compat import provider_map
 from ..errors import ConfigurationError
 from ._singletons import RunLocalSingleton, SessionLocalSingleton
 
-__all__ = [
-    "CapturablePerRunWarning",
-    "ClosedFirst",
-    "Container",
-    "ContainerParts",
-    "Resources",
-    "is_provider",
-    "provider_name",
-]
-
 Container = containers.Container
 """A dependency-injector container, as the runtime takes it (the other rooms never import dependency-injector)."""
 

@@ -14,9 +14,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError as
 
 from ..errors import InvalidSettings
 
-__all__ = ["EnvSettings", "describe", "plain_url", "read_settings", "secret_url"]
-
-
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 

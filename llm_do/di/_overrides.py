@@ -22,11 +22,11 @@ from dependency_injector import providers
 
 from .._compat import provider_map
 from ..errors import ConfigurationError
-from ..scopes import CURRENT_BOX, Scope, built
+from ..scopes._box import CURRENT_BOX
+from ..scopes._scope import Scope
+from ..scopes._tasks import built
 from ._container import ClosedFirst, Container
 from ._singletons import SessionLocalSingleton
-
-__all__ = ["Overrides", "OverridesSource"]
 
 OverridesSource = Mapping[Any, Any]
 """What `Runtime.run(overrides=...)` takes: providers (the container's, its class's, or their names) to what

@@ -12,14 +12,11 @@ from dependency_injector import providers
 from pydantic import AfterValidator, DirectoryPath, Field, SecretStr, ValidationError
 from pydantic_ai.models import Model
 
-from ..approvals import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings
+from ..approvals._policy import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings
 from ..errors import InvalidSettings
-from ..files import AttachmentSettings
-from ..guards import ModelLimits, SuspectOutput
+from ..files._limits import AttachmentSettings
+from ..guards._limits import ModelLimits, SuspectOutput
 from ._env import EnvSettings, describe, secret_url
-
-__all__ = ["LlmDoSettings", "reveal", "settings_values"]
-
 
 _MODEL_NAME = re.compile(r"^(test|[\w.-]+:\S+)$")
 

@@ -18,9 +18,7 @@ from dependency_injector import providers
 
 from .._compat import context_local_provide
 from ..errors import ScopeError
-from ..scopes import CURRENT_BOX, Box
-
-__all__ = ["RunLocalSingleton", "SessionLocalSingleton"]
+from ..scopes._box import CURRENT_BOX, Box
 
 
 class _BoxLocal(providers.ContextLocalSingleton[Any]):

@@ -10,10 +10,9 @@ from typing import Any
 from dependency_injector import providers
 
 from ..errors import ScopeMismatch
-from ..scopes import Scope, built
+from ..scopes._scope import Scope
+from ..scopes._tasks import built
 from ._singletons import SessionLocalSingleton
-
-__all__ = ["ToolsetRef", "ToolsetSource", "ToolsetSpec", "injection_scope", "scope_of_provider", "toolset_names"]
 
 _NOT_TOOLSETS = frozenset({"approval_policies", "config", "run_state"})
 """The providers every `AgentContainer` has that are no toolsets."""

@@ -28,21 +28,6 @@ from pydantic_ai.models import Model
 from ..errors import LlmDoError
 from ._limits import AttachmentSettings
 
-__all__ = [
-    "METADATA_KEY",
-    "TAKES_ATTACHMENTS",
-    "Attachment",
-    "AttachmentError",
-    "AttachmentInfo",
-    "check_call",
-    "check_count",
-    "check_model",
-    "detect_media_type",
-    "names_in",
-    "normal_name",
-    "prompt_with",
-]
-
 TAKES_ATTACHMENTS = "llm_do.takes_attachments"
 """Set in a tool's metadata when it takes names of files to hand over (an entry's tool): True for its `attachments`
 argument, or the name of the one argument (a model) whose `attachments` field holds them (see `names_in`)."""

@@ -23,8 +23,6 @@ from pydantic_ai.exceptions import ToolFailed
 
 from ..errors import ConfigurationError
 
-__all__ = ["ALLOWED_PATHS", "MAX_NAME_BYTES", "MAX_PATH_CHARS", "ConfinedRoot", "PathRefused"]
-
 MAX_PATH_CHARS = 1024
 """Longest path accepted, in characters."""
 MAX_NAME_BYTES = 255

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-__all__ = ["AttachmentSettings", "FilesystemSettings"]
-
 
 class FilesystemSettings(BaseModel):
     """Limits of the built-in `filesystem` toolsets (`LLM_DO_FILESYSTEM__MAX_READ_BYTES`, ...)."""

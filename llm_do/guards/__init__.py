@@ -9,25 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
+from .._lazy import lazy_imports
 
 if TYPE_CHECKING:
     from ._guard import (
         GuardedModel as GuardedModel,
-        GuardPlan as GuardPlan,
-        ModelGuard as ModelGuard,
-        ModelUnreachable as ModelUnreachable,
-        RepliesRefused as RepliesRefused,
-        endpoint_of as endpoint_of,
-        no_model as no_model,
-        refuse_repeat as refuse_repeat,
     )
     from ._limits import (
-        RULE_NAMES as RULE_NAMES,
-        LimitExceeded as LimitExceeded,
-        ModelLimits as ModelLimits,
         ModelRules as ModelRules,
-        RepeatedCall as RepeatedCall,
         ReplyTooLong as ReplyTooLong,
         RequestTookTooLong as RequestTookTooLong,
         RunOverLimit as RunOverLimit,
@@ -35,47 +24,8 @@ if TYPE_CHECKING:
         SuspectOutput as SuspectOutput,
     )
     from ._text_calls import (
-        RETRY_PROMPTS as RETRY_PROMPTS,
-        latest_prompt as latest_prompt,
-        named_calls as named_calls,
-        sent_texts as sent_texts,
         suspicion as suspicion,
         written_call as written_call,
     )
 
-_EXPORTS: dict[str, tuple[str, ...]] = {
-    "_guard": (
-        "GuardPlan",
-        "GuardedModel",
-        "ModelGuard",
-        "ModelUnreachable",
-        "RepliesRefused",
-        "endpoint_of",
-        "no_model",
-        "refuse_repeat",
-    ),
-    "_limits": (
-        "LimitExceeded",
-        "ModelLimits",
-        "ModelRules",
-        "RULE_NAMES",
-        "RepeatedCall",
-        "ReplyTooLong",
-        "RequestTookTooLong",
-        "RunOverLimit",
-        "RunTookTooLong",
-        "SuspectOutput",
-    ),
-    "_text_calls": (
-        "RETRY_PROMPTS",
-        "latest_prompt",
-        "named_calls",
-        "sent_texts",
-        "suspicion",
-        "written_call",
-    ),
-}
-"""Each private module of the room, and the names it gives the other rooms."""
-
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
-__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_imports(globals())

@@ -53,7 +53,7 @@ from pydantic_ai.usage import UsageLimits
 
 from .._compat import current_run_context, is_output_token_limit
 from ..errors import ConfigurationError, shown_url
-from ..scopes import SystemTimeout
+from ..scopes._tasks import SystemTimeout
 from ._limits import (
     LimitExceeded,
     ModelRules,
@@ -65,17 +65,6 @@ from ._limits import (
 )
 from ._repeats import Repeat, repeat_of
 from ._text_calls import named_calls, sent_texts, suspicion, written_call
-
-__all__ = [
-    "GuardPlan",
-    "GuardedModel",
-    "ModelGuard",
-    "ModelUnreachable",
-    "RepliesRefused",
-    "endpoint_of",
-    "no_model",
-    "refuse_repeat",
-]
 
 _CURRENT: ContextVar[ModelGuard | None] = ContextVar("llm_do_model_guard", default=None)
 

@@ -24,19 +24,6 @@ else:  # (pydantic-ai before 2.68 has no such class: its base, UnexpectedModelBe
 
     OutputTokenLimitExceeded = output_token_limit_exceeded()
 
-__all__ = [
-    "RULE_NAMES",
-    "LimitExceeded",
-    "ModelLimits",
-    "ModelRules",
-    "ReplyTooLong",
-    "RepeatedCall",
-    "RequestTookTooLong",
-    "RunOverLimit",
-    "RunTookTooLong",
-    "SuspectOutput",
-]
-
 SuspectOutput = Literal["flag", "retry"]
 """What is done with a final reply that looks like an unexecuted tool call or an echoed prompt: `flag` it (the
 run succeeds, and says so), or `retry`: the model is told why and asked again (the run fails if it goes on)."""

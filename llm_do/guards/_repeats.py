@@ -24,8 +24,6 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 
 from ..errors import shortened
 
-__all__ = ["Repeat", "repeat_of", "shown_call"]
-
 Refusal = Literal["denied", "failed", "ran"]
 _RAN = frozenset(["success", "failed"])
 """The outcomes of a call that ran (a denied call did not, nor one whose arguments were refused)."""

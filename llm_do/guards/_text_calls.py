@@ -24,8 +24,6 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 
-__all__ = ["RETRY_PROMPTS", "latest_prompt", "named_calls", "sent_texts", "suspicion", "written_call"]
-
 _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n(?P<body>.*)\n```\Z", re.DOTALL)
 _TAGGED = re.compile(r"\A<tool_call>\s*(?P<body>.*?)\s*</tool_call>\Z", re.DOTALL)
 _MARKUP = re.compile(r"</?tool_call>|</?tools>|<function[=>]|<\|python_tag\|>|\[TOOL_CALLS\]")

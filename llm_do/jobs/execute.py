@@ -16,11 +16,10 @@ import psycopg
 from procrastinate.exceptions import JobAborted
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..approvals import Approver, stable_approval_ids
-from ..files import Attachment, AttachmentError
+from .. import Approver, Attachment, AttachmentError, Runtime
+from ..approvals import stable_approval_ids
 from ..models.journal import Journal, Unwritten
 from ..results import RunReport, RunResult, run_report
-from ..run import Runtime
 from .context import JobInfo, reset_current, set_current
 from .journal import JobJournals, PostgresJournal
 from .journal_writer import JournalRows

@@ -18,10 +18,10 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic_ai import Agent
 from pydantic_ai.models import Model, infer_model
 
+from .. import AgentEntry, Runtime
 from ..guards import GuardedModel
 from ..models.journal import Journal, JournalEntry, JournalModel, JournalUnreachable
 from ..models.recording import RecordedResponse
-from ..run import AgentEntry, Runtime
 from .journal_writer import JournalRows, JournalWriter
 from .pgtext import store_json_as_text
 from .records import FINAL_STATUSES

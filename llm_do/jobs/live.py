@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from psycopg.types.json import Jsonb
 
-from ..approvals import Approval, ApprovalChoice, ApprovalRequest, RunSuspended, session_key, stable_approval_ids
+from .. import Approval, ApprovalChoice, ApprovalRequest, Attachment, LiveRun, Runtime
+from ..approvals import RunSuspended, session_key, stable_approval_ids
 from ..errors import ConfigurationError
-from ..files import Attachment, check_call
+from ..files import check_call
 from ..models.journal import Journal
-from ..run import LiveRun, Outcome, Runtime
+from ..run import Outcome
 from ..sessions import OpenQuestion
 from ..tracing import current_traceparent
 from .execute import stored_attachments
@@ -58,7 +59,7 @@ from .records import InvalidJobRequest
 from .settings import JobSettings
 
 if TYPE_CHECKING:
-    from ..sessions import Session
+    from .. import Session
     from .queue import JobQueue
 
 __all__ = ["LIVE_SUFFIX", "LiveParking", "LiveRunParked"]

@@ -27,9 +27,9 @@ from psycopg.types.json import Json, Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_jsonable_python
 
-from ..approvals import Approval, ApprovalRequest, RunSuspended, SessionKey, session_key
+from .. import Approval, ApprovalRequest, AttachmentInfo
+from ..approvals import RunSuspended, SessionKey, session_key
 from ..errors import LlmDoError
-from ..files import AttachmentInfo
 from ..models.journal import Journal
 from ..scopes import dropped
 from .pgtext import add_missing_column, storable_text, store_json_as_text

@@ -28,9 +28,9 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from .. import Attachment, Runtime
 from ..errors import ConfigurationError, listing, scrubbed
-from ..files import Attachment, check_call
-from ..run import Runtime
+from ..files import check_call
 from ..tracing import current_traceparent
 from .context import JobInfo
 from .execute import CANCEL_REQUESTED, SHUTDOWN, perform, stored_attachments

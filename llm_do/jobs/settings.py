@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from ..di import LlmDoSettings
+from .. import LlmDoSettings
 
 __all__ = ["JobSettings"]
 

@@ -24,9 +24,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
-from .. import tracing
+from .. import CallScope, tracing
 from ..errors import LlmDoError
-from ..run import CallScope, current_scope
+from ..run import current_scope
 from ..scopes import system_task, system_timer
 from .keys import KeyCache, RequestKey, changed_tools, current_chain, request_key
 from .observed import ObservedModel

@@ -44,8 +44,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestParameters
 
+from .. import AttachmentInfo
 from ..errors import shortened
-from ..files import METADATA_KEY, AttachmentInfo
+from ..files import METADATA_KEY
 from ..run import current_scope
 
 __all__ = ["HANDLE_PATTERN", "KeyCache", "RequestKey", "changed_tools", "current_chain", "request_key"]

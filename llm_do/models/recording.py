@@ -29,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_core import PydanticSerializationError
 
-from ..files import AttachmentInfo
+from .. import AttachmentInfo
 from .keys import RequestKey
 
 __all__ = ["FORMAT_VERSION", "RecordedResponse", "Recording", "RecordingError", "ScriptStep"]

@@ -18,15 +18,27 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from ..approvals import Approver, PolicySettings, ToolPolicy
-from ..di import LlmDoSettings, RuntimeConfig, ToolsetSpec, toolset_names
+from .. import (
+    AgentEntry,
+    Approver,
+    Attachment,
+    CallScope,
+    Entry,
+    LlmDoSettings,
+    PolicySettings,
+    Runtime,
+    RuntimeConfig,
+    Scope,
+    Session,
+    ToolPolicy,
+    ToolsetSpec,
+)
+from ..di import toolset_names
 from ..errors import ConfigurationError, InvalidSettings, listing
-from ..files import Attachment, check_call
+from ..files import check_call
 from ..guards import ModelRules
 from ..results import RunResult
-from ..run import AgentEntry, CallScope, Entry, Runtime, entry_toolset, models_given_later
-from ..scopes import Scope
-from ..sessions import Session
+from ..run import entry_toolset, models_given_later
 from ..toolkit import known_tool_names
 from .earlier import EARLIER_TOOLSETS, agent_call_approvals, earlier_toolset_message
 from .layout import ProjectLayout, survey_project

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..approvals import PolicySettings
+from .. import PolicySettings
 
 __all__ = ["EARLIER_KEYS", "EARLIER_TOOLSETS", "agent_call_approvals", "earlier_key_message", "earlier_toolset_message"]
 

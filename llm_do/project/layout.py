@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..approvals import PolicySettings
-from ..guards import ModelLimits, SuspectOutput
+from .. import ModelLimits, PolicySettings
+from ..guards import SuspectOutput
 from .manifest import APPROVAL_MODES, attachment_paths, json_line_of, read_manifest
 from .model_settings import checked_setting
 from .models import ModelServer

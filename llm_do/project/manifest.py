@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-from ..approvals import ApprovalMode, PolicySettings
+from .. import PolicySettings
+from ..approvals import ApprovalMode
 from .problems import Problem
 
 __all__ = ["APPROVAL_MODES", "EARLIER_PROJECT_KEYS", "Manifest", "attachment_paths", "json_line_of", "read_manifest"]

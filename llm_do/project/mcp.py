@@ -24,9 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_ai.toolsets import WrapperToolset
 
-from ..di import ToolsetSpec
+from .. import Scope, ToolsetSpec
 from ..errors import shown_url
-from ..scopes import Scope
 from .problems import Problem
 
 __all__ = ["McpServerDecl", "ProbedTool", "ServerProbe", "declared_servers", "mcp_toolset_specs", "probe_servers"]

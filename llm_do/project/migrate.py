@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..approvals import PolicySettings
+from .. import PolicySettings
 from .earlier import EARLIER_TOOLSETS, agent_call_approvals, earlier_toolset_message
 from .earlier_api import earlier_api_problems
 from .layout import CONFIG_FILE, EARLIER_CONFIG_FILE, WORKER_SUFFIXES, ProjectLayout, survey_project

@@ -19,9 +19,7 @@ from typing import Any
 from dependency_injector import containers
 from pydantic_ai.toolsets import AbstractToolset
 
-from ..di import ToolsetSpec
-from ..run import FunctionEntry
-from ..scopes import Scope
+from .. import FunctionEntry, Scope, ToolsetSpec
 from .earlier_api import earlier_api_problems
 from .models import ModelFactory
 from .problems import Problem

@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from ..approvals import PolicySettings
+from .. import ModelLimits, PolicySettings
 from ..errors import listing
-from ..guards import ModelLimits, SuspectOutput
+from ..guards import SuspectOutput
 from .earlier import earlier_key_message
 from .model_settings import checked_setting
 from .native import NativeOptions, parse_native_tools

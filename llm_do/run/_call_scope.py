@@ -21,22 +21,26 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._compat import current_run_context
-from ..approvals import Approver, CallFacts, Grants
-from ..di import RuntimeConfig
+from ..approvals._facts import CallFacts
+from ..approvals._grants import Grants
+from ..approvals._requests import Approver
+from ..di._config import RuntimeConfig
 from ..errors import MaxDepthExceeded, ScopeError, ToolsetError, listing
 from ..events import CallEnded, CallStarted, CallTag
-from ..files import Attachment, AttachmentError, check_call, check_count, normal_name
+from ..files._attachments import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of
-from ..scopes import CURRENT_SINK, NoPublicConstructor, Observer, Scope, ScopeOwner, Sink, built
-from ..toolkit import UnknownAgent, check_unique_tools, known_tool_names, may_ask_for_approval
+from ..scopes._bus import CURRENT_SINK, Observer, Sink
+from ..scopes._owner import ScopeOwner
+from ..scopes._scope import NoPublicConstructor, Scope
+from ..scopes._tasks import built
+from ..toolkit._handles import UnknownAgent
+from ..toolkit._toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 from ._entry import CallHost, Entry, EntryPlan, ToolsetUse
 from ._lending import Lending
 from ._made import Keep, made_names, made_target, make_agent
 from ._run_scope import RunScope
 from ._servers import start_servers
 from ._usage import usage_of
-
-__all__ = ["CallScope", "current_scope"]
 
 
 def current_scope() -> CallScope | None:

@@ -14,16 +14,16 @@ from pydantic_ai.tools import ToolDefinition, ToolPrepareFunc
 from pydantic_ai.toolsets import FunctionToolset
 
 from .._compat import RUN_ALONE, current_run_context, leaves_out_empty_own_toolset
-from ..approvals import AGENT_CALL
-from ..di import RuntimeConfig, ToolsetRef
+from ..approvals._facts import AGENT_CALL
+from ..di._config import RuntimeConfig
+from ..di._specs import ToolsetRef
 from ..errors import ToolsetError
 from ..events import AgentStarted, CallWarning
-from ..files import TAKES_ATTACHMENTS, check_model, prompt_with
-from ..guards import GuardedModel, GuardPlan, ModelGuard, ModelRules
+from ..files._attachments import TAKES_ATTACHMENTS, check_model, prompt_with
+from ..guards._guard import GuardedModel, GuardPlan, ModelGuard
+from ..guards._limits import ModelRules
 from ._call_scope import CallScope
 from ._entry import Entry
-
-__all__ = ["AgentEntry", "Entry", "FunctionEntry", "entry", "entry_toolset", "made_agent"]
 
 T = TypeVar("T")
 

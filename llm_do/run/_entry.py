@@ -10,12 +10,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from ..approvals import Approvals
-from ..di import RuntimeConfig, ToolsetRef, ToolsetSpec
-from ..scopes import Scope
-from ..toolkit import known_tool_traits
-
-__all__ = ["CallHost", "Entry", "EntryPlan", "ToolsetUse", "entries_reached"]
+from ..approvals._approvals import Approvals
+from ..di._config import RuntimeConfig
+from ..di._specs import ToolsetRef, ToolsetSpec
+from ..scopes._scope import Scope
+from ..toolkit._toolset import known_tool_traits
 
 
 @runtime_checkable

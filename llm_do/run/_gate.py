@@ -22,26 +22,17 @@ from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.exceptions import ApprovalRequired
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
-from ..approvals import (
-    ApprovalDenied,
-    ApprovalRequest,
-    Approvals,
-    Approver,
-    CallFacts,
-    Grants,
-    RunSuspended,
-    SessionKey,
-    Verdict,
-    approval_id,
-    session_key,
-)
+from ..approvals._approvals import Approvals
+from ..approvals._facts import CallFacts
+from ..approvals._grants import Grants, SessionKey, session_key
+from ..approvals._policy import Verdict
+from ..approvals._requests import ApprovalDenied, ApprovalRequest, Approver, RunSuspended, approval_id
 from ..events import ApprovalDecided, ApprovalRequested
-from ..scopes import Sink, side_by_side
+from ..scopes._bus import Sink
+from ..scopes._tasks import side_by_side
 
 if TYPE_CHECKING:
-    from ..files import Attachment
-
-__all__ = ["CallGate", "GatedCall"]
+    from ..files._attachments import Attachment
 
 
 class GatedCall(Protocol):

@@ -14,9 +14,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from ..approvals import RunSuspended
-
-__all__ = ["SiblingHold"]
+from ..approvals._requests import RunSuspended
 
 T = TypeVar("T")
 

@@ -21,17 +21,17 @@ from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
-from ..approvals import Approvals, CallFacts, RunSuspended, ToolTraits
-from ..files import TAKES_ATTACHMENTS, names_in
-from ..guards import refuse_repeat
-from ..toolkit import ReadableArguments, Toolset
+from ..approvals._approvals import Approvals
+from ..approvals._facts import CallFacts, ToolTraits
+from ..approvals._requests import RunSuspended
+from ..files._attachments import TAKES_ATTACHMENTS, names_in
+from ..guards._guard import refuse_repeat
+from ..toolkit._toolset import ReadableArguments, Toolset
 from ._gate import CallGate, GatedCall
 from ._holding import SiblingHold
 
 if TYPE_CHECKING:
-    from ..files import Attachment
-
-__all__ = ["GatedToolset", "LentGroup", "LentToolset", "Lending"]
+    from ..files._attachments import Attachment
 
 _REQUIRES_APPROVAL = "llm_do.requires_approval"
 _PLAIN: dict[type, bool] = {}

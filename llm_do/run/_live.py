@@ -31,7 +31,15 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import AgentStreamEvent, FinalResultEvent, PartDeltaEvent, PartEndEvent, PartStartEvent
 from pydantic_ai.result import AgentStream
 
-from ..approvals import Approval, ApprovalChoice, ApprovalNotPending, ApprovalRequest, Approver, ask_approver, parks
+from ..approvals._requests import (
+    Approval,
+    ApprovalChoice,
+    ApprovalNotPending,
+    ApprovalRequest,
+    Approver,
+    ask_approver,
+    parks,
+)
 from ..events import (
     AgentStarted,
     ApprovalDecided,
@@ -51,9 +59,7 @@ from ..events import (
     StreamEvent,
 )
 from ..results import RunResult, run_report
-from ..scopes import wait_out
-
-__all__ = ["ApprovalNotPending", "GuardedHandler", "LiveRun", "OnEnd", "Outcome", "open_stream"]
+from ..scopes._tasks import wait_out
 
 logger = logging.getLogger("llm_do")
 

@@ -13,8 +13,6 @@ from ._entry import CallHost, Entry, EntryPlan
 if TYPE_CHECKING:
     from ._run_scope import RunScope
 
-__all__ = ["KEEPS", "MAX_MADE", "Keep", "made_names", "made_target", "make_agent"]
-
 MAX_MADE = 32
 """The most agents one run may make (and one session keep)."""
 Keep = Literal["run", "session"]

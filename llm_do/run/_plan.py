@@ -18,29 +18,21 @@ from typing import Any
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.toolsets import AbstractToolset
 
-from ..approvals import Approvals, Approver, ToolPolicy
-from ..di import (
-    Container,
-    ContainerParts,
-    Graph,
-    Overrides,
-    OverridesSource,
-    Resources,
-    RuntimeConfig,
-    ToolsetRef,
-    ToolsetSource,
-    ToolsetSpec,
-    check_session_overrides,
-    injection_scope,
-    policies_built,
-    provider_name,
-    toolset_names,
-)
+from ..approvals._approvals import Approvals
+from ..approvals._policy import ToolPolicy
+from ..approvals._requests import Approver
+from ..di._config import RuntimeConfig
+from ..di._container import Container, ContainerParts, Resources, policies_built, provider_name
+from ..di._overrides import Graph, Overrides, OverridesSource, check_session_overrides
+from ..di._specs import ToolsetRef, ToolsetSource, ToolsetSpec, injection_scope, toolset_names
 from ..errors import ConfigurationError, listing
-from ..guards import no_model
+from ..guards._guard import no_model
 from ..results import RunState
-from ..scopes import Scope, ScopeOwner, Sink, built
-from ..toolkit import (
+from ..scopes._bus import Sink
+from ..scopes._owner import ScopeOwner
+from ..scopes._scope import Scope
+from ..scopes._tasks import built
+from ..toolkit._toolset import (
     Toolset,
     check_unique_tools,
     injected_keys,
@@ -51,8 +43,6 @@ from ..toolkit import (
 from ._entries import AgentEntry, entry_toolset, made_agent
 from ._entry import Entry, EntryPlan, ToolsetUse, entries_reached
 from ._servers import owning
-
-__all__ = ["GlobalScope", "Plan", "PoliciesSource", "models_given_later"]
 
 PoliciesSource = Mapping[Any, ToolPolicy] | Any
 """Approval policies by toolset: names or references (`App.tools`) to policies, or a provider that builds them."""

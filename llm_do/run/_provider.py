@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..di import ClosedFirst
+from ..di._container import ClosedFirst
 from ._runtime import Runtime
-
-__all__ = ["RuntimeResource"]
 
 
 class RuntimeResource(ClosedFirst):

@@ -16,29 +16,23 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from ..approvals import Approver, Grants, approval_space
-from ..di import ContainerParts, Overrides, Resources, RuntimeConfig, ToolsetSpec
+from ..approvals._grants import Grants
+from ..approvals._requests import Approver, approval_space
+from ..di._config import RuntimeConfig
+from ..di._container import ContainerParts, Resources
+from ..di._overrides import Overrides
+from ..di._specs import ToolsetSpec
 from ..errors import ScopeError
 from ..events import RunEnded, RunStarted
 from ..results import RunReport, RunResult, RunState, outcome_of
-from ..scopes import (
-    CURRENT_SINK,
-    Box,
-    HandedOver,
-    NoPublicConstructor,
-    Observer,
-    RunThread,
-    Scope,
-    ScopeOwner,
-    Sink,
-    built,
-    open_run_box,
-    session_context,
-)
-from ..sessions import Session
+from ..scopes._box import Box, open_run_box, session_context
+from ..scopes._bus import CURRENT_SINK, HandedOver, Observer, Sink
+from ..scopes._owner import ScopeOwner
+from ..scopes._scope import NoPublicConstructor, Scope
+from ..scopes._tasks import built
+from ..scopes._thread import RunThread
+from ..sessions._session import Session
 from ._servers import owned
-
-__all__ = ["Globals", "RunHost", "RunScope"]
 
 
 class RunHost(Protocol):

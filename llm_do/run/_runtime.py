@@ -21,42 +21,40 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
 from .. import tracing
-from ..approvals import (
+from ..approvals._facts import ToolTraits
+from ..approvals._policy import ToolPolicy, Verdict
+from ..approvals._requests import (
     WAYS_OUT,
     ApprovalChoice,
     ApprovalNotPending,
     Approver,
     NoApproverWarning,
-    ToolPolicy,
-    ToolTraits,
-    Verdict,
     check_approver,
     own_approval_ids,
 )
-from ..di import Container, Overrides, OverridesSource, RuntimeConfig, ToolsetSource
+from ..di._config import RuntimeConfig
+from ..di._container import Container
+from ..di._overrides import Overrides, OverridesSource
+from ..di._specs import ToolsetSource
 from ..errors import ConfigurationError, RuntimeClosed, ScopeError
-from ..files import Attachment, check_call
+from ..files._attachments import Attachment, check_call
 from ..results import RunResult, attach_report, finished_report
-from ..scopes import Observer, Scope, Sink, current_box, trackers, wait_out
-from ..sessions import (
-    HistoryStore,
-    Inbox,
-    InMemoryHistoryStore,
-    OpenQuestion,
-    Session,
-    SessionBusy,
-    SessionError,
-    SessionRegistry,
-)
-from ..toolkit import known_tool_traits
+from ..scopes._box import current_box
+from ..scopes._bus import Observer, Sink
+from ..scopes._scope import Scope
+from ..scopes._tasks import wait_out
+from ..scopes._tracking import trackers
+from ..sessions._history import HistoryStore, InMemoryHistoryStore
+from ..sessions._inbox import Inbox, OpenQuestion
+from ..sessions._registry import SessionRegistry
+from ..sessions._session import Session, SessionBusy, SessionError
+from ..toolkit._toolset import known_tool_traits
 from ..tracing.observer import TracingObserver
 from ._call_scope import CallScope
 from ._entry import Entry
 from ._live import GuardedHandler, LiveRun, OnEnd, open_stream
 from ._plan import GlobalScope, Plan, PoliciesSource
 from ._run_scope import RunScope
-
-__all__ = ["Runtime"]
 
 _PACKAGE = str(Path(__file__).resolve().parent.parent)
 """llm-do's own directory: a warning names the first line outside it (the user's)."""

@@ -10,10 +10,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from ..di import ToolsetSpec
-from ..scopes import is_awaitable
-
-__all__ = ["owned", "owning", "start_servers"]
+from ..di._specs import ToolsetSpec
+from ..scopes._tasks import is_awaitable
 
 _MCP_MODULE = "pydantic_ai.mcp"
 _SERVER_MODULE = "llm_do.mcp.server"

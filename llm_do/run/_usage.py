@@ -7,8 +7,6 @@ from pydantic_ai.usage import RunUsage
 
 from .._compat import NOT_RUN_RESULTS
 
-__all__ = ["usage_of"]
-
 
 def usage_of(messages: list[ModelMessage] | tuple[ModelMessage, ...]) -> RunUsage:
     """Requests and tokens of the model responses among `messages`, and the tool calls that ran.

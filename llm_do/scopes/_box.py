@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
-__all__ = ["CURRENT_BOX", "Box", "current_box", "open_run_box", "session_context"]
-
 
 class Box:
     """The instances of every box-local provider of one run (or session); emptied when it ends."""

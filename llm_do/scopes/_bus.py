@@ -21,18 +21,6 @@ from typing import Protocol, cast
 
 from ._scope import Scope
 
-__all__ = [
-    "CURRENT_SINK",
-    "Adopted",
-    "CallTag",
-    "Event",
-    "FinalizerFailed",
-    "HandedOver",
-    "Observer",
-    "Sink",
-    "TeardownEnded",
-]
-
 logger = logging.getLogger("llm_do")
 
 

@@ -19,8 +19,6 @@ from ._scope import Scope
 from ._tasks import built
 from ._teardown import Teardown
 
-__all__ = ["ScopeOwner", "Spec"]
-
 
 class Spec(Protocol):
     """What an owner makes an object from (`llm_do.Spec`): a factory, and hashable, since a run or a

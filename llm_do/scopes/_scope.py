@@ -5,8 +5,6 @@ from __future__ import annotations
 import enum
 from typing import Any, TypeVar
 
-__all__ = ["NoPublicConstructor", "Scope"]
-
 _T = TypeVar("_T")
 
 

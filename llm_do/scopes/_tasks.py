@@ -18,18 +18,6 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from types import GeneratorType
 from typing import Any, TypeVar, TypeVarTuple, Unpack, cast
 
-__all__ = [
-    "SystemTasks",
-    "built",
-    "dropped",
-    "is_awaitable",
-    "side_by_side",
-    "system_task",
-    "SystemTimeout",
-    "system_timer",
-    "wait_out",
-]
-
 T = TypeVar("T")
 Args = TypeVarTuple("Args")
 

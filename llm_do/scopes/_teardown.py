@@ -13,8 +13,6 @@ from ._bus import FinalizerFailed, Sink
 from ._tasks import is_awaitable
 from ._thread import home_of
 
-__all__ = ["HandleMap", "Teardown", "logger", "never_closed", "no_op_context"]
-
 logger = logging.getLogger("llm_do")
 
 Finalizer = Callable[[BaseException | None], object]

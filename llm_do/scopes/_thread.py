@@ -23,8 +23,6 @@ from ._box import CURRENT_BOX
 from ._bus import CURRENT_SINK, Event, Sink
 from ._tasks import dropped
 
-__all__ = ["RunThread", "current_run_thread", "home_of", "on_run_thread"]
-
 T = TypeVar("T")
 _Job = tuple["concurrent.futures.Future[Any]", contextvars.Context, Callable[[], Any]]
 logger = logging.getLogger("llm_do")

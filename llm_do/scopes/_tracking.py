@@ -18,8 +18,6 @@ from typing import Any
 from ._bus import Adopted, Event, HandedOver, TeardownEnded
 from ._scope import Scope
 
-__all__ = ["Adoption", "Tracker", "trackers"]
-
 _ASYNCIO = str(Path(asyncio.__file__).parent)
 _LIBRARY_DIRS = (str(Path(__file__).parents[1]), str(Path(contextlib.__file__).parent))  # llm_do itself
 _LIBRARY_PARTS = ("pydantic_ai", "pydantic_graph", "dependency_injector", "<frozen ")

@@ -27,8 +27,6 @@ from pydantic_ai.messages import ModelMessage
 
 from ..errors import LlmDoError
 
-__all__ = ["HistoryConflict", "HistoryError", "HistoryStore", "InMemoryHistoryStore", "StoredHistory"]
-
 
 class HistoryError(LlmDoError):
     """A history store could not load or keep a session's conversation: an id it cannot keep, its database

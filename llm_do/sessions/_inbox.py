@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, TypeAlias
 
-from ..approvals import ApprovalChoice, ApprovalRequest
-
-__all__ = ["Held", "Inbox", "OpenQuestion", "QuestionSource"]
+from ..approvals._requests import ApprovalChoice, ApprovalRequest
 
 Held: TypeAlias = Literal["live", "parked"]
 """Where a question waits: in a live run (of this process or another), or in a parked job."""

@@ -37,8 +37,6 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from ..errors import ConfigurationError
 from ._history import HistoryError, StoredHistory
 
-__all__ = ["PostgresHistoryStore"]
-
 _ID_LIMIT = 2000
 """Bytes (UTF-8) a session id may have: a primary key's index entry must fit in a third of a page."""
 

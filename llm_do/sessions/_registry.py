@@ -13,17 +13,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from ..approvals import Approver, check_approver
+from ..approvals._requests import Approver, check_approver
 from ..errors import RuntimeClosed
-from ..scopes import ScopeOwner, Sink, SystemTasks
+from ..scopes._bus import Sink
+from ..scopes._owner import ScopeOwner
+from ..scopes._tasks import SystemTasks
 from ._history import HistoryStore
 from ._inbox import Inbox
 from ._session import Releasable, Session, SessionBusy, SessionError, SessionRuntime
 
 if TYPE_CHECKING:
     from ..results import RunResult
-
-__all__ = ["SessionRegistry"]
 
 
 class SessionRegistry:

@@ -18,26 +18,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import RunUsage
 
-from ..approvals import ApprovalChoice, ApprovalNotPending, ApprovalRequest, Approver, Grants
+from ..approvals._grants import Grants
+from ..approvals._requests import ApprovalChoice, ApprovalNotPending, ApprovalRequest, Approver
 from ..errors import LlmDoError
-from ..scopes import (
-    Box,
-    NoPublicConstructor,
-    Scope,
-    ScopeOwner,
-    Sink,
-    current_box,
-    session_context,
-    system_task,
-    system_timer,
-)
+from ..scopes._box import Box, current_box, session_context
+from ..scopes._bus import Sink
+from ..scopes._owner import ScopeOwner
+from ..scopes._scope import NoPublicConstructor, Scope
+from ..scopes._tasks import system_task, system_timer
 from ._history import HistoryConflict, HistoryError, HistoryStore, StoredHistory, takes
 from ._inbox import Inbox, OpenQuestion
 
 if TYPE_CHECKING:
     from ..results import RunResult
-
-__all__ = ["Answerable", "Session", "SessionBusy", "SessionError", "SessionHost", "SessionRuntime"]
 
 
 class SessionError(LlmDoError):

@@ -12,8 +12,9 @@ from pathlib import Path
 from types import CellType, FrameType, FunctionType, ModuleType
 from typing import Any
 
-from llm_do.scopes import Adoption, Scope, Tracker, trackers
-from llm_do.toolkit import Handles, live_handle_maps
+from llm_do import Handles, Scope
+from llm_do.scopes import Adoption, Tracker, trackers
+from llm_do.toolkit import live_handle_maps
 
 __all__ = ["LeakCheck", "LeakError", "assert_no_leaks", "settle", "track_leaks"]
 

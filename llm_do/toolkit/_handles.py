@@ -15,9 +15,9 @@ from pydantic_ai.exceptions import ToolFailed
 
 from ..errors import ToolsetError
 from ..events import HandleClosed, HandleOpened, HandleRolledBack
-from ..scopes import CURRENT_SINK, HandleMap, current_run_thread, on_run_thread
-
-__all__ = ["Handles", "UnknownAgent", "UnknownHandle", "live_handle_maps", "open_handles"]
+from ..scopes._bus import CURRENT_SINK
+from ..scopes._teardown import HandleMap
+from ..scopes._thread import current_run_thread, on_run_thread
 
 T = TypeVar("T")
 _live: weakref.WeakSet[Handles[Any]] = weakref.WeakSet()

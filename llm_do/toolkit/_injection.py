@@ -19,8 +19,6 @@ from .._compat import injection_key
 from ..errors import ToolsetError
 from ._sync import run_sync_tool
 
-__all__ = ["Injector", "injected", "injected_parameters", "resolve_injections", "unwrapped", "visible_signature"]
-
 _INJECTIONS = "__llm_do_injections__"
 _WRAPS = "__llm_do_wraps__"
 

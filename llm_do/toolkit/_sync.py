@@ -11,9 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ToolsetError
-from ..scopes import current_run_thread, is_awaitable
-
-__all__ = ["run_sync_tool"]
+from ..scopes._tasks import is_awaitable
+from ..scopes._thread import current_run_thread
 
 _OTHER_THREAD = "can only be used in that same thread"
 """sqlite3's `ProgrammingError` for an object made on another thread (`check_same_thread`)."""

@@ -14,22 +14,12 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool
 from pydantic_core import ValidationError
 
-from ..approvals import READ_ONLY, ToolPolicy, ToolTraits
+from ..approvals._facts import READ_ONLY, ToolTraits
+from ..approvals._policy import ToolPolicy
 from ..errors import ConfigurationError
-from ..scopes import never_closed, no_op_context
+from ..scopes._teardown import never_closed, no_op_context
 from ._injection import injected_parameters, resolve_injections, unwrapped, visible_signature
 from ._sync import run_sync_tool
-
-__all__ = [
-    "ReadableArguments",
-    "Toolset",
-    "check_unique_tools",
-    "injected_keys",
-    "known_tool_names",
-    "known_tool_traits",
-    "may_ask_for_approval",
-    "tool",
-]
 
 no_op_context(AbstractToolset)  # its __aenter__ and __aexit__ do nothing: a scope need not call them
 never_closed(AbstractToolset)  # a toolset's close() may be a tool: released by __aexit__ or cleanup() only

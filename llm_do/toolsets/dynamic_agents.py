@@ -21,10 +21,10 @@ from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.toolsets import ToolsetTool
 from pydantic_core import to_json
 
-from ..approvals import ApprovalDenied, ToolPolicy
+from .. import ApprovalDenied, ToolPolicy, Toolset, tool
 from ..errors import ToolsetError, listing
 from ..files import TAKES_ATTACHMENTS
-from ..toolkit import Toolset, UnknownAgent, tool
+from ..toolkit import UnknownAgent
 
 __all__ = ["DynamicAgents"]
 

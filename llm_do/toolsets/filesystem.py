@@ -23,9 +23,8 @@ from typing import Annotated, ClassVar, TypeVar
 from pydantic import Field
 from pydantic_ai.exceptions import ToolFailed
 
-from ..approvals import ToolPolicy
+from .. import ToolPolicy, Toolset, tool
 from ..files import ConfinedRoot, FilesystemSettings
-from ..toolkit import Toolset, tool
 
 __all__ = ["FilesystemToolset", "ReadOnlyFilesystemToolset"]
 

@@ -15,9 +15,8 @@ from typing import ClassVar, TypeAlias
 
 from pydantic_ai.exceptions import ToolFailed
 
-from ..approvals import ToolPolicy
+from .. import ToolPolicy, Toolset, tool
 from ..errors import listing
-from ..toolkit import Toolset, tool
 from ._process import Completed, run_in_process_group
 
 __all__ = ["DEFAULT_PATH", "AllowSpec", "CommandResult", "ShellRule", "ShellToolset"]

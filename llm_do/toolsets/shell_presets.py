@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..approvals import ToolPolicy, Verdict
+from .. import ToolPolicy, Verdict
 from ..errors import listing
 from .shell import ShellToolset
 

@@ -22,8 +22,7 @@ from typing import Any, TypeVar
 
 from pydantic_ai.exceptions import ToolFailed
 
-from ..approvals import ToolPolicy
-from ..toolkit import Handles, Toolset, tool
+from .. import Handles, ToolPolicy, Toolset, tool
 from .database import Connection, ConnectionLost, Database, DatabaseUnavailable, Param, Rows, SqlError
 
 __all__ = ["SqlToolset", "Transaction"]

@@ -47,11 +47,10 @@ from pydantic_ai.ui.vercel_ai.request_types import (
     UIMessage,
 )
 
-from ..approvals import ApprovalChoice
+from .. import ApprovalChoice, HistoryError, LiveRun, Runtime
 from ..di import is_provider
 from ..errors import ConfigurationError, LlmDoError, shortened
-from ..run import LiveRun, Runtime
-from ..sessions import HistoryError, OpenQuestion
+from ..sessions import OpenQuestion
 from .postgres_runs import LiveQuestions, PostgresRuns
 from .relay import DecisionRefused, DecisionRelay, DecisionTooLarge, DecisionUndelivered, LocalRelay, Relay
 from .resumable import sdk_lines

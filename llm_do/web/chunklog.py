@@ -31,7 +31,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ToolInputDeltaChunk,
 )
 
-from ..run import LiveRun
+from .. import LiveRun
 from .vercel import ToolApprovalResponseChunk, vercel_chunks
 
 __all__ = ["DONE", "RunLog", "Sent", "record"]

@@ -34,10 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from ..approvals import ApprovalChoice, ApprovalRequest
+from .. import ApprovalChoice, ApprovalRequest, AttachmentInfo, LiveRun, Runtime
 from ..errors import ConfigurationError
-from ..files import AttachmentInfo
-from ..run import LiveRun, Runtime
 from ..sessions import OpenQuestion
 from .chunklog import DONE, RunLog, Sent, record
 from .relay import Relay

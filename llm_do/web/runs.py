@@ -19,8 +19,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from ..approvals import ApprovalRequest
-from ..run import LiveRun, Runtime
+from .. import ApprovalRequest, LiveRun, Runtime
 from .chunklog import RunLog, Sent, record, sent
 from .vercel import vercel_chunks
 

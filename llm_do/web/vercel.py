@@ -41,7 +41,8 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ToolOutputErrorChunk,
 )
 
-from ..approvals import CHOICES, ApprovalRequest, RunSuspended
+from .. import ApprovalRequest
+from ..approvals import CHOICES, RunSuspended
 from ..errors import LlmDoError
 from ..events import (
     ApprovalDecided,

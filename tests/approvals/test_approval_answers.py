@@ -18,6 +18,7 @@ from llm_do import (
     ApprovalDenied,
     ApprovalRequest,
     ApprovalRequested,
+    CallScope,
     RunFailed,
     Runtime,
     RuntimeConfig,
@@ -26,7 +27,6 @@ from llm_do import (
     entry,
     tool,
 )
-from llm_do.run import CallScope
 from llm_do.testing import ScriptedModel, tool_call
 
 from .test_approvals import denied_parts

@@ -23,6 +23,7 @@ from llm_do import (
     ApprovalDenied,
     ApprovalRequest,
     ApprovalUnavailable,
+    CallScope,
     MaxDepthExceeded,
     NoApproverWarning,
     Runtime,
@@ -35,7 +36,6 @@ from llm_do import (
     tool,
 )
 from llm_do.approvals import ApprovalMode, ApprovalOnDeny
-from llm_do.run import CallScope
 from llm_do.testing import Step, Turn, answering, tool_call
 
 ASK = ToolPolicy(default="ask")

@@ -18,13 +18,13 @@ from llm_do import (
     ApprovalRequest,
     ApprovalRequested,
     Approver,
+    CallScope,
     LlmDoSettings,
     Runtime,
     RuntimeConfig,
     ToolPolicy,
     entry,
 )
-from llm_do.run import CallScope
 from llm_do.testing import Step, Turn, answering, tool_call
 
 from .test_approvals import Shell

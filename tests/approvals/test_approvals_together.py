@@ -21,13 +21,13 @@ from llm_do import (
     ApprovalDenied,
     ApprovalRequest,
     ApprovalRequested,
+    CallScope,
     Runtime,
     RuntimeConfig,
     ToolPolicy,
     entry,
 )
 from llm_do.approvals import RunSuspended
-from llm_do.run import CallScope
 from llm_do.testing import ScriptedModel, Step, settle, tool_call, track_leaks
 
 from .test_approvals import Shell

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import PartDeltaEvent, PartEndEvent, PartStartEvent, TextPart, TextPartDelta
 
+from llm_do import CallTag
 from llm_do.cli.watch import Board
 from llm_do.events import CallEvent
-from llm_do.scopes import CallTag
 
 from ..cli_projects import llm_do, start_llm_do
 from ..real_model.projects import desk

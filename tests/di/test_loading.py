@@ -7,8 +7,7 @@ from dependency_injector import providers
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, ConfigurationError, RunState, Runtime, Toolset, ToolsetError, entry, tool
-from llm_do.run import CallScope
+from llm_do import AgentEntry, CallScope, ConfigurationError, RunState, Runtime, Toolset, ToolsetError, entry, tool
 from llm_do.testing import answering
 
 

@@ -7,6 +7,8 @@ import ast
 import graphlib
 from pathlib import Path
 
+from llm_do import _moved
+
 PACKAGE = Path(__file__).parents[2] / "llm_do"
 
 
@@ -35,6 +37,21 @@ def imports_of(path: Path) -> list[tuple[str, list[str], int]]:
 
 def modules() -> dict[str, Path]:
     return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def given_by(init: Path) -> dict[str, str]:
+    """Name -> module (`llm_do.room._module`) of each name a lazy package gives: the imports of its
+    `if TYPE_CHECKING:` block, its one list of names (`llm_do._lazy.lazy_imports` reads the same block)."""
+    package = module_name(init)
+    found: dict[str, str] = {}
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom) and statement.level == 1:
+                    found.update(
+                        {alias.asname or alias.name: f"{package}.{statement.module}" for alias in statement.names}
+                    )
+    return found
 
 
 def test_no_module_imports_another_modules_private_names() -> None:
@@ -140,13 +157,19 @@ def test_every_room_says_what_it_may_import() -> None:
 
 
 def test_each_room_imports_only_the_rooms_its_docstring_names() -> None:
+    """A public name imported from `llm_do` counts as an import of the module it lives in, unless the room may
+    import `llm_do` itself."""
     known = modules()
+    public = given_by(PACKAGE / "__init__.py")
     offenders = []
     for room, init in rooms().items():
         permitted = (allowed(init) or set()) | BASE | {room}
         for path in sorted(init.parent.rglob("*.py")):
             for target, names, line in imports_of(path):
-                candidates = [f"{target}.{name}" for name in names if f"{target}.{name}" in known] or [target]
+                if target == "llm_do" and "llm_do" not in permitted:  # the facade: the module a name lives in
+                    candidates = [f"llm_do.{name}" if f"llm_do.{name}" in known else public[name] for name in names]
+                else:
+                    candidates = [f"{target}.{name}" for name in names if f"{target}.{name}" in known] or [target]
                 for candidate in candidates:
                     other = room_of(candidate)
                     if other is not None and other not in permitted:
@@ -204,18 +227,6 @@ CORE = ("run", "scopes", "di", "guards")
 """The rooms a plain run goes through: what a listed file takes from them is listed, or named as a detour."""
 
 
-def defining_module(room: str, name: str) -> str | None:
-    """The private module of `room` that gives `name` (its `__init__`'s `_EXPORTS`), if any."""
-    tree = ast.parse((PACKAGE / room / "__init__.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.AnnAssign | ast.Assign) and "_EXPORTS" in ast.unparse(node).split("=")[0]:
-            exports = ast.literal_eval(node.value) if node.value is not None else {}
-            for module, names in exports.items():
-                if name in names:
-                    return f"llm_do/{room}/{module}.py"
-    return None
-
-
 def test_every_core_module_a_listed_file_uses_is_listed_or_a_detour() -> None:
     listed, detours = reading_list()
     known = set(listed) | set(detours)
@@ -229,7 +240,8 @@ def test_every_core_module_a_listed_file_uses_is_listed_or_a_detour() -> None:
             if len(parts) > 2:  # a module of the room, named
                 used = {f"llm_do/{parts[1]}/{parts[2]}.py"}
             else:  # the room's door: the modules that give the names
-                used = {found for each in names if (found := defining_module(parts[1], each)) is not None}
+                door = given_by(PACKAGE / parts[1] / "__init__.py")
+                used = {f"{door[each].replace('.', '/')}.py" for each in names if each in door}
             missing.extend(f"{name}:{line} uses {each}" for each in sorted(used - known))
     assert missing == [], "list these in docs/architecture.md's reading list, or as detours:\n" + "\n".join(missing)
 
@@ -246,3 +258,100 @@ _NUMBERS = {
     9: "nine",
     10: "ten",
 }
+
+
+# -- one list per name: the core's modules are private; its rooms' doors give what `llm_do` does not ----------
+
+
+def core_doors() -> dict[str, Path]:
+    """The `__init__` of each room of the core, by room."""
+    return {room: PACKAGE / room / "__init__.py" for room in sorted(ROOMS)}
+
+
+def in_the_core(path: Path) -> bool:
+    """Whether the module at `path` is of the core: its rooms and the top-level modules (`llm_do`, `errors`,
+    `results`, ...), but not the deprecated aliases of old paths."""
+    inside = path.parent == PACKAGE or path.relative_to(PACKAGE).parts[0] in ROOMS
+    return inside and path not in deprecated_aliases().values()
+
+
+ROOMS = {name.removeprefix("llm_do.") for name in _moved.CORE}
+"""The rooms of the core."""
+
+
+def outside_the_core() -> list[Path]:
+    """Every module outside the core: the other rooms, the wiring, the tests, the examples and the benchmarks."""
+    root = PACKAGE.parent
+    paths = [path for path in modules().values() if not in_the_core(path)]
+    return paths + [
+        path for folder in ("containers", "tests", "examples", "benchmarks") for path in (root / folder).rglob("*.py")
+    ]
+
+
+def test_each_name_is_listed_once() -> None:
+    """A name is given by one list: `llm_do`'s if it is public, else its room's door's. The lists are `if
+    TYPE_CHECKING:` blocks of re-exports (`Name as Name`); no module of the core keeps an `__all__` or a table."""
+    lists = {"llm_do": given_by(PACKAGE / "__init__.py")} | {
+        f"llm_do.{room}": given_by(door) for room, door in core_doors().items()
+    }
+    where: dict[str, list[str]] = {}
+    for package, names in lists.items():
+        for name in names:
+            where.setdefault(name, []).append(package)
+    assert {name: packages for name, packages in where.items() if len(packages) > 1} == {}
+    for package, names in lists.items():
+        for name, module in names.items():
+            assert "._" in module or package == "llm_do", (package, name, module)
+    tables = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for room in ROOMS
+        for path in sorted((PACKAGE / room).rglob("*.py"))
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and any(name in ast.unparse(node).split("=")[0] for name in ("__all__", "_EXPORTS"))
+    ]
+    assert tables == [], "the core's modules are private: the lists are llm_do's and the doors' TYPE_CHECKING blocks"
+
+
+def test_outside_the_core_nothing_imports_a_private_module_of_the_core() -> None:
+    """The other rooms, the wiring, the tests, the examples and the benchmarks take a public name from `llm_do` and
+    any other from its room's door: a private module of the core (`llm_do.run._runtime`) is the core's alone."""
+    root = PACKAGE.parent
+    paths = outside_the_core()
+    offenders = [
+        f"{path.relative_to(root)}:{line} imports {target}"
+        for path in sorted(paths)
+        for target, _, line in imports_of(path)
+        if len(parts := target.split(".")) > 2 and parts[0] == "llm_do" and parts[1] in ROOMS
+    ]
+    assert offenders == []
+
+
+def test_the_core_takes_each_name_from_the_module_that_defines_it() -> None:
+    """Inside the core, a module imports another room's private module, never a door or `llm_do` (as trio's
+    modules do): so a door gives only what is used outside the core."""
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+        for path in modules().values()
+        if in_the_core(path)
+        for target, names, line in imports_of(path)
+        if target.removeprefix("llm_do.") in ROOMS
+        or (target == "llm_do" and any(f"llm_do.{name}" not in modules() for name in names))
+    ]
+    assert offenders == []
+
+
+def test_a_door_gives_only_what_is_used_outside_the_core() -> None:
+    """Each name of a door is imported from it outside the core, or is documented at that path (`llm_do.room.Name`
+    in docs/): a name nothing outside uses has no place in a door."""
+    root = PACKAGE.parent
+    paths = outside_the_core()
+    used = {(target, name) for path in paths for target, names, _ in imports_of(path) for name in names}
+    docs = "\n".join(path.read_text() for path in sorted((root / "docs").glob("*.md")))
+    unused = [
+        f"llm_do.{room}.{name}"
+        for room, door in core_doors().items()
+        for name in given_by(door)
+        if (f"llm_do.{room}", name) not in used and f"llm_do.{room}.{name}" not in docs
+    ]
+    assert unused == []

@@ -15,45 +15,45 @@ import pytest
 from llm_do._moved import MOVED, MOVED_NAMES
 
 OLD_NAMES = {
-    "llm_do.approval": "Approval ApprovalChoice ApprovalDenied ApprovalRequest ApprovalUnavailable Approvals Approver "
-    "CHOICES Grants NATIVE_TOOL_NOT_GATED SessionKey approval_id ask_approver session_key",
-    "llm_do.attachments": "Attachment AttachmentError AttachmentInfo METADATA_KEY TAKES_ATTACHMENTS check_call "
-    "check_count check_model detect_media_type names_in normal_name prompt_with",
-    "llm_do.call": "CallHost CallScope Entry current_scope",
+    "llm_do.approval": "Approval ApprovalChoice ApprovalDenied ApprovalRequest ApprovalUnavailable Approver CHOICES "
+    "NATIVE_TOOL_NOT_GATED",
+    "llm_do.attachments": "Attachment AttachmentError AttachmentInfo METADATA_KEY TAKES_ATTACHMENTS check_call",
+    "llm_do.call": "CallScope Entry current_scope",
     "llm_do.children": "guard release spawn_failed spawn_options",
     "llm_do.dsn": "scrubbed shown_url with_url_shown",
     "llm_do.entries": "AgentEntry Entry FunctionEntry entry entry_toolset",
-    "llm_do.gate": "CallGate GatedCall",
+    "llm_do.gate": "",
     "llm_do.handles": "Handles live_handle_maps open_handles",
     "llm_do.history": "HistoryConflict HistoryError HistoryStore InMemoryHistoryStore StoredHistory",
     "llm_do.history.postgres": "PostgresHistoryStore",
     "llm_do.history_postgres": "PostgresHistoryStore",
-    "llm_do.lending": "GatedToolset Lending LentGroup LentToolset",
-    "llm_do.lifecycle": "Teardown logger wait_out",
-    "llm_do.live": "ApprovalNotPending GuardedHandler LiveRun open_stream",
-    "llm_do.loading": "CapturablePerRunWarning ToolsetSource",
+    "llm_do.lending": "",
+    "llm_do.lifecycle": "",
+    "llm_do.live": "ApprovalNotPending LiveRun",
+    "llm_do.loading": "CapturablePerRunWarning",
     "llm_do.mcp_roots": "RootRefused check_root confined_roots",
-    "llm_do.owned": "owned owning start_servers",
-    "llm_do.owner": "ScopeOwner",
+    "llm_do.owned": "",
+    "llm_do.owner": "",
     "llm_do.policy": "Decision PolicySettings Rule ToolPolicy Verdict",
     "llm_do.relay": "CHOICES Decidable DecisionRefused DecisionRelay DecisionUndelivered",
     "llm_do.run": "CallRecord LogEntry RunReport RunResult RunState attach_report finished_report outcome_of "
     "run_report usage_json",
-    "llm_do.runlocal": "Box RunLocalSingleton SessionLocalSingleton current_box open_run_box session_context",
-    "llm_do.runscope": "RunHost RunScope",
+    "llm_do.runlocal": "RunLocalSingleton SessionLocalSingleton",
+    "llm_do.runscope": "RunScope",
     "llm_do.runtime": "Runtime",
-    "llm_do.scopes": "EntryPlan ToolsetSpec ToolsetUse scope_of_provider",
-    "llm_do.session": "Session SessionBusy SessionError SessionHost",
+    "llm_do.scopes": "ToolsetSpec",
+    "llm_do.session": "Session SessionBusy SessionError",
     "llm_do.settings": "ApprovalMode ApprovalOnDeny AttachmentSettings FilesystemSettings LlmDoSettings RuntimeConfig "
     "reveal",
     "llm_do.signals": "handling",
-    "llm_do.toolset": "ReadableArguments Toolset check_unique_tools known_tool_names may_ask_for_approval tool",
-    "llm_do.toolsets.confine": "ALLOWED_PATHS ConfinedRoot MAX_NAME_BYTES MAX_PATH_CHARS PathRefused",
+    "llm_do.toolset": "Toolset known_tool_names tool",
+    "llm_do.toolsets.confine": "ALLOWED_PATHS ConfinedRoot PathRefused",
     "llm_do.traced": "TracingObserver",
     "llm_do.tracking": "Adoption Tracker",
 }
-"""The public names of each old path (its `__all__` before it moved) that some path of llm_do still gives; two old
-paths are rooms today (`llm_do.run`, `llm_do.scopes`): their names listed here are the ones that live elsewhere."""
+"""The public names of each old path (its `__all__` before it moved) that some path of llm_do still gives (none, for
+the old paths of the core's own workings); two old paths are rooms today (`llm_do.run`, `llm_do.scopes`): their
+names listed here are the ones that live elsewhere."""
 
 IMPORTS = """
 import importlib, json, sys, warnings
@@ -102,7 +102,7 @@ def test_every_old_path_is_moved_somewhere_and_a_name_that_did_not_move_is_not_f
     assert {key.rpartition(".")[0] for key in MOVED_NAMES} <= set(OLD_NAMES)
     for module, name, says in (
         (llm_do.attachments, "no_such_name", "llm_do.attachments moved to llm_do.files, which has no 'no_such_name'"),
-        (llm_do.run, "Attachment", "module 'llm_do.run' has no attribute 'Attachment'"),
+        (llm_do.run, "Lending", "module 'llm_do.run' has no attribute 'Lending'"),
     ):
         with pytest.raises(AttributeError, match=re.escape(says)):
             getattr(module, name)

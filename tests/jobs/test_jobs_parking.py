@@ -17,8 +17,19 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from llm_do import AgentEntry, CallScope, ConfigurationError, Runtime, ToolPolicy, Toolset, entry, tool
-from llm_do.approvals import Approval, ApprovalRequest, RunSuspended
+from llm_do import (
+    AgentEntry,
+    Approval,
+    ApprovalRequest,
+    CallScope,
+    ConfigurationError,
+    Runtime,
+    ToolPolicy,
+    Toolset,
+    entry,
+    tool,
+)
+from llm_do.approvals import RunSuspended
 from llm_do.jobs import (
     DecisionRefused,
     InvalidJobRequest,

@@ -15,8 +15,15 @@ import asyncpg
 import pytest
 from pydantic_ai.messages import ModelResponse, TextPart
 
-from llm_do import ApprovalNotPending, ApprovalRequested, PostgresHistoryStore, RunFailed, RunFinished, Runtime
-from llm_do.approvals import ApprovalChoice
+from llm_do import (
+    ApprovalChoice,
+    ApprovalNotPending,
+    ApprovalRequested,
+    PostgresHistoryStore,
+    RunFailed,
+    RunFinished,
+    Runtime,
+)
 from llm_do.events import ApprovalDecided, StreamEvent
 from llm_do.jobs import (
     DecisionRefused,

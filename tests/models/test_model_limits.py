@@ -11,8 +11,17 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, InvalidSettings, LlmDoSettings, Runtime, RuntimeConfig, run_report
-from llm_do.guards import LimitExceeded, ModelLimits, ModelRules, ReplyTooLong, RequestTookTooLong, RunOverLimit
+from llm_do import (
+    AgentEntry,
+    InvalidSettings,
+    LimitExceeded,
+    LlmDoSettings,
+    ModelLimits,
+    Runtime,
+    RuntimeConfig,
+    run_report,
+)
+from llm_do.guards import ModelRules, ReplyTooLong, RequestTookTooLong, RunOverLimit
 
 
 def cut(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

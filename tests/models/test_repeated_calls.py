@@ -11,8 +11,17 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
-from llm_do import AgentEntry, ApprovalRequest, RepeatedCall, Runtime, RuntimeConfig, ToolPolicy, Toolset, tool
-from llm_do.guards import ModelLimits
+from llm_do import (
+    AgentEntry,
+    ApprovalRequest,
+    ModelLimits,
+    RepeatedCall,
+    Runtime,
+    RuntimeConfig,
+    ToolPolicy,
+    Toolset,
+    tool,
+)
 from llm_do.testing import ScriptedModel, tool_call
 
 

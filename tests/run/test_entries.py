@@ -28,6 +28,7 @@ from pydantic_ai.usage import RequestUsage
 
 from llm_do import (
     AgentEntry,
+    CallScope,
     ConfigurationError,
     Runtime,
     RuntimeConfig,
@@ -37,7 +38,6 @@ from llm_do import (
     entry,
     tool,
 )
-from llm_do.run import CallScope
 from llm_do.testing import Step, Turn, answering, response, tool_call
 
 

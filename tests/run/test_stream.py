@@ -32,6 +32,7 @@ from llm_do import (
     ApprovalRequested,
     CallEnded,
     CallEvent,
+    CallScope,
     CallStarted,
     HandleClosed,
     HandleOpened,
@@ -50,7 +51,6 @@ from llm_do import (
     run_report,
     tool,
 )
-from llm_do.run import CallScope
 from llm_do.testing import ScriptedModel, Turn, tool_call
 
 

@@ -15,6 +15,7 @@ from pydantic_ai import Agent
 from containers import AgentContainer
 from llm_do import (
     AgentEntry,
+    CallScope,
     Handles,
     RunLocalSingleton,
     Runtime,
@@ -24,7 +25,6 @@ from llm_do import (
     open_handles,
     tool,
 )
-from llm_do.run import CallScope
 from llm_do.testing import (
     LeakError,
     ScriptedModel,

@@ -14,6 +14,7 @@ from pydantic_ai import Agent
 from containers import AgentContainer
 from llm_do import (
     AgentEntry,
+    CallScope,
     Handles,
     RunLocalSingleton,
     Runtime,
@@ -25,7 +26,6 @@ from llm_do import (
     entry,
     tool,
 )
-from llm_do.run import CallScope
 from llm_do.testing import Step, Turn, answering, tool_call
 
 serials = itertools.count(1)

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from dependency_injector import containers, providers
 
-from llm_do import Runtime, RuntimeConfig, Scope, SessionLocalSingleton, Toolset, ToolsetSpec, entry
-from llm_do.run import CallScope
+from llm_do import CallScope, Runtime, RuntimeConfig, Scope, SessionLocalSingleton, Toolset, ToolsetSpec, entry
 
 from ..mcp_support import alive, server_processes, stdio_toolset
 

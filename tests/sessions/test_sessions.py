@@ -26,6 +26,7 @@ from llm_do import (
     AgentEntry,
     Approval,
     ApprovalRequest,
+    CallScope,
     HistoryConflict,
     HistoryError,
     HistoryStore,
@@ -48,7 +49,6 @@ from llm_do import (
     run_report,
     tool,
 )
-from llm_do.run import CallScope
 from llm_do.testing import (
     ScriptedModel,
     Step,

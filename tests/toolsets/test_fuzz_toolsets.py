@@ -70,8 +70,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, AttachmentSettings, ModelLimits, RunResult, Runtime, RuntimeConfig
-from llm_do.toolkit import open_handles
+from llm_do import AgentEntry, AttachmentSettings, ModelLimits, RunResult, Runtime, RuntimeConfig, open_handles
 from llm_do.toolsets import (
     CommandResult,
     FilesystemToolset,

@@ -35,6 +35,7 @@ from llm_do import (
     AgentEntry,
     Approval,
     ApprovalRequest,
+    CallScope,
     Handles,
     RunLocalSingleton,
     Runtime,
@@ -47,7 +48,6 @@ from llm_do import (
     inject_trace_context,
     tool,
 )
-from llm_do.run import CallScope
 from llm_do.testing import Step, Turn, answering, assert_no_leaks, settle, tool_call, track_leaks
 from llm_do.tracing import current_span
 
