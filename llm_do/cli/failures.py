@@ -87,7 +87,7 @@ def classify(error: BaseException) -> Failure:
         problems = tuple(str(problem) for problem in error.problems)
         count = len(problems)
         return Failure(ERROR, "project", f"llm-do: {count} problem{'s' if count != 1 else ''} found", problems)
-    unavailable = find(error, _loaded("llm_do.approvals", "ApprovalUnavailable"))
+    unavailable = find(error, _public("llm_do.approvals", "ApprovalUnavailable"))
     if unavailable is not None:
         request = unavailable.request
         return Failure(
@@ -96,7 +96,7 @@ def classify(error: BaseException) -> Failure:
             f"entry {request.entry!r} wants to call {request.toolset}.{request.tool}, which needs approval "
             f"({request.reason}), and there is no terminal to ask on; pass --approve-all or --reject-all",
         )
-    attachment = find(error, _loaded("llm_do.files", "AttachmentError"))
+    attachment = find(error, _public("llm_do.files", "AttachmentError"))
     if attachment is not None:
         return Failure(USAGE, "attachment", " ".join(str(attachment).split()))
     missing_key = find(error, _loaded("llm_do.project.models", "MissingApiKey"))
@@ -155,6 +155,12 @@ def find(error: BaseException, kind: type[Any] | None) -> Any:
     if kind is None:
         return None
     return next((found for found in causes(error) if isinstance(found, kind)), None)
+
+
+def _public(room: str, name: str) -> type[Any] | None:
+    """The public class `name` (of `llm_do`) if its room `room` was imported (a run that never loaded it cannot have
+    raised it)."""
+    return _loaded("llm_do", name) if room in sys.modules else None
 
 
 def _loaded(module: str, name: str) -> type[Any] | None:

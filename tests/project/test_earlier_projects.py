@@ -311,7 +311,7 @@ def test_check_warns_about_a_path_that_moved_in_the_package_and_names_the_new_on
     tools = tmp_path / "tools.py"
     expected = [
         f"{tools}:2: from llm_do.attachments import Attachment: llm_do.attachments is deprecated; "
-        "import Attachment from llm_do.files",
+        "import Attachment from llm_do",
         f"{tools}:3: from llm_do.run import RunResult: llm_do.run no longer gives RunResult; "
         "import RunResult from llm_do.results",
         f"{tools}:4: import llm_do.policy: llm_do.policy is deprecated; import from llm_do.approvals",
