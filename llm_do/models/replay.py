@@ -61,8 +61,9 @@ class AttachmentMismatch(MissingResponse):
         )
 
 
-class UnknownRecordedHandle(LookupError):
-    """A recorded response passes a handle that its recorded conversation never showed, so replay cannot map it."""
+class UnknownRecordedHandle(MissingResponse):
+    """A recorded response passes a handle that its recorded conversation never showed, so replay cannot map it: the
+    recording has no answer replay can give (a `MissingResponse`, as an `AttachmentMismatch` is)."""
 
     def __init__(
         self, request: RequestKey, source: str, tool_name: str, handle: str, recorded: tuple[str, ...]
@@ -70,12 +71,13 @@ class UnknownRecordedHandle(LookupError):
         self.request = request
         self.handle = handle
         shown = listing(recorded, ordered=False)
-        super().__init__(
+        LookupError.__init__(
+            self,
             f"{source}: the recorded response to {request.describe()} passes handle {handle!r} to tool "
             f"{tool_name!r}, but the recorded conversation never showed that handle (it showed: {shown}). "
             "Replay maps each recorded handle to the live handle at the same position, so it cannot tell which "
             f"live handle this one stands for. Re-record it with RecordingModel(<a real model>, {source!r}); "
-            "a scripted step writes '<handle#1>' for the conversation's first handle."
+            "a scripted step writes '<handle#1>' for the conversation's first handle.",
         )
 
 

@@ -25,6 +25,7 @@ from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, Toolset, tool
 from llm_do.models import (
     HANDLE_PATTERN,
     KeyCache,
+    MissingResponse,
     Recording,
     RecordingModel,
     ReplayModel,
@@ -154,6 +155,14 @@ async def test_a_handle_the_recording_never_saw_is_a_clear_error(tmp_path: Path)
     assert "never showed that handle (it showed: none)" in message
     assert "entry chain cashier, request #1" in message
     assert "RecordingModel(<a real model>, 'till.json')" in message
+
+
+async def test_a_handle_the_recording_never_saw_is_caught_as_a_missing_response(tmp_path: Path) -> None:
+    """Replay that cannot answer is one error to catch, whatever it could not map (a request, a file, a handle)."""
+    script = Recording.from_script([ToolCallPart("close", {"txn": "txn_0badcafe"})], entry="cashier")
+    async with app(ReplayModel(script, source="till.json")) as runtime:
+        with pytest.raises(MissingResponse, match="passes handle 'txn_0badcafe' to tool 'close'"):
+            await runtime.run("cashier", "Ring up nothing.")
 
 
 async def test_a_script_names_the_conversations_handles_by_position() -> None:
