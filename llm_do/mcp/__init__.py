@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
+from .._lazy import lazy_imports
 
 if TYPE_CHECKING:
     from .roots import (
@@ -31,25 +31,4 @@ if TYPE_CHECKING:
         ServerCommandNotFound as ServerCommandNotFound,
     )
 
-_EXPORTS: dict[str, tuple[str, ...]] = {
-    "roots": (
-        "RootRefused",
-        "confined_roots",
-    ),
-    "server": (
-        "McpOptions",
-        "McpServer",
-        "McpServerError",
-        "McpServersError",
-        "own_mcp_toolsets",
-    ),
-    "stdio": (
-        "OwnedStdioTransport",
-        "ServerCommandNotFound",
-    ),
-}
-"""Where each public name lives: imported from there on first use, so that importing the package
-imports nothing else (tests/docs/test_facades.py checks this table against the imports above)."""
-
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
-__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_imports(globals())

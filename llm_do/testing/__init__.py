@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
+from .._lazy import lazy_imports
 
 if TYPE_CHECKING:
     from .cancel import (
@@ -65,51 +65,4 @@ if TYPE_CHECKING:
         unwired as unwired,
     )
 
-_EXPORTS: dict[str, tuple[str, ...]] = {
-    "cancel": ("cancelled_run_report",),
-    "chat": (
-        "AnswerPolicy",
-        "ChatClient",
-        "ChatReply",
-        "ChatResponseError",
-        "Question",
-        "SeenToolCall",
-        "read_vercel_stream",
-    ),
-    "evals": ("EntryTask",),
-    "leaks": (
-        "LeakCheck",
-        "LeakError",
-        "assert_no_leaks",
-        "settle",
-        "track_leaks",
-    ),
-    "lifespan": (
-        "LifespanError",
-        "asgi_client",
-        "serve_lifespan",
-    ),
-    "overrides": (
-        "Overrides",
-        "override",
-    ),
-    "script": (
-        "Returned",
-        "ScriptError",
-        "ScriptedModel",
-        "Step",
-        "ToolCall",
-        "Turn",
-        "answering",
-        "response",
-        "returned",
-        "tool_call",
-    ),
-    "tree": ("call_tree",),
-    "wiring": ("unwired",),
-}
-"""Where each public name lives: imported from there on first use, so that importing the package
-imports nothing else (tests/docs/test_facades.py checks this table against the imports above)."""
-
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
-__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_imports(globals())
