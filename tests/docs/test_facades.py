@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,42 @@ def test_what_only_the_runtime_makes_has_no_public_constructor(name: str) -> Non
     cls = RunScope if name == "RunScope" else getattr(llm_do, name)
     with pytest.raises(TypeError, match=f"{name} has no public constructor: the runtime makes it"):
         cls()
+
+
+LAZY_PACKAGE = """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llm_do._lazy import lazy_imports
+
+if TYPE_CHECKING:
+    from ._heavy import Heavy as Heavy, made as made
+
+__getattr__, __dir__ = lazy_imports(globals())
+"""
+
+
+def test_a_lazy_package_lists_its_names_once_and_imports_each_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `if TYPE_CHECKING:` block is the package's one list: its `__all__`, and where each name is imported from
+    when it is first asked for (not before)."""
+    package = tmp_path / "lazy_package"
+    package.mkdir()
+    (package / "__init__.py").write_text(LAZY_PACKAGE)
+    (package / "_heavy.py").write_text("class Heavy:\n    pass\n\n\ndef made() -> Heavy:\n    return Heavy()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lazy_package", raising=False)
+    module = importlib.import_module("lazy_package")
+    try:
+        assert module.__all__ == ["Heavy", "made"]
+        assert {"Heavy", "made"} <= set(dir(module))
+        assert "lazy_package._heavy" not in sys.modules
+        assert isinstance(module.made(), module.Heavy)
+        assert module.Heavy.__module__ == "lazy_package._heavy"
+        with pytest.raises(AttributeError, match="has no attribute 'Light'"):
+            module.Light  # noqa: B018
+    finally:
+        for name in ("lazy_package", "lazy_package._heavy"):
+            sys.modules.pop(name, None)
