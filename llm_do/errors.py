@@ -31,7 +31,8 @@ __all__ = [
 
 
 class LlmDoError(Exception):
-    """Base class of every error llm-do raises itself."""
+    """Base class of the errors llm-do raises itself, but those that are another library's class by design (a
+    pydantic-ai error, a `LookupError`, ...): docs/errors.md lists every one a caller can catch."""
 
 
 class ConfigurationError(LlmDoError):
