@@ -12,7 +12,7 @@ drops its copy instead of saving it back.
 A turn costs what it adds, not what the conversation holds: a session tells its store the copy it
 holds when it loads (`held`: the store answers with that very copy when its version is still the
 store's) and how many messages of what it saves are that copy unchanged (`kept`: the store may write
-only the others). `llm_do.sessions.PostgresHistoryStore` keeps them in PostgreSQL.
+only the others). `llm_do.PostgresHistoryStore` keeps them in PostgreSQL.
 """
 
 from __future__ import annotations

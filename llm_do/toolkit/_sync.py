@@ -1,4 +1,4 @@
-"""Sync tool bodies, run on their run's own thread (`llm_do.scopes.RunThread`), off the event loop.
+"""Sync tool bodies, run on their run's own thread (`RunThread`, in `scopes/_thread.py`), off the event loop.
 
 The two mistakes that thread makes visible (an object only the thread that made it may use, asyncio called
 where no loop runs) are explained to the tool's author, with what to do, rather than left as the library's
