@@ -29,13 +29,13 @@ from ..errors import MaxDepthExceeded, ScopeError, ToolsetError, listing
 from ..events import CallEnded, CallStarted, CallTag
 from ..files._attachments import Attachment, AttachmentError, check_call, check_count, normal_name
 from ..results import CallRecord, LogEntry, RunState, outcome_of
-from ..scopes._bus import CURRENT_SINK, Observer, Sink
+from ..scopes._bus import CURRENT_SINK, Sink
 from ..scopes._owner import ScopeOwner
 from ..scopes._scope import NoPublicConstructor, Scope
 from ..scopes._tasks import built
 from ..toolkit._handles import UnknownAgent
 from ..toolkit._toolset import check_unique_tools, known_tool_names, may_ask_for_approval
-from ._entry import CallHost, Entry, EntryPlan, ToolsetUse
+from ._entry import NOTHING_PRODUCED, CallHost, Entry, EntryPlan, Produced, ToolsetUse
 from ._lending import Lending
 from ._made import Keep, made_names, made_target, make_agent
 from ._run_scope import RunScope
@@ -101,19 +101,21 @@ class CallScope(metaclass=NoPublicConstructor):
         for a call made from Python (`call_agent`) what the parent's gate knows it by, in the order of its calls."""
         self.id = run.state.next_call_id()
         self.toolsets: list[AbstractToolset[Any]] = []
-        self.messages: list[ModelMessage] = []
-        """Messages this call added (recorded in the run's log)."""
-        self.all_messages: list[ModelMessage] = []
-        """The whole conversation after this call, including `message_history`."""
         self.attachments = attachments
         """The files this call received (its entry's agent is sent them with its prompt)."""
-        self.warnings: list[str] = []
-        """What this call's record says about its model's replies (`CallRecord.warnings`)."""
+        self._produced = NOTHING_PRODUCED
+        """What the call's entry reported it produced (`_report`): its messages, its conversation, its warnings."""
         self._run: RunScope | None = run
         self._instances: dict[str, AbstractToolset[Any]] = {}
         self._injected: dict[object, Any] = {}
         """The call's objects of the per-call providers its tools' parameters asked for."""
-        self._owner = ScopeOwner(Scope.PER_CALL, host.config.cleanup_timeout, run.owner)
+        observed = run.owner.sink  # the run's observers, if any: this call tells them too
+        self._owner = ScopeOwner(
+            Scope.PER_CALL,
+            host.config.cleanup_timeout,
+            run.owner,
+            sink=None if observed is None else Sink(self.tag(), observed.observers),
+        )
         self._lending: Lending | None = Lending(host.approvals, self, host.entry_tools)  # None once the call ended
         self._sink_token: Token[Sink | None] | None = None
 
@@ -134,8 +136,21 @@ class CallScope(metaclass=NoPublicConstructor):
 
     @property
     def sink(self) -> Sink | None:
-        """Where this call announces its events; None when nobody observes its run."""
-        return self._owner.sink
+        """Where this call announces its events; None when nobody observes its run, or once the call has ended."""
+        return None if self._run is None else self._owner.sink
+
+    def _report(self, produced: Produced) -> None:
+        """What the call's entry produced beside its output (its model's messages, its warnings), reported once."""
+        self._produced = produced
+
+    @property
+    def _all_messages(self) -> list[ModelMessage]:
+        """The whole conversation after this call, including `message_history`."""
+        return self._produced.conversation
+
+    async def _call(self, input_data: Any) -> Any:
+        """Run the call's entry on `input_data`: its output."""
+        return await self.entry.run_turn(self, input_data)
 
     @property
     def state(self) -> RunState:
@@ -205,18 +220,17 @@ class CallScope(metaclass=NoPublicConstructor):
             self.id, None if parent is None else parent.id, self.entry.name, self.depth, self.chain(), self.tool_call_id
         )
 
-    def _observe(self, observers: tuple[Observer, ...]) -> None:
-        tag = self.tag()
-        sink = self._owner.sink = Sink(tag, observers)
+    def _observe(self, sink: Sink) -> None:
+        tag = sink.call
+        assert tag is not None
         self._sink_token = CURRENT_SINK.set(sink)
         infos = tuple(attachment.info for attachment in self.attachments) if self.attachments else ()
         sink.emit(CallStarted(tag, self._toolset_names(), infos))
 
     async def __aenter__(self) -> CallScope:
         run = self._run
-        observed = None if run is None else run.owner.sink
-        if observed is not None:
-            self._observe(observed.observers)
+        if self._owner.sink is not None:
+            self._observe(self._owner.sink)
         try:
             plan = self._plan = self._plan or self.host.plan_of(self.entry.name)
             owner, sink = self._owner, self.sink
@@ -241,10 +255,8 @@ class CallScope(metaclass=NoPublicConstructor):
             may_ask = plan.may_ask
             if may_ask is None:  # some toolset's tools are known only now that it is built
                 may_ask = any(may_ask_for_approval(ts) if use.may_ask is None else use.may_ask for use, ts in acquired)
-            if may_ask:
-                self._lent().gate().deferring = True
             self._instances = {use.name: ts for use, ts in acquired}
-            self.toolsets = self._lent().lend([(use.name, ts) for use, ts in acquired])
+            self.toolsets = self._lent().lend([(use.name, ts) for use, ts in acquired], defers=may_ask)
         except BaseException as exc:
             await self._finish(exc)
             raise
@@ -304,7 +316,7 @@ class CallScope(metaclass=NoPublicConstructor):
         )
 
     async def _finish(self, exc: BaseException | None) -> None:
-        state = self._open_run().state
+        state, produced = self._open_run().state, self._produced
         parent_id = None if self.parent is None else self.parent.id
         record = CallRecord(
             id=self.id,
@@ -313,19 +325,18 @@ class CallScope(metaclass=NoPublicConstructor):
             depth=self.depth,
             toolsets=self._toolset_names(),
             outcome=outcome_of(exc),
-            usage=usage_of(self.messages),
+            usage=usage_of(produced.messages),
             attachments=tuple(attachment.info for attachment in self.attachments) if self.attachments else (),
-            warnings=tuple(self.warnings),
+            warnings=produced.warnings,
         )
         state.calls.append(record)
-        if self.messages:
-            state.log.append(LogEntry(self.id, parent_id, self.entry.name, self.depth, tuple(self.messages)))
+        if produced.messages:
+            state.log.append(LogEntry(self.id, parent_id, self.entry.name, self.depth, tuple(produced.messages)))
         try:
-            if await self._owner.close(exc) and exc is None:
-                raise asyncio.CancelledError  # a cancellation arrived during the teardown of a call that ended well
+            await self._owner.close(exc)  # raises a cancellation that arrived during the teardown of a call ended well
         finally:
             self._release()
-            sink = self.sink
+            sink = self._owner.sink
             if sink is not None:
                 self._unobserve(sink, record, exc)
 
@@ -334,7 +345,6 @@ class CallScope(metaclass=NoPublicConstructor):
         assert tag is not None
         sink.emit(CallEnded(tag, record.outcome, record.usage, exc))
         sink.close()
-        self._owner.sink = None
         token, self._sink_token = self._sink_token, None
         if token is not None:
             CURRENT_SINK.reset(token)
@@ -350,8 +360,7 @@ class CallScope(metaclass=NoPublicConstructor):
         self._injected = {}
         self._run = self._plan = None
         self.message_history = None
-        self.messages = []
-        self.all_messages = []
+        self._produced = NOTHING_PRODUCED
         self.attachments = ()
 
     async def call_agent(self, name: str, input_data: Any, *, attachments: Sequence[str | Attachment] = ()) -> Any:
@@ -442,7 +451,7 @@ class CallScope(metaclass=NoPublicConstructor):
             asked_as=asked_as,
             plan=plan,
         ) as child:
-            return await target.run_turn(child, input_data)
+            return await child._call(input_data)
 
     def _target(self, name: str) -> tuple[Entry, EntryPlan | None]:
         """The entry `name` names, with its plan when it is a made agent (else the runtime's)."""

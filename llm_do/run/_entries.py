@@ -23,7 +23,7 @@ from ..files._attachments import TAKES_ATTACHMENTS, check_model, prompt_with
 from ..guards._guard import GuardedModel, GuardPlan, ModelGuard
 from ..guards._limits import ModelRules
 from ._call_scope import CallScope
-from ._entry import Entry
+from ._entry import Entry, Produced
 
 T = TypeVar("T")
 
@@ -147,6 +147,8 @@ class AgentEntry(_Described):
         guard = ModelGuard(
             self._name, agent, self._plan(scope.config), model if agent.model is None else agent.model, told
         )
+        messages: list[ModelMessage] = []
+        conversation: list[ModelMessage] = []
         try:
             with capture_run_messages() as captured, guard:
                 try:
@@ -163,20 +165,20 @@ class AgentEntry(_Described):
                             event_stream_handler=scope.event_stream_handler,
                         )
                 except BaseException as error:
-                    scope.messages = _added(captured, scope.message_history)  # for the call's usage and log
+                    messages = _added(captured, scope.message_history)  # for the call's usage and log
                     limit = guard.limit_error(error)
                     if limit is not None:
                         raise limit from error
                     raise
-                scope.messages = result.new_messages()
-                scope.all_messages = list(result.all_messages())  # pydantic-ai's list is emptied when the call ends
-                guard.checked(result.output, scope.all_messages)
+                messages = result.new_messages()
+                conversation = list(result.all_messages())  # pydantic-ai's list is emptied when the call ends
+                guard.checked(result.output, conversation)
         finally:
             if alone is not None:
                 RUN_ALONE.reset(alone)
             if renamed is not None:
                 renamed.__exit__(None, None, None)
-            scope.warnings.extend(guard.warnings)  # what the call's record says of its replies
+            scope._report(Produced(messages, conversation, tuple(guard.warnings)))
         return result.output
 
 

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
+from pydantic_ai.messages import ModelMessage
 
 from ..approvals._approvals import Approvals
 from ..di._config import RuntimeConfig
@@ -36,6 +37,22 @@ class Entry(Protocol):
     async def run_turn(self, scope: Any, input_data: Any) -> Any:
         """Handle one input inside `scope` (the call's `CallScope`) and return the output."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Produced:
+    """What an entry's call produced beside its output, reported once when its model's run ends, well or not."""
+
+    messages: list[ModelMessage] = field(default_factory=list)
+    """The messages the call added: its record's usage, the run's log."""
+    conversation: list[ModelMessage] = field(default_factory=list)
+    """The whole conversation after the call, its `message_history` included: a top-level call's is the run's."""
+    warnings: tuple[str, ...] = ()
+    """What the call's record says of its model's replies (`CallRecord.warnings`)."""
+
+
+NOTHING_PRODUCED = Produced()
+"""What a call that ran no model (a function entry's) produced."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,10 +80,10 @@ class CallGate:
         "scope",
     )
 
-    def __init__(self, approvals: Approvals, scope: GatedCall) -> None:
+    def __init__(self, approvals: Approvals, scope: GatedCall, *, deferring: bool) -> None:
         self.approvals = approvals
         self.scope = scope
-        self.deferring = False
+        self.deferring = deferring
         """True when the call's agent runs get `capabilities()`: a model's gated calls are then deferred to it."""
         self._capability: HandleDeferredToolCalls[Any] | None = None
         self._pending: dict[str, _Pending] = {}

@@ -48,13 +48,15 @@ class Lending:
     """One call's loans to pydantic-ai: the wrappers, the approval gate (made on first use), and the
     run contexts pydantic-ai made for them, which a callback scheduled by a tool may keep."""
 
-    __slots__ = ("_approvals", "_call", "_entry_tools", "_gate", "_lent", "_seen", "hold")
+    __slots__ = ("_approvals", "_call", "_defers", "_entry_tools", "_gate", "_lent", "_seen", "hold")
 
     def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
         self._approvals = approvals
         self._call = call
         self._entry_tools = entry_tools
         self._gate: CallGate | None = None
+        self._defers = False
+        """Whether the call's agent runs get the gate's capability, to which a model's gated calls are deferred."""
         self._lent: list[LentToolset | LentGroup] = []
         self._seen: list[RunContext[Any]] = []
         self.hold = SiblingHold()
@@ -63,7 +65,7 @@ class Lending:
     def gate(self) -> CallGate:
         gate = self._gate
         if gate is None:
-            gate = self._gate = CallGate(self._approvals, self._call)
+            gate = self._gate = CallGate(self._approvals, self._call, deferring=self._defers)
         return gate
 
     @property
@@ -97,8 +99,12 @@ class Lending:
         ctx = current_run_context()
         return None if ctx is not None and ctx.deps is self._call else self.hold
 
-    def lend(self, toolsets: Sequence[tuple[str, AbstractToolset[Any]]]) -> list[AbstractToolset[Any]]:
-        """The wrappers to hand pydantic-ai for these (name, toolset) pairs."""
+    def lend(self, toolsets: Sequence[tuple[str, AbstractToolset[Any]]], *, defers: bool) -> list[AbstractToolset[Any]]:
+        """The wrappers to hand pydantic-ai for these (name, toolset) pairs; `defers`: whether one of them can ask or
+        deny, so that the call's agent runs resolve its deferred calls (the gate's capability)."""
+        self._defers = defers
+        if defers:
+            self.gate()  # made now: its capability goes with every agent run of the call
         plain: list[tuple[str, AbstractToolset[Any]]] = []
         lent: list[LentToolset | LentGroup] = []
         for name, toolset in toolsets:

@@ -39,7 +39,6 @@ def make_agent(
     in its keeper. Its calls of entries are gated as its maker's are (see `EntryPlan.agent_gates`)."""
     if keep not in KEEPS:
         raise ToolsetError(f"keep must be one of {', '.join(KEEPS)}, got {keep!r}")
-    run.made = run.made if run.made is not None else {}
     _, kept = _keepers(run)
     by_session = keep == "session" and run.session is not None
     made, taken, keeper = (kept, run.made, "session") if by_session else (run.made, kept, "run")
@@ -89,4 +88,4 @@ def made_names(run: RunScope) -> list[str]:
 
 def _keepers(run: RunScope) -> tuple[dict[str, Any], dict[str, Any]]:
     """The agents made in `run`, and those its session keeps (none for a run of no session)."""
-    return run.made or {}, run.session.made if run.session is not None else {}
+    return run.made, run.session.made if run.session is not None else {}

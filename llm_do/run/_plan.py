@@ -8,6 +8,7 @@ adopt and the container's resources, released when the runtime closes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -388,15 +389,14 @@ class GlobalScope:
     __slots__ = ("owner", "resources")
 
     def __init__(self, container: Container | None, cleanup_timeout: float, shutdown_resources: bool = True) -> None:
-        self.owner = ScopeOwner(Scope.GLOBAL, cleanup_timeout)
+        self.owner = ScopeOwner(Scope.GLOBAL, cleanup_timeout, lock=asyncio.Lock(), late_cancel=False)
         """Owns the global objects runs adopt (a `Singleton`'s toolset, ...): released when the runtime closes."""
         self.resources = Resources(container, owned=shutdown_resources)
 
     async def close(self, sink: Sink | None) -> None:
         """Release the global objects, then shut down the container's resources, whatever fails."""
         try:
-            self.owner.sink = sink
-            await self.owner.close(None)
+            await self.owner.close(None, sink)  # at the runtime's close, which says what cancelled it
         finally:
             await self.resources.shutdown()
 

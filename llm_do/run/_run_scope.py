@@ -65,6 +65,7 @@ class RunScope(metaclass=NoPublicConstructor):
     __slots__ = (
         "_globals",
         "_grants",
+        "_returned",
         "_state",
         "approval_space",
         "approver",
@@ -73,8 +74,6 @@ class RunScope(metaclass=NoPublicConstructor):
         "handler",
         "host",
         "made",
-        "messages",
-        "output",
         "overrides",
         "owner",
         "report",
@@ -92,6 +91,7 @@ class RunScope(metaclass=NoPublicConstructor):
         approver: Approver | None = None,
         session: Session | None = None,
         overrides: Overrides | None = None,
+        handler: EventStreamHandler[Any] | None = None,
     ) -> None:
         self.host = host
         self.overrides = overrides
@@ -106,24 +106,30 @@ class RunScope(metaclass=NoPublicConstructor):
         self._grants = None if session is None else session.grants
         self.entry = entry
         self.owner = ScopeOwner(
-            Scope.PER_RUN, host.config.cleanup_timeout, globals_.owner if session is None else session.owner
+            Scope.PER_RUN,
+            host.config.cleanup_timeout,
+            globals_.owner if session is None else session.owner,
+            # (tracing, leak tracking, a live stream): the run's calls tell them too
+            sink=None if observers is None else Sink(None, observers),
+            cache={},
         )
-        self.handler: EventStreamHandler[Any] | None = None
+        self.handler = handler
         """The `event_stream_handler` of the run's agent runs (a live run's, the runtime's), if any."""
-        if observers is not None:  # (tracing, leak tracking, a live stream): the run's calls tell them too
-            self.owner.sink = Sink(None, observers)
         self.box: Box | None = None
         self._state: RunState | None = None
-        self.output: Any = None
-        """The top-level call's output, for the result (set by whoever runs the call)."""
-        self.messages: list[ModelMessage] = []
-        """The top-level call's conversation, for the result."""
+        self._returned: tuple[Any, list[ModelMessage]] | None = None
+        """The top-level call's output and conversation, for the result (`returned`)."""
         self.result: RunResult | None = None
         """What the run's caller gets, once the run has ended well."""
         self.report: RunReport | None = None
         """What a failed or cancelled run leaves (None if it failed before its state existed)."""
-        self.made: dict[str, Any] | None = None
+        self.made: dict[str, Any] = {}
         """The agents made in this run (`CallScope.make_agent`), each with its plan: forgotten when the run ends."""
+
+    def returned(self, output: Any, messages: list[ModelMessage]) -> None:
+        """The top-level call has returned `output`, its conversation being `messages`: the run's result, once its
+        objects are torn down."""
+        self._returned = (output, messages)
 
     @property
     def grants(self) -> Grants:
@@ -186,16 +192,18 @@ class RunScope(metaclass=NoPublicConstructor):
             provider.reset()
         try:
             self._state = await host.new_state()
-            if parts.per_session and (session is None or not session.built):
+            if parts.per_session:
                 # made by a session's first run, owned by the session (a run given none is its own session), in
                 # a context of no run: the tasks and timers they start must not keep this run (or its caller's
                 # context) for the session's life
                 owner, box = (self.owner, self.box) if session is None else (session.owner, session.box)
                 given = self.overrides if session is None else self.session_overrides
-                making = _adopt(owner, parts.per_session, "per-session", sink, given)
-                await asyncio.get_running_loop().create_task(making, context=session_context(box))
-                if session is not None:
-                    session.built = True
+
+                def making() -> asyncio.Task[None]:
+                    adopting = _adopt(owner, parts.per_session, "per-session", sink, given)
+                    return asyncio.get_running_loop().create_task(adopting, context=session_context(box))
+
+                await (making() if session is None else session.build_once(making))
             await _adopt(self.owner, parts.per_run, "per-run", sink, self.overrides)
         except BaseException as error:
             await self._end(error)
@@ -212,9 +220,13 @@ class RunScope(metaclass=NoPublicConstructor):
 
         Raises `CancelledError` when a cancellation arrived during the teardown of a run that ended well."""
         owner = self.owner
+        per_run: Mapping[str, Any] = MappingProxyType(dict(owner.named))  # what its close forgets
         interrupted = late = False
         try:
-            interrupted = await owner.close(exc) and exc is None
+            try:
+                await owner.close(exc)
+            except asyncio.CancelledError:  # arrived during the teardown of a run that ended well: raised below
+                interrupted = True
             try:
                 if self.overrides is not None:
                     await self.overrides.close()  # what they rebuilt, after what the run built from it
@@ -224,13 +236,12 @@ class RunScope(metaclass=NoPublicConstructor):
                 late = thread is not None and await thread.close() and exc is None
             if interrupted:
                 exc = asyncio.CancelledError()
-            self._hand_over(exc)
+            self._hand_over(exc, per_run)
         finally:  # forget the run's objects (after their teardown): the box, the state, the output
             if self.box is not None:
                 self.box.close()
-            self._state = self.output = self.made = None
-            self.messages = []
-            owner.named = {}
+            self._state = self._returned = None
+            self.made = {}
             if owner.sink is not None:
                 owner.sink.close()
             for provider in self.host.parts.context_locals:
@@ -238,16 +249,16 @@ class RunScope(metaclass=NoPublicConstructor):
         if interrupted or late:
             raise asyncio.CancelledError
 
-    def _hand_over(self, exc: BaseException | None) -> None:
+    def _hand_over(self, exc: BaseException | None, per_run: Mapping[str, Any]) -> None:
         """Build the result (or report) and tell the observers that the run ended."""
         state = self._state
         outcome = outcome_of(exc)
-        per_run: Mapping[str, Any] = MappingProxyType(dict(self.owner.named))
         holder: RunResult | RunReport | None = None
         if state is not None:
             calls, log = state.calls_in_order(), tuple(state.log)
             if exc is None:
-                holder = self.result = RunResult(self.output, state.usage, self.messages, calls, log, per_run)
+                output, messages = self._returned or (None, [])
+                holder = self.result = RunResult(output, state.usage, messages, calls, log, per_run)
             else:
                 holder = self.report = RunReport(outcome, state.usage, calls, log, per_run)
         sink = self.owner.sink
@@ -269,6 +280,6 @@ async def _adopt(
     for name, provider in provided:
         obj = await built(provider())
         if overrides is not None and overrides.gives(provider):
-            owner.named.setdefault(name, obj)
+            owner.name(name, obj)
             continue
         await owner.adopt(owned(obj, name), f"{scope} provider {name!r}", name, sink)

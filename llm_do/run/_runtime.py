@@ -458,15 +458,21 @@ class Runtime:
         tracer = self._tracing.tracer()
         observers = None if tracer is None and not trackers and live is None else self._observers(tracer, live)
         approver = self._answering(target.name, session, approver, live)
-        run = RunScope._create(
-            plan, self._globals, target, observers, approver=approver, session=session, overrides=overrides
-        )
         handler = plan.event_stream_handler
         if live is not None and live.model_events:
-            run.handler = live.handler(handler)
+            handler = live.handler(handler)
         elif handler is not None:
-            run.handler = GuardedHandler(handler)
-        return run
+            handler = GuardedHandler(handler)
+        return RunScope._create(
+            plan,
+            self._globals,
+            target,
+            observers,
+            approver=approver,
+            session=session,
+            overrides=overrides,
+            handler=handler,
+        )
 
     def _answering(
         self, entry: str, session: Session | None, approver: Approver | None, live: LiveRun | None
@@ -525,8 +531,7 @@ class Runtime:
                     self._plan, target, run, message_history=message_history, attachments=attachments
                 ) as scope,
             ):
-                run.output = await target.run_turn(scope, input_data)
-                run.messages = scope.all_messages
+                run.returned(await scope._call(input_data), scope._all_messages)
             if session is not None and run.result is not None:
                 await session.remember(run.result.messages)  # after the run: its objects are torn down
         finally:

@@ -42,23 +42,39 @@ _LEVELS = {Scope.PER_CALL.value: 0, Scope.PER_RUN.value: 1, Scope.PER_SESSION.va
 class ScopeOwner:
     """The objects one scope level owns: made on demand, released when it closes, never masking errors."""
 
-    __slots__ = ("_cache", "_level", "_lock", "context", "named", "parent", "scope", "sink", "teardown")
+    __slots__ = ("_cache", "_late_cancel", "_level", "_lock", "context", "named", "parent", "scope", "sink", "teardown")
 
-    def __init__(self, scope: Scope, timeout: float, parent: ScopeOwner | None = None) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        timeout: float,
+        parent: ScopeOwner | None = None,
+        *,
+        sink: Sink | None = None,
+        cache: dict[Spec, asyncio.Future[Any]] | None = None,
+        lock: asyncio.Lock | None = None,
+        context: Callable[[], contextvars.Context] | None = None,
+        where: str = "",
+        late_cancel: bool = True,
+    ) -> None:
+        """One level's owner: what differs per level is given here (trio's `Nursery`, dishka's container).
+
+        `cache`: where a run or a session keeps the future of each spec's object (parallel first uses make one);
+        None: made each time (a call). `lock`: held while the runtime adopts a global by identity; None: no lock.
+        `context`: where this level makes its objects (a session's: a context of no run); None: the asking call's.
+        `where`: whose objects these are, in a failed cleanup's log. `late_cancel`: see `close`."""
         self.scope = scope
         self._level = _LEVELS[scope._value_]
         self.parent = parent
-        self.teardown = Teardown(timeout)
-        self.sink: Sink | None = None
-        """Where this level announces what it adopts and releases; None when nobody observes it."""
-        self.context: Callable[[], contextvars.Context] | None = None
-        """Where this level makes its objects (a session's: a context of no run); None: in the asking call's."""
+        self.teardown = Teardown(timeout, where)
+        self.sink = sink
+        """Where this level announces what it releases; None when nobody observes it."""
+        self.context = context
         self.named: dict[str, Any] = {}
         """Objects adopted under a name (a provider's or a toolset's), first one per name: reported to callers."""
-        self._cache: dict[Spec, asyncio.Future[Any]] | None = (
-            {} if scope is Scope.PER_RUN or scope is Scope.PER_SESSION else None
-        )
-        self._lock = asyncio.Lock() if scope is Scope.GLOBAL else None
+        self._cache = cache
+        self._lock = lock
+        self._late_cancel = late_cancel
 
     def find(self, scope: Scope) -> ScopeOwner:
         """The outermost of this owner and its parents that does not outlive `scope`: the owner of `scope`,
@@ -99,7 +115,7 @@ class ScopeOwner:
         if entering is not None:
             await entering
         if name is not None:
-            self.named.setdefault(name, obj)
+            self.name(name, obj)
         return True
 
     async def _cached(self, spec: Spec, label: str, name: str, sink: Sink | None) -> Any:
@@ -136,15 +152,27 @@ class ScopeOwner:
         await self.adopt(obj, label, name, sink)
         return obj
 
-    async def close(self, exc: BaseException | None) -> bool:
-        """Release everything this level owns, in reverse order; True when a cancellation arrived meanwhile."""
-        sink = self.sink
+    def name(self, name: str, obj: object) -> None:
+        """Report `obj` under `name` (first one per name) without owning it: an object an override gives."""
+        self.named.setdefault(name, obj)
+
+    async def close(self, exc: BaseException | None, sink: Sink | None = None) -> None:
+        """Release everything this level owns, in reverse order, and forget it (its named objects too).
+
+        A cancellation that arrives during the teardown of a level whose body ended well (`exc` None) is raised
+        once the teardown is over, as if it had arrived after it (trio's nursery defers it the same way). The one
+        exception is a level closed by the runtime's own work, outside any run (`late_cancel=False`: a session,
+        in its system task; the runtime's globals, at its close), where no body waits for the level's outcome.
+        `sink` hears the teardown when it is not this level's own (the runtime's background observers)."""
+        sink = self.sink if sink is None else sink
         interrupted = await self.teardown.close(exc, sink)
         if self._cache is not None:
             self._cache.clear()
+        self.named = {}
         if sink is not None:
             sink.emit(TeardownEnded(self))
-        return interrupted
+        if interrupted and exc is None and self._late_cancel:
+            raise asyncio.CancelledError
 
     def __repr__(self) -> str:
         return f"ScopeOwner({self.scope})"

@@ -66,9 +66,9 @@ class Teardown:
 
     __slots__ = ("_finalizers", "_owned", "_unentered", "timeout", "where")
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, where: str = "") -> None:
         self.timeout = timeout
-        self.where = ""
+        self.where = where
         """Whose objects these are, added to every failure logged (`of session 'ada'`); empty: said by the label."""
         self._finalizers: list[tuple[str, Finalizer]] = []
         self._owned: set[int] = set()

@@ -114,13 +114,19 @@ class Session(metaclass=NoPublicConstructor):
         `runtime.session(id)`, `refresh()` and each run's start) or saved."""
         self.version = 0
         """The store's version of the history, as last read or saved (0: the store keeps none)."""
-        self.owner = ScopeOwner(Scope.PER_SESSION, cleanup_timeout, globals_owner)
-        self.owner.teardown.where = f"session {session_id!r}"  # a failed cleanup's log says whose it was
         self.box = Box(overrides=overrides)
-        self.owner.context = functools.partial(session_context, self.box)  # its objects' tasks keep no run
+        self.owner = ScopeOwner(
+            Scope.PER_SESSION,
+            cleanup_timeout,
+            globals_owner,
+            cache={},
+            context=functools.partial(session_context, self.box),  # its objects' tasks keep no run
+            where=f"session {session_id!r}",  # a failed cleanup's log says whose it was
+            late_cancel=False,  # closed in a system task (`start_closing`), which no run awaits
+        )
         self.grants = Grants()
         """The calls approved for the rest of this session."""
-        self.built = False
+        self._built = False
         """Whether the session's per-session providers have been made (by its first run)."""
         self.made: dict[str, Any] = {}
         """The agents its runs made to keep for the session (`CallScope.make_agent(..., keep="session")`), by name,
@@ -155,6 +161,13 @@ class Session(metaclass=NoPublicConstructor):
         """Wait until the session has closed and torn down its objects (closed by the application, for
         being idle, or with its runtime)."""
         await self._ended.wait()
+
+    async def build_once(self, make: Callable[[], Awaitable[object]]) -> None:
+        """Make the session's per-session objects with `make`, on its first run only (a run that fails to make
+        them leaves them to the next)."""
+        if not self._built:
+            await make()
+            self._built = True
 
     @property
     def per_session(self) -> Mapping[str, Any]:
@@ -371,14 +384,11 @@ class Session(metaclass=NoPublicConstructor):
         if host is None:
             return
         try:
-            self.owner.sink = host.background_sink()
-            await self.owner.close(None)
+            await self.owner.close(None, host.background_sink())
             if self.overrides is not None:
                 await self.overrides.close()  # what they rebuilt, after what the session built from it
         finally:
             self.overrides = None
-            self.owner.sink = None
-            self.owner.named = {}
             self.box.close()
             self.grants = Grants()
             self.made = {}
