@@ -22,8 +22,6 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .._compat import current_run_context
 from ..approvals._facts import CallFacts
-from ..approvals._grants import Grants
-from ..approvals._requests import Approver
 from ..di._config import RuntimeConfig
 from ..errors import MaxDepthExceeded, ScopeError, ToolsetError, listing
 from ..events import CallEnded, CallStarted, CallTag
@@ -36,6 +34,7 @@ from ..scopes._tasks import built
 from ..toolkit._handles import UnknownAgent
 from ..toolkit._toolset import check_unique_tools, known_tool_names, may_ask_for_approval
 from ._entry import NOTHING_PRODUCED, CallHost, Entry, EntryPlan, Produced, ToolsetUse
+from ._gate import GatedCall
 from ._lending import Lending
 from ._made import Keep, made_names, made_target, make_agent
 from ._run_scope import RunScope
@@ -86,7 +85,7 @@ class CallScope(metaclass=NoPublicConstructor):
         asked_as: str | None = None,
         plan: EntryPlan | None = None,
     ) -> None:
-        self.host = host
+        self._host = host
         self.entry = entry
         self._plan = plan
         """What the call does with its toolsets: the runtime's plan of its entry, or a made agent's."""
@@ -96,11 +95,11 @@ class CallScope(metaclass=NoPublicConstructor):
         self.tool_call_id = tool_call_id
         """The parent's pydantic-ai tool call that started this call (an agent used as a tool); None for the
         top-level call and for calls made from Python (`call_agent`)."""
-        self.step = tool_call_id if tool_call_id is not None else asked_as
+        self._step = tool_call_id if tool_call_id is not None else asked_as
         """What started this call in its parent, for its place in the run (`path`): the parent's tool call, or
         for a call made from Python (`call_agent`) what the parent's gate knows it by, in the order of its calls."""
         self.id = run.state.next_call_id()
-        self.toolsets: list[AbstractToolset[Any]] = []
+        self._toolsets: list[AbstractToolset[Any]] = []
         self.attachments = attachments
         """The files this call received (its entry's agent is sent them with its prompt)."""
         self._produced = NOTHING_PRODUCED
@@ -114,28 +113,28 @@ class CallScope(metaclass=NoPublicConstructor):
             Scope.PER_CALL,
             host.config.cleanup_timeout,
             run.owner,
-            sink=None if observed is None else Sink(self.tag(), observed.observers),
+            sink=None if observed is None else Sink(self._tag(), observed.observers),
         )
         self._lending: Lending | None = Lending(host.approvals, self, host.entry_tools)  # None once the call ended
         self._sink_token: Token[Sink | None] | None = None
 
     @property
-    def config(self) -> RuntimeConfig:
+    def _config(self) -> RuntimeConfig:
         """The runtime's configuration (model, max_depth, approval mode, ...)."""
-        return self.host.config
+        return self._host.config
 
     @property
-    def capabilities(self) -> list[AbstractCapability[Any]]:
+    def _capabilities(self) -> list[AbstractCapability[Any]]:
         """Capabilities an agent run in this scope needs: the approval resolver, when a toolset can ask."""
         return [] if self._lending is None else self._lending.capabilities()
 
     @property
-    def event_stream_handler(self) -> EventStreamHandler[Any] | None:
+    def _event_stream_handler(self) -> EventStreamHandler[Any] | None:
         """The handler of this call's agent run's events: its live run's, the runtime's, or None."""
         return self._open_run().handler
 
     @property
-    def sink(self) -> Sink | None:
+    def _sink(self) -> Sink | None:
         """Where this call announces its events; None when nobody observes its run, or once the call has ended."""
         return None if self._run is None else self._owner.sink
 
@@ -167,26 +166,22 @@ class CallScope(metaclass=NoPublicConstructor):
                 f"{', '.join(self._instances) or 'none (the call has ended)'}"
             ) from None
 
-    @property
-    def approver(self) -> Approver | None:
-        """Who answers this call's approvals: the run's approver, else its session's, else the runtime's."""
-        return self._open_run().approver
-
-    @property
-    def grants(self) -> Grants:
-        """The "approve for session" answers this call's approvals may reuse: its session's."""
-        return self._open_run().grants
-
-    @property
-    def session_id(self) -> str | None:
-        """The id of the session whose run this call is in; None for a run given no session."""
-        session = self._open_run().session
-        return None if session is None else session.id
-
-    @property
-    def approval_space(self) -> str:
-        """Where the ids of this run's questions come from (see `llm_do.approvals.approval_space`)."""
-        return self._open_run().approval_space
+    def _gated(self) -> GatedCall:
+        """What this call's gate knows of it: where it stands, who answers its questions (the run's approver, else
+        its session's, else the runtime's; its session's grants), and who hears them."""
+        run = self._open_run()
+        session = run.session
+        return GatedCall(
+            call_id=self.id,
+            depth=self.depth,
+            chain=self.chain(),
+            path=self.path(),
+            approval_space=run.approval_space,
+            session_id=None if session is None else session.id,
+            approver=run.approver,
+            grants=run.grants,
+            sink=self._owner.sink,
+        )
 
     def path(self) -> tuple[tuple[str, str | None], ...]:
         """Where this call is in its run: each entry from the top-level call down, with what started it in
@@ -194,7 +189,7 @@ class CallScope(metaclass=NoPublicConstructor):
         steps: list[tuple[str, str | None]] = []
         scope: CallScope | None = self
         while scope is not None:
-            steps.append((scope.entry.name, scope.step))
+            steps.append((scope.entry.name, scope._step))
             scope = scope.parent
         return tuple(reversed(steps))
 
@@ -213,7 +208,7 @@ class CallScope(metaclass=NoPublicConstructor):
             raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; its scope can no longer be used")
         return run
 
-    def tag(self) -> CallTag:
+    def _tag(self) -> CallTag:
         """This call, as its events name it."""
         parent = self.parent
         return CallTag(
@@ -232,8 +227,8 @@ class CallScope(metaclass=NoPublicConstructor):
         if self._owner.sink is not None:
             self._observe(self._owner.sink)
         try:
-            plan = self._plan = self._plan or self.host.plan_of(self.entry.name)
-            owner, sink = self._owner, self.sink
+            plan = self._plan = self._plan or self._host.plan_of(self.entry.name)
+            owner, sink = self._owner, self._sink
             if run is not None and (run.overrides is not None or run.session_overrides is not None):
                 acquired = [(use, await self._overridden(run, use)) for use in plan.uses]
             else:
@@ -256,7 +251,7 @@ class CallScope(metaclass=NoPublicConstructor):
             if may_ask is None:  # some toolset's tools are known only now that it is built
                 may_ask = any(may_ask_for_approval(ts) if use.may_ask is None else use.may_ask for use, ts in acquired)
             self._instances = {use.name: ts for use, ts in acquired}
-            self.toolsets = self._lent().lend([(use.name, ts) for use, ts in acquired], defers=may_ask)
+            self._toolsets = self._lent().lend([(use.name, ts) for use, ts in acquired], defers=may_ask)
         except BaseException as exc:
             await self._finish(exc)
             raise
@@ -274,14 +269,14 @@ class CallScope(metaclass=NoPublicConstructor):
         if scope is None:
             return await built(use.spec.factory())
         owner = self._owner if scope is Scope.PER_CALL else self._owner.find(scope)
-        return await owner.acquire(use.spec, use.label, use.name, self.sink)
+        return await owner.acquire(use.spec, use.label, use.name, self._sink)
 
     async def injected(self, key: object, asked_by: str) -> Any:
         """The object the container gives a tool's parameter in this call (`Provide[App.repo]`): a per-call
         provider's is this call's (its own toolset's instance, when the provider builds one of its toolsets; else
         made on first use and torn down with the call); a per-run one's, the run's; any other, what the provider
         gives (a global, or what the run's overrides put in its place)."""
-        provider, scope = self.host.injection(key)
+        provider, scope = self._host.injection(key)
         run = self._open_run()
         if scope is not Scope.PER_CALL:
             return await built(provider())
@@ -296,16 +291,15 @@ class CallScope(metaclass=NoPublicConstructor):
                 raise ScopeError(f"call {self.id} of entry {self.entry.name!r} has ended; {asked_by} came too late")
             self._injected[provider] = found
             if not run.gives(provider):  # (an object an override gives is nobody's here)
-                label = (
-                    f"provider {self.host.provider_named(key)!r} for {asked_by} of entry {self.entry.name!r} (per call)"
-                )
-                await self._owner.adopt(found, label, None, self.sink)
+                named = self._host.provider_named(key)
+                label = f"provider {named!r} for {asked_by} of entry {self.entry.name!r} (per call)"
+                await self._owner.adopt(found, label, None, self._sink)
         return found
 
     def _toolset_names(self) -> tuple[str, ...]:
         plan = self._plan
         if plan is None and self._run is not None:
-            plan = self._plan = self.host.plan_of(self.entry.name)
+            plan = self._plan = self._host.plan_of(self.entry.name)
         return () if plan is None else plan.names
 
     def _not_a_toolset(self, use: ToolsetUse, obj: object) -> ToolsetError:
@@ -355,7 +349,7 @@ class CallScope(metaclass=NoPublicConstructor):
         if self._lending is not None:  # it refers back to this scope: a cycle would leave both to the garbage collector
             self._lending.release()
         self._lending = None
-        self.toolsets = []
+        self._toolsets = []
         self._instances = {}
         self._injected = {}
         self._run = self._plan = None
@@ -374,12 +368,12 @@ class CallScope(metaclass=NoPublicConstructor):
         file under the project root (see `attachments_named`).
         """
         self._target(name)  # known, before anyone is asked
-        self.check_depth(name)  # before anyone is asked to approve a call that cannot run
+        self._check_depth(name)  # before anyone is asked to approve a call that cannot run
         handed = await self.attachments_named(attachments) if attachments else ()
         names = [attachment.name for attachment in handed]
         args: dict[str, Any] = {"input": input_data, "attachments": names} if names else {"input": input_data}
-        gate, plan = self._lent().gate(), self._plan or self.host.plan_of(self.entry.name)
-        toolset = plan.gates_with(self._instances, self.host.entries).get(name, name)  # as a call of its tool
+        gate, plan = self._lent().gate(), self._plan or self._host.plan_of(self.entry.name)
+        toolset = plan.gates_with(self._instances, self._host.entries).get(name, name)  # as a call of its tool
         asked_as = gate.python_call_id(toolset, name)
         facts = CallFacts(
             toolset, name, args, asked_as, tool_call=False, agent=True, attachments=names, shown=handed, direct=True
@@ -398,7 +392,7 @@ class CallScope(metaclass=NoPublicConstructor):
         `filesystem` toolset's paths. The files are read one by one, and refused as soon as one is named twice or
         they are over the call's limit in bytes. Raises `AttachmentError`, which a model reads as the tool's failure.
         """
-        settings = self.host.config.attachments
+        settings = self._host.config.attachments
         if isinstance(names, str):
             raise AttachmentError(f"attach: attachments must be a list of names, got the string {names!r}")
         check_count(len(names), settings)  # before reading any of them
@@ -410,19 +404,19 @@ class CallScope(metaclass=NoPublicConstructor):
             elif isinstance(item, str) and (known := received.get(item, received.get(normal_name(item)))):
                 found.append(known)  # what this call received, however its path is spelled
             else:  # read in a worker thread, without copying this context into it
-                read = functools.partial(Attachment.read, self.host.config.project_root, item, settings=settings)
+                read = functools.partial(Attachment.read, self._host.config.project_root, item, settings=settings)
                 found.append(await asyncio.get_running_loop().run_in_executor(None, read))
             check_call(found, settings)  # a file named twice, or over the call's bytes: refused before reading on
         return tuple(found)
 
-    async def attachments_for(self, tool_call_id: str | None, names: Sequence[str]) -> tuple[Attachment, ...]:
+    async def _attachments_for(self, tool_call_id: str | None, names: Sequence[str]) -> tuple[Attachment, ...]:
         """The attachments a model's call to an entry hands over: those its approver was shown, else `names`."""
         shown = self._lending.attached(tool_call_id) if tool_call_id and self._lending is not None else None
         return shown if shown is not None else await self.attachments_named(names)
 
-    def check_depth(self, name: str) -> None:
+    def _check_depth(self, name: str) -> None:
         """Raise `MaxDepthExceeded` if calling entry `name` from here would go past `max_depth`."""
-        max_depth = self.host.config.max_depth
+        max_depth = self._host.config.max_depth
         if self.depth + 1 > max_depth:
             raise MaxDepthExceeded((*self.chain(), name), max_depth)
 
@@ -439,10 +433,10 @@ class CallScope(metaclass=NoPublicConstructor):
         whose calls the gate already saw (`tool_call_id` is that tool call's; `asked_as`, what the gate knows a call
         made from Python by). The depth limit is enforced here, whoever calls."""
         target, plan = self._target(name)
-        self.check_depth(name)
+        self._check_depth(name)
         run = self._open_run()
         async with CallScope._create(
-            self.host,
+            self._host,
             target,
             run,
             parent=self,
@@ -458,10 +452,10 @@ class CallScope(metaclass=NoPublicConstructor):
         run = self._open_run()
         if (found := made_target(run, name)) is not None:
             return found
-        entry = self.host.entries.get(name)
+        entry = self._host.entries.get(name)
         if entry is None:
             raise UnknownAgent(
-                f"{self.entry.name!r} cannot call {name!r}: it is neither an entry ({listing(self.host.entries)}) "
+                f"{self.entry.name!r} cannot call {name!r}: it is neither an entry ({listing(self._host.entries)}) "
                 f"nor an agent made in this run or kept by its session ({listing(made_names(run))}); fix the name",
                 name,
             )
@@ -481,9 +475,9 @@ class CallScope(metaclass=NoPublicConstructor):
         uses, and may use only `toolsets` this call's entry has (each gated by its own approval policy, as for any
         call); its calls are children like any entry's, under the depth limit. Raises `ToolsetError` for a name
         already taken or not a valid tool name, a toolset this entry does not have, or another `keep`."""
-        run, plan = self._open_run(), self._plan or self.host.plan_of(self.entry.name)
+        run, plan = self._open_run(), self._plan or self._host.plan_of(self.entry.name)
         built = self._instances  # its calls of entries are gated as its maker's
-        return make_agent(self.host, self.entry, plan, built, run, name, instructions, toolsets, description, keep)
+        return make_agent(self._host, self.entry, plan, built, run, name, instructions, toolsets, description, keep)
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """Call one of this scope's tools directly, validating `args` like a model's call.

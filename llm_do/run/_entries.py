@@ -131,10 +131,10 @@ class AgentEntry(_Described):
 
     async def run_turn(self, scope: CallScope, input_data: Any) -> Any:
         agent = self.agent
-        model = scope.config.model if agent.model is None else None
-        sink = scope.sink
+        model = scope._config.model if agent.model is None else None
+        sink = scope._sink
         if sink is not None:
-            sink.emit(AgentStarted(scope.tag(), model if agent.model is None else agent.model))
+            sink.emit(AgentStarted(scope._tag(), model if agent.model is None else agent.model))
         prompt = self._prompt(input_data)
         if scope.attachments:
             check_model(scope.attachments, model if agent.model is None else agent.model)
@@ -142,10 +142,10 @@ class AgentEntry(_Described):
         renamed = agent.override(name=self._name) if self._renamed else None
         if renamed is not None:
             renamed.__enter__()
-        alone = RUN_ALONE.set(agent) if self._alone and scope.toolsets else None
-        told = None if sink is None else lambda warning: sink.emit(CallWarning(scope.tag(), warning))
+        alone = RUN_ALONE.set(agent) if self._alone and scope._toolsets else None
+        told = None if sink is None else lambda warning: sink.emit(CallWarning(scope._tag(), warning))
         guard = ModelGuard(
-            self._name, agent, self._plan(scope.config), model if agent.model is None else agent.model, told
+            self._name, agent, self._plan(scope._config), model if agent.model is None else agent.model, told
         )
         messages: list[ModelMessage] = []
         conversation: list[ModelMessage] = []
@@ -156,13 +156,13 @@ class AgentEntry(_Described):
                         result = await agent.run(
                             prompt,
                             message_history=scope.message_history,
-                            toolsets=scope.toolsets,
-                            capabilities=guard.capabilities(scope.capabilities),
+                            toolsets=scope._toolsets,
+                            capabilities=guard.capabilities(scope._capabilities),
                             deps=scope,
                             usage=scope.state.usage,
                             usage_limits=guard.usage_limits,
                             model=guard.model,
-                            event_stream_handler=scope.event_stream_handler,
+                            event_stream_handler=scope._event_stream_handler,
                         )
                 except BaseException as error:
                     messages = _added(captured, scope.message_history)  # for the call's usage and log
@@ -345,7 +345,7 @@ def _hand_over(ctx: RunContext[Any], target: Entry, input_data: Any, attachments
 async def _hand_over_attached(
     scope: CallScope, tool_call_id: str | None, target: Entry, input_data: Any, attachments: Sequence[str]
 ) -> Any:
-    handed = await scope.attachments_for(tool_call_id, attachments)
+    handed = await scope._attachments_for(tool_call_id, attachments)
     return await scope._call_child(target.name, input_data, tool_call_id=tool_call_id, attachments=handed)
 
 

@@ -15,7 +15,7 @@ from asyncio import CancelledError
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
@@ -35,27 +35,29 @@ if TYPE_CHECKING:
     from ..files._attachments import Attachment
 
 
-class GatedCall(Protocol):
-    """What a gate needs to know of the call it gates."""
+@dataclass(frozen=True, slots=True)
+class GatedCall:
+    """What a gate knows of the call it gates, fixed when the gate is made: where the call stands, who answers its
+    questions, and who hears them."""
 
-    @property
-    def id(self) -> str: ...
-    @property
-    def depth(self) -> int: ...
-    @property
-    def sink(self) -> Sink | None: ...
-    @property
-    def approver(self) -> Approver | None: ...
-    @property
-    def grants(self) -> Grants: ...
-    @property
-    def session_id(self) -> str | None: ...
-    @property
-    def approval_space(self) -> str: ...
-    def chain(self) -> tuple[str, ...]: ...
-    def path(self) -> tuple[tuple[str, str | None], ...]: ...
-    def check_depth(self, name: str) -> None: ...
-    async def attachments_named(self, names: Sequence[str]) -> tuple[Attachment, ...]: ...
+    call_id: str
+    """The call's id in its run (`CallScope.id`)."""
+    depth: int
+    chain: tuple[str, ...]
+    """Entry names from the top-level call down to this one."""
+    path: tuple[tuple[str, str | None], ...]
+    """Where the call is in its run (`CallScope.path()`): with `approval_space`, what its questions' ids come from."""
+    approval_space: str
+    session_id: str | None
+    approver: Approver | None
+    grants: Grants
+    """The "approve for session" answers the call's approvals may reuse: its session's (or its run's)."""
+    sink: Sink | None
+    """Where the call announces its questions and decisions; None when nobody observes its run."""
+
+
+ReadFiles = Callable[[Sequence[str]], Awaitable["tuple[Attachment, ...]"]]
+"""How a gate reads the files a call hands over, to show its approver (`CallScope.attachments_named`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,18 +73,20 @@ class CallGate:
 
     __slots__ = (
         "_attached",
+        "_call",
         "_capability",
         "_direct_ids",
         "_grants",
         "_pending",
+        "_read_files",
         "approvals",
         "deferring",
-        "scope",
     )
 
-    def __init__(self, approvals: Approvals, scope: GatedCall, *, deferring: bool) -> None:
+    def __init__(self, approvals: Approvals, call: GatedCall, read_files: ReadFiles, *, deferring: bool) -> None:
         self.approvals = approvals
-        self.scope = scope
+        self._call = call
+        self._read_files = read_files
         self.deferring = deferring
         """True when the call's agent runs get `capabilities()`: a model's gated calls are then deferred to it."""
         self._capability: HandleDeferredToolCalls[Any] | None = None
@@ -155,7 +159,7 @@ class CallGate:
             return facts.shown
         if not facts.attachments or verdict.decision != "ask":
             return ()
-        shown = self._attached[facts.call_id] = await self.scope.attachments_named(facts.attachments)
+        shown = self._attached[facts.call_id] = await self._read_files(facts.attachments)
         return shown
 
     def _granted(self, facts: CallFacts) -> bool:
@@ -241,8 +245,8 @@ class CallGate:
     def _request(self, facts: CallFacts, reason: str, attachments: tuple[Attachment, ...]) -> ApprovalRequest:
         """The question about one call, which is known by `facts.call_id`: the model's tool call id, or for a call
         made from Python without one, its order among this call's own."""
-        call = self.scope
-        chain = call.chain()
+        call = self._call
+        chain = call.chain
         toolset, tool, args = facts.toolset, facts.tool, facts.args
         shown = ", ".join(f"{name}={_short(value)}" for name, value in args.items())
         description = f"{' > '.join(chain)} wants to run {toolset}.{tool}({shown}): {reason}"
@@ -258,8 +262,8 @@ class CallGate:
             args=MappingProxyType(dict(args)),
             reason=reason,
             description=description,
-            approval_id=approval_id(call.approval_space, call.path(), facts.call_id),
-            call_id=call.id,
+            approval_id=approval_id(call.approval_space, call.path, facts.call_id),
+            call_id=call.call_id,
             tool_call_id=facts.call_id if facts.tool_call else None,
             attachments=infos,
             session_id=call.session_id,
@@ -273,7 +277,7 @@ class CallGate:
     async def _settle(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
         """None when the call may run, else why not; the call's observers hear the decision, and the question
         before it when there is one to answer (a call its policy denies, or that the mode decides, asks nobody)."""
-        call = self.scope
+        call = self._call
         sink = call.sink
         if sink is not None and self.approvals.asks(verdict):
             sink.emit(ApprovalRequested(sink.call, request, verdict.decision))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -44,13 +44,25 @@ _NO_ID = Toolset.id
 """`Toolset`'s own `id` property (None): a class that keeps it chose no id for its tools."""
 
 
+class LendingCall(Protocol):
+    """What a lending needs of the call whose toolsets it lends."""
+
+    def _gated(self) -> GatedCall:
+        """What the call's gate knows of it, made when the gate is."""
+        ...
+
+    def _check_depth(self, name: str) -> None: ...
+
+    async def attachments_named(self, names: Sequence[str]) -> tuple[Attachment, ...]: ...
+
+
 class Lending:
     """One call's loans to pydantic-ai: the wrappers, the approval gate (made on first use), and the
     run contexts pydantic-ai made for them, which a callback scheduled by a tool may keep."""
 
     __slots__ = ("_approvals", "_call", "_defers", "_entry_tools", "_gate", "_lent", "_seen", "hold")
 
-    def __init__(self, approvals: Approvals, call: GatedCall, entry_tools: Collection[str]) -> None:
+    def __init__(self, approvals: Approvals, call: LendingCall, entry_tools: Collection[str]) -> None:
         self._approvals = approvals
         self._call = call
         self._entry_tools = entry_tools
@@ -65,7 +77,8 @@ class Lending:
     def gate(self) -> CallGate:
         gate = self._gate
         if gate is None:
-            gate = self._gate = CallGate(self._approvals, self._call, deferring=self._defers)
+            call = self._call
+            gate = self._gate = CallGate(self._approvals, call._gated(), call.attachments_named, deferring=self._defers)
         return gate
 
     @property
@@ -155,7 +168,7 @@ class Lending:
         try:
             self.saw_current()
             if toolset in self._entry_tools:
-                self._call.check_depth(name)  # the entry's tool: before anyone is asked about a call that cannot run
+                self._call._check_depth(name)  # the entry's tool: before anyone is asked about a call that cannot run
 
             metadata = tool.tool_def.metadata
             facts = None

@@ -411,7 +411,7 @@ def _tag_of(ctx: RunContext[Any]) -> CallTag:
     if sink is not None and sink.call is not None:
         tag: CallTag = sink.call
         return tag
-    return scope.tag()  # type: ignore[no-any-return]
+    return scope._tag()  # type: ignore[no-any-return]
 
 
 Launch = Callable[["LiveRun"], Awaitable[RunResult]]

@@ -830,7 +830,7 @@ async def test_the_approval_capability_is_passed_only_where_a_toolset_can_ask_or
     def counting(name: str) -> Any:
         @entry(name=name, toolsets=[name])
         async def count(scope: CallScope, input_data: str) -> None:
-            seen[name] = len(scope.capabilities)
+            seen[name] = len(scope._capabilities)
 
         return count
 
@@ -863,11 +863,11 @@ async def test_an_undeclared_toolset_whose_tools_are_all_read_only_gets_no_capab
 
     @entry(name="reads", toolsets=["reads"])
     async def count(scope: CallScope, input_data: str) -> None:
-        seen["reads"] = len(scope.capabilities)
+        seen["reads"] = len(scope._capabilities)
 
     @entry(name="plain", toolsets=["plain"])
     async def count_plain(scope: CallScope, input_data: str) -> None:
-        seen["plain"] = len(scope.capabilities)
+        seen["plain"] = len(scope._capabilities)
 
     runtime = Runtime(None, entries=[count, count_plain], toolsets={"reads": Reads, "plain": lambda: Careful([])})
     async with runtime:

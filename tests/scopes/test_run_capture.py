@@ -125,7 +125,7 @@ async def test_context_snapshots_taken_during_runs_keep_nothing_of_them() -> Non
         for kind in (Audit, RunState, Ledger):
             assert await alive(kind) == 0, kind
         scopes = [obj for obj in gc.get_objects() if isinstance(obj, CallScope)]
-        assert all(scope.toolsets == [] and scope._all_messages == [] for scope in scopes)
+        assert all(scope._toolsets == [] and scope._all_messages == [] for scope in scopes)
         # pydantic-ai's run context of each of those calls: no tools, toolsets, prompt or messages left
         contexts = [obj for obj in gc.get_objects() if isinstance(obj, RunContext) and obj.deps in scopes]
         assert contexts
