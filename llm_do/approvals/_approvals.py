@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any, get_args
 
 from ..errors import ConfigurationError, listing
-from ._facts import CallFacts, ToolTraits
+from ._facts import CallFacts, NameRules, ToolTraits
 from ._grants import Grants, session_key
 from ._policy import ApprovalMode, ApprovalOnDeny, Decision, PolicySettings, ToolPolicy, Verdict
 from ._requests import Approval, ApprovalRequest, ApprovalUnavailable, Approver, ask_within, check_approver, parks
@@ -148,6 +148,27 @@ class Approvals:
         """Why questions are no longer asked (`stop_asking`); None while they are."""
         self._asking: set[Callable[[], None]] = set()
         """The deadlines of the questions waiting for an answer."""
+        self._rules = {name: self._rules_of(name) for name in known}
+        """Each known toolset name's rules, worked out once."""
+
+    def rules(self, toolset: str) -> NameRules:
+        """The approval rules of a toolset name: what is declared and overridden for it, worked out once."""
+        rules = self._rules.get(toolset)
+        if rules is None:
+            rules = self._rules[toolset] = self._rules_of(toolset)
+        return rules
+
+    def _rules_of(self, toolset: str) -> NameRules:
+        declared = toolset in self._declared
+        override = self._overrides.get(toolset)
+        return NameRules(
+            name=toolset,
+            declared=declared,
+            may_gate=toolset in self.gating or (self.undeclared != "allow" and not declared),
+            safe_runs=not declared and override is None,
+            policy=self.policies.get(toolset, self._unsafe),
+            override=override,
+        )
 
     def stop_asking(self, reason: str) -> int:
         """Deny every question waiting for an answer now, and every later one at once, with `reason` (which the
@@ -160,35 +181,33 @@ class Approvals:
 
     def may_gate(self, toolset: str) -> bool:
         """Whether something other than the tool itself can ask for or deny a call to a toolset name."""
-        return toolset in self.gating or (self.undeclared != "allow" and toolset not in self._declared)
+        return self.rules(toolset).may_gate
 
     def declared(self, toolset: str) -> bool:
         """Whether a policy is declared for a toolset name (a class's `default_policy`, the container's
         `approval_policies`, `Runtime(policies=)`), rather than only overridden by settings or by nobody."""
-        return toolset in self._declared
+        return self.rules(toolset).declared
 
     def safe_runs(self, toolset: str) -> bool:
         """Whether a call to a tool declared safe (read-only, an agent) of this toolset runs with nothing to
         decide: no policy is declared for the name and no override applies to it."""
-        return toolset not in self._declared and toolset not in self._overrides
+        return self.rules(toolset).safe_runs
 
     def policy(self, toolset: str) -> ToolPolicy:
         """The policy of a toolset name, overrides included. For a name without a declared one, the policy of its
         tools nobody declared safe (`approval_default`); its read-only tools, agents and MCP tools are decided
         by what they declare (see `verdict`)."""
-        policy = self.policies.get(toolset)
-        return policy if policy is not None else self._unsafe
+        return self.rules(toolset).policy
 
     async def evaluate(self, call: CallFacts) -> Verdict:
         """The verdict for one call: its verdict before any rule, then the declared policy's rule (a toolset
         without a declared policy has none)."""
-        carries = bool(call.attachments)
-        if call.toolset in self._declared:
-            return await self.policies[call.toolset].evaluate(
-                call.toolset, call.tool, call.args, requires_approval=call.requires_approval, attachments=carries
+        carries, rules, traits = bool(call.attachments), call.rules, call.traits
+        if rules.declared:
+            return await rules.policy.evaluate(
+                rules.name, call.tool, call.args, requires_approval=traits.requires_approval, attachments=carries
             )
-        traits = ToolTraits(call.read_only, call.requires_approval, call.agent)
-        return self._undeclared(call.toolset, call.tool, traits, call.annotations, carries)
+        return self._undeclared(rules, call.tool, traits, call.annotations, carries)
 
     def verdict(
         self,
@@ -209,22 +228,23 @@ class Approvals:
             traits = ToolTraits.of(None, requires_approval=requires_approval)
         elif requires_approval and not traits.requires_approval:
             traits = replace(traits, requires_approval=True)
-        if toolset in self._declared:
-            return self.policies[toolset].static_verdict(
+        rules = self.rules(toolset)
+        if rules.declared:
+            return rules.policy.static_verdict(
                 toolset, tool, requires_approval=traits.requires_approval, attachments=attachments
             )
-        return self._undeclared(toolset, tool, traits, annotations, attachments)
+        return self._undeclared(rules, tool, traits, annotations, attachments)
 
     def _undeclared(
         self,
-        toolset: str,
+        rules: NameRules,
         tool: str,
         traits: ToolTraits,
         annotations: Mapping[str, Any] | None,
         attachments: bool,
     ) -> Verdict:
         """The verdict for a call to a tool of a toolset without a declared policy (see `verdict`)."""
-        override = self._overrides.get(toolset)
+        toolset, override = rules.name, rules.override
         requires_approval = traits.requires_approval
         if annotations is not None:
             read_only = annotations.get("readOnlyHint") is True

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._policy import PolicySettings, ToolPolicy
+
 if TYPE_CHECKING:
     from ..files._attachments import Attachment
 
@@ -39,11 +41,37 @@ class ToolTraits:
         return cls(metadata.get(READ_ONLY) is True, requires_approval, metadata.get(AGENT_CALL) is True)
 
 
+_PLAIN = ToolTraits()
+
+
+@dataclass(frozen=True, slots=True)
+class NameRules:
+    """The approval rules of one toolset name, worked out once when the runtime loads (`Approvals.rules`) and
+    carried with each use of the toolset, so that a call reads them instead of looking its name up again."""
+
+    name: str
+    declared: bool
+    """A policy is declared for the name (not only a settings override): its tools' own declarations (read-only,
+    MCP annotations) are not read."""
+    may_gate: bool
+    """Something other than the tool itself (a declared policy, an override, `approval_default`) can ask for or deny
+    a call to one of its tools."""
+    safe_runs: bool
+    """A tool declared safe (read-only, an agent) runs with nothing to decide: no policy is declared for the name,
+    and no override applies to it."""
+    policy: ToolPolicy
+    """Its policy, overrides included; for a name without a declared one, the policy of its tools nobody declared
+    safe (`approval_default`)."""
+    override: PolicySettings | None
+    """The settings override of the name (`LLM_DO_APPROVAL_POLICIES`), if any."""
+
+
 @dataclass(frozen=True, slots=True)
 class CallFacts:
-    """A call to tool `tool` of the toolset named `toolset`: what its policy, its approver and its gate need."""
+    """A call to tool `tool` of a toolset (its name's `rules`): what its policy, its approver and its gate need."""
 
-    toolset: str
+    rules: NameRules
+    """The approval rules of the toolset's name."""
     tool: str
     args: Mapping[str, Any]
     """The arguments policies and approvers see (an empty list of attachments is left out)."""
@@ -53,14 +81,10 @@ class CallFacts:
     tool_call: bool = True
     """Whether `call_id` names a pydantic-ai tool call (not so for `call_agent`): its question names it, and the
     tool may ask for approval itself."""
-    requires_approval: bool = False
-    """The tool is declared `requires_approval=True`."""
+    traits: ToolTraits = _PLAIN
+    """What the tool declares about itself: read-only, `requires_approval`, a call to an entry."""
     annotations: Mapping[str, Any] | None = None
     """An MCP tool's annotations (`{}` when it has none), when they decide: no policy is declared for its toolset."""
-    read_only: bool = False
-    """The tool is declared read-only (`READ_ONLY` in its metadata)."""
-    agent: bool = False
-    """The tool calls an entry (agent-as-tool, `AGENT_CALL` in its metadata)."""
     attachments: Sequence[str] = ()
     """Names of the files the call hands over."""
     shown: tuple[Attachment, ...] | None = None
@@ -73,5 +97,7 @@ class CallFacts:
     asked: bool = False
     """The tool asked for approval itself (it raised `ApprovalRequired`): no policy is evaluated."""
 
-
-_PLAIN = ToolTraits()
+    @property
+    def toolset(self) -> str:
+        """The toolset's name, as the call's question and its policy name it."""
+        return self.rules.name

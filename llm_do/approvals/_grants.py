@@ -40,7 +40,11 @@ def session_key(
     digests = [f"{item.name}@sha256:{item.sha256}" for item in attachments]
     if digests:
         values["\x00attachments"] = digests  # cannot collide with an argument name
-    canonical = json.dumps(
-        to_jsonable_python(values, fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    return (toolset, tool, canonical_args(values))
+
+
+def canonical_args(args: Mapping[str, Any]) -> str:
+    """A call's arguments as canonical JSON: equal for equal arguments, however they were built (any mapping)."""
+    return json.dumps(
+        to_jsonable_python(dict(args), fallback=repr), sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
-    return (toolset, tool, canonical)

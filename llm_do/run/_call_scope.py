@@ -21,7 +21,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._compat import current_run_context
-from ..approvals._facts import CallFacts
+from ..approvals._facts import CallFacts, ToolTraits
 from ..di._config import RuntimeConfig
 from ..errors import MaxDepthExceeded, ScopeError, ToolsetError, listing
 from ..events import CallEnded, CallStarted, CallTag
@@ -40,6 +40,9 @@ from ._made import Keep, made_names, made_target, make_agent
 from ._run_scope import RunScope
 from ._servers import start_servers
 from ._usage import usage_of
+
+_AGENT = ToolTraits(agent=True)
+"""What a call to an entry declares about itself."""
 
 
 def current_scope() -> CallScope | None:
@@ -375,8 +378,9 @@ class CallScope(metaclass=NoPublicConstructor):
         gate, plan = self._lent().gate(), self._plan or self._host.plan_of(self.entry.name)
         toolset = plan.gates_with(self._instances, self._host.entries).get(name, name)  # as a call of its tool
         asked_as = gate.python_call_id(toolset, name)
+        rules = self._host.approvals.rules(toolset)
         facts = CallFacts(
-            toolset, name, args, asked_as, tool_call=False, agent=True, attachments=names, shown=handed, direct=True
+            rules, name, args, asked_as, tool_call=False, traits=_AGENT, attachments=names, shown=handed, direct=True
         )
         call = gate.call(
             facts, lambda approved: self._call_child(name, input_data, attachments=handed, asked_as=asked_as)

@@ -24,7 +24,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 
 from ..approvals._approvals import Approvals
 from ..approvals._facts import CallFacts
-from ..approvals._grants import Grants, SessionKey, session_key
+from ..approvals._grants import Grants, canonical_args
 from ..approvals._policy import Verdict
 from ..approvals._requests import ApprovalDenied, ApprovalRequest, Approver, RunSuspended, approval_id
 from ..events import ApprovalDecided, ApprovalRequested
@@ -62,9 +62,13 @@ ReadFiles = Callable[[Sequence[str]], Awaitable["tuple[Attachment, ...]"]]
 
 @dataclass(frozen=True, slots=True)
 class _Pending:
+    """A call the gate deferred to the capability: its facts, its question, and the arguments it was asked about
+    (canonical_args), which the call run again once approved must still have."""
+
+    facts: CallFacts
     request: ApprovalRequest
     verdict: Verdict
-    key: SessionKey
+    arguments: str
 
 
 class CallGate:
@@ -91,7 +95,8 @@ class CallGate:
         """True when the call's agent runs get `capabilities()`: a model's gated calls are then deferred to it."""
         self._capability: HandleDeferredToolCalls[Any] | None = None
         self._pending: dict[str, _Pending] = {}
-        self._grants: dict[str, SessionKey] = {}
+        self._grants: dict[str, _Pending] = {}
+        """The deferred calls the capability approved, by tool call id: each runs once, with the arguments asked."""
         self._direct_ids: itertools.count[int] | None = None
         self._attached: dict[str, tuple[Attachment, ...]] = {}
         """Attachments read to show an approver, by tool call id: the call, once approved, sends these."""
@@ -165,7 +170,11 @@ class CallGate:
     def _granted(self, facts: CallFacts) -> bool:
         """Whether the capability approved this call, for exactly these arguments (the grant is used up)."""
         grant = self._grants.get(facts.call_id)
-        if grant is None or grant != session_key(facts.toolset, facts.tool, facts.args):
+        if grant is None:
+            return False
+        deferred = grant.facts
+        same_tool = deferred.toolset == facts.toolset and deferred.tool == facts.tool
+        if not same_tool or grant.arguments != canonical_args(facts.args):
             return False
         del self._grants[facts.call_id]
         return True
@@ -176,7 +185,7 @@ class CallGate:
         request = self._request(facts, verdict.reason or verdict.decision, shown)
         call_id = facts.call_id
         if self.deferring and not facts.direct and not facts.approved:
-            self._pending[call_id] = _Pending(request, verdict, session_key(facts.toolset, facts.tool, request.args))
+            self._pending[call_id] = _Pending(facts, request, verdict, canonical_args(request.args))
             raise ApprovalRequired(
                 metadata={"llm_do": {"toolset": facts.toolset, "decision": verdict.decision, "reason": verdict.reason}}
             )
@@ -203,7 +212,7 @@ class CallGate:
         approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
         for (call_id, pending), why in zip(ours, whys, strict=True):
             if why is None:
-                self._grants[call_id] = pending.key
+                self._grants[call_id] = pending
                 approvals[call_id] = ToolApproved()
             else:
                 self._attached.pop(call_id, None)

@@ -22,7 +22,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 
 from .._compat import current_run_context, explicit_toolset_id, forget_driving_task
 from ..approvals._approvals import Approvals
-from ..approvals._facts import CallFacts, ToolTraits
+from ..approvals._facts import CallFacts, NameRules, ToolTraits
 from ..approvals._requests import RunSuspended
 from ..files._attachments import TAKES_ATTACHMENTS, names_in
 from ..guards._guard import refuse_repeat
@@ -118,13 +118,14 @@ class Lending:
         self._defers = defers
         if defers:
             self.gate()  # made now: its capability goes with every agent run of the call
-        plain: list[tuple[str, AbstractToolset[Any]]] = []
+        plain: list[tuple[NameRules, AbstractToolset[Any]]] = []
         lent: list[LentToolset | LentGroup] = []
+        rules_of = self._approvals.rules  # each name's, worked out at load: carried with its toolset
         for name, toolset in toolsets:
             if _is_plain(toolset):
-                plain.append((name, toolset))
+                plain.append((rules_of(name), toolset))
             else:
-                lent.append(LentToolset(toolset, name=name, lending=self))
+                lent.append(LentToolset(toolset, rules=rules_of(name), lending=self))
         if plain:
             lent.insert(0, LentGroup(tuple(plain), self))
         self._lent = lent
@@ -150,7 +151,7 @@ class Lending:
 
     async def call(
         self,
-        toolset: str,
+        rules: NameRules,
         inner: AbstractToolset[Any],
         name: str,
         tool_args: dict[str, Any],
@@ -159,21 +160,21 @@ class Lending:
         *,
         direct: bool = False,
     ) -> Any:
-        """Call `inner`'s tool `name` (lent as `toolset`) through the gate when anything can ask for it; `direct`
-        for a call made from Python (`CallScope.call_tool`). A call that ends the run suspended (`RunSuspended`)
-        raises once the call's other tool calls have ended or been suspended too."""
+        """Call `inner`'s tool `name` (lent under the name whose approval rules are `rules`) through the gate when
+        anything can ask for it; `direct` for a call made from Python (`CallScope.call_tool`). A call that ends the
+        run suspended (`RunSuspended`) raises once the call's other tool calls have ended or been suspended too."""
         hold = self.hold if not direct else self.direct_hold()
         if hold is not None:
             hold.running += 1
         try:
             self.saw_current()
-            if toolset in self._entry_tools:
+            if rules.name in self._entry_tools:
                 self._call._check_depth(name)  # the entry's tool: before anyone is asked about a call that cannot run
 
             metadata = tool.tool_def.metadata
             facts = None
-            if metadata or self._approvals.may_gate(toolset):
-                facts = self._facts(toolset, name, tool_args, ctx, metadata or {}, direct)
+            if metadata or rules.may_gate:
+                facts = self._facts(rules, name, tool_args, ctx, metadata or {}, direct)
             if not direct:
                 refuse_repeat(ctx, name, weighed=facts is not None)  # a refused call made again is not run
             if facts is None:  # nothing can ask for the call, unless the tool does
@@ -182,7 +183,7 @@ class Lending:
                 except ApprovalRequired:
                     if ctx.tool_call_approved:
                         raise
-                facts = CallFacts(toolset, name, tool_args, ctx.tool_call_id or "", direct=direct, asked=True)
+                facts = CallFacts(rules, name, tool_args, ctx.tool_call_id or "", direct=direct, asked=True)
 
             async def run(approved: bool) -> Any:
                 called = replace(ctx, tool_call_approved=True) if approved and not ctx.tool_call_approved else ctx
@@ -202,7 +203,7 @@ class Lending:
 
     def _facts(
         self,
-        toolset: str,
+        rules: NameRules,
         name: str,
         tool_args: dict[str, Any],
         ctx: RunContext[Any],
@@ -210,28 +211,25 @@ class Lending:
         direct: bool,
     ) -> CallFacts | None:
         """The facts of a call the gate must see, or None when nothing but the tool itself can ask for it."""
-        approvals = self._approvals
         requires_approval = bool(metadata.get(_REQUIRES_APPROVAL))
         annotations: dict[str, Any] | None = None
-        if "annotations" in metadata and not approvals.declared(toolset):
+        if "annotations" in metadata and not rules.declared:
             annotations = metadata["annotations"] or {}  # an MCP tool's: without a declared policy, they decide
-        if not requires_approval and annotations is None and not approvals.may_gate(toolset):
+        if not requires_approval and annotations is None and not rules.may_gate:
             return None  # its policy allows every call and the tool does not ask
         traits = ToolTraits.of(metadata, requires_approval=requires_approval)
         names = names_in(tool_args, metadata.get(TAKES_ATTACHMENTS))
-        if (traits.read_only or traits.agent) and not requires_approval and not names and approvals.safe_runs(toolset):
+        if (traits.read_only or traits.agent) and not requires_approval and not names and rules.safe_runs:
             return None  # declared safe, and nothing is declared for its toolset that could say otherwise
         if names is not None and not names:  # an empty list of attachments is left out of what policies see
             tool_args = {key: value for key, value in tool_args.items() if key != "attachments"}
         return CallFacts(
-            toolset,
+            rules,
             name,
             tool_args,
             ctx.tool_call_id or "",
-            requires_approval=requires_approval,
+            traits=traits,
             annotations=annotations,
-            read_only=traits.read_only,
-            agent=traits.agent,
             attachments=names or (),
             approved=ctx.tool_call_approved,
             direct=direct,
@@ -267,8 +265,14 @@ def _claimed(lender: AbstractToolset[Any], tools: dict[str, ToolsetTool[Any]]) -
 class GatedToolset(WrapperToolset[Any]):
     """Passes each call to a tool of the wrapped toolset through the call's approval gate."""
 
-    name: str = field(kw_only=True)
+    rules: NameRules = field(kw_only=True, repr=False)
+    """The approval rules of the name it is lent under."""
     lending: Lending = field(kw_only=True, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The toolset's name in its entry."""
+        return self.rules.name
 
     @property
     def label(self) -> str:
@@ -285,13 +289,13 @@ class GatedToolset(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        return await self.lending.call(self.name, self.wrapped, name, tool_args, ctx, tool)
+        return await self.lending.call(self.rules, self.wrapped, name, tool_args, ctx, tool)
 
     async def call_direct(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         """`call_tool` for a call made from Python (`CallScope.call_tool`)."""
-        return await self.lending.call(self.name, self.wrapped, name, tool_args, ctx, tool, direct=True)
+        return await self.lending.call(self.rules, self.wrapped, name, tool_args, ctx, tool, direct=True)
 
 
 @dataclass
@@ -308,7 +312,7 @@ class LentToolset(GatedToolset):
         fresh = await self.wrapped.for_run(ctx)
         if fresh is self.wrapped:
             return self
-        return GatedToolset(fresh, name=self.name, lending=self.lending)  # pydantic-ai owns a per-run copy
+        return GatedToolset(fresh, rules=self.rules, lending=self.lending)  # pydantic-ai owns a per-run copy
 
     def let_go(self) -> None:
         self.wrapped = _SPENT
@@ -317,16 +321,17 @@ class LentToolset(GatedToolset):
 class LentGroup(AbstractToolset[Any]):
     """Lends several plain scope-owned toolsets to an agent run as one toolset, each still gated by its name."""
 
-    def __init__(self, members: tuple[tuple[str, AbstractToolset[Any]], ...], lending: Lending) -> None:
+    def __init__(self, members: tuple[tuple[NameRules, AbstractToolset[Any]], ...], lending: Lending) -> None:
         self.members = members
+        """Each toolset with the approval rules of the name it is lent under."""
         self.lending = lending
-        self._owners: dict[str, tuple[str, AbstractToolset[Any]]] = {}
+        self._owners: dict[str, tuple[NameRules, AbstractToolset[Any]]] = {}
 
     id: str | None = None  # a class attribute, not a property: pydantic-ai reads it at every step
 
     @property
     def label(self) -> str:
-        return "toolsets " + ", ".join(repr(name) for name, _ in self.members)
+        return "toolsets " + ", ".join(repr(rules.name) for rules, _ in self.members)
 
     async def __aenter__(self) -> LentGroup:
         return self
@@ -350,24 +355,24 @@ class LentGroup(AbstractToolset[Any]):
         self.lending.saw(ctx)
         tools: dict[str, ToolsetTool[Any]] = {}
         owners = self._owners
-        for name, member in self.members:
+        for rules, member in self.members:
             for tool_name, item in (await member.get_tools(ctx)).items():
                 tools[tool_name] = item
-                owners[tool_name] = (name, member)
+                owners[tool_name] = (rules, member)
         return _claimed(self, tools)
 
     def call_tool(  # the lending's coroutine itself: one frame less, resumed at every step of the call
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Coroutine[Any, Any, Any]:
-        toolset_name, member = self._owners[name]
-        return self.lending.call(toolset_name, member, name, tool_args, ctx, tool)
+        rules, member = self._owners[name]
+        return self.lending.call(rules, member, name, tool_args, ctx, tool)
 
     async def call_direct(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         """`call_tool` for a call made from Python (`CallScope.call_tool`)."""
-        toolset_name, member = self._owners[name]
-        return await self.lending.call(toolset_name, member, name, tool_args, ctx, tool, direct=True)
+        rules, member = self._owners[name]
+        return await self.lending.call(rules, member, name, tool_args, ctx, tool, direct=True)
 
     def let_go(self) -> None:
         self.members = ()
