@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextvars import Token
 from types import TracebackType
 from typing import Any
@@ -150,9 +150,10 @@ class CallScope(metaclass=NoPublicConstructor):
         """The whole conversation after this call, including `message_history`."""
         return self._produced.conversation
 
-    async def _call(self, input_data: Any) -> Any:
-        """Run the call's entry on `input_data`: its output."""
-        return await self.entry.run_turn(self, input_data)
+    def _call(self, input_data: Any) -> Awaitable[Any]:
+        """Run the call's entry on `input_data`: its output (its entry's coroutine itself: no frame of its own,
+        which every step of the call's run would resume)."""
+        return self.entry.run_turn(self, input_data)
 
     @property
     def state(self) -> RunState:
@@ -254,7 +255,7 @@ class CallScope(metaclass=NoPublicConstructor):
             if may_ask is None:  # some toolset's tools are known only now that it is built
                 may_ask = any(may_ask_for_approval(ts) if use.may_ask is None else use.may_ask for use, ts in acquired)
             self._instances = {use.name: ts for use, ts in acquired}
-            self._toolsets = self._lent().lend([(use.name, ts) for use, ts in acquired], defers=may_ask)
+            self._toolsets = self._lent().lend(acquired, defers=may_ask)
         except BaseException as exc:
             await self._finish(exc)
             raise

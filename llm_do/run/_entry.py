@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage
 
 from ..approvals._approvals import Approvals
+from ..approvals._facts import NameRules
 from ..di._config import RuntimeConfig
 from ..di._specs import ToolsetRef, ToolsetSpec
 from ..scopes._scope import Scope
@@ -67,6 +68,8 @@ class ToolsetUse:
     may_ask: bool | None = None
     """Whether a call to it can need an approval (its policy, or a tool declared `requires_approval`);
     None when only the built instance can tell."""
+    rules: NameRules | None = None
+    """The approval rules of its name, worked out once the runtime's policies are loaded (None only before)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from ..approvals._requests import RunSuspended
 from ..files._attachments import TAKES_ATTACHMENTS, names_in
 from ..guards._guard import refuse_repeat
 from ..toolkit._toolset import ReadableArguments, Toolset
+from ._entry import ToolsetUse
 from ._gate import CallGate, GatedCall
 from ._holding import SiblingHold
 
@@ -112,20 +113,23 @@ class Lending:
         ctx = current_run_context()
         return None if ctx is not None and ctx.deps is self._call else self.hold
 
-    def lend(self, toolsets: Sequence[tuple[str, AbstractToolset[Any]]], *, defers: bool) -> list[AbstractToolset[Any]]:
-        """The wrappers to hand pydantic-ai for these (name, toolset) pairs; `defers`: whether one of them can ask or
-        deny, so that the call's agent runs resolve its deferred calls (the gate's capability)."""
+    def lend(
+        self, toolsets: Sequence[tuple[ToolsetUse, AbstractToolset[Any]]], *, defers: bool
+    ) -> list[AbstractToolset[Any]]:
+        """The wrappers to hand pydantic-ai for these (use, toolset) pairs, each with its name's rules; `defers`:
+        whether one of them can ask or deny, so that the call's agent runs resolve its deferred calls (the gate's
+        capability)."""
         self._defers = defers
         if defers:
             self.gate()  # made now: its capability goes with every agent run of the call
         plain: list[tuple[NameRules, AbstractToolset[Any]]] = []
         lent: list[LentToolset | LentGroup] = []
-        rules_of = self._approvals.rules  # each name's, worked out at load: carried with its toolset
-        for name, toolset in toolsets:
+        for use, toolset in toolsets:
+            rules = use.rules or self._approvals.rules(use.name)  # worked out at load, carried with its use
             if _is_plain(toolset):
-                plain.append((rules_of(name), toolset))
+                plain.append((rules, toolset))
             else:
-                lent.append(LentToolset(toolset, rules=rules_of(name), lending=self))
+                lent.append(LentToolset(toolset, rules=rules, lending=self))
         if plain:
             lent.insert(0, LentGroup(tuple(plain), self))
         self._lent = lent

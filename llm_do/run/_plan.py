@@ -141,7 +141,10 @@ class Plan:
             timeout=config.approval_timeout,
         )
         self._plans = {
-            name: EntryPlan.of(tuple(self._with_gating(use) for use in of_entry), agent_gates[name])
+            name: EntryPlan.of(
+                tuple(self._with_gating(replace(use, rules=self.approvals.rules(use.name))) for use in of_entry),
+                agent_gates[name],
+            )
             for name, of_entry in uses.items()
         }
 
