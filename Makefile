@@ -87,7 +87,7 @@ test-deep: $(STAMP) $(NODE_SERVERS) $(AI_SDK) browser
 # 30 s), but those marked `cli`, which need the extra. CI runs it after `make test`.
 LOWEST := .venv-lowest
 LOWEST_STAMP := $(LOWEST)/.installed
-QUICK_TIER := tests/run tests/scopes tests/approvals tests/di tests/toolkit tests/models/test_model_limits.py
+QUICK_TIER := tests/run tests/scopes tests/approvals tests/di tests/toolkit tests/guards/test_model_limits.py
 
 $(LOWEST_STAMP): pyproject.toml ci/constraints-lowest.txt
 	test -x $(LOWEST)/bin/python || python3 -m venv $(LOWEST)

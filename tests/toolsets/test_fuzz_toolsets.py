@@ -101,7 +101,7 @@ FUZZ = settings.get_profile("llm-do-fuzz")
 FUZZ_EXAMPLES = FUZZ.max_examples  # per toolset; `sql` shares them between SQLite and PostgreSQL
 SQL_EXAMPLES = {"sqlite": FUZZ_EXAMPLES - FUZZ_EXAMPLES // 2, "postgresql": FUZZ_EXAMPLES // 2}
 # The scripts are no model going round in circles: the same call made again is what they explore, so the guard
-# that ends such a run (`repeated_calls`, tested in tests/models) is off here.
+# that ends such a run (`repeated_calls`, tested in tests/guards) is off here.
 APPROVE = RuntimeConfig(approval_mode="approve_all", limits=ModelLimits(repeated_calls=0))
 MAX_BATCH = 4  # calls in one model response
 
