@@ -73,3 +73,12 @@ async def dsn(postgres: PostgresServer) -> AsyncIterator[str]:
     """The URL of a new empty database on the session's PostgreSQL server, dropped after the test."""
     async with fresh_database(postgres) as url:
         yield url
+
+
+@pytest.fixture
+def tools_without_a_policy_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tools whose toolset declares no policy run without asking (`LLM_DO_APPROVAL_DEFAULT=allow`), as they did
+    before a tool nobody declared safe asked (tests/approvals/test_undeclared_approvals.py). A module whose tests
+    are not about approvals uses it for all its tests:
+    `pytestmark = pytest.mark.usefixtures("tools_without_a_policy_run")`."""
+    monkeypatch.setenv("LLM_DO_APPROVAL_DEFAULT", "allow")

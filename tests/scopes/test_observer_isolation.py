@@ -16,6 +16,8 @@ from pydantic_ai import Agent
 from llm_do import AgentEntry, CallScope, Runtime, Toolset, entry
 from llm_do.testing import answering, tool_call
 
+pytestmark = pytest.mark.usefixtures("tools_without_a_policy_run")  # not about approvals: undeclared tools run
+
 
 class FailingSpan(NonRecordingSpan):
     """A span whose events cannot be recorded (its backend is down): each attempt is noted, then raises."""

@@ -49,12 +49,7 @@ from llm_do.tracing import current_span
 
 from ..scopes.test_leaks import App, cancel_a_hanging_run, worker
 
-
-@pytest.fixture(autouse=True)
-def _tools_without_a_policy_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests are not about approvals: their toolsets declare no policy, and run as before (the explicit
-    setting; a tool nobody declared safe asks otherwise, see tests/test_undeclared_approvals.py)."""
-    monkeypatch.setenv("LLM_DO_APPROVAL_DEFAULT", "allow")
+pytestmark = pytest.mark.usefixtures("tools_without_a_policy_run")  # not about approvals: undeclared tools run
 
 
 @pytest.fixture
