@@ -19,7 +19,7 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
-from llm_do import AgentEntry, Runtime, RuntimeConfig, ToolPolicy, Toolset, tool
+from llm_do import AgentEntry, Runtime, RuntimeConfig, tool
 from llm_do.models import (
     MissingResponse,
     Recording,
@@ -29,20 +29,9 @@ from llm_do.models import (
 )
 from llm_do.testing import Step, Turn, answering, tool_call
 
+from ..counter import Counter
+
 API_KEY = "sk-test-never-recorded-4242"
-
-
-class Counter(Toolset):
-    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    @tool
-    def add(self, amount: int) -> int:
-        """Add to the counter and return the total."""
-        self.value += amount
-        return self.value
 
 
 # a real OpenAI client against a local OpenAI-compatible server

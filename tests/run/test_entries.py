@@ -32,26 +32,12 @@ from llm_do import (
     ConfigurationError,
     Runtime,
     RuntimeConfig,
-    ToolPolicy,
-    Toolset,
     ToolsetError,
     entry,
-    tool,
 )
 from llm_do.testing import Step, Turn, answering, response, tool_call
 
-
-class Counter(Toolset):
-    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    @tool
-    def add(self, amount: int) -> int:
-        """Add to the counter and return the total."""
-        self.value += amount
-        return self.value
+from ..counter import Counter
 
 
 class Order(BaseModel):

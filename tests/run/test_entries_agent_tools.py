@@ -11,21 +11,10 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
-from llm_do import AgentEntry, Approval, ApprovalRequest, Runtime, RuntimeConfig, ToolPolicy, Toolset, tool
+from llm_do import AgentEntry, Approval, ApprovalRequest, Runtime, RuntimeConfig, ToolPolicy
 from llm_do.testing import answering, response, tool_call
 
-
-class Counter(Toolset):
-    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    @tool
-    def add(self, amount: int) -> int:
-        """Add to the counter and return the total."""
-        self.value += amount
-        return self.value
+from ..counter import Counter
 
 
 def shout(word: str) -> str:

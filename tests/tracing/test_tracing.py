@@ -47,6 +47,7 @@ from llm_do import (
 from llm_do.testing import Step, Turn, answering, assert_no_leaks, settle, tool_call, track_leaks
 from llm_do.tracing import current_span
 
+from ..counter import Counter
 from ..scopes.test_leaks import App, cancel_a_hanging_run, worker
 
 pytestmark = pytest.mark.usefixtures("tools_without_a_policy_run")  # not about approvals: undeclared tools run
@@ -92,19 +93,6 @@ def ancestry(spans: Sequence[ReadableSpan], span: ReadableSpan) -> list[str]:
 
 def events(span: ReadableSpan) -> list[tuple[str, dict[str, Any]]]:
     return [(event.name, dict(event.attributes or {})) for event in span.events if event.name.startswith("llm_do.")]
-
-
-class Counter(Toolset):
-    default_policy = ToolPolicy()  # declared: its calls need no approval (this test is about something else)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    @tool
-    def add(self, amount: int) -> int:
-        """Add to the counter."""
-        self.value += amount
-        return self.value
 
 
 # -- one trace --------------------------------------------------------------------------
