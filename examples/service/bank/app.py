@@ -24,7 +24,7 @@ from .chat import ChatStore, banker, cashier
 from .chat_web import add_chat_endpoints
 from .model import TransferRequest
 from .toolsets import Audit
-from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
+from .web import ClientDisconnected, error_response, unless_disconnected, usage_summary
 from .wiring import Bank, teller
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def create_app(
                 "reference": body.reference,
                 "output": result.output,
                 "audit": _audit_lines(result.per_run),
-                "usage": usage_json(result.usage),
+                "usage": usage_summary(result.usage),
             }
         )
 

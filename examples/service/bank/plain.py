@@ -27,7 +27,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from . import ledger
 from .model import TransferRequest, teller_model
 from .toolsets import Audit
-from .web import ClientDisconnected, error_response, unless_disconnected, usage_json
+from .web import ClientDisconnected, error_response, unless_disconnected, usage_summary
 from .wiring import BankSettings, open_pool
 
 __all__ = ["create_app"]
@@ -138,7 +138,7 @@ def create_app() -> FastAPI:
                 "reference": body.reference,
                 "output": result.output,
                 "audit": deps.audit.lines,
-                "usage": usage_json(result.usage),
+                "usage": usage_summary(result.usage),
             }
         )
 

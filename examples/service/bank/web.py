@@ -10,7 +10,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic_ai.usage import RunUsage
 
-__all__ = ["ClientDisconnected", "error_response", "unless_disconnected", "usage_json"]
+__all__ = ["ClientDisconnected", "error_response", "unless_disconnected", "usage_summary"]
 
 T = TypeVar("T")
 
@@ -58,7 +58,9 @@ def error_response(status: int, message: str, audit: Sequence[str] | None) -> JS
     return JSONResponse({"error": message, "audit": list(audit or ())}, status_code=status)
 
 
-def usage_json(usage: RunUsage) -> dict[str, int]:
+def usage_summary(usage: RunUsage) -> dict[str, int]:
+    """A response's `usage`: always these four counts (llm_do.results.usage_json, for a job's record, adds the
+    other counters that are not zero)."""
     return {
         "requests": usage.requests,
         "tool_calls": usage.tool_calls,
