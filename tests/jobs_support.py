@@ -1,4 +1,4 @@
-"""Real worker processes and fresh databases for the jobs tests."""
+"""Real worker processes, fresh databases and reads of them, and waiting for a job, for the jobs and service tests."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import asyncpg
+
+from llm_do.jobs import JobQueue, JobRecord
 
 from .postgres import PostgresServer
 
@@ -43,6 +46,21 @@ async def fresh_database(postgres: PostgresServer) -> AsyncIterator[str]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+async def query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    """The rows of one statement, on a connection of its own."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
+
+
+async def finished(queue: JobQueue, job_id: int, within: float = 60.0) -> JobRecord:
+    """The job's record once it has finished; fails after `within` seconds."""
+    async with asyncio.timeout(within):
+        return await queue.wait(job_id, interval=0.05)
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, within: float = 30.0) -> None:

@@ -22,7 +22,7 @@ from llm_do import AgentEntry, ConfigurationError, ModelLimits, Runtime, Runtime
 from llm_do.jobs import JobQueue, JobRecord, WorkerOptions, remove_old_journals, run_worker
 from llm_do.models import journal as journal_model
 
-from ..jobs_support import Worker, eventually
+from ..jobs_support import Worker, eventually, finished
 from ..journal_app import ODD, make_runtime, queue as app_queue, sent
 
 TARGET = "tests.journal_app:queue"
@@ -49,11 +49,6 @@ async def holding(notes: Path, who: str) -> None:
         return held(notes, who)
 
     await eventually(seen, f"{who} holds its request")
-
-
-async def finished(queue: JobQueue, job_id: int, within: float = 60.0) -> JobRecord:
-    async with asyncio.timeout(within):
-        return await queue.wait(job_id, interval=0.05)
 
 
 async def rows(queue: JobQueue, job_id: int) -> list[tuple[str, int]]:

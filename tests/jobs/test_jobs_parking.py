@@ -36,7 +36,6 @@ from llm_do.jobs import (
     JobEntry,
     JobNotFound,
     JobQueue,
-    JobRecord,
     PendingApproval,
     WorkerOptions,
     expire_approvals,
@@ -45,7 +44,7 @@ from llm_do.jobs import (
     run_worker,
 )
 
-from ..jobs_support import Worker, eventually
+from ..jobs_support import Worker, eventually, finished
 from ..journal_app import parking as app_parking, queue as app_queue, sent
 from ..tiers import sized
 
@@ -84,11 +83,6 @@ async def parked_on_any(queue: JobQueue, job_id: int, within: float = 30.0) -> N
         return (await queue.get(job_id)).status == "awaiting_approval"
 
     await eventually(awaiting, f"job {job_id} is parked", within=within)
-
-
-async def finished(queue: JobQueue, job_id: int, within: float = 60.0) -> JobRecord:
-    async with asyncio.timeout(within):
-        return await queue.wait(job_id, interval=0.05)
 
 
 PAYER_BEFORE = {("payer", 0): 1, ("payer", 1): 1, ("payer", 2): 1}

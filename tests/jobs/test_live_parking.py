@@ -28,7 +28,6 @@ from llm_do.events import ApprovalDecided, StreamEvent
 from llm_do.jobs import (
     DecisionRefused,
     JobQueue,
-    JobRecord,
     LiveParking,
     LiveRunParked,
     PendingApproval,
@@ -37,7 +36,7 @@ from llm_do.jobs import (
 )
 from llm_do.web import vercel_chunks
 
-from ..jobs_support import Worker, wait_for_workers
+from ..jobs_support import Worker, finished, query, wait_for_workers
 from ..journal_app import sent
 from ..live_app import ENTRIES, QUEUE, live_runtime
 
@@ -76,19 +75,6 @@ def ask(notes: Path, amount: int = 10) -> str:
 
 def noted(notes: Path, kind: str) -> list[str]:
     return [line for line in (notes.read_text().splitlines() if notes.exists() else []) if line.startswith(kind)]
-
-
-async def finished(queue: JobQueue, job_id: int, within: float = 60.0) -> JobRecord:
-    async with asyncio.timeout(within):
-        return await queue.wait(job_id, interval=0.05)
-
-
-async def rows(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(sql, *args)
-    finally:
-        await conn.close()
 
 
 PAYER_BEFORE = {("payer", 0): 1, ("payer", 1): 1, ("payer", 2): 1}
@@ -326,7 +312,7 @@ async def test_a_parked_question_approved_for_the_session_carries_the_grant_to_t
 
     # approved for the session: the same call again (the second pay 1) is not asked on the worker; pay 2 is
     assert await parking.decide("jo", first.approval_id, "approve_for_session") is True
-    [grants] = await rows(
+    [grants] = await query(
         dsn, "SELECT args->'grants' AS grants FROM procrastinate_jobs WHERE id = $1", last.error.job_id
     )
     assert len(json.loads(grants["grants"])) == 1
@@ -410,8 +396,8 @@ async def test_a_question_answered_in_time_never_parks_and_leaves_no_job_or_jour
             last = event
     assert isinstance(last, RunFinished) and last.result.output == "done: quote ok, step 1 ok, paid 10"
     assert noted(notes, "paid") == ["paid 10"]
-    assert await rows(dsn, "SELECT id FROM procrastinate_jobs") == []
-    assert await rows(dsn, "SELECT job_id FROM llm_do_journal") == []  # written as it ran, dropped at its end
+    assert await query(dsn, "SELECT id FROM procrastinate_jobs") == []
+    assert await query(dsn, "SELECT job_id FROM llm_do_journal") == []  # written as it ran, dropped at its end
     session = await runtime.session("dave")
     assert session.history[-1].parts == [TextPart("done: quote ok, step 1 ok, paid 10")]
 
@@ -482,4 +468,4 @@ async def test_the_journal_of_a_live_run_whose_process_died_is_removed_after_the
     finally:
         await conn.close()
     assert await remove_old_journals(queue, 3600) == 1
-    assert [row[0] for row in await rows(dsn, "SELECT job_id FROM llm_do_journal")] == [1002]
+    assert [row[0] for row in await query(dsn, "SELECT job_id FROM llm_do_journal")] == [1002]

@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from llm_do import tool
 from llm_do.testing import asgi_client, track_leaks
 
+from ..jobs_support import query
 from ..postgres import PostgresServer
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "service"))
@@ -75,26 +76,18 @@ async def other_database(postgres: PostgresServer) -> AsyncIterator[str]:
 @pytest.fixture
 async def bank(database: str, monkeypatch: pytest.MonkeyPatch) -> Bank:
     """The example's container, configured from the environment as in production."""
-    await _query(database, "DROP TABLE IF EXISTS accounts, transfers")  # the app creates them at start-up
+    await query(database, "DROP TABLE IF EXISTS accounts, transfers")  # the app creates them at start-up
     monkeypatch.setenv("LLM_DO_DATABASE_URL", database)
     monkeypatch.delenv("LLM_DO_POOL_SIZE", raising=False)
     return Bank()
 
 
-async def _query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(sql, *args)
-    finally:
-        await conn.close()
-
-
 async def balances(dsn: str) -> dict[str, int]:
-    return {row["name"]: row["balance"] for row in await _query(dsn, "SELECT name, balance FROM accounts")}
+    return {row["name"]: row["balance"] for row in await query(dsn, "SELECT name, balance FROM accounts")}
 
 
 async def idle_in_transaction(dsn: str) -> int:
-    rows = await _query(
+    rows = await query(
         dsn,
         "SELECT count(*) FROM pg_stat_activity"
         " WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
@@ -104,7 +97,7 @@ async def idle_in_transaction(dsn: str) -> int:
 
 async def pool_connections(dsn: str) -> int:
     """Connections the example's pools hold to this database."""
-    rows = await _query(
+    rows = await query(
         dsn,
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1",
         APPLICATION,
@@ -514,7 +507,7 @@ async def test_a_pool_overridden_before_start_up_is_used_and_closed(
             assert response.status_code == 200, response.text
     assert opened[0].is_closing()
     assert await balances(other_database) == {"A": 99, "B": 51}
-    assert (await _query(database, "SELECT to_regclass('accounts') AS t"))[0]["t"] is None  # never opened
+    assert (await query(database, "SELECT to_regclass('accounts') AS t"))[0]["t"] is None  # never opened
     await no_pool_connections(other_database)
 
 

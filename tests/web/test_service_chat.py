@@ -8,12 +8,12 @@ import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 
 from llm_do.testing import ChatClient
 
+from ..jobs_support import query
 from ..postgres import PostgresServer
 from ..web_processes import PROCESSES, bank_chat, chat_processes, chunks, fresh_database
 
@@ -28,14 +28,6 @@ async def two_processes(postgres: PostgresServer) -> AsyncIterator[tuple[str, st
                 created = await client.post("/accounts", json={"name": account, "balance": balance})
                 assert created.status_code == 201, created.text
         yield one, two, postgres.dsn(name)
-
-
-async def _query(dsn: str, sql: str) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(sql)
-    finally:
-        await conn.close()
 
 
 async def _session(client: httpx.AsyncClient, user: str) -> str:
@@ -204,7 +196,7 @@ async def test_a_person_who_leaves_while_asked_finds_the_run_again_and_a_denial_
         [answer] = [chunk for chunk in seen if chunk["type"] == "tool-approval-response"]
         assert answer["approvalId"] == approval and answer["approved"] is False and "not today" in answer["reason"]
         # its transaction was rolled back when the cashier's call ended: nothing moved, no connection left in it
-        idle = await _query(
+        idle = await query(
             dsn, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in%'"
         )
         assert idle[0][0] == 0
@@ -304,7 +296,7 @@ async def test_the_conversation_locks_are_taken_back_when_their_connection_comes
                 if chunk["type"] != "tool-approval-request":
                     continue
                 # the connection holding the first process's locks is ended under it
-                ended = await _query(
+                ended = await query(
                     dsn,
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE application_name = 'llm-do turns' AND pid IN "

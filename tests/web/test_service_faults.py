@@ -13,9 +13,7 @@ import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from dependency_injector import providers
@@ -23,6 +21,7 @@ from dependency_injector import providers
 from llm_do import tool
 from llm_do.testing import asgi_client
 
+from ..jobs_support import query
 from ..postgres import PostgresServer
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "service"))
@@ -35,14 +34,6 @@ from bank.toolsets import Audit, LedgerToolset
 from bank.wiring import Bank
 
 REQUESTS, IN_FLIGHT = 200, 20
-
-
-async def _query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return await conn.fetch(sql, *args)
-    finally:
-        await conn.close()
 
 
 # -- under load, behind uvicorn ---------------------------------------------------------------------
@@ -125,11 +116,11 @@ class PausingBeforeCommit(PausingLedger):
 @pytest.fixture
 async def database(postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     name = postgres.new_database_name()
-    await _query(postgres.dsn(), f'CREATE DATABASE "{name}"')
+    await query(postgres.dsn(), f'CREATE DATABASE "{name}"')
     monkeypatch.setenv("LLM_DO_DATABASE_URL", postgres.dsn(name))
     monkeypatch.delenv("LLM_DO_POOL_SIZE", raising=False)
     yield postgres.dsn(name)
-    await _query(postgres.dsn(), f'DROP DATABASE "{name}" WITH (FORCE)')
+    await query(postgres.dsn(), f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 async def _transfer_with_terminations(
@@ -149,7 +140,7 @@ async def _transfer_with_terminations(
             request = asyncio.create_task(client.post("/transfer", json=body))
             for _ in range(terminations):
                 pid = await asyncio.wait_for(paused.get(), 20)
-                rows = await _query(database, "SELECT pg_terminate_backend($1) AS done", pid)
+                rows = await query(database, "SELECT pg_terminate_backend($1) AS done", pid)
                 assert rows[0]["done"]
                 ended.append(pid)
                 await go.put(None)
@@ -158,9 +149,9 @@ async def _transfer_with_terminations(
 
 
 async def _state(database: str) -> tuple[dict[str, int], list[str], int]:
-    balances = {row["name"]: row["balance"] for row in await _query(database, "SELECT name, balance FROM accounts")}
-    references = [row["reference"] for row in await _query(database, "SELECT reference FROM transfers")]
-    idle = await _query(
+    balances = {row["name"]: row["balance"] for row in await query(database, "SELECT name, balance FROM accounts")}
+    references = [row["reference"] for row in await query(database, "SELECT reference FROM transfers")]
+    idle = await query(
         database,
         "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database()"
         " AND state LIKE 'idle in transaction%'",
