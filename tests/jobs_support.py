@@ -10,13 +10,14 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from llm_do.jobs import JobQueue, JobRecord
-
 from .postgres import PostgresServer
+
+if TYPE_CHECKING:  # not imported: tests/conftest.py imports this module, and the quick tier runs without the jobs extra
+    from llm_do.jobs import JobQueue, JobRecord
 
 ROOT = Path(__file__).parent.parent
 
