@@ -28,23 +28,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from psycopg.types.json import Jsonb
 
 from .. import Approval, ApprovalChoice, ApprovalRequest, Attachment, LiveRun, Runtime
 from ..approvals import RunSuspended, session_key, stable_approval_ids
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, LlmDoError
 from ..files import check_call
 from ..models.journal import Journal
 from ..run import Outcome
 from ..sessions import OpenQuestion
 from ..tracing import current_traceparent
 from .execute import stored_attachments
+from .holding import LiveHold
 from .journal import LIVE_SUFFIX, JobJournals
 from .parking import (
+    AWAITING_SQL,
     PARK_SQL,
     DecisionRefused,
     PendingApproval,
@@ -62,20 +66,40 @@ if TYPE_CHECKING:
     from .. import Session
     from .queue import JobQueue
 
-__all__ = ["LIVE_SUFFIX", "LiveParking", "LiveRunParked"]
+__all__ = ["LIVE_SUFFIX", "LiveParking", "LiveRunParked", "LiveRunTakenOver", "SessionJob"]
+
+logger = logging.getLogger("llm_do.jobs")
 
 STOPPING = "the service is restarting; ask again in a moment"
 
-_RESERVE = "SELECT nextval(pg_get_serial_sequence('procrastinate_jobs', 'id'))"
+_START = """
+WITH beat AS (UPDATE procrastinate_workers SET last_heartbeat = now() WHERE id = %(worker)s RETURNING id)
+INSERT INTO procrastinate_jobs (id, queue_name, task_name, args, status, attempts, worker_id)
+SELECT nextval(pg_get_serial_sequence('procrastinate_jobs', 'id')), %(queue)s, %(task)s, %(args)s, 'doing', 0, beat.id
+  FROM beat
+RETURNING id
+"""
+"""A live run's job, held by this process's worker row (its heartbeat refreshed): none if that row is gone."""
 
-_INSERT_JOB = """
-INSERT INTO procrastinate_jobs (id, queue_name, task_name, args, status, attempts)
-VALUES (%(id)s, %(queue)s, %(task)s, %(args)s, 'failed', 1)
+_HOLD = "SELECT status = 'doing' AND attempts = 0 FROM procrastinate_jobs WHERE id = %(id)s FOR UPDATE"
+"""Whether the live run still holds its job (no worker took it), the row locked until the transaction ends."""
+
+_PARK_JOB = """
+UPDATE procrastinate_jobs SET status = 'failed', attempts = 1, worker_id = NULL, args = %(args)s WHERE id = %(id)s
 """
 """A parked live run as procrastinate keeps a parked job: failed after one run, queued again by a decision."""
 
-_ADOPT_JOURNAL = "UPDATE llm_do_journal SET queue = %(queue)s WHERE queue = %(live)s AND job_id = %(id)s"
-_DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(live)s AND job_id = %(id)s"
+_END_JOB = "DELETE FROM procrastinate_jobs WHERE id = %(id)s"
+_DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id = %(id)s"
+
+_SESSION_JOB = f"""
+SELECT j.id, {AWAITING_SQL} FROM procrastinate_jobs j
+ WHERE j.queue_name = %s AND j.args->>'session' = %s
+   AND (j.status IN ('todo', 'doing')
+        OR (j.status = 'failed' AND EXISTS (SELECT 1 FROM llm_do_approvals a
+                                             WHERE a.queue = j.queue_name AND a.job_id = j.id AND a.choice IS NULL)))
+ ORDER BY j.id DESC LIMIT 1
+"""
 
 _SESSION_JOBS = """
 SELECT j.id FROM procrastinate_jobs j
@@ -105,6 +129,28 @@ class LiveRunParked(RunParked):
             self,
             f"the run waits for a decision as job {job_id} of session {session_id!r} (approval {ids}); it goes on "
             "once each is decided: LiveParking.decide(session_id, approval_id, 'approve' | 'deny')",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionJob:
+    """The job that holds a session's unfinished run (`LiveParking.held`)."""
+
+    job_id: int
+    status: str
+    """`doing` (live in a process, or run by a worker), `todo` (queued again: a worker takes it next) or
+    `awaiting_approval` (parked on a question)."""
+
+
+class LiveRunTakenOver(LlmDoError):
+    """A live run whose process was silent longer than the workers' `stalled_timeout`: a worker took its job and
+    goes on with it there, so this process stops it."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(
+            f"job {job_id}: this process's heartbeats stopped long enough for a worker to take the live run over; "
+            "it goes on there (its turn is saved to the session once)"
         )
 
 
@@ -144,6 +190,7 @@ class LiveParking:
         self._settling: set[asyncio.Future[None]] = set()
         """Each question asked here, until it was answered, denied or taken by its run as parked."""
         self._journals: JobJournals | None = None
+        self._holder: LiveHold | None = None
         self._stop: asyncio.Task[None] | None = None
         runtime.inbox.add(self)  # a session's parked questions are in its inbox, in every process
 
@@ -160,9 +207,12 @@ class LiveParking:
         attachments: Sequence[Attachment] = (),
         model_events: bool = True,
         resumable: bool = False,
+        on_end: Callable[[Outcome], Awaitable[Outcome]] | None = None,
     ) -> AsyncIterator[LiveRun]:
-        """`Runtime.stream(entry, input_data, session=session, ...)`, journaled as job whose id it reserves, and
-        parked as that job when one of its questions waits longer than `park_after` (see the class)."""
+        """`Runtime.stream(entry, input_data, session=session, ...)`, run as a job of the queue held by this process
+        (and journaled as that job) from its first request, and parked as that job when one of its questions waits
+        longer than `park_after` (see the class). `on_end`, as `Runtime.stream`'s, is awaited after the job is
+        written (parked, or gone with its journal), with the outcome the stream would end with."""
         queue = self.queue
         if entry not in queue.entries:
             raise ConfigurationError(
@@ -174,39 +224,91 @@ class LiveParking:
         if handed:
             check_call(handed, JobSettings().attachments)
         traceparent = trace_parent if trace_parent is not None else current_traceparent()
-        async with queue.pool.connection() as conn:
-            found = await (await conn.execute(_RESERVE)).fetchone()
-        assert found is not None
-        job_id = int(found[0])
-        journals = self._journals_of()
-        journal = await journals.open(job_id, 1)  # a first run: nothing to read
         args: dict[str, Any] = {"input": payload, "traceparent": traceparent, "session": session_id}
         if handed:
             args["attachments"] = stored_attachments(handed)
+        job_id = await self._start(entry, args)
+        journals = self._journals_of()
+        journal = await journals.open(job_id, 1)  # a first run: nothing to read
         parking = _RunParking(self, job_id, entry, session_id, args, journal)
-        async with AsyncExitStack() as streaming:
-            # the run's task takes the journal and the job's question ids with the context it starts in; the
-            # consumer's block does not keep them
-            with journals.installed(self.runtime, entry, journal), stable_approval_ids(f"job {job_id}"):
-                opened = self.runtime.stream(
-                    entry,
-                    input_data,
-                    session=session,
-                    trace_parent=traceparent,
-                    approver=parking,
-                    attachments=handed,
-                    model_events=model_events,
-                    resumable=resumable,
-                    on_end=parking.ended,
-                )
-                live = await streaming.enter_async_context(opened)
-            parking.live = live  # before the run's first step: the stream's task has not run yet
-            yield live
+        self._hold.holding(job_id, parking.lost)
+
+        async def ended(outcome: Outcome) -> Outcome:
+            outcome = await parking.ended(outcome)
+            return outcome if on_end is None else await on_end(outcome)
+
+        try:
+            async with AsyncExitStack() as streaming:
+                # the run's task takes the journal and the job's question ids with the context it starts in; the
+                # consumer's block does not keep them
+                with journals.installed(self.runtime, entry, journal), stable_approval_ids(f"job {job_id}"):
+                    opened = self.runtime.stream(
+                        entry,
+                        input_data,
+                        session=session,
+                        trace_parent=traceparent,
+                        approver=parking,
+                        attachments=handed,
+                        model_events=model_events,
+                        resumable=resumable,
+                        on_end=ended,
+                    )
+                    live = await streaming.enter_async_context(opened)
+                parking.live = live  # before the run's first step: the stream's task has not run yet
+                yield live
+        except BaseException:
+            if parking.live is None:  # it never started (a busy session, a closed runtime): its job goes
+                await _shielded(parking.drop())
+            raise
+
+    async def _start(self, entry: str, args: dict[str, Any]) -> int:
+        """The live run's job, inserted `doing` and held by this process's worker row (registered at the first run,
+        and again if it was pruned); its id."""
+        queue, hold = self.queue, self._hold
+        values = {"queue": queue.queue_name, "task": TASK_PREFIX + entry, "args": Jsonb(args)}
+        for _ in range(3):
+            worker = hold.worker_id if hold.worker_id is not None else await hold.register()
+            async with queue.pool.connection() as conn:
+                found = await (await conn.execute(_START, {**values, "worker": worker})).fetchone()
+            if found is not None:
+                return int(found[0])
+            hold.worker_id = None  # its row was pruned (no heartbeat since the last run): register again
+        raise RuntimeError("LiveParking: this process's worker row vanished as soon as it was registered")
 
     def _journals_of(self) -> JobJournals:
         if self._journals is None:
-            self._journals = JobJournals(self.queue.pool, self.queue.queue_name + LIVE_SUFFIX)
+            self._journals = JobJournals(self.queue.pool, self.queue.queue_name)
         return self._journals
+
+    @property
+    def _hold(self) -> LiveHold:
+        if self._holder is None:
+            self._holder = LiveHold(self.queue.pool, JobSettings().worker_heartbeat)
+        return self._holder
+
+    async def aclose(self) -> None:
+        """Stop the heartbeats of this process's live runs and unregister its worker row. Call it once the runs
+        streamed here have ended (the application's shutdown, after the chat router's): the jobs of runs still
+        live are queued again by the workers, as those of a process that died."""
+        if self._holder is not None:
+            await self._holder.aclose()
+
+    async def __aenter__(self) -> LiveParking:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- the job that holds a session's run ----------------------------------------------
+
+    async def held(self, session_id: str) -> SessionJob | None:
+        """The job that holds session `session_id`'s run, if one does: a live run's (`doing`: in the process
+        streaming it, or, once that process died, until a worker takes it), one queued again (`todo`), run by a
+        worker (`doing`), or parked (`awaiting_approval`). None when no run of the session is unfinished."""
+        queue = self.queue
+        async with queue.pool.connection() as conn:
+            found = await (await conn.execute(_SESSION_JOB, (queue.queue_name, session_id))).fetchone()
+        return None if found is None else SessionJob(int(found[0]), str(found[1]))
 
     # -- a session's parked questions ---------------------------------------------------
 
@@ -329,6 +431,8 @@ class _RunParking:
         self.args = args
         self.journal = journal
         self.live: LiveRun | None = None
+        self.taken = False
+        """A worker took the run's job (`lost`)."""
         self.questions: list[ApprovalRequest] = []
         """The questions the run left open, in the order they parked."""
         self.answered: dict[str, tuple[ApprovalRequest, Approval]] = {}
@@ -379,37 +483,63 @@ class _RunParking:
         if not answer.cancelled() and answer.exception() is None:
             self.answered[request.approval_id] = (request, answer.result())
 
+    def lost(self) -> None:
+        """A worker took this run's job (this process was silent too long): the run stops here, and its end writes
+        nothing (the worker goes on with the job and its journal)."""
+        self.taken = True
+        live = self.live
+        if live is not None and live.driver is not None:  # a resumable run whose stream was left: its task
+            live.driver.cancel()
+
     async def ended(self, outcome: Outcome) -> Outcome:
-        """The run has ended: park it as its job if it left questions open, else drop its journal."""
+        """The run has ended: park it as its job if it left questions open, else end its job and drop its journal;
+        nothing if a worker took the job meanwhile."""
+        self.owner._hold.released(self.job_id)
         park = bool(self.questions) and isinstance(outcome, Exception)  # a tool that caught the parking let it end
         writing = asyncio.ensure_future(self._write(park))
         try:
-            await asyncio.shield(writing)
+            held = await asyncio.shield(writing)
         except asyncio.CancelledError:
             await asyncio.wait((writing,))  # the job is written whole, or not at all
             raise
+        if not held:
+            logger.warning("job %d: a worker took this live run over; its end here is not written", self.job_id)
+            if isinstance(outcome, BaseException):
+                return LiveRunTakenOver(self.job_id)
+            return outcome  # its turn was saved first: the worker's save of the same turn is refused
         if not park:
             return outcome
         return LiveRunParked(self.job_id, self.session_id, self.questions)
 
-    async def _write(self, park: bool) -> None:
+    async def drop(self) -> None:
+        """The run never started: its job and journal go."""
+        self.owner._hold.released(self.job_id)
+        queue = self.owner.queue
+        async with queue.pool.connection() as conn, conn.transaction():
+            await conn.execute(_END_JOB, {"id": self.job_id})
+            await conn.execute(_DROP_JOURNAL, {"queue": queue.queue_name, "id": self.job_id})
+
+    async def _write(self, park: bool) -> bool:
+        """Write the run's end; False (nothing written) when a worker took its job."""
         await self.journal.settled()  # the responses the run received are in the journal before the job adopts it
         queue = self.owner.queue
-        names = {"queue": queue.queue_name, "live": queue.queue_name + LIVE_SUFFIX, "id": self.job_id}
+        names = {"queue": queue.queue_name, "id": self.job_id}
         async with queue.pool.connection() as conn, conn.transaction():
+            found = await (await conn.execute(_HOLD, names)).fetchone()
+            if found is None or not found[0]:
+                return False
             if not park:
+                await conn.execute(_END_JOB, names)
                 await conn.execute(_DROP_JOURNAL, names)
-                return
-            job = {"id": self.job_id, "queue": queue.queue_name, "task": TASK_PREFIX + self.entry}
-            job["args"] = Jsonb({**self.args, **self._grants()})
-            await conn.execute(_INSERT_JOB, job)
+                return True
+            await conn.execute(_PARK_JOB, {**names, "args": Jsonb({**self.args, **self._grants()})})
             for request in self.questions:
                 await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
             for request, approval in self.answered.values():  # the decisions the person gave the live run
                 await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
                 choice = "deny" if approval.choice == "deny" else "approve"  # a grant for the session approves this one
                 await record_decision(conn, queue.queue_name, self.job_id, request.approval_id, choice, approval.note)
-            await conn.execute(_ADOPT_JOURNAL, names)
+        return True
 
     def _grants(self) -> dict[str, Any]:
         """The session's "approve for session" answers, for the resumed run's session on the worker (a call they
@@ -436,6 +566,15 @@ def _request_of(session_id: str, parked: PendingApproval) -> ApprovalRequest:
         attachments=parked.attachments,
         session_id=session_id,
     )
+
+
+async def _shielded(work: Awaitable[None]) -> None:
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait((task,))
+        raise
 
 
 def _settle(settled: asyncio.Future[None], _: object) -> None:

@@ -33,6 +33,8 @@ from llm_do.jobs import (
     LiveRunParked,
     PendingApproval,
     RunParked,
+    SessionJob,
+    recover_stalled_jobs,
     remove_old_journals,
 )
 from llm_do.web import vercel_chunks
@@ -414,6 +416,33 @@ async def test_a_question_answered_in_time_never_parks_and_leaves_no_job_or_jour
     assert await rows(dsn, "SELECT job_id FROM llm_do_journal") == []  # written as it ran, dropped at its end
     session = await runtime.session("dave")
     assert session.history[-1].parts == [TextPart("done: quote ok, step 1 ok, paid 10")]
+
+
+async def test_a_live_run_is_a_job_held_by_this_process_from_its_first_request_which_workers_leave_alone(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("LLM_DO_WORKER_HEARTBEAT", "0.1")
+    async with LiveParking(queue, runtime, park_after=300) as parking:
+        async with parking.stream("payer", ask(notes, 4), session="erin") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    [job] = await rows(dsn, "SELECT id, status, attempts, worker_id, args FROM procrastinate_jobs")
+                    assert (job["status"], job["attempts"]) == ("doing", 0)  # held by this process's worker row
+                    assert json.loads(job["args"])["session"] == "erin"
+                    [worker] = await rows(dsn, "SELECT id FROM procrastinate_workers")
+                    assert job["worker_id"] == worker["id"]
+                    assert await parking.held("erin") == SessionJob(job["id"], "doing")
+                    assert await parking.held("someone else") is None
+                    # older than a worker's stalled timeout, but its heartbeats keep it: the recovery leaves it
+                    await asyncio.sleep(1.5)
+                    assert await recover_stalled_jobs(queue, 1.0) == []
+                    run.decide(event.request.approval_id, "approve")
+        assert run.ended and noted(notes, "paid") == ["paid 4"]
+        assert await parking.held("erin") is None
+        assert await rows(dsn, "SELECT id FROM procrastinate_jobs") == []  # its job went with its end
+        assert await rows(dsn, "SELECT id FROM procrastinate_workers") != []
+    assert await rows(dsn, "SELECT id FROM procrastinate_workers") == []  # closed: unregistered
 
 
 async def test_told_to_stop_a_waiting_question_parks_at_once_and_a_run_that_cannot_park_is_denied(
