@@ -309,7 +309,7 @@ async def main() -> None:
             found = await cost(postgres, options.cost_rounds, options.cost_runs, crowd)
             plain, journaled = found["plain"], found["journaled"]
             print()
-            print("| a run of the payer (3 requests, one question) | not journaled | journaled as a job | ratio |")
+            print("| a run of the payer (4 model requests, a question) | not journaled | journaled as a job | ratio |")
             print("|---|---:|---:|---:|")
             for key, label in (
                 ("alone", "one at a time, wall time per run"),

@@ -1,23 +1,28 @@
-"""Live runs that park: a question of a session's live run that waits for a person longer than `park_after`
-becomes a parked job of the application's queue, and the run ends, freeing what it held.
+"""Live runs that are jobs from their first request: a question of a session's live run that waits for a person
+longer than `park_after` parks the run as a job of the application's queue, and the run ends, freeing what it
+held; a run whose web process dies goes on on a worker.
 
 `LiveParking(queue, runtime).stream(entry, input, session=...)` opens the live run as `Runtime.stream` does, with
 what a job's run has from its first request:
 
-- its job id, reserved from procrastinate's sequence before it starts, which gives its questions their ids (as
-  a job's: `stable_approval_ids(f"job {id}")`), so the resumed run asks the same questions with the same ids;
-- the job's journal of model responses, kept under the queue's name with `LIVE_SUFFIX` while the run is live (the
-  workers' housekeeping removes the journals of jobs that do not exist);
+- its job, inserted `doing` before the run starts and held by this process as one of procrastinate's workers
+  (`holding`: heartbeats while it streams live runs), whose id gives the run's questions their ids (as a job's:
+  `stable_approval_ids(f"job {id}")`), so a resumed run asks the same questions with the same ids;
+- the job's journal of model responses;
 - an approver beside the person's (the stream's `approver`): after `park_after` seconds it withdraws the question
   from the live run (`LiveRun.withdraw`, so a late click is refused) and ends the call with `LiveRunParked`, a
   `RunSuspended`: the run's parallel calls go on to their end or their own question, which parks at once.
 
-When the run has ended (its teardown done), `on_end` writes in one transaction the job (procrastinate's row, failed
-after one run, with the run's input, trace and session), its questions and its journal, which the job adopts: the
-job is `awaiting_approval`. The stream's last event is `RunFailed` with the `LiveRunParked`, which names the job
-and every question. A decision (`LiveParking.decide`, by session; `JobQueue.decide`, by job) queues it; a worker
-replays it from the journal up to its questions and goes on, in the session (its history read from the store and
-its turn saved there). A run that ends otherwise drops its journal.
+When the run has ended (its teardown done), `on_end` writes in one transaction, if the job is still the live run's
+(no worker took it): the parked job (its row `failed` after one run, with the run's input, trace, session and
+grants) and its questions, when the run parked: the job is `awaiting_approval`, and the stream's last event is
+`RunFailed` with the `LiveRunParked`, which names the job and every question. A decision (`LiveParking.decide`, by
+session; `JobQueue.decide`, by job) queues it; a worker replays it from the journal up to its questions and goes
+on, in the session (its history read from the store and its turn saved there). A run that ends otherwise deletes
+its job and journal.
+
+If the process dies, its heartbeats stop and the workers' stalled-job recovery queues the job again: a worker
+replays the run from its journal, in its session, and a question it was asking parks again with its id.
 
 On `SIGTERM` (`stop_asking`), the questions waiting park at once, and those asked later in a parking run too;
 then `Runtime.stop_asking` denies what other runs wait on.
