@@ -95,6 +95,14 @@ UPDATE procrastinate_jobs SET status = 'failed', attempts = 1, worker_id = NULL,
 """A parked live run as procrastinate keeps a parked job: failed after one run, queued again by a decision."""
 
 _END_JOB = "DELETE FROM procrastinate_jobs WHERE id = %(id)s"
+
+_END = """
+WITH held AS (SELECT id FROM procrastinate_jobs WHERE id = %(id)s AND status = 'doing' AND attempts = 0 FOR UPDATE),
+     ended AS (DELETE FROM procrastinate_jobs WHERE id IN (SELECT id FROM held) RETURNING id),
+     dropped AS (DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id IN (SELECT id FROM ended))
+SELECT count(*) FROM ended
+"""
+"""A live run's end that did not park, in one statement: its job and journal go, if no worker took the job."""
 _DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id = %(id)s"
 
 _SESSION_JOB = f"""
@@ -529,14 +537,14 @@ class _RunParking:
         await self.journal.settled()  # the responses the run received are in the journal before the job adopts it
         queue = self.owner.queue
         names = {"queue": queue.queue_name, "id": self.job_id}
+        if not park:
+            async with queue.pool.connection() as conn:
+                ended = await (await conn.execute(_END, names)).fetchone()
+            return ended is not None and int(ended[0]) == 1
         async with queue.pool.connection() as conn, conn.transaction():
             found = await (await conn.execute(_HOLD, names)).fetchone()
             if found is None or not found[0]:
                 return False
-            if not park:
-                await conn.execute(_END_JOB, names)
-                await conn.execute(_DROP_JOURNAL, names)
-                return True
             await conn.execute(_PARK_JOB, {**names, "args": Jsonb({**self.args, **self._grants()})})
             for request in self.questions:
                 await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
