@@ -23,6 +23,7 @@ from llm_do import (
     RunFailed,
     RunFinished,
     Runtime,
+    SessionBusy,
 )
 from llm_do.events import ApprovalDecided, StreamEvent
 from llm_do.jobs import (
@@ -39,7 +40,7 @@ from llm_do.jobs import (
 )
 from llm_do.web import vercel_chunks
 
-from ..jobs_support import Worker, wait_for_workers
+from ..jobs_support import Worker, eventually, wait_for_workers
 from ..journal_app import sent
 from ..live_app import ENTRIES, QUEUE, live_runtime
 
@@ -443,6 +444,41 @@ async def test_a_live_run_is_a_job_held_by_this_process_from_its_first_request_w
         assert await rows(dsn, "SELECT id FROM procrastinate_jobs") == []  # its job went with its end
         assert await rows(dsn, "SELECT id FROM procrastinate_workers") != []
     assert await rows(dsn, "SELECT id FROM procrastinate_workers") == []  # closed: unregistered
+
+
+async def test_a_process_whose_worker_row_was_pruned_holds_its_runs_again_and_a_run_that_never_starts_leaves_no_job(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("LLM_DO_WORKER_HEARTBEAT", "0.1")
+    async with LiveParking(queue, runtime, park_after=300) as parking:
+        async with parking.stream("payer", ask(notes, 5), session="fay") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    [first] = await rows(dsn, "SELECT id FROM procrastinate_workers")
+                    # pruned as stalled (procrastinate's workers do it): the job's worker_id becomes NULL, which
+                    # the recovery would take at once; the next heartbeat registers again and holds the job
+                    await rows(dsn, "DELETE FROM procrastinate_workers WHERE id = $1", first["id"])
+
+                    async def held_again() -> bool:
+                        found = await rows(dsn, "SELECT worker_id FROM procrastinate_jobs")
+                        return found[0]["worker_id"] is not None
+
+                    await eventually(held_again, "the job held by a new worker row")
+                    assert await recover_stalled_jobs(queue, 1.0) == []
+                    async with parking.stream("payer", ask(notes, 6), session="fay") as busy:
+                        ended = [each async for each in busy]  # the session runs: a second run never starts
+                    assert isinstance(ended[-1], RunFailed) and isinstance(ended[-1].error, SessionBusy)
+                    assert len(await rows(dsn, "SELECT id FROM procrastinate_jobs")) == 1  # its job went
+                    run.decide(event.request.approval_id, "approve")
+        assert noted(notes, "paid") == ["paid 5"]
+        assert await rows(dsn, "SELECT id FROM procrastinate_jobs") == []
+        await rows(dsn, "DELETE FROM procrastinate_workers")  # pruned between two runs: the next registers again
+        async with parking.stream("payer", ask(notes, 7), session="gus") as later:
+            async for event in later:
+                if isinstance(event, ApprovalRequested):
+                    later.decide(event.request.approval_id, "approve")
+        assert noted(notes, "paid") == ["paid 5", "paid 7"]
 
 
 async def test_told_to_stop_a_waiting_question_parks_at_once_and_a_run_that_cannot_park_is_denied(
