@@ -8,7 +8,7 @@ and what journaling every live run as a job from its first request costs a run.
 step, pay: `pay` asks), and either wait at its question (`question`) or are mid-answer, its second model request
 held (`answer`); once each run's responses are journaled, A gets SIGKILL. Measured from the kill (PostgreSQL's clock):
 each job queued again (picked up), and its question parked by the worker; counted: runs picked up, questions shown on
-process B (`GET /chats/{id}`) with the id A's page had shown, model requests paid twice (each model notes every
+process B (`GET /chat/sessions/{id}`) with the id A's page had shown, model requests paid twice (each model notes every
 request it receives), and, once B's pages answer every question, the turns ended in their conversations and the
 payments made (each once).
 
@@ -77,7 +77,9 @@ async def person(client: httpx.AsyncClient, index: int, case: str, notes: Path, 
     if case == "answer":
         fields["hold_live"] = 1
     try:
-        async with client.stream("POST", f"/chats/p{index}/messages", json={"text": json.dumps(fields)}) as response:
+        async with client.stream(
+            "POST", f"/chat/sessions/p{index}/messages", json={"text": json.dumps(fields)}
+        ) as response:
             async for chunk in chunks(response):
                 if chunk["type"] == "tool-approval-request":
                     shown[index] = str(chunk["approvalId"])
@@ -140,7 +142,7 @@ async def killed_round(postgres: PostgresServer, case: str, people: int, heartbe
                     ]
                     listed: dict[int, str] = {}
                     for index in range(people):
-                        page = (await other.get(f"/chats/p{index}")).json()
+                        page = (await other.get(f"/chat/sessions/p{index}")).json()
                         for question in page["pending"]:
                             if question["held"] == "parked":
                                 listed[index] = question["approval_id"]
@@ -152,7 +154,7 @@ async def killed_round(postgres: PostgresServer, case: str, people: int, heartbe
                         lost = people - again
                     for index, approval in listed.items():
                         answer = {"approval_id": approval, "choice": "approve"}
-                        decided = await other.post(f"/chats/p{index}/decisions", json=answer)
+                        decided = await other.post(f"/chat/sessions/p{index}/decisions", json=answer)
                         decided.raise_for_status()
 
                     async def ended() -> bool:
@@ -162,7 +164,7 @@ async def killed_round(postgres: PostgresServer, case: str, people: int, heartbe
                     await wait_for(ended, "every job's turn ended")
                     turns = 0
                     for index in range(people):
-                        page = (await other.get(f"/chats/p{index}")).json()
+                        page = (await other.get(f"/chat/sessions/p{index}")).json()
                         texts = [
                             part.get("text", "")
                             for message in page["messages"][1:]

@@ -3,7 +3,8 @@ whose runs are jobs from their first request) and a real `llm-do worker`, on one
 run is SIGKILLed mid-answer, or at a question; the worker picks the run up from its journal, asks the question
 again with the same id (parked), the other process shows it and takes its answer, and the turn ends in the
 conversation. The models count every request they are sent (tests/journal_app.py), the till every payment. A run
-in a healthy process is never taken; one whose process was only slow (SIGSTOP) is taken once, and stopped there."""
+in a healthy process is never taken; one whose process was only slow (SIGSTOP) is taken once, and stopped there. And
+in chromium, the example's chat page: a reload on the other process shows the killed process's question."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from playwright.async_api import BrowserContext, async_playwright, expect
 
 from ..jobs_support import FAST_WORKER, Worker, eventually, wait_for_workers
 from ..journal_app import sent
 from ..web_processes import PROCESSES, app_processes, chunks
+from .test_web_page import ARGS, CHROMIUM
 
 APP = "tests.survive_web_app:create_app"
 
@@ -58,12 +61,12 @@ async def journaled(dsn: str, job_id: int, count: int) -> None:
 async def until(
     client: httpx.AsyncClient, conversation: str, check: Callable[[dict[str, Any]], bool]
 ) -> dict[str, Any]:
-    """The conversation as `GET /chats/{id}` gives it, once `check` holds."""
+    """The conversation as `GET /chat/sessions/{id}` gives it, once `check` holds."""
     found: dict[str, Any] = {}
 
     async def shown() -> bool:
         nonlocal found
-        response = await client.get(f"/chats/{conversation}")
+        response = await client.get(f"/chat/sessions/{conversation}")
         assert response.status_code == 200, response.text
         found = response.json()
         return check(found)
@@ -95,11 +98,11 @@ async def answered_elsewhere(other: httpx.AsyncClient, conversation: str, job_id
     if approval_id is not None:
         assert question["approval_id"] == approval_id  # the id the page was shown before the process died
     assert page["running"] is None and page["job"] == {"id": job_id, "status": "awaiting_approval"}
-    assert (await other.get(f"/chats/{conversation}/stream")).status_code == 204  # no stream: a job holds it
-    busy = await other.post(f"/chats/{conversation}/messages", json={"text": "and now?"})
+    assert (await other.get(f"/chat/sessions/{conversation}/stream")).status_code == 204  # no stream: a job holds it
+    busy = await other.post(f"/chat/sessions/{conversation}/messages", json={"text": "and now?"})
     assert busy.status_code == 409 and f"job {job_id}" in busy.json()["error"]
     decided = await other.post(
-        f"/chats/{conversation}/decisions", json={"approval_id": question["approval_id"], "choice": "approve"}
+        f"/chat/sessions/{conversation}/decisions", json={"approval_id": question["approval_id"], "choice": "approve"}
     )
     assert decided.status_code == 204, decided.text
     page = await until(other, conversation, lambda page: page["job"] is None and len(page["messages"]) >= 2)
@@ -118,7 +121,9 @@ async def test_a_run_whose_process_is_killed_mid_answer_goes_on_on_a_worker_and_
         first = httpx.AsyncClient(base_url=one, timeout=30)
         other = httpx.AsyncClient(base_url=two, timeout=30)
         async with first, other:
-            async with first.stream("POST", "/chats/c1/messages", json=message(notes, 5, hold_live=1)) as response:
+            async with first.stream(
+                "POST", "/chat/sessions/c1/messages", json=message(notes, 5, hold_live=1)
+            ) as response:
                 assert response.status_code == 200
                 await holding(notes)
                 job_id = await job_of(dsn, "c1")
@@ -144,7 +149,7 @@ async def test_a_run_whose_process_is_killed_at_a_question_asks_it_again_with_it
         first = httpx.AsyncClient(base_url=one, timeout=30)
         other = httpx.AsyncClient(base_url=two, timeout=30)
         async with first, other:
-            async with first.stream("POST", "/chats/c2/messages", json=message(notes, 7)) as response:
+            async with first.stream("POST", "/chat/sessions/c2/messages", json=message(notes, 7)) as response:
                 approval_id = await asked(chunks(response))
                 job_id = await job_of(dsn, "c2")
                 await journaled(dsn, job_id, 3)  # quote, step, pay: each written beside the run
@@ -159,7 +164,7 @@ async def test_a_run_whose_process_is_killed_at_a_question_asks_it_again_with_it
 async def test_a_run_in_a_healthy_process_is_never_taken_and_leaves_no_job(dsn: str, tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     async with service(dsn, tmp_path) as (one, _, worker), httpx.AsyncClient(base_url=one, timeout=30) as first:
-        async with first.stream("POST", "/chats/c3/messages", json=message(notes, 3)) as response:
+        async with first.stream("POST", "/chat/sessions/c3/messages", json=message(notes, 3)) as response:
             approval_id = None
             async for chunk in chunks(response):
                 if chunk["type"] == "tool-approval-request" and approval_id is None:
@@ -168,10 +173,10 @@ async def test_a_run_in_a_healthy_process_is_never_taken_and_leaves_no_job(dsn: 
                     await asyncio.sleep(4.0)  # the question waits: more than twice the stalled timeout (1.5 s)
                     [row] = await fetch(dsn, "SELECT status, attempts FROM procrastinate_jobs WHERE id = $1", job_id)
                     assert (row["status"], row["attempts"]) == ("doing", 0)  # held by the web process still
-                    page = (await first.get("/chats/c3")).json()
+                    page = (await first.get("/chat/sessions/c3")).json()
                     assert page["job"] is None and page["running"] is not None  # the live run, not a job
                     decided = await first.post(
-                        "/chats/c3/decisions", json={"approval_id": approval_id, "choice": "approve"}
+                        "/chat/sessions/c3/decisions", json={"approval_id": approval_id, "choice": "approve"}
                     )
                     assert decided.status_code == 204
         page = await until(first, "c3", lambda page: page["running"] is None and len(page["messages"]) >= 2)
@@ -190,7 +195,7 @@ async def test_a_run_whose_process_was_only_slow_is_taken_once_and_stopped_there
         first = httpx.AsyncClient(base_url=one, timeout=30)
         other = httpx.AsyncClient(base_url=two, timeout=30)
         async with first, other:
-            async with first.stream("POST", "/chats/c4/messages", json=message(notes, 4)) as response:
+            async with first.stream("POST", "/chat/sessions/c4/messages", json=message(notes, 4)) as response:
                 stream = chunks(response)
                 approval_id = await asked(stream)
                 job_id = await job_of(dsn, "c4")
@@ -206,7 +211,7 @@ async def test_a_run_whose_process_was_only_slow_is_taken_once_and_stopped_there
             [error] = [chunk["errorText"] for chunk in rest if chunk["type"] == "error"]
             assert "LiveRunTakenOver" in error
             await answered_elsewhere(other, "c4", job_id, approval_id)
-            page = (await first.get("/chats/c4")).json()
+            page = (await first.get("/chat/sessions/c4")).json()
     roles = [message["role"] for message in page["messages"]]
     assert roles[0] == "user" and roles.count("user") == 1  # one turn, the job's
     said = [part["text"] for message in page["messages"][1:] for part in message["parts"] if part["type"] == "text"]
@@ -227,3 +232,52 @@ async def holding(notes: Path) -> None:
         return noted(notes, "holding") != []
 
     await eventually(held, "the run holds its request")
+
+
+@pytest.fixture
+async def browser(tmp_path: Path) -> AsyncIterator[BrowserContext]:
+    """Chromium with a fresh user-data dir; fails (never skips) naming the package when it is missing."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"Debian's chromium ({CHROMIUM}) is missing: run `make browser` (apt-get install chromium)")
+    async with async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            tmp_path / "profile", executable_path=str(CHROMIUM), args=ARGS, headless=True
+        )
+        try:
+            yield context
+        finally:
+            await context.close()
+
+
+@pytest.mark.long
+async def test_in_chromium_a_page_reloaded_on_the_other_process_shows_the_question_of_a_killed_process_and_its_answer(
+    browser: BrowserContext, dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    async with service(dsn, tmp_path) as (one, two, _):
+        page = await browser.new_page()
+        await page.goto(f"{one}/chat?user=alice")
+        await page.fill("#text", message(notes, 8)["text"])
+        await page.click("#send")
+        box = page.locator(".approval").last
+        await expect(box.locator("button.approve")).to_be_visible(timeout=20_000)
+        approval_id = await box.get_attribute("data-approval-id")
+        session = await page.text_content("#session")
+        assert approval_id and session
+        job_id = await job_of(dsn, session)
+        await journaled(dsn, job_id, 3)
+        PROCESSES[one].send_signal(signal.SIGKILL)  # the person has the question on the page
+
+        async with httpx.AsyncClient(base_url=two, timeout=30) as other:
+            await until(other, session, lambda shown: bool(shown["pending"]))  # a worker took the run, and parked
+            # the reload, sent by a balancer to the other process: the question, with the id the page had
+            await page.goto(f"{two}/chat?user=alice&session={session}")
+            question = page.locator(".approval")
+            await expect(question).to_have_count(1)
+            await expect(question).to_have_attribute("data-approval-id", approval_id)
+            await question.locator("button.approve").click()  # answered there: the job goes on
+            await until(other, session, lambda shown: shown["job"] is None and len(shown["messages"]) >= 2)
+        await page.reload()  # the job's turn, in the conversation
+        await expect(page.locator(".message.assistant").last).to_contain_text("done: quote ok, step 1 ok, paid 8")
+    assert noted(notes, "paid") == ["paid 8"]
+    assert sent(notes) == {("payer", 0): 1, ("payer", 1): 1, ("payer", 2): 1, ("payer", 3): 1}
