@@ -174,7 +174,10 @@ class LiveParking:
     `queue` is a `JobQueue(..., approvals="park")` that declares the entries streamed here, opened by the
     application (`async with queue`); its workers' runtime must load the same entries, and keep sessions in the
     same history store as `runtime` (a `PostgresHistoryStore` on the same database): the resumed run continues
-    the session's conversation there. See docs/jobs.md, "Live runs that park"."""
+    the session's conversation there. Each run is a job of the queue from its first request, held by this process
+    (one of procrastinate's workers while it streams live runs): if the process dies, a worker goes on with the run
+    once its heartbeats have stopped for `LLM_DO_WORKER_STALLED_TIMEOUT`. Close it (`async with`, or `aclose`) once
+    its runs have ended. See docs/jobs.md, "Live runs that park" and "Live runs that survive their process"."""
 
     def __init__(self, queue: JobQueue, runtime: Runtime, *, park_after: float | None = None) -> None:
         if queue.approvals != "park":
