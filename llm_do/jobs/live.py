@@ -39,6 +39,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from .. import Approval, ApprovalChoice, ApprovalRequest, Attachment, LiveRun, Runtime
@@ -99,11 +100,13 @@ _END_JOB = "DELETE FROM procrastinate_jobs WHERE id = %(id)s"
 _END = """
 WITH held AS (SELECT id FROM procrastinate_jobs WHERE id = %(id)s AND status = 'doing' AND attempts = 0 FOR UPDATE),
      ended AS (DELETE FROM procrastinate_jobs WHERE id IN (SELECT id FROM held) RETURNING id),
-     dropped AS (DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id IN (SELECT id FROM ended))
+     dropped AS (DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id IN (SELECT id FROM ended)),
+     answers AS (DELETE FROM llm_do_approvals WHERE queue = %(queue)s AND job_id IN (SELECT id FROM ended))
 SELECT count(*) FROM ended
 """
-"""A live run's end that did not park, in one statement: its job and journal go, if no worker took the job."""
+"""A live run's end that did not park, in one statement: its job, journal and answers go, if no worker took it."""
 _DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id = %(id)s"
+_DROP_ANSWERS = "DELETE FROM llm_do_approvals WHERE queue = %(queue)s AND job_id = %(id)s"
 
 _SESSION_JOB = f"""
 SELECT j.id, {AWAITING_SQL} FROM procrastinate_jobs j
@@ -449,6 +452,8 @@ class _RunParking:
         self.live: LiveRun | None = None
         self.taken = False
         """A worker took the run's job (`lost`)."""
+        self.recording: set[asyncio.Future[None]] = set()
+        """The person's answers being stored with the job (`_record`)."""
         self.questions: list[ApprovalRequest] = []
         """The questions the run left open, in the order they parked."""
         self.answered: dict[str, tuple[ApprovalRequest, Approval]] = {}
@@ -498,6 +503,30 @@ class _RunParking:
     def _answered(self, request: ApprovalRequest, answer: asyncio.Future[Approval]) -> None:
         if not answer.cancelled() and answer.exception() is None:
             self.answered[request.approval_id] = (request, answer.result())
+            recording = asyncio.ensure_future(self._record(request, answer.result()))
+            self.recording.add(recording)
+            recording.add_done_callback(self._recorded)
+
+    async def _record(self, request: ApprovalRequest, approval: Approval) -> None:
+        """Store the person's answer with the job, while it is the live run's: a worker that takes the run over
+        (its process died) answers the question as the person did, without asking again."""
+        queue = self.owner.queue
+        names = {"queue": queue.queue_name, "id": self.job_id}
+        async with queue.pool.connection() as conn, conn.transaction():
+            found = await (await conn.execute(_HOLD, names)).fetchone()
+            if found is None or not found[0]:
+                return
+            await _store_answer(conn, queue.queue_name, self.job_id, request, approval)
+
+    def _recorded(self, recording: asyncio.Future[None]) -> None:
+        self.recording.discard(recording)
+        if not recording.cancelled() and recording.exception() is not None:
+            logger.warning(
+                "job %d: the person's answer could not be kept with the job (%s): a worker that takes the run "
+                "over asks again",
+                self.job_id,
+                recording.exception(),
+            )
 
     def lost(self) -> None:
         """A worker took this run's job (this process was silent too long): the run stops here, and its end writes
@@ -511,6 +540,8 @@ class _RunParking:
         """The run has ended: park it as its job if it left questions open, else end its job and drop its journal;
         nothing if a worker took the job meanwhile."""
         self.owner._hold.released(self.job_id)
+        if self.recording:  # the answers kept with the job, before the job is written or goes
+            await asyncio.wait(set(self.recording))
         park = bool(self.questions) and isinstance(outcome, Exception)  # a tool that caught the parking let it end
         writing = asyncio.ensure_future(self._write(park))
         try:
@@ -534,6 +565,7 @@ class _RunParking:
         async with queue.pool.connection() as conn, conn.transaction():
             await conn.execute(_END_JOB, {"id": self.job_id})
             await conn.execute(_DROP_JOURNAL, {"queue": queue.queue_name, "id": self.job_id})
+            await conn.execute(_DROP_ANSWERS, {"queue": queue.queue_name, "id": self.job_id})
 
     async def _write(self, park: bool) -> bool:
         """Write the run's end; False (nothing written) when a worker took its job."""
@@ -552,9 +584,7 @@ class _RunParking:
             for request in self.questions:
                 await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
             for request, approval in self.answered.values():  # the decisions the person gave the live run
-                await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
-                choice = "deny" if approval.choice == "deny" else "approve"  # a grant for the session approves this one
-                await record_decision(conn, queue.queue_name, self.job_id, request.approval_id, choice, approval.note)
+                await _store_answer(conn, queue.queue_name, self.job_id, request, approval)
         return True
 
     def _grants(self) -> dict[str, Any]:
@@ -582,6 +612,15 @@ def _request_of(session_id: str, parked: PendingApproval) -> ApprovalRequest:
         attachments=parked.attachments,
         session_id=session_id,
     )
+
+
+async def _store_answer(
+    conn: AsyncConnection[Any], queue: str, job_id: int, request: ApprovalRequest, approval: Approval
+) -> None:
+    """A question the person answered in the live run, stored decided with its job (as a parked job's decision)."""
+    await conn.execute(PARK_SQL, question_row(queue, job_id, request, 0))
+    choice = "deny" if approval.choice == "deny" else "approve"  # a grant for the session approves this one
+    await record_decision(conn, queue, job_id, request.approval_id, choice, approval.note)
 
 
 async def _shielded(work: Awaitable[None]) -> None:

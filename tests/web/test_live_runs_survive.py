@@ -71,7 +71,10 @@ async def until(
         found = response.json()
         return check(found)
 
-    await eventually(shown, f"conversation {conversation} as expected (last seen: {found})", within=60)
+    try:
+        await eventually(shown, f"conversation {conversation} as expected", within=60)
+    except AssertionError as error:
+        raise AssertionError(f"{error} (last seen: {found})") from None
     return found
 
 
@@ -158,6 +161,39 @@ async def test_a_run_whose_process_is_killed_at_a_question_asks_it_again_with_it
             assert shown == approval_id
     assert sent(notes) == {("payer", 0): 1, ("payer", 1): 1, ("payer", 2): 1, ("payer", 3): 1}  # nothing paid twice
     assert noted(notes, "paid") == ["paid 7"]
+
+
+@pytest.mark.long
+async def test_a_question_answered_before_the_process_died_is_not_asked_again_by_the_worker(
+    dsn: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    async with service(dsn, tmp_path) as (one, two, _):
+        first = httpx.AsyncClient(base_url=one, timeout=30)
+        other = httpx.AsyncClient(base_url=two, timeout=30)
+        async with first, other:
+            ask = message(notes, 6, hold_live=3)  # the request after the payment is held
+            async with first.stream("POST", "/chat/sessions/c5/messages", json=ask) as response:
+                approval_id = await asked(chunks(response))
+                decided = await first.post(
+                    "/chat/sessions/c5/decisions", json={"approval_id": approval_id, "choice": "approve"}
+                )
+                assert decided.status_code == 204
+                await holding(notes)
+                job_id = await job_of(dsn, "c5")
+                await journaled(dsn, job_id, 3)
+                PROCESSES[one].send_signal(signal.SIGKILL)  # answered, paid, then mid-answer
+            # the worker's run is answered as the person answered: it never parks, and the turn ends
+            page = await until(other, "c5", lambda page: page["job"] is None and len(page["messages"]) >= 2)
+            assert page["pending"] == []
+            said = [
+                part["text"] for message in page["messages"][1:] for part in message["parts"] if part["type"] == "text"
+            ]
+            assert said == ["done: quote ok, step 1 ok, paid 6"]
+    assert sent(notes) == {("payer", 0): 1, ("payer", 1): 1, ("payer", 2): 1, ("payer", 3): 2}
+    assert noted(notes, "paid") == ["paid 6", "paid 6"]  # a tool runs again (docs/jobs.md: idempotency keys)
+    [answered] = await fetch(dsn, "SELECT choice FROM llm_do_approvals WHERE job_id = $1", job_id)
+    assert answered["choice"] == "approve"
 
 
 @pytest.mark.long
