@@ -64,6 +64,7 @@ from .parking import (
     record_decision,
     store_decision,
 )
+from .pgtext import storable_text
 from .queue import TASK_PREFIX, job_input
 from .records import InvalidJobRequest
 from .settings import JobSettings
@@ -107,6 +108,18 @@ SELECT count(*) FROM ended
 """A live run's end that did not park, in one statement: its job, journal and answers go, if no worker took it."""
 _DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id = %(id)s"
 _DROP_ANSWERS = "DELETE FROM llm_do_approvals WHERE queue = %(queue)s AND job_id = %(id)s"
+
+_KEEP_ANSWER = """
+WITH held AS (SELECT id FROM procrastinate_jobs WHERE id = %(job_id)s AND status = 'doing' AND attempts = 0 FOR UPDATE)
+INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, call_id, tool_call_id, toolset, tool, args,
+                              attachments, reason, description, park_round, choice, note, decided_at)
+SELECT %(queue)s, held.id, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_call_id)s, %(toolset)s, %(tool)s,
+       %(args)s, %(attachments)s, %(reason)s, %(description)s, %(park_round)s, %(choice)s, %(note)s, now()
+  FROM held
+ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
+    choice = EXCLUDED.choice, note = EXCLUDED.note, decided_at = EXCLUDED.decided_at
+"""
+"""A question answered in the live run, kept decided with its job in one statement, while no worker took the job."""
 
 _SESSION_JOB = f"""
 SELECT j.id, {AWAITING_SQL} FROM procrastinate_jobs j
@@ -511,12 +524,11 @@ class _RunParking:
         """Store the person's answer with the job, while it is the live run's: a worker that takes the run over
         (its process died) answers the question as the person did, without asking again."""
         queue = self.owner.queue
-        names = {"queue": queue.queue_name, "id": self.job_id}
-        async with queue.pool.connection() as conn, conn.transaction():
-            found = await (await conn.execute(_HOLD, names)).fetchone()
-            if found is None or not found[0]:
-                return
-            await _store_answer(conn, queue.queue_name, self.job_id, request, approval)
+        values = question_row(queue.queue_name, self.job_id, request, 0)
+        values["choice"] = "deny" if approval.choice == "deny" else "approve"
+        values["note"] = None if approval.note is None else storable_text(approval.note)
+        async with queue.pool.connection() as conn:
+            await conn.execute(_KEEP_ANSWER, values)
 
     def _recorded(self, recording: asyncio.Future[None]) -> None:
         self.recording.discard(recording)
