@@ -6,7 +6,7 @@ NODE_SERVERS := tests/mcp_servers/node_modules/.installed
 # The Vercel AI SDK (npm package `ai`) whose client the tests run against the example's chat (tests/ai_sdk/package.json).
 AI_SDK := tests/ai_sdk/node_modules/.installed
 
-.PHONY: setup browser preflight test test-deep test-lowest test-evals lint typecheck pytest demo real-model bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions bench-deploy bench-anywhere clean
+.PHONY: setup browser preflight test test-deep test-lowest test-evals lint typecheck pytest demo real-model bench bench-suite bench-service bench-faults bench-cli bench-jobs bench-journal bench-mcp bench-sessions bench-deploy bench-anywhere bench-survive clean
 
 $(STAMP): pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11 or newer is needed as python3 (this one is $$(python3 -V 2>&1)); install it (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
@@ -151,6 +151,9 @@ bench-deploy: $(STAMP)
 
 bench-anywhere: $(STAMP)
 	$(PY) benchmarks/bench_anywhere.py --browser
+
+bench-survive: $(STAMP)
+	$(PY) benchmarks/bench_survive.py
 
 clean:
 	rm -rf $(VENV) $(LOWEST) $(EVALS) .mypy_cache .pytest_cache .ruff_cache tests/mcp_servers/node_modules tests/ai_sdk/node_modules

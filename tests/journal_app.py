@@ -5,7 +5,8 @@ Every model here counts: each request it receives appends `sent <who> <index> <a
 file named in the run's prompt (a JSON object), so the test, in another process, sees which requests
 were paid for on which attempt. A prompt's `latency` makes every request take that many seconds. On a job's first
 attempt, the request whose index is the prompt's `hold`
-notes `holding <who>` and never answers: the test kills the worker then; the request whose index is the prompt's
+notes `holding <who>` and never answers: the test kills the worker then (`hold_live`: the same in a live run, outside
+any job: the test kills its web process); the request whose index is the prompt's
 `answer_once_asked` answers only once another call of the job has asked a question (a slower sibling, without a
 clock). The reviewer, handed files, notes the
 text of each (`reviewed <text>`) instead.
@@ -76,6 +77,9 @@ def counting(who: Callable[[dict[str, Any]], str], script: Script) -> FunctionMo
         if fields.get("latency"):
             await asyncio.sleep(fields["latency"])
         if index == fields.get("hold") and attempt == 1:
+            note(fields["notes"], f"holding {name}")
+            await asyncio.sleep(3600)
+        if index == fields.get("hold_live") and job is None:  # a live run's process, killed then
             note(fields["notes"], f"holding {name}")
             await asyncio.sleep(3600)
         if index == fields.get("answer_once_asked") and attempt == 1:

@@ -20,7 +20,7 @@ May import: errors, scopes, files, approvals, di, guards, results, sessions, tra
 from procrastinate import RetryStrategy
 
 from .context import JobInfo, current_job
-from .live import LiveParking, LiveRunParked
+from .live import LiveParking, LiveRunParked, LiveRunTakenOver, SessionJob
 from .parking import DecisionRefused, PendingApproval, RunParked
 from .queue import JobEntry, JobQueue, RuntimeFactory
 from .records import FINAL_STATUSES, InvalidJobRequest, JobNotFound, JobRecord, JobStatus
@@ -42,11 +42,13 @@ __all__ = [
     "JobStatus",
     "LiveParking",
     "LiveRunParked",
+    "LiveRunTakenOver",
     "ParkingDiverged",
     "PendingApproval",
     "RetryStrategy",
     "RunParked",
     "RuntimeFactory",
+    "SessionJob",
     "WorkerOptions",
     "WorkerShutdown",
     "current_job",

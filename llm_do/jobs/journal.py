@@ -37,8 +37,8 @@ __all__ = [
 
 JOURNAL_TABLE = "llm_do_journal"
 LIVE_SUFFIX = ":live"
-"""A live run that may park (`LiveParking`) journals under its queue's name with this suffix until it parks (its job
-then adopts the rows) or ends otherwise (they are dropped)."""
+"""Where live runs journaled before they were jobs from their first request (an earlier llm-do: under the queue's name
+with this suffix until they parked); the workers' housekeeping removes what their dead processes left."""
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS llm_do_journal (

@@ -1,23 +1,28 @@
-"""Live runs that park: a question of a session's live run that waits for a person longer than `park_after`
-becomes a parked job of the application's queue, and the run ends, freeing what it held.
+"""Live runs that are jobs from their first request: a question of a session's live run that waits for a person
+longer than `park_after` parks the run as a job of the application's queue, and the run ends, freeing what it
+held; a run whose web process dies goes on on a worker.
 
 `LiveParking(queue, runtime).stream(entry, input, session=...)` opens the live run as `Runtime.stream` does, with
 what a job's run has from its first request:
 
-- its job id, reserved from procrastinate's sequence before it starts, which gives its questions their ids (as
-  a job's: `stable_approval_ids(f"job {id}")`), so the resumed run asks the same questions with the same ids;
-- the job's journal of model responses, kept under the queue's name with `LIVE_SUFFIX` while the run is live (the
-  workers' housekeeping removes the journals of jobs that do not exist);
+- its job, inserted `doing` before the run starts and held by this process as one of procrastinate's workers
+  (`holding`: heartbeats while it streams live runs), whose id gives the run's questions their ids (as a job's:
+  `stable_approval_ids(f"job {id}")`), so a resumed run asks the same questions with the same ids;
+- the job's journal of model responses;
 - an approver beside the person's (the stream's `approver`): after `park_after` seconds it withdraws the question
   from the live run (`LiveRun.withdraw`, so a late click is refused) and ends the call with `LiveRunParked`, a
   `RunSuspended`: the run's parallel calls go on to their end or their own question, which parks at once.
 
-When the run has ended (its teardown done), `on_end` writes in one transaction the job (procrastinate's row, failed
-after one run, with the run's input, trace and session), its questions and its journal, which the job adopts: the
-job is `awaiting_approval`. The stream's last event is `RunFailed` with the `LiveRunParked`, which names the job
-and every question. A decision (`LiveParking.decide`, by session; `JobQueue.decide`, by job) queues it; a worker
-replays it from the journal up to its questions and goes on, in the session (its history read from the store and
-its turn saved there). A run that ends otherwise drops its journal.
+When the run has ended (its teardown done), `on_end` writes in one transaction, if the job is still the live run's
+(no worker took it): the parked job (its row `failed` after one run, with the run's input, trace, session and
+grants) and its questions, when the run parked: the job is `awaiting_approval`, and the stream's last event is
+`RunFailed` with the `LiveRunParked`, which names the job and every question. A decision (`LiveParking.decide`, by
+session; `JobQueue.decide`, by job) queues it; a worker replays it from the journal up to its questions and goes
+on, in the session (its history read from the store and its turn saved there). A run that ends otherwise deletes
+its job and journal.
+
+If the process dies, its heartbeats stop and the workers' stalled-job recovery queues the job again: a worker
+replays the run from its journal, in its session, and a question it was asking parks again with its id.
 
 On `SIGTERM` (`stop_asking`), the questions waiting park at once, and those asked later in a parking run too;
 then `Runtime.stop_asking` denies what other runs wait on.
@@ -28,23 +33,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from .. import Approval, ApprovalChoice, ApprovalRequest, Attachment, LiveRun, Runtime
 from ..approvals import RunSuspended, session_key, stable_approval_ids
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, LlmDoError
 from ..files import check_call
 from ..models.journal import Journal
 from ..run import Outcome
 from ..sessions import OpenQuestion
 from ..tracing import current_traceparent
 from .execute import stored_attachments
+from .holding import LiveHold
 from .journal import LIVE_SUFFIX, JobJournals
 from .parking import (
+    AWAITING_SQL,
     PARK_SQL,
     DecisionRefused,
     PendingApproval,
@@ -54,6 +64,7 @@ from .parking import (
     record_decision,
     store_decision,
 )
+from .pgtext import storable_text
 from .queue import TASK_PREFIX, job_input
 from .records import InvalidJobRequest
 from .settings import JobSettings
@@ -62,20 +73,62 @@ if TYPE_CHECKING:
     from .. import Session
     from .queue import JobQueue
 
-__all__ = ["LIVE_SUFFIX", "LiveParking", "LiveRunParked"]
+__all__ = ["LIVE_SUFFIX", "LiveParking", "LiveRunParked", "LiveRunTakenOver", "SessionJob"]
+
+logger = logging.getLogger("llm_do.jobs")
 
 STOPPING = "the service is restarting; ask again in a moment"
 
-_RESERVE = "SELECT nextval(pg_get_serial_sequence('procrastinate_jobs', 'id'))"
+_START = """
+WITH beat AS (UPDATE procrastinate_workers SET last_heartbeat = now() WHERE id = %(worker)s RETURNING id)
+INSERT INTO procrastinate_jobs (id, queue_name, task_name, args, status, attempts, worker_id)
+SELECT nextval(pg_get_serial_sequence('procrastinate_jobs', 'id')), %(queue)s, %(task)s, %(args)s, 'doing', 0, beat.id
+  FROM beat
+RETURNING id
+"""
+"""A live run's job, held by this process's worker row (its heartbeat refreshed): none if that row is gone."""
 
-_INSERT_JOB = """
-INSERT INTO procrastinate_jobs (id, queue_name, task_name, args, status, attempts)
-VALUES (%(id)s, %(queue)s, %(task)s, %(args)s, 'failed', 1)
+_HOLD = "SELECT status = 'doing' AND attempts = 0 FROM procrastinate_jobs WHERE id = %(id)s FOR UPDATE"
+"""Whether the live run still holds its job (no worker took it), the row locked until the transaction ends."""
+
+_PARK_JOB = """
+UPDATE procrastinate_jobs SET status = 'failed', attempts = 1, worker_id = NULL, args = %(args)s WHERE id = %(id)s
 """
 """A parked live run as procrastinate keeps a parked job: failed after one run, queued again by a decision."""
 
-_ADOPT_JOURNAL = "UPDATE llm_do_journal SET queue = %(queue)s WHERE queue = %(live)s AND job_id = %(id)s"
-_DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(live)s AND job_id = %(id)s"
+_END_JOB = "DELETE FROM procrastinate_jobs WHERE id = %(id)s"
+
+_END = """
+WITH held AS (SELECT id FROM procrastinate_jobs WHERE id = %(id)s AND status = 'doing' AND attempts = 0 FOR UPDATE),
+     ended AS (DELETE FROM procrastinate_jobs WHERE id IN (SELECT id FROM held) RETURNING id),
+     dropped AS (DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id IN (SELECT id FROM ended)),
+     answers AS (DELETE FROM llm_do_approvals WHERE queue = %(queue)s AND job_id IN (SELECT id FROM ended))
+SELECT count(*) FROM ended
+"""
+"""A live run's end that did not park, in one statement: its job, journal and answers go, if no worker took it."""
+_DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id = %(id)s"
+_DROP_ANSWERS = "DELETE FROM llm_do_approvals WHERE queue = %(queue)s AND job_id = %(id)s"
+
+_KEEP_ANSWER = """
+WITH held AS (SELECT id FROM procrastinate_jobs WHERE id = %(job_id)s AND status = 'doing' AND attempts = 0 FOR UPDATE)
+INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, call_id, tool_call_id, toolset, tool, args,
+                              attachments, reason, description, park_round, choice, note, decided_at)
+SELECT %(queue)s, held.id, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_call_id)s, %(toolset)s, %(tool)s,
+       %(args)s, %(attachments)s, %(reason)s, %(description)s, %(park_round)s, %(choice)s, %(note)s, now()
+  FROM held
+ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
+    choice = EXCLUDED.choice, note = EXCLUDED.note, decided_at = EXCLUDED.decided_at
+"""
+"""A question answered in the live run, kept decided with its job in one statement, while no worker took the job."""
+
+_SESSION_JOB = f"""
+SELECT j.id, {AWAITING_SQL} FROM procrastinate_jobs j
+ WHERE j.queue_name = %s AND j.args->>'session' = %s
+   AND (j.status IN ('todo', 'doing')
+        OR (j.status = 'failed' AND EXISTS (SELECT 1 FROM llm_do_approvals a
+                                             WHERE a.queue = j.queue_name AND a.job_id = j.id AND a.choice IS NULL)))
+ ORDER BY j.id DESC LIMIT 1
+"""
 
 _SESSION_JOBS = """
 SELECT j.id FROM procrastinate_jobs j
@@ -108,6 +161,28 @@ class LiveRunParked(RunParked):
         )
 
 
+@dataclass(frozen=True, slots=True)
+class SessionJob:
+    """The job that holds a session's unfinished run (`LiveParking.held`)."""
+
+    job_id: int
+    status: str
+    """`doing` (live in a process, or run by a worker), `todo` (queued again: a worker takes it next) or
+    `awaiting_approval` (parked on a question)."""
+
+
+class LiveRunTakenOver(LlmDoError):
+    """A live run whose process was silent longer than the workers' `stalled_timeout`: a worker took its job and
+    goes on with it there, so this process stops it."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(
+            f"job {job_id}: this process's heartbeats stopped long enough for a worker to take the live run over; "
+            "it goes on there (its turn is saved to the session once)"
+        )
+
+
 class LiveParking:
     """Live runs of sessions that park as jobs of `queue` when a question waits longer than `park_after` seconds
     (default `LLM_DO_JOBS_PARK_AFTER`, 300), or when the process is told to stop (`stop_asking`).
@@ -115,7 +190,10 @@ class LiveParking:
     `queue` is a `JobQueue(..., approvals="park")` that declares the entries streamed here, opened by the
     application (`async with queue`); its workers' runtime must load the same entries, and keep sessions in the
     same history store as `runtime` (a `PostgresHistoryStore` on the same database): the resumed run continues
-    the session's conversation there. See docs/jobs.md, "Live runs that park"."""
+    the session's conversation there. Each run is a job of the queue from its first request, held by this process
+    (one of procrastinate's workers while it streams live runs): if the process dies, a worker goes on with the run
+    once its heartbeats have stopped for `LLM_DO_WORKER_STALLED_TIMEOUT`. Close it (`async with`, or `aclose`) once
+    its runs have ended. See docs/jobs.md, "Live runs that park" and "Live runs that survive their process"."""
 
     def __init__(self, queue: JobQueue, runtime: Runtime, *, park_after: float | None = None) -> None:
         if queue.approvals != "park":
@@ -144,6 +222,7 @@ class LiveParking:
         self._settling: set[asyncio.Future[None]] = set()
         """Each question asked here, until it was answered, denied or taken by its run as parked."""
         self._journals: JobJournals | None = None
+        self._holder: LiveHold | None = None
         self._stop: asyncio.Task[None] | None = None
         runtime.inbox.add(self)  # a session's parked questions are in its inbox, in every process
 
@@ -160,9 +239,12 @@ class LiveParking:
         attachments: Sequence[Attachment] = (),
         model_events: bool = True,
         resumable: bool = False,
+        on_end: Callable[[Outcome], Awaitable[Outcome]] | None = None,
     ) -> AsyncIterator[LiveRun]:
-        """`Runtime.stream(entry, input_data, session=session, ...)`, journaled as job whose id it reserves, and
-        parked as that job when one of its questions waits longer than `park_after` (see the class)."""
+        """`Runtime.stream(entry, input_data, session=session, ...)`, run as a job of the queue held by this process
+        (and journaled as that job) from its first request, and parked as that job when one of its questions waits
+        longer than `park_after` (see the class). `on_end`, as `Runtime.stream`'s, is awaited after the job is
+        written (parked, or gone with its journal), with the outcome the stream would end with."""
         queue = self.queue
         if entry not in queue.entries:
             raise ConfigurationError(
@@ -174,39 +256,91 @@ class LiveParking:
         if handed:
             check_call(handed, JobSettings().attachments)
         traceparent = trace_parent if trace_parent is not None else current_traceparent()
-        async with queue.pool.connection() as conn:
-            found = await (await conn.execute(_RESERVE)).fetchone()
-        assert found is not None
-        job_id = int(found[0])
-        journals = self._journals_of()
-        journal = await journals.open(job_id, 1)  # a first run: nothing to read
         args: dict[str, Any] = {"input": payload, "traceparent": traceparent, "session": session_id}
         if handed:
             args["attachments"] = stored_attachments(handed)
+        job_id = await self._start(entry, args)
+        journals = self._journals_of()
+        journal = await journals.open(job_id, 1)  # a first run: nothing to read
         parking = _RunParking(self, job_id, entry, session_id, args, journal)
-        async with AsyncExitStack() as streaming:
-            # the run's task takes the journal and the job's question ids with the context it starts in; the
-            # consumer's block does not keep them
-            with journals.installed(self.runtime, entry, journal), stable_approval_ids(f"job {job_id}"):
-                opened = self.runtime.stream(
-                    entry,
-                    input_data,
-                    session=session,
-                    trace_parent=traceparent,
-                    approver=parking,
-                    attachments=handed,
-                    model_events=model_events,
-                    resumable=resumable,
-                    on_end=parking.ended,
-                )
-                live = await streaming.enter_async_context(opened)
-            parking.live = live  # before the run's first step: the stream's task has not run yet
-            yield live
+        self._hold.holding(job_id, parking.lost)
+
+        async def ended(outcome: Outcome) -> Outcome:
+            outcome = await parking.ended(outcome)
+            return outcome if on_end is None else await on_end(outcome)
+
+        try:
+            async with AsyncExitStack() as streaming:
+                # the run's task takes the journal and the job's question ids with the context it starts in; the
+                # consumer's block does not keep them
+                with journals.installed(self.runtime, entry, journal), stable_approval_ids(f"job {job_id}"):
+                    opened = self.runtime.stream(
+                        entry,
+                        input_data,
+                        session=session,
+                        trace_parent=traceparent,
+                        approver=parking,
+                        attachments=handed,
+                        model_events=model_events,
+                        resumable=resumable,
+                        on_end=ended,
+                    )
+                    live = await streaming.enter_async_context(opened)
+                parking.live = live  # before the run's first step: the stream's task has not run yet
+                yield live
+        except BaseException:
+            if parking.live is None:  # it never started (a busy session, a closed runtime): its job goes
+                await _shielded(parking.drop())
+            raise
+
+    async def _start(self, entry: str, args: dict[str, Any]) -> int:
+        """The live run's job, inserted `doing` and held by this process's worker row (registered at the first run,
+        and again if it was pruned); its id."""
+        queue, hold = self.queue, self._hold
+        values = {"queue": queue.queue_name, "task": TASK_PREFIX + entry, "args": Jsonb(args)}
+        for _ in range(3):
+            worker = hold.worker_id if hold.worker_id is not None else await hold.register()
+            async with queue.pool.connection() as conn:
+                found = await (await conn.execute(_START, {**values, "worker": worker})).fetchone()
+            if found is not None:
+                return int(found[0])
+            hold.worker_id = None  # its row was pruned (no heartbeat since the last run): register again
+        raise RuntimeError("LiveParking: this process's worker row vanished as soon as it was registered")
 
     def _journals_of(self) -> JobJournals:
         if self._journals is None:
-            self._journals = JobJournals(self.queue.pool, self.queue.queue_name + LIVE_SUFFIX)
+            self._journals = JobJournals(self.queue.pool, self.queue.queue_name)
         return self._journals
+
+    @property
+    def _hold(self) -> LiveHold:
+        if self._holder is None:
+            self._holder = LiveHold(self.queue.pool, JobSettings().worker_heartbeat)
+        return self._holder
+
+    async def aclose(self) -> None:
+        """Stop the heartbeats of this process's live runs and unregister its worker row. Call it once the runs
+        streamed here have ended (the application's shutdown, after the chat router's): the jobs of runs still
+        live are queued again by the workers, as those of a process that died."""
+        if self._holder is not None:
+            await self._holder.aclose()
+
+    async def __aenter__(self) -> LiveParking:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- the job that holds a session's run ----------------------------------------------
+
+    async def held(self, session_id: str) -> SessionJob | None:
+        """The job that holds session `session_id`'s run, if one does: a live run's (`doing`: in the process
+        streaming it, or, once that process died, until a worker takes it), one queued again (`todo`), run by a
+        worker (`doing`), or parked (`awaiting_approval`). None when no run of the session is unfinished."""
+        queue = self.queue
+        async with queue.pool.connection() as conn:
+            found = await (await conn.execute(_SESSION_JOB, (queue.queue_name, session_id))).fetchone()
+        return None if found is None else SessionJob(int(found[0]), str(found[1]))
 
     # -- a session's parked questions ---------------------------------------------------
 
@@ -329,6 +463,10 @@ class _RunParking:
         self.args = args
         self.journal = journal
         self.live: LiveRun | None = None
+        self.taken = False
+        """A worker took the run's job (`lost`)."""
+        self.recording: set[asyncio.Future[None]] = set()
+        """The person's answers being stored with the job (`_record`)."""
         self.questions: list[ApprovalRequest] = []
         """The questions the run left open, in the order they parked."""
         self.answered: dict[str, tuple[ApprovalRequest, Approval]] = {}
@@ -378,38 +516,88 @@ class _RunParking:
     def _answered(self, request: ApprovalRequest, answer: asyncio.Future[Approval]) -> None:
         if not answer.cancelled() and answer.exception() is None:
             self.answered[request.approval_id] = (request, answer.result())
+            recording = asyncio.ensure_future(self._record(request, answer.result()))
+            self.recording.add(recording)
+            recording.add_done_callback(self._recorded)
+
+    async def _record(self, request: ApprovalRequest, approval: Approval) -> None:
+        """Store the person's answer with the job, while it is the live run's: a worker that takes the run over
+        (its process died) answers the question as the person did, without asking again."""
+        queue = self.owner.queue
+        values = question_row(queue.queue_name, self.job_id, request, 0)
+        values["choice"] = "deny" if approval.choice == "deny" else "approve"
+        values["note"] = None if approval.note is None else storable_text(approval.note)
+        async with queue.pool.connection() as conn:
+            await conn.execute(_KEEP_ANSWER, values)
+
+    def _recorded(self, recording: asyncio.Future[None]) -> None:
+        self.recording.discard(recording)
+        if not recording.cancelled() and recording.exception() is not None:
+            logger.warning(
+                "job %d: the person's answer could not be kept with the job (%s): a worker that takes the run "
+                "over asks again",
+                self.job_id,
+                recording.exception(),
+            )
+
+    def lost(self) -> None:
+        """A worker took this run's job (this process was silent too long): the run stops here, and its end writes
+        nothing (the worker goes on with the job and its journal)."""
+        self.taken = True
+        live = self.live
+        if live is not None and live.driver is not None:  # a resumable run whose stream was left: its task
+            live.driver.cancel()
 
     async def ended(self, outcome: Outcome) -> Outcome:
-        """The run has ended: park it as its job if it left questions open, else drop its journal."""
+        """The run has ended: park it as its job if it left questions open, else end its job and drop its journal;
+        nothing if a worker took the job meanwhile."""
+        self.owner._hold.released(self.job_id)
+        if self.recording:  # the answers kept with the job, before the job is written or goes
+            await asyncio.wait(set(self.recording))
         park = bool(self.questions) and isinstance(outcome, Exception)  # a tool that caught the parking let it end
         writing = asyncio.ensure_future(self._write(park))
         try:
-            await asyncio.shield(writing)
+            held = await asyncio.shield(writing)
         except asyncio.CancelledError:
             await asyncio.wait((writing,))  # the job is written whole, or not at all
             raise
+        if not held:
+            logger.warning("job %d: a worker took this live run over; its end here is not written", self.job_id)
+            if isinstance(outcome, BaseException):
+                return LiveRunTakenOver(self.job_id)
+            return outcome  # its turn was saved first: the worker's save of the same turn is refused
         if not park:
             return outcome
         return LiveRunParked(self.job_id, self.session_id, self.questions)
 
-    async def _write(self, park: bool) -> None:
+    async def drop(self) -> None:
+        """The run never started: its job and journal go."""
+        self.owner._hold.released(self.job_id)
+        queue = self.owner.queue
+        async with queue.pool.connection() as conn, conn.transaction():
+            await conn.execute(_END_JOB, {"id": self.job_id})
+            await conn.execute(_DROP_JOURNAL, {"queue": queue.queue_name, "id": self.job_id})
+            await conn.execute(_DROP_ANSWERS, {"queue": queue.queue_name, "id": self.job_id})
+
+    async def _write(self, park: bool) -> bool:
+        """Write the run's end; False (nothing written) when a worker took its job."""
         await self.journal.settled()  # the responses the run received are in the journal before the job adopts it
         queue = self.owner.queue
-        names = {"queue": queue.queue_name, "live": queue.queue_name + LIVE_SUFFIX, "id": self.job_id}
+        names = {"queue": queue.queue_name, "id": self.job_id}
+        if not park:
+            async with queue.pool.connection() as conn:
+                ended = await (await conn.execute(_END, names)).fetchone()
+            return ended is not None and int(ended[0]) == 1
         async with queue.pool.connection() as conn, conn.transaction():
-            if not park:
-                await conn.execute(_DROP_JOURNAL, names)
-                return
-            job = {"id": self.job_id, "queue": queue.queue_name, "task": TASK_PREFIX + self.entry}
-            job["args"] = Jsonb({**self.args, **self._grants()})
-            await conn.execute(_INSERT_JOB, job)
+            found = await (await conn.execute(_HOLD, names)).fetchone()
+            if found is None or not found[0]:
+                return False
+            await conn.execute(_PARK_JOB, {**names, "args": Jsonb({**self.args, **self._grants()})})
             for request in self.questions:
                 await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
             for request, approval in self.answered.values():  # the decisions the person gave the live run
-                await conn.execute(PARK_SQL, question_row(queue.queue_name, self.job_id, request, 0))
-                choice = "deny" if approval.choice == "deny" else "approve"  # a grant for the session approves this one
-                await record_decision(conn, queue.queue_name, self.job_id, request.approval_id, choice, approval.note)
-            await conn.execute(_ADOPT_JOURNAL, names)
+                await _store_answer(conn, queue.queue_name, self.job_id, request, approval)
+        return True
 
     def _grants(self) -> dict[str, Any]:
         """The session's "approve for session" answers, for the resumed run's session on the worker (a call they
@@ -436,6 +624,24 @@ def _request_of(session_id: str, parked: PendingApproval) -> ApprovalRequest:
         attachments=parked.attachments,
         session_id=session_id,
     )
+
+
+async def _store_answer(
+    conn: AsyncConnection[Any], queue: str, job_id: int, request: ApprovalRequest, approval: Approval
+) -> None:
+    """A question the person answered in the live run, stored decided with its job (as a parked job's decision)."""
+    await conn.execute(PARK_SQL, question_row(queue, job_id, request, 0))
+    choice = "deny" if approval.choice == "deny" else "approve"  # a grant for the session approves this one
+    await record_decision(conn, queue, job_id, request.approval_id, choice, approval.note)
+
+
+async def _shielded(work: Awaitable[None]) -> None:
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait((task,))
+        raise
 
 
 def _settle(settled: asyncio.Future[None], _: object) -> None:

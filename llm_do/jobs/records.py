@@ -93,8 +93,9 @@ class JobRecord:
     `call` path, `position` of the request, `reason`: `differs` or `ends`), and `unsaved` when some responses
     could not be written; None when the entry opts out."""
     session: str | None = None
-    """The session the job's run belongs to: a live run of that session parked as this job (`LiveParking`); its
-    run continues the session's conversation. None for a job deferred with `defer`."""
+    """The session the job's run belongs to: the job is a live run of that session (`LiveParking`), live in a web
+    process, parked, or taken over by a worker when that process died; its run continues the session's
+    conversation. None for a job deferred with `defer`."""
 
     @property
     def done(self) -> bool:

@@ -44,6 +44,10 @@ _PARKED_IS_NO_ERROR = _ParkedIsNoError()
 
 T = TypeVar("T")
 
+_STILL_RUNNING = "SELECT 1 FROM procrastinate_jobs WHERE id = %s AND status = 'doing' FOR UPDATE"
+"""A stalled job is still running once its row is locked: a live run's process that was only slow may have ended
+or parked it meanwhile (procrastinate's retry would queue a parked job again)."""
+
 _RECOVERY_LOCK = 7_2616_3033  # advisory lock key, with the queue's: one worker per queue re-queues stalled jobs
 
 
@@ -262,6 +266,9 @@ async def recover_stalled_jobs(queue: JobQueue, stalled_timeout: float) -> list[
                 continue
             try:
                 async with conn.transaction():  # a savepoint: one job's refusal leaves the others' recovery
+                    still = await conn.execute(_STILL_RUNNING, (job_id,))
+                    if await still.fetchone() is None:  # it ended meanwhile (a live run's end, or its parking)
+                        continue
                     await conn.execute(
                         procrastinate_sql.queries["retry_job"],
                         {

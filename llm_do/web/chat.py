@@ -51,6 +51,7 @@ from .. import ApprovalChoice, HistoryError, LiveRun, Runtime
 from ..di import is_provider
 from ..errors import ConfigurationError, LlmDoError, shortened
 from ..sessions import OpenQuestion
+from .jobs import HeldRun, RunsAsJobs
 from .postgres_runs import LiveQuestions, PostgresRuns
 from .relay import DecisionRefused, DecisionRelay, DecisionTooLarge, DecisionUndelivered, LocalRelay, Relay
 from .resumable import sdk_lines
@@ -251,6 +252,7 @@ class _Chat:
     limits: ChatLimits
     access: Access
     request: Request
+    parking: RunsAsJobs | None = None
     _body: bytes | None = field(default=None)
 
     # -- the endpoints ---------------------------------------------------------------------------------------
@@ -326,8 +328,10 @@ class _Chat:
             for message in VercelAIAdapter.dump_messages(history, sdk_version=sdk)
         ]
         # the run in flight, in this process or another, and the questions waiting anywhere (a parked job's too)
-        run, questions = await asyncio.gather(
-            self.state.runs.find(self.runtime, conversation_id), self.runtime.questions(conversation_id)
+        run, questions, held = await asyncio.gather(
+            self.state.runs.find(self.runtime, conversation_id),
+            self.runtime.questions(conversation_id),
+            self.held(conversation_id),
         )
         if run is not None and run.prompt is not None:  # the message the run in flight answers: saved when it ends
             shown.append(
@@ -339,8 +343,14 @@ class _Chat:
                 "messages": shown,
                 "pending": [_question(question, run) for question in questions],
                 "running": None if run is None else run.message_id,
+                "job": None if run is not None or held is None else {"id": held.job_id, "status": held.status},
             }
         )
+
+    async def held(self, conversation_id: str) -> HeldRun | None:
+        """The job that holds the conversation's unfinished run (with `parking`): parked, or taken over by a worker
+        from a process that died."""
+        return None if self.parking is None else await self.parking.held(conversation_id)
 
     async def decide(self, conversation_id: str) -> Response:
         conversation_id = _checked_id(conversation_id)
@@ -416,6 +426,18 @@ class _Chat:
         except TurnsUnavailable as unavailable:
             raise ChatRefused(503, str(unavailable)) from None
         state, turns = self.state, self.turns
+        try:
+            job = await self.held(conversation_id)
+        except BaseException:
+            await turns.release(conversation_id)
+            raise
+        if job is not None:  # its history must stay the one the job's run started from
+            await turns.release(conversation_id)
+            raise ChatRefused(
+                409,
+                f"conversation {conversation_id!r} is still answering, in job {job.job_id} ({job.status}): its "
+                f"answer joins the conversation when it ends (GET the conversation: its job and open questions)",
+            )
         ready = asyncio.Event()
         held: list[AbstractContextManager[None]] = []
         started: list[LiveRun] = []
@@ -440,7 +462,10 @@ class _Chat:
         entered = False
         try:
             session = await self.runtime.session(conversation_id)
-            stream = self.runtime.stream(self.entry, text, session=session, resumable=True, on_end=on_end)
+            if self.parking is not None:  # a job from its first request: it survives this process
+                stream = self.parking.stream(self.entry, text, session=session, resumable=True, on_end=on_end)
+            else:
+                stream = self.runtime.stream(self.entry, text, session=session, resumable=True, on_end=on_end)
             async with stream as run:
                 entered = True
                 try:
@@ -573,6 +598,7 @@ def chat_router(
     relay: Any = None,
     turns: Any = None,
     runs: ChatRuns | None = None,
+    parking: Any = None,
 ) -> APIRouter:
     """The endpoints of a conversation's live runs of `entry` (see the module's docstring), as a FastAPI router.
 
@@ -590,6 +616,11 @@ def chat_router(
     `turns` (each an object, a provider or a FastAPI dependency) and `runs` (a `ChatRuns`) replace those parts; the
     application then opens and closes them.
 
+    `parking` (an `llm_do.jobs.LiveParking`, a provider of one or a FastAPI dependency giving one, on the runtime
+    the router serves): each run is streamed through it, a job of its queue from its first request, so that a
+    question that waits too long parks it, and a worker goes on with it if this process dies; `GET {prefix}/{id}`
+    names the job that holds a conversation's run (`job`), and a message is refused (409) while one does.
+
     The router's start-up and shutdown run in the application's lifespan (FastAPI merges them when the router is
     included); its shutdown waits for the runs it started.
     """
@@ -601,6 +632,7 @@ def chat_router(
     runtime_of = _dependency(runtime, "runtime")
     relay_of = _dependency(relay, "relay") if relay is not None else _nothing
     turns_of = _dependency(turns, "turns") if turns is not None else _nothing
+    parking_of = _dependency(parking, "parking") if parking is not None else _nothing
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
@@ -633,6 +665,7 @@ def chat_router(
         given_runtime: Annotated[Any, Depends(runtime_of)],
         given_relay: Annotated[Any, Depends(relay_of)],
         given_turns: Annotated[Any, Depends(turns_of)],
+        given_parking: Annotated[Any, Depends(parking_of)],
     ) -> _Chat:
         state = getattr(request.state, key, None)
         if not isinstance(state, _ChatState):
@@ -654,6 +687,7 @@ def chat_router(
             limits=chat_limits,
             access=allowed,
             request=request,
+            parking=given_parking,
         )
 
     Chat = Annotated[_Chat, Depends(seams)]

@@ -128,7 +128,7 @@ _URGENT = (_ASKING, '{"type":"data-llm-do-approval"')
 
 _GONE = (
     '{"type":"error","errorText":"the process running this conversation\'s answer stopped before it ended; '
-    'send the message again"}'
+    'reload the conversation: its answer may go on in a job, else send the message again"}'
 )
 
 

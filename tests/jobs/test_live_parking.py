@@ -23,6 +23,7 @@ from llm_do import (
     RunFailed,
     RunFinished,
     Runtime,
+    SessionBusy,
 )
 from llm_do.events import ApprovalDecided, StreamEvent
 from llm_do.jobs import (
@@ -32,11 +33,13 @@ from llm_do.jobs import (
     LiveRunParked,
     PendingApproval,
     RunParked,
+    SessionJob,
+    recover_stalled_jobs,
     remove_old_journals,
 )
 from llm_do.web import vercel_chunks
 
-from ..jobs_support import Worker, finished, query, wait_for_workers
+from ..jobs_support import Worker, eventually, finished, query, wait_for_workers
 from ..journal_app import sent
 from ..live_app import ENTRIES, QUEUE, live_runtime
 
@@ -400,6 +403,68 @@ async def test_a_question_answered_in_time_never_parks_and_leaves_no_job_or_jour
     assert await query(dsn, "SELECT job_id FROM llm_do_journal") == []  # written as it ran, dropped at its end
     session = await runtime.session("dave")
     assert session.history[-1].parts == [TextPart("done: quote ok, step 1 ok, paid 10")]
+
+
+async def test_a_live_run_is_a_job_held_by_this_process_from_its_first_request_which_workers_leave_alone(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("LLM_DO_WORKER_HEARTBEAT", "0.1")
+    async with LiveParking(queue, runtime, park_after=300) as parking:
+        async with parking.stream("payer", ask(notes, 4), session="erin") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    [job] = await query(dsn, "SELECT id, status, attempts, worker_id, args FROM procrastinate_jobs")
+                    assert (job["status"], job["attempts"]) == ("doing", 0)  # held by this process's worker row
+                    assert json.loads(job["args"])["session"] == "erin"
+                    [worker] = await query(dsn, "SELECT id FROM procrastinate_workers")
+                    assert job["worker_id"] == worker["id"]
+                    assert await parking.held("erin") == SessionJob(job["id"], "doing")
+                    assert await parking.held("someone else") is None
+                    # older than a worker's stalled timeout, but its heartbeats keep it: the recovery leaves it
+                    await asyncio.sleep(1.5)
+                    assert await recover_stalled_jobs(queue, 1.0) == []
+                    run.decide(event.request.approval_id, "approve")
+        assert run.ended and noted(notes, "paid") == ["paid 4"]
+        assert await parking.held("erin") is None
+        assert await query(dsn, "SELECT id FROM procrastinate_jobs") == []  # its job went with its end
+        assert await query(dsn, "SELECT id FROM procrastinate_workers") != []
+    assert await query(dsn, "SELECT id FROM procrastinate_workers") == []  # closed: unregistered
+
+
+async def test_a_process_whose_worker_row_was_pruned_holds_its_runs_again_and_a_run_that_never_starts_leaves_no_job(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = tmp_path / "notes"
+    monkeypatch.setenv("LLM_DO_WORKER_HEARTBEAT", "0.1")
+    async with LiveParking(queue, runtime, park_after=300) as parking:
+        async with parking.stream("payer", ask(notes, 5), session="fay") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    [first] = await query(dsn, "SELECT id FROM procrastinate_workers")
+                    # pruned as stalled (procrastinate's workers do it): the job's worker_id becomes NULL, which
+                    # the recovery would take at once; the next heartbeat registers again and holds the job
+                    await query(dsn, "DELETE FROM procrastinate_workers WHERE id = $1", first["id"])
+
+                    async def held_again() -> bool:
+                        found = await query(dsn, "SELECT worker_id FROM procrastinate_jobs")
+                        return found[0]["worker_id"] is not None
+
+                    await eventually(held_again, "the job held by a new worker row")
+                    assert await recover_stalled_jobs(queue, 1.0) == []
+                    async with parking.stream("payer", ask(notes, 6), session="fay") as busy:
+                        ended = [each async for each in busy]  # the session runs: a second run never starts
+                    assert isinstance(ended[-1], RunFailed) and isinstance(ended[-1].error, SessionBusy)
+                    assert len(await query(dsn, "SELECT id FROM procrastinate_jobs")) == 1  # its job went
+                    run.decide(event.request.approval_id, "approve")
+        assert noted(notes, "paid") == ["paid 5"]
+        assert await query(dsn, "SELECT id FROM procrastinate_jobs") == []
+        await query(dsn, "DELETE FROM procrastinate_workers")  # pruned between two runs: the next registers again
+        async with parking.stream("payer", ask(notes, 7), session="gus") as later:
+            async for event in later:
+                if isinstance(event, ApprovalRequested):
+                    later.decide(event.request.approval_id, "approve")
+        assert noted(notes, "paid") == ["paid 5", "paid 7"]
 
 
 async def test_told_to_stop_a_waiting_question_parks_at_once_and_a_run_that_cannot_park_is_denied(
