@@ -370,6 +370,8 @@ async def store_decision(
             )
         if row[0] is not None:
             raise DecisionRefused(f"approval {approval_id!r} of job {job_id} was already decided ({row[0]!r})")
+        if choice == "approve_for_session":
+            await _check_in_a_session(conn, job_id)  # whatever the job's state: it is so from its start
         if status != "failed":
             raise DecisionRefused(
                 f"job {job_id} is {status!r}, not parked yet: its run is still ending; decide again in a moment"
@@ -385,6 +387,17 @@ async def store_decision(
         return True
 
 
+async def _check_in_a_session(conn: AsyncConnection[Any], job_id: int) -> None:
+    """Refuse `approve_for_session` of job `job_id` when it runs in no session: there is none to approve for."""
+    found = await conn.execute("SELECT args->>'session' FROM procrastinate_jobs WHERE id = %s", (job_id,))
+    job = await found.fetchone()
+    if job is None or job[0] is None:
+        raise DecisionRefused(
+            f"job {job_id} runs in no session, so nothing can be approved for the rest of one: answer 'approve' (or "
+            "defer the job with a session)"
+        )
+
+
 def granted_key(toolset: str, tool: str, args: Any, attachments: Any) -> SessionKey:
     """The session key of a stored question (its arguments and files as stored), as a live run's grant has it."""
     files = [AttachmentInfo(**info) for info in (_loaded(attachments) or [])]
@@ -398,13 +411,6 @@ def _loaded(value: Any) -> Any:
 async def _grant(conn: AsyncConnection[Any], queue: str, job_id: int, key: SessionKey, note: str | None) -> None:
     """Approve, for the rest of the session of job `job_id`, the calls of session key `key`: the grant joins the job's
     (for its resumed run), and its questions about such a call are approved (its row locked by the caller)."""
-    found = await conn.execute("SELECT args->>'session' FROM procrastinate_jobs WHERE id = %s", (job_id,))
-    job = await found.fetchone()
-    if job is None or job[0] is None:
-        raise DecisionRefused(
-            f"job {job_id} runs in no session, so nothing can be approved for the rest of one: answer 'approve' (or "
-            "defer the job with a session)"
-        )
     await conn.execute(
         "UPDATE procrastinate_jobs SET args = jsonb_set(args, '{grants}', "
         "coalesce(args->'grants', '[]'::jsonb) || %s::jsonb) WHERE id = %s",

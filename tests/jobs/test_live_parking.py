@@ -338,6 +338,11 @@ async def test_a_job_run_in_no_session_cannot_be_approved_for_one(
     with pytest.raises(DecisionRefused, match=f"job {job_id} runs in no session"):
         await queue.decide(job_id, waiting[0].approval_id, "approve_for_session")
     assert [question.approval_id for question in await queue.pending(job_id)] == [waiting[0].approval_id]
+
+    async def parked() -> bool:  # its question is listed as it is asked; the job parks as its run ends
+        return (await queue.get(job_id)).status == "awaiting_approval"
+
+    await eventually(parked, f"job {job_id} is parked")
     assert await queue.decide(job_id, waiting[0].approval_id, "approve") is True
     assert (await finished(queue, job_id)).status == "succeeded"
 
