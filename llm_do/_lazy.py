@@ -72,7 +72,12 @@ def type_checking_imports(namespace: dict[str, Any]) -> dict[str, tuple[str, str
     import ast
 
     package: str = namespace["__name__"]
-    source = namespace["__spec__"].loader.get_source(package)
+    get_source = getattr(namespace["__spec__"].loader, "get_source", None)  # some loaders have none (pytest's)
+    source = get_source(package) if get_source is not None else None
+    file = namespace.get("__file__")
+    if source is None and isinstance(file, str) and file.endswith(".py"):
+        with open(file, encoding="utf-8") as text:
+            source = text.read()
     if source is None:
         raise ImportError(f"{package} reads the names it gives from its source, which is missing: reinstall llm-do")
     found: dict[str, tuple[str, str]] = {}

@@ -121,6 +121,22 @@ ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
 """
 """A question answered in the live run, kept decided with its job in one statement, while no worker took the job."""
 
+_KEEP_GRANT = """
+WITH held AS (SELECT id FROM procrastinate_jobs WHERE id = %(job_id)s AND status = 'doing' AND attempts = 0 FOR UPDATE),
+     granted AS (UPDATE procrastinate_jobs SET args = jsonb_set(args, '{grants}',
+                        coalesce(args->'grants', '[]'::jsonb) || %(grant)s::jsonb)
+                  WHERE id IN (SELECT id FROM held))
+INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, call_id, tool_call_id, toolset, tool, args,
+                              attachments, reason, description, park_round, choice, note, decided_at)
+SELECT %(queue)s, held.id, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_call_id)s, %(toolset)s, %(tool)s,
+       %(args)s, %(attachments)s, %(reason)s, %(description)s, %(park_round)s, %(choice)s, %(note)s, now()
+  FROM held
+ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
+    choice = EXCLUDED.choice, note = EXCLUDED.note, decided_at = EXCLUDED.decided_at
+"""
+"""An answer `approve_for_session`, kept so, with its grant joining the job's (a worker that takes the run over is
+not asked again about an identical call), in one statement."""
+
 _SESSION_JOB = f"""
 SELECT j.id, {AWAITING_SQL} FROM procrastinate_jobs j
  WHERE j.queue_name = %s AND j.args->>'session' = %s
@@ -257,6 +273,7 @@ class LiveParking:
             check_call(handed, JobSettings().attachments)
         traceparent = trace_parent if trace_parent is not None else current_traceparent()
         args: dict[str, Any] = {"input": payload, "traceparent": traceparent, "session": session_id}
+        args.update(_grants_of(self.runtime, session_id))  # the session's so far, for a worker that takes it over
         if handed:
             args["attachments"] = stored_attachments(handed)
         job_id = await self._start(entry, args)
@@ -527,8 +544,12 @@ class _RunParking:
         values = question_row(queue.queue_name, self.job_id, request, 0)
         values["choice"] = "deny" if approval.choice == "deny" else "approve"
         values["note"] = None if approval.note is None else storable_text(approval.note)
+        statement = _KEEP_ANSWER
+        if approval.choice == "approve_for_session":
+            key = session_key(request.toolset, request.tool, request.args, request.attachments)
+            values["grant"], statement = Jsonb([list(key)]), _KEEP_GRANT
         async with queue.pool.connection() as conn:
-            await conn.execute(_KEEP_ANSWER, values)
+            await conn.execute(statement, values)
 
     def _recorded(self, recording: asyncio.Future[None]) -> None:
         self.recording.discard(recording)
@@ -602,9 +623,14 @@ class _RunParking:
     def _grants(self) -> dict[str, Any]:
         """The session's "approve for session" answers, for the resumed run's session on the worker (a call they
         answered in the live run is not asked again there)."""
-        session = self.owner.runtime.sessions.get(self.session_id)
-        granted = sorted(session.grants.granted) if session is not None else []
-        return {"grants": [list(key) for key in granted]} if granted else {}
+        return _grants_of(self.owner.runtime, self.session_id)
+
+
+def _grants_of(runtime: Runtime, session_id: str) -> dict[str, Any]:
+    """The `grants` of a job's arguments: the "approve for session" answers of session `session_id`, if open here."""
+    session = runtime.sessions.get(session_id)
+    granted = sorted(session.grants.granted) if session is not None else []
+    return {"grants": [list(key) for key in granted]} if granted else {}
 
 
 def _request_of(session_id: str, parked: PendingApproval) -> ApprovalRequest:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.abc
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -122,3 +125,37 @@ def test_a_lazy_package_lists_its_names_once_and_imports_each_when_asked(
     finally:
         for name in ("lazy_package", "lazy_package._heavy"):
             sys.modules.pop(name, None)
+
+
+class _LoaderWithoutSource(importlib.abc.Loader):
+    """A loader that runs a module's file but cannot give its source, as pytest's assertion rewriter (which loads a
+    pytest plugin's package, such as llm_do's own) cannot."""
+
+    def exec_module(self, module: ModuleType) -> None:
+        assert module.__file__ is not None
+        exec(compile(Path(module.__file__).read_text(), module.__file__, "exec"), vars(module))
+
+
+def test_a_lazy_package_loaded_by_a_loader_without_its_source_reads_its_names_from_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "lazy_package_nosource"
+    package.mkdir()
+    (package / "__init__.py").write_text(LAZY_PACKAGE)
+    (package / "_heavy.py").write_text("class Heavy:\n    pass\n\n\ndef made() -> Heavy:\n    return Heavy()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.spec_from_file_location(
+        "lazy_package_nosource",
+        package / "__init__.py",
+        loader=_LoaderWithoutSource(),
+        submodule_search_locations=[str(package)],
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "lazy_package_nosource", module)
+    spec.loader.exec_module(module)
+    try:
+        assert module.__all__ == ["Heavy", "made"]
+        assert isinstance(module.made(), module.Heavy)
+    finally:
+        sys.modules.pop("lazy_package_nosource._heavy", None)

@@ -18,6 +18,7 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from llm_do import (
     ApprovalChoice,
     ApprovalNotPending,
+    ApprovalRequest,
     ApprovalRequested,
     PostgresHistoryStore,
     RunFailed,
@@ -25,6 +26,7 @@ from llm_do import (
     Runtime,
     SessionBusy,
 )
+from llm_do.approvals import session_key
 from llm_do.events import ApprovalDecided, StreamEvent
 from llm_do.jobs import (
     DecisionRefused,
@@ -539,3 +541,49 @@ async def test_the_journal_of_a_live_run_whose_process_died_is_removed_after_the
         await conn.close()
     assert await remove_old_journals(queue, 3600) == 1
     assert [row[0] for row in await query(dsn, "SELECT job_id FROM llm_do_journal")] == [1002]
+
+
+async def test_an_answer_for_the_session_joins_the_live_runs_job_for_a_worker_that_takes_the_run_over(
+    queue: JobQueue, runtime: Runtime, dsn: str, tmp_path: Path
+) -> None:
+    """double asks to pay 1 and 2 at once: pay 1 approved for the session is kept with the job, grant included, while
+    the run is live (a worker that takes it over is not asked again about an identical call); the session's next run
+    starts its job with the grant."""
+    notes = tmp_path / "notes"
+
+    async def job_args() -> dict[str, Any]:
+        [job] = await query(dsn, "SELECT args FROM procrastinate_jobs")
+        return dict(json.loads(job["args"]))
+
+    async with LiveParking(queue, runtime, park_after=300) as parking:
+        asked: list[ApprovalRequest] = []
+        async with parking.stream("double", json.dumps({"notes": str(notes)}), session="hal") as run:
+            async for event in run:
+                if not isinstance(event, ApprovalRequested):
+                    continue
+                asked.append(event.request)
+                if len(asked) < 2:
+                    continue
+                first, second = asked
+                assert "grants" not in await job_args()
+                run.decide(first.approval_id, "approve_for_session")
+
+                async def granted() -> bool:
+                    return "grants" in await job_args()
+
+                await eventually(granted, "the grant kept with the live run's job")
+                key = session_key(first.toolset, first.tool, first.args, first.attachments)
+                assert (await job_args())["grants"] == [list(key)]
+                kept = await query(dsn, "SELECT approval_id, choice FROM llm_do_approvals")
+                assert [(row["approval_id"], row["choice"]) for row in kept] == [(first.approval_id, "approve")]
+                run.decide(second.approval_id, "approve")
+        assert run.ended and noted(notes, "paid") == ["paid 1", "paid 2"]
+
+        started_with: list[Any] = []
+        async with parking.stream("payer", ask(notes, 3), session="hal") as run:
+            async for event in run:
+                if isinstance(event, ApprovalRequested):
+                    started_with.append((await job_args())["grants"])  # the session's so far, from its start
+                    run.decide(event.request.approval_id, "approve")
+        assert run.ended and len(noted(notes, "paid")) == 3
+        assert started_with == [[list(key)]]
