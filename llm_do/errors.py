@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 __all__ = [
     "ConfigurationError",
+    "DecisionRefused",
     "RuntimeClosed",
     "InvalidSettings",
     "LlmDoError",
@@ -33,6 +34,11 @@ __all__ = [
 class LlmDoError(Exception):
     """Base class of the errors llm-do raises itself, but those that are another library's class by design (a
     pydantic-ai error, a `LookupError`, ...): docs/errors.md lists every one a caller can catch."""
+
+
+class DecisionRefused(LlmDoError):
+    """A decision that cannot apply where it was sent: its approval is not pending there (unknown, decided already,
+    another queue's job's, or refused by the process that holds the run)."""
 
 
 class ConfigurationError(LlmDoError):

@@ -29,7 +29,7 @@ from pydantic_core import to_jsonable_python
 
 from .. import Approval, ApprovalRequest, AttachmentInfo
 from ..approvals import RunSuspended, SessionKey, session_key
-from ..errors import LlmDoError
+from ..errors import DecisionRefused
 from ..models.journal import Journal
 from ..scopes import dropped
 from .pgtext import add_missing_column, storable_text, store_json_as_text
@@ -138,11 +138,6 @@ class RunParked(RunSuspended):
             f"job {job_id} is parked: {request.description} (approval {request.approval_id}); decide it with "
             "JobQueue.decide(job_id, approval_id, 'approve' | 'deny')"
         )
-
-
-class DecisionRefused(LlmDoError):
-    """A decision that cannot apply: the approval is not pending, was decided already, or belongs to a job
-    of another queue (or to no job)."""
 
 
 @dataclass(frozen=True, slots=True)

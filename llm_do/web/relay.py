@@ -31,7 +31,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..approvals import CHOICES
-from ..errors import LlmDoError, shortened
+from ..errors import DecisionRefused, LlmDoError, shortened
 
 if TYPE_CHECKING:
     import asyncpg
@@ -68,10 +68,6 @@ class Relay(Protocol):
 
     def hold(self, session_id: str, run: Decidable) -> AbstractContextManager[None]: ...
     async def decide(self, session_id: str, approval_id: str, choice: str, note: str | None = None) -> None: ...
-
-
-class DecisionRefused(LlmDoError):
-    """The process holding the session's run refused the decision (the approval is not pending there)."""
 
 
 class DecisionTooLarge(LlmDoError):
