@@ -1,7 +1,8 @@
 """Import paths that moved when the package was arranged in rooms, kept for a while as deprecated aliases.
 
-Each old module (`llm_do/attachments.py`, ...) is a thin alias whose `__getattr__` is `moved_name`: a name is
-looked up where it lives now and, the first time, a `DeprecationWarning` names that path. Two old paths are rooms
+An old module (`llm_do.attachments`, ...) has no file: importing it makes a module (`MovedFinder`, on
+`sys.meta_path` once `llm_do` is imported) whose `__getattr__` is `moved_name`: a name is looked up where it lives
+now and, the first time, a `DeprecationWarning` names that path. Two old paths are rooms
 today (`llm_do.run`, `llm_do.scopes`): their doors (`_lazy.lazy_imports`) find the old names here too. A public name
 (one `llm_do` gives) lives in `llm_do` alone: asked of a room of the core, or of an old path that moved to one, it is
 found there, with the same warning.
@@ -10,11 +11,16 @@ docs/migrating.md lists them; `llm-do check` warns about each import of one in a
 
 from __future__ import annotations
 
+import sys
 import warnings
+from collections.abc import Sequence
 from importlib import import_module
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import Any
 
-__all__ = ["CORE", "MOVED", "MOVED_NAMES", "moved_name", "moved_to"]
+__all__ = ["CORE", "MOVED", "MOVED_NAMES", "MovedFinder", "moved_name", "moved_to"]
 
 MOVED: dict[str, str] = {
     "llm_do.approval": "llm_do.approvals",
@@ -99,3 +105,35 @@ def moved_name(module: str, name: str, namespace: dict[str, Any]) -> Any:
     )
     namespace[name] = value
     return value
+
+
+class MovedFinder(MetaPathFinder, Loader):
+    """Finds each old path of `MOVED` (a module without a file) and makes it a module whose names are found where
+    they moved (`moved_name`); an old package (`llm_do.history`) is one, so its old modules import too."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        package = any(old.startswith(f"{fullname}.") for old in MOVED)
+        return ModuleSpec(fullname, self, is_package=package)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return None  # the default module
+
+    def exec_module(self, module: ModuleType) -> None:
+        name = module.__name__
+        module.__doc__ = f"Deprecated: `{name}` moved to `{MOVED[name]}`; import its names from there."
+        namespace = vars(module)
+
+        def __getattr__(attribute: str) -> Any:
+            return moved_name(name, attribute, namespace)
+
+        namespace["__getattr__"] = __getattr__
+
+
+def install() -> None:
+    """Put `MovedFinder` on `sys.meta_path` (after the finders of files), once."""
+    if not any(isinstance(finder, MovedFinder) for finder in sys.meta_path):
+        sys.meta_path.append(MovedFinder())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import importlib
 from pathlib import Path
 
 from llm_do import _moved
@@ -102,33 +103,22 @@ BASE = {"errors", "_lazy", "_compat", "_moved"}
 and the table of import paths that moved (deprecated aliases)."""
 
 
-def deprecated_aliases() -> dict[str, Path]:
-    """The old import paths kept for a while as deprecated aliases (`llm_do._moved.MOVED`), by module name: thin
-    modules whose names are found where they moved, outside the house's rooms and rows."""
+def rooms() -> dict[str, Path]:
+    """Each subpackage of llm_do (a room), by name."""
+    return {path.parent.name: path for path in sorted(PACKAGE.glob("*/__init__.py"))}
+
+
+def test_a_moved_path_has_no_file_and_imports_as_a_deprecated_alias() -> None:
+    """Each old path `_moved` lists is made on import (`MovedFinder`), with no file of its own in the house, and
+    finds its names where they moved."""
     from llm_do._moved import MOVED
 
-    found = {}
     for old in MOVED:
         path = PACKAGE.parent.joinpath(*old.split("."))
-        found[old] = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-    return found
-
-
-def rooms() -> dict[str, Path]:
-    """Each subpackage of llm_do (a room), by name; a deprecated alias of an old package is none."""
-    aliases = set(deprecated_aliases().values())
-    return {path.parent.name: path for path in sorted(PACKAGE.glob("*/__init__.py")) if path not in aliases}
-
-
-def test_a_deprecated_alias_is_thin_and_every_moved_path_has_one() -> None:
-    """Each alias only imports `moved_name` and defines `__getattr__` with it; each path `_moved` lists has one."""
-    for old, path in deprecated_aliases().items():
-        assert path.is_file(), f"{old} is in llm_do._moved.MOVED but has no module at {path}"
-        tree = ast.parse(path.read_text())
-        imported = {(target.rpartition(".")[2], tuple(names)) for target, names, _ in imports_of(path)}
-        assert imported == {("typing", ("Any",)), ("_moved", ("moved_name",))}, path
-        defined = [node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)]
-        assert defined == ["__getattr__"] and len(tree.body) == 4, path  # docstring, two imports, __getattr__
+        assert not path.with_suffix(".py").exists() and not path.is_dir(), f"{old} has a file: {path}"
+        module = importlib.import_module(old)
+        assert module.__spec__ is not None and module.__spec__.origin is None, old
+        assert module.__doc__ is not None and MOVED[old] in module.__doc__, old
 
 
 def room_of(module: str) -> str | None:
@@ -193,9 +183,10 @@ def test_only_di_imports_dependency_injector_below_the_applications_rooms() -> N
 
 def test_the_top_level_holds_at_most_eight_files_under_eleven_hundred_lines() -> None:
     """The top level holds what every room may use; `_compat.py` grows with each third-party internal read. The
-    deprecated aliases of old paths, and their table (`_moved.py`), are kept for a while and not counted."""
-    kept_for_a_while = {*deprecated_aliases().values(), PACKAGE / "_moved.py"}
-    files = sorted(path for path in PACKAGE.glob("*.py") if path not in kept_for_a_while)
+    table of old paths (`_moved.py`), kept for a while, is not counted in the lines."""
+    files = sorted(PACKAGE.glob("*.py"))
+    assert len(files) <= 8, [path.name for path in files]
+    files.remove(PACKAGE / "_moved.py")
     lines = sum(len(path.read_text().splitlines()) for path in files)
     assert len(files) <= 8 and lines < 1100, f"{len(files)} files, {lines} lines: {[path.name for path in files]}"
 
@@ -270,9 +261,8 @@ def core_doors() -> dict[str, Path]:
 
 def in_the_core(path: Path) -> bool:
     """Whether the module at `path` is of the core: its rooms and the top-level modules (`llm_do`, `errors`,
-    `results`, ...), but not the deprecated aliases of old paths."""
-    inside = path.parent == PACKAGE or path.relative_to(PACKAGE).parts[0] in ROOMS
-    return inside and path not in deprecated_aliases().values()
+    `results`, ...)."""
+    return path.parent == PACKAGE or path.relative_to(PACKAGE).parts[0] in ROOMS
 
 
 ROOMS = {name.removeprefix("llm_do.") for name in _moved.CORE}
