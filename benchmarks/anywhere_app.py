@@ -22,9 +22,11 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from llm_do import AgentEntry, LiveRun, Runtime
+from llm_do import AgentEntry, ApprovalRequest, LiveRun, Runtime
 from llm_do.web import chat_router
-from llm_do.web.runs import LiveRunInFlight, RunInFlight
+from llm_do.web.chunklog import Sent, sent
+from llm_do.web.runs import RunInFlight
+from llm_do.web.vercel import vercel_chunks
 
 
 def _words() -> int:
@@ -41,6 +43,45 @@ def _respond(messages: list[ModelMessage], info: AgentInfo) -> Any:
 
 
 talker = AgentEntry(Agent(FunctionModel(_respond, stream_function=_stream)), name="talker")
+
+
+class LiveRunInFlight:
+    """A resumable `LiveRun` as a `RunInFlight`, its events encoded for each reader as it reads them (how the router
+    read a run before its stream was written once into a log: the baseline)."""
+
+    __slots__ = ("prompt", "run")
+
+    def __init__(self, run: LiveRun, prompt: str | None) -> None:
+        self.run = run
+        self.prompt = prompt
+
+    @property
+    def message_id(self) -> str:
+        return self.run.message_id
+
+    @property
+    def pending(self) -> tuple[ApprovalRequest, ...]:
+        return self.run.pending
+
+    @property
+    def asked(self) -> tuple[ApprovalRequest, ...]:
+        return self.run.asked
+
+    async def chunks(self, seen: int = -1) -> AsyncIterator[Sent]:
+        number = -1
+        encoded = vercel_chunks(self.run, message_id=self.run.message_id, sdk_version=7)
+        try:
+            async for chunk in encoded:
+                number += 1
+                if number > seen:
+                    yield sent(number, chunk)
+        finally:
+            closing = getattr(encoded, "aclose", None)  # the encoder's generator, left early: closed now
+            if closing is not None:
+                await closing()
+
+    def __repr__(self) -> str:
+        return f"LiveRunInFlight({self.run!r})"
 
 
 class EventRuns:

@@ -110,22 +110,10 @@ _DROP_JOURNAL = "DELETE FROM llm_do_journal WHERE queue = %(queue)s AND job_id =
 _DROP_ANSWERS = "DELETE FROM llm_do_approvals WHERE queue = %(queue)s AND job_id = %(id)s"
 
 _KEEP_ANSWER = """
-WITH held AS (SELECT id FROM procrastinate_jobs WHERE id = %(job_id)s AND status = 'doing' AND attempts = 0 FOR UPDATE)
-INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, call_id, tool_call_id, toolset, tool, args,
-                              attachments, reason, description, park_round, choice, note, decided_at)
-SELECT %(queue)s, held.id, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_call_id)s, %(toolset)s, %(tool)s,
-       %(args)s, %(attachments)s, %(reason)s, %(description)s, %(park_round)s, %(choice)s, %(note)s, now()
-  FROM held
-ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
-    choice = EXCLUDED.choice, note = EXCLUDED.note, decided_at = EXCLUDED.decided_at
-"""
-"""A question answered in the live run, kept decided with its job in one statement, while no worker took the job."""
-
-_KEEP_GRANT = """
 WITH held AS (SELECT id FROM procrastinate_jobs WHERE id = %(job_id)s AND status = 'doing' AND attempts = 0 FOR UPDATE),
      granted AS (UPDATE procrastinate_jobs SET args = jsonb_set(args, '{grants}',
                         coalesce(args->'grants', '[]'::jsonb) || %(grant)s::jsonb)
-                  WHERE id IN (SELECT id FROM held))
+                  WHERE %(grant)s::jsonb IS NOT NULL AND id IN (SELECT id FROM held))
 INSERT INTO llm_do_approvals (queue, job_id, approval_id, call_path, call_id, tool_call_id, toolset, tool, args,
                               attachments, reason, description, park_round, choice, note, decided_at)
 SELECT %(queue)s, held.id, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_call_id)s, %(toolset)s, %(tool)s,
@@ -134,8 +122,9 @@ SELECT %(queue)s, held.id, %(approval_id)s, %(call_path)s, %(call_id)s, %(tool_c
 ON CONFLICT (queue, job_id, approval_id) DO UPDATE SET
     choice = EXCLUDED.choice, note = EXCLUDED.note, decided_at = EXCLUDED.decided_at
 """
-"""An answer `approve_for_session`, kept so, with its grant joining the job's (a worker that takes the run over is
-not asked again about an identical call), in one statement."""
+"""A question answered in the live run, kept decided with its job in one statement, while no worker took the job;
+an answer `approve_for_session` adds its grant (`grant`, else NULL) to the job's, so that a worker that takes the run
+over is not asked again about an identical call."""
 
 _SESSION_JOB = f"""
 SELECT j.id, {AWAITING_SQL} FROM procrastinate_jobs j
@@ -544,12 +533,12 @@ class _RunParking:
         values = question_row(queue.queue_name, self.job_id, request, 0)
         values["choice"] = "deny" if approval.choice == "deny" else "approve"
         values["note"] = None if approval.note is None else storable_text(approval.note)
-        statement = _KEEP_ANSWER
+        values["grant"] = None
         if approval.choice == "approve_for_session":
             key = session_key(request.toolset, request.tool, request.args, request.attachments)
-            values["grant"], statement = Jsonb([list(key)]), _KEEP_GRANT
+            values["grant"] = Jsonb([list(key)])
         async with queue.pool.connection() as conn:
-            await conn.execute(statement, values)
+            await conn.execute(_KEEP_ANSWER, values)
 
     def _recorded(self, recording: asyncio.Future[None]) -> None:
         self.recording.discard(recording)

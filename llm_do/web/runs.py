@@ -9,7 +9,6 @@ stream as the AI SDK's protocol chunks, numbered, from the first or from after t
 `LocalRuns` keeps the runs of this process: each run's stream is encoded once, as it happens, into a `RunLog` that
 every reader reads (`chunklog`); another process answers that none is in flight. `llm_do.web.postgres_runs`'s
 `PostgresRuns` writes the same logs to PostgreSQL too, and finds a conversation's run in whichever process runs it.
-`LiveRunInFlight` reads a `LiveRun` as it is, encoding its events again for each reader.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ from collections.abc import AsyncIterator
 from typing import Protocol
 
 from .. import ApprovalRequest, LiveRun, Runtime
-from .chunklog import RunLog, Sent, record, sent
-from .vercel import vercel_chunks
+from .chunklog import RunLog, Sent, record
 
-__all__ = ["ChatRuns", "LiveRunInFlight", "LocalRuns", "LoggedRun", "RunInFlight"]
+__all__ = ["ChatRuns", "LocalRuns", "LoggedRun", "RunInFlight"]
 
 logger = logging.getLogger("llm_do")
 
@@ -72,44 +70,6 @@ class ChatRuns(Protocol):
     async def find(self, runtime: Runtime, conversation_id: str) -> RunInFlight | None:
         """The run in flight of `conversation_id` (`runtime` is this process's), or None."""
         ...
-
-
-class LiveRunInFlight:
-    """A resumable `LiveRun` as a `RunInFlight`, its events encoded for each reader as it reads them."""
-
-    __slots__ = ("prompt", "run")
-
-    def __init__(self, run: LiveRun, prompt: str | None) -> None:
-        self.run = run
-        self.prompt = prompt
-
-    @property
-    def message_id(self) -> str:
-        return self.run.message_id
-
-    @property
-    def pending(self) -> tuple[ApprovalRequest, ...]:
-        return self.run.pending
-
-    @property
-    def asked(self) -> tuple[ApprovalRequest, ...]:
-        return self.run.asked
-
-    async def chunks(self, seen: int = -1) -> AsyncIterator[Sent]:
-        number = -1
-        encoded = vercel_chunks(self.run, message_id=self.run.message_id, sdk_version=7)
-        try:
-            async for chunk in encoded:
-                number += 1
-                if number > seen:
-                    yield sent(number, chunk)
-        finally:
-            closing = getattr(encoded, "aclose", None)  # the encoder's generator, left early: closed now
-            if closing is not None:
-                await closing()
-
-    def __repr__(self) -> str:
-        return f"LiveRunInFlight({self.run!r})"
 
 
 class LoggedRun:
