@@ -3,60 +3,15 @@
 // object for tests/web/test_ai_sdk.py.
 //
 //   node anywhere.mjs http://127.0.0.1:PORT1 http://127.0.0.1:PORT2 [ai | ai7]
+import { chatOf } from "./headless_chat.mjs";
+
 const pkg = process.argv[4] ?? "ai";
 const { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } = await import(pkg);
 
 const [first, other] = [process.argv[2], process.argv[3]];
 const query = pkg === "ai" ? "" : "?sdk=7";
 
-class State {
-  constructor(messages = []) {
-    this.status = "ready";
-    this.error = undefined;
-    this.messages = messages;
-    this.waiting = [];
-  }
-  changed() {
-    for (const waiter of this.waiting.splice(0)) waiter();
-  }
-  pushMessage(message) {
-    this.messages = [...this.messages, message];
-    this.changed();
-  }
-  popMessage() {
-    this.messages = this.messages.slice(0, -1);
-    this.changed();
-  }
-  replaceMessage(index, message) {
-    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
-    this.changed();
-  }
-  snapshot(thing) {
-    return structuredClone(thing);
-  }
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages, ...init }) {
-    const state = new State(messages);
-    super({ ...init, state });
-    const setStatus = this.setStatus.bind(this);
-    this.setStatus = (update) => {
-      setStatus(update);
-      state.changed();
-    };
-  }
-  async until(done, what) {
-    const deadline = Date.now() + 30_000;
-    while (!done(this)) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(this.messages)}`);
-      await new Promise((resolve) => {
-        this.state.waiting.push(resolve);
-        setTimeout(resolve, 200);
-      });
-    }
-  }
-}
+const Chat = chatOf(AbstractChat);
 
 const transport = (base) =>
   new DefaultChatTransport({ api: `${base}/chat/sessions${query}`, headers: { "x-user": "alice" } });

@@ -5,6 +5,8 @@
 //   node chat.mjs http://127.0.0.1:PORT [ai | ai7]
 //
 // `ai` is AI SDK 6 (the one whose engines include this Node); `ai7` is AI SDK 7, told so with `?sdk=7` on the api.
+import { chatOf } from "./headless_chat.mjs";
+
 const pkg = process.argv[3] ?? "ai";
 const {
   AbstractChat,
@@ -19,55 +21,7 @@ const sessions = `${base}/chat/sessions`;
 const query = pkg === "ai" ? "" : "?sdk=7";
 const api = `${sessions}${query}`;
 
-// The smallest state a chat needs (what @ai-sdk/react's `Chat` keeps in React state), with a way to wait for it.
-class State {
-  constructor(messages = []) {
-    this.status = "ready";
-    this.error = undefined;
-    this.messages = messages;
-    this.waiting = [];
-  }
-  changed() {
-    for (const waiter of this.waiting.splice(0)) waiter();
-  }
-  pushMessage(message) {
-    this.messages = [...this.messages, message];
-    this.changed();
-  }
-  popMessage() {
-    this.messages = this.messages.slice(0, -1);
-    this.changed();
-  }
-  replaceMessage(index, message) {
-    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
-    this.changed();
-  }
-  snapshot(thing) {
-    return structuredClone(thing);
-  }
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages, ...init }) {
-    const state = new State(messages);
-    super({ ...init, state });
-    const setStatus = this.setStatus.bind(this);
-    this.setStatus = (update) => {
-      setStatus(update);
-      state.changed();
-    };
-  }
-  async until(done, what) {
-    const deadline = Date.now() + 30_000;
-    while (!done(this)) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(this.messages)}`);
-      await new Promise((resolve) => {
-        this.state.waiting.push(resolve);
-        setTimeout(resolve, 200);
-      });
-    }
-  }
-}
+const Chat = chatOf(AbstractChat);
 
 function transport(user, follow = false) {
   const address = follow ? `${sessions}${query ? `${query}&` : "?"}follow=true` : api;
