@@ -48,8 +48,8 @@ preflight: $(STAMP) browser
 	$(PY) -m tests.postgres
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/ruff format --check --no-cache .
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
