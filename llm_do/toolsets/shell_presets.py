@@ -32,7 +32,31 @@ _FIND_RUNS = frozenset({"-exec", "-execdir", "-delete"})
 """`find`'s actions the earlier `shell_readonly` asked for."""
 _FIND_WRITES = frozenset({"-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"})
 """`find`'s actions that write a file or wait for an answer on the terminal: denied."""
-_GIT_REFUSED = ("-c", "-C", "--exec-path", "--git-dir", "--work-tree", "--output", "--ext-diff", "--textconv")
+_GIT_REFUSED = (
+    "-c",
+    "-C",
+    "--config-env",
+    "--exec-path",
+    "--git-dir",
+    "--work-tree",
+    "--output",
+    "--ext-diff",
+    "--textconv",
+)
+_GIT_GLOBAL_READS = frozenset(
+    {
+        "--no-pager",
+        "-P",
+        "--no-optional-locks",
+        "--no-replace-objects",
+        "--literal-pathspecs",
+        "--glob-pathspecs",
+        "--noglob-pathspecs",
+        "--icase-pathspecs",
+    }
+)
+"""git's options before the command that take no value and change nothing: the only ones allowed there, since
+another (`--namespace NAME`) takes the next argument as its value, which makes the one after it git's command."""
 _SORT_VALUED = frozenset("kSTt")
 """`sort`'s short options that take a value (`-o` is one too: the file it writes)."""
 _UNIQ_VALUED = frozenset({"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"})
@@ -40,6 +64,16 @@ _UNIQ_VALUED = frozenset({"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--
 
 def _outside(argument: str) -> bool:
     return argument.startswith("/") or ".." in argument.replace("\\", "/").split("/")
+
+
+def _leaves_project(argument: str) -> bool:
+    """Whether `argument` may name a path outside the project: itself, the value after its `=`, or, for short
+    options, a value joined to one of them (`-f/etc/passwd`, `-t../out`)."""
+    if _outside(argument) or _outside(argument.partition("=")[2]):
+        return True
+    if argument.startswith("-") and not argument.startswith("--"):
+        return any(_outside(argument[start:]) for start in range(2, len(argument)))
+    return False
 
 
 def _sort_problem(args: Sequence[str]) -> str | None:
@@ -87,7 +121,7 @@ def _problem(program: str, args: Sequence[str], programs: Sequence[str]) -> str 
     """Why this command is not for a shell of `programs`, or None."""
     if program not in programs:
         return f"{program} is not one of this shell's programs ({listing(programs)})"
-    if any(_outside(argument.partition("=")[2] or argument) for argument in args):
+    if any(_leaves_project(argument) for argument in args):
         return "paths must be relative and stay in the project (no absolute path, no '..')"
     if program == "find" and _FIND_WRITES.intersection(args):
         return f"find may not {listing(_FIND_WRITES.intersection(args))} here"
@@ -97,9 +131,11 @@ def _problem(program: str, args: Sequence[str], programs: Sequence[str]) -> str 
         return _uniq_problem(args)
     if program == "git":
         refused = [arg for arg in args if arg.startswith(_GIT_REFUSED)]
-        command = next((arg for arg in args if not arg.startswith("-")), None)
+        command = next((arg for arg in args if arg not in _GIT_GLOBAL_READS), None)
         if refused:
             return f"git {refused[0]} is not allowed here"
+        if command is not None and command.startswith("-"):
+            return f"git {command} before the command is not allowed here; write the command first (git log ...)"
         if command not in _GIT_READS:
             return f"only git {listing(_GIT_READS)} run here, not git {command or '(no command)'}"
     return None

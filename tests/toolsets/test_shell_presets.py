@@ -153,6 +153,47 @@ async def test_the_file_ops_shell_runs_only_ls_and_mv(project: Path, command: li
     assert entries(project) == ["docs", "docs/a.md", "notes.txt"]
 
 
+GIT_GLOBAL_OPTION = "git --namespace before the command is not allowed here"
+
+
+def staged(project: Path) -> str:
+    """What git's index holds that its last commit does not."""
+    done = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=project, capture_output=True, text=True)
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        (["git", "--namespace", "log", "add", "notes.txt"], GIT_GLOBAL_OPTION),
+        (["git", "--namespace", "x", "rm", "-q", "notes.txt"], GIT_GLOBAL_OPTION),
+        (["git", "--config-env=core.pager=PATH", "log"], "git --config-env=core.pager=PATH is not allowed here"),
+        (["grep", "-f/etc/passwd", "notes.txt"], "paths must be relative and stay in the project"),
+        (["grep", "-f../outside", "notes.txt"], "paths must be relative and stay in the project"),
+        (["cat", "../outside=x"], "paths must be relative and stay in the project"),
+    ],
+)
+async def test_the_read_only_shell_reads_git_s_command_and_joined_option_values_as_git_and_programs_do(
+    project: Path, command: list[str], reason: str
+) -> None:
+    """git's global options may take a value (`--namespace NAME`), so the first argument not starting with '-' is
+    not always git's command; and a short option's value may be joined to it (`-f/etc/passwd`)."""
+    [returned], asked = await run_commands(project, "shell_readonly", [command])
+    assert reason in returned and asked == []
+    assert staged(project) == "" and (project / "notes.txt").exists()
+
+
+async def test_the_read_only_shell_runs_git_s_read_only_global_options(project: Path) -> None:
+    [returned], asked = await run_commands(project, "shell_readonly", [["git", "--no-pager", "status"]])
+    assert "No commits yet" in returned and asked == []
+
+
+async def test_the_file_ops_shell_denies_a_target_directory_joined_to_its_option(project: Path) -> None:
+    [returned], asked = await run_commands(project, "shell_file_ops", [["mv", "-t/tmp", "notes.txt"]])
+    assert "paths must be relative and stay in the project" in returned
+    assert asked == [] and (project / "notes.txt").exists()
+
+
 async def test_the_file_ops_shell_keeps_paths_in_the_project(project: Path) -> None:
     [returned], asked = await run_commands(project, "shell_file_ops", [["mv", "notes.txt", "/tmp/stolen.txt"]])
     assert "paths must be relative and stay in the project" in returned
