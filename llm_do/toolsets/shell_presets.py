@@ -176,7 +176,10 @@ class ReadOnlyShell(ShellToolset):
     default_policy: ClassVar[ToolPolicy | None] = ToolPolicy(rule=read_only_rule)
 
     def __init__(self, root: str | os.PathLike[str], **options: Any) -> None:
-        super().__init__(root, READ_ONLY_PROGRAMS, **options)
+        # git looks for its repository from the working directory up: never above the project, whose parent
+        # repository's other files `git show HEAD:<path>` and `git log -p` would print.
+        above = {"GIT_CEILING_DIRECTORIES": os.path.dirname(os.path.realpath(root))}
+        super().__init__(root, READ_ONLY_PROGRAMS, **{**options, "env": {**above, **(options.get("env") or {})}})
 
 
 class FileOpsShell(ShellToolset):

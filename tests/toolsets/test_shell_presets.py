@@ -188,6 +188,27 @@ async def test_the_read_only_shell_runs_git_s_read_only_global_options(project: 
     assert "No commits yet" in returned and asked == []
 
 
+async def test_git_in_the_read_only_shell_reads_no_repository_above_the_project(tmp_path: Path) -> None:
+    """A project inside a larger repository: git would find the outer one, whose files outside the project
+    `git show HEAD:<path from the top>` and `git log -p` print. It stops looking at the project root instead."""
+    outer, project = tmp_path / "outer", tmp_path / "outer" / "project"
+    project.mkdir(parents=True)
+    (outer / "secret.env").write_text("TOPSECRET\n")
+    (project / "a.txt").write_text("hi\n")
+    commit_all(outer)
+    commands = [["git", "show", "HEAD:secret.env"], ["git", "log", "-p"], ["git", "diff", "HEAD~0"], ["cat", "a.txt"]]
+    returned, asked = await run_commands(project, "shell_readonly", commands)
+    assert asked == [] and not any("TOPSECRET" in each for each in returned)
+    assert all("not a git repository" in each.lower() for each in returned[:3]) and "hi" in returned[3]
+
+
+def commit_all(repository: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+    subprocess.run(["git", "add", "."], cwd=repository, check=True)
+    who = ["-c", "user.email=a@example.com", "-c", "user.name=a"]
+    subprocess.run(["git", *who, "commit", "-q", "-m", "x"], cwd=repository, check=True)
+
+
 async def test_the_file_ops_shell_denies_a_target_directory_joined_to_its_option(project: Path) -> None:
     [returned], asked = await run_commands(project, "shell_file_ops", [["mv", "-t/tmp", "notes.txt"]])
     assert "paths must be relative and stay in the project" in returned
