@@ -259,6 +259,40 @@ async def test_approve_for_session_stays_in_its_session() -> None:
     assert len(ran) == 5
 
 
+async def test_an_identical_question_pending_in_another_session_neither_holds_back_nor_approves_this_one() -> None:
+    """Alice and Bob's sessions run the same call at once: Bob is asked while Alice still thinks (her pending
+    question is no twin of his), and her "approve for session", given after his denial, approves only hers."""
+    alice_asked, bob_answered = asyncio.Event(), asyncio.Event()
+    asked: list[str] = []
+
+    async def alice(request: ApprovalRequest) -> Approval:
+        asked.append(f"alice:{request.session_id}")
+        alice_asked.set()
+        await bob_answered.wait()
+        return Approval.for_session()
+
+    async def bob(request: ApprovalRequest) -> Approval:
+        asked.append(f"bob:{request.session_id}")
+        bob_answered.set()
+        return Approval.deny("not mine")
+
+    ran: list[str] = []
+    job = AgentEntry(Agent(answering(rm_then_echo)), name="job", toolsets=["shell"])
+    async with Runtime(None, entries=[job], toolsets={"shell": lambda: Shell(ran)}, policies={"shell": ASK}) as runtime:
+        alices_session = await runtime.session("alice", approver=alice)
+        bobs_session = await runtime.session("bob", approver=bob)
+        alices_run = asyncio.create_task(alices_session.run("job", "go"))
+        await alice_asked.wait()
+        async with asyncio.timeout(30):  # a guard: Bob waiting on Alice's question would never end
+            bobs = await bobs_session.run("job", "go")
+        alices = await alices_run
+        bobs_again = await bobs_session.run("job", "go")  # Alice's grant is hers: Bob is asked again
+    assert asked == ["alice:alice", "bob:bob", "bob:bob"]
+    assert ran == ["rm commit.txt"]
+    assert alices.output == "removed commit.txt"
+    assert "denied it: not mine" in bobs.output and "denied it: not mine" in bobs_again.output
+
+
 async def test_identical_questions_pending_in_one_session_are_asked_once() -> None:
     asked: list[ApprovalRequest] = []
     first_asked, answer = asyncio.Event(), asyncio.Event()

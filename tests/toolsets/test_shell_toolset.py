@@ -197,6 +197,24 @@ async def test_a_mapping_allowlist_and_an_absolute_path(root: Path) -> None:
         await call_run(toolset, ["printf", "by-name"])
 
 
+@pytest.mark.parametrize(
+    "program", ["./pwd", "pwd/", "sub/../pwd", "{root}/pwd", "/tmp/../{root}/pwd", " pwd", "pwd\n"]
+)
+async def test_a_program_named_with_a_path_is_not_the_allowed_program(root: Path, program: str) -> None:
+    """Only the allowed name runs the program found on PATH: a path that ends in that name (a lookalike planted in
+    the project, run relative to its working directory) is refused, and nothing runs."""
+    (root / "sub").mkdir()
+    planted = root / "pwd"
+    planted.write_text(f"#!/bin/sh\ntouch {root.parent}/planted-ran\n")
+    planted.chmod(0o755)
+    given = program.format(root=root)
+    with pytest.raises(ToolFailed, match=r"run: program .* is not allowed; allowed programs: pwd\."):
+        await call_run(shell(root, ["pwd"]), [given])
+    assert not (root.parent / "planted-ran").exists()
+    assert (await call_run(shell(root, ["pwd"]), ["pwd"])).stdout == f"{root}\n"
+    assert not (root.parent / "planted-ran").exists()
+
+
 async def test_an_allowed_program_that_is_missing_is_reported(root: Path) -> None:
     with pytest.raises(ToolFailed, match=r"'no-such-tool' is allowed but is not on PATH=/usr/bin:/bin; ask the user"):
         await call_run(shell(root, ["no-such-tool"], path="/usr/bin:/bin"), ["no-such-tool"])
