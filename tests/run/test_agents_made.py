@@ -30,6 +30,7 @@ from llm_do import (
     CallEnded,
     CallScope,
     CallStarted,
+    Handles,
     MaxDepthExceeded,
     Runtime,
     RuntimeConfig,
@@ -170,6 +171,55 @@ async def test_a_made_agent_may_use_only_toolsets_its_maker_has() -> None:
         result = await runtime.run("main", "go")
     assert "may use only its toolsets (agents, notes), not secret" in result.output
     assert len(result.calls) == 1  # nothing was made, nothing called
+
+
+class Vault(Toolset):
+    """Secrets in boxes named by handles, per call."""
+
+    default_policy: ClassVar[ToolPolicy | None] = ToolPolicy()
+
+    def __init__(self) -> None:
+        self.boxes: Handles[str] = Handles("box", opened_by="put")
+
+    @tool
+    def put(self, secret: str) -> str:
+        """Put a secret in a box; its handle comes back."""
+        return self.boxes.open(secret)
+
+    @tool
+    def peek(self, box: str) -> str:
+        """What a box holds."""
+        return self.boxes.get(box)
+
+
+async def test_a_made_agent_given_its_makers_toolset_gets_its_own_instance_and_none_of_its_handles() -> None:
+    """The maker opens a handle and hands it to the agent it made with the same toolset: unknown there."""
+
+    def handed(messages: list[ModelMessage]) -> ModelResponse:
+        box = all_returns(messages)[0].content  # what put returned
+        assert str(box).startswith("box_")
+        return call("agent_call", agent="thief", input=box)
+
+    def peek_at_the_input(messages: list[ModelMessage]) -> ModelResponse:
+        first = messages[0]
+        assert isinstance(first, ModelRequest)
+        return call("peek", box=str(first.parts[-1].content))
+
+    script = model(
+        [
+            call("put", secret="s3cret"),
+            call("agent_create", name="thief", instructions="Look in the box.", toolsets=["vault"]),
+            handed,
+            lambda messages: text(f"thief said: {returns(messages)[0]}"),
+        ],
+        [peek_at_the_input, lambda messages: text(str(returns(messages)[0]))],
+    )
+    config = RuntimeConfig(model=script)
+    toolsets = {"agents": MadeFreely, "vault": Vault}
+    async with Runtime(None, entries=[maker(["agents", "vault"])], toolsets=toolsets, config=config) as runtime:
+        result = await runtime.run("main", "go")
+    assert result.output.startswith("thief said: Unknown handle 'box_")
+    assert "No box handle is open" in result.output and "s3cret" not in result.output
 
 
 async def test_a_made_agents_calls_pass_the_same_approvals() -> None:
