@@ -453,19 +453,36 @@ def _marked(shown: str, entry: os.DirEntry[str]) -> str:
 
 
 def _matches(pattern: tuple[str, ...], names: tuple[str, ...], *, prefix: bool = False) -> bool:
-    """Whether `names` matches `pattern`; with `prefix`, whether something below `names` could."""
+    """Whether `names` matches `pattern`; with `prefix`, whether something below `names` could.
 
-    @functools.cache
-    def match(p: int, n: int) -> bool:
-        if n == len(names):
-            return p < len(pattern) if prefix else all(part == "**" for part in pattern[p:])
-        if p == len(pattern):
+    A loop over the names, keeping the pattern parts reached so far (no recursion: a path may have 512 names)."""
+    reached = _past_globstars(pattern, {0})
+    for name in names:
+        after: set[int] = set()
+        for part in reached:
+            if part == len(pattern):
+                continue
+            if pattern[part] == "**":
+                if not name.startswith("."):
+                    after.add(part)  # `**` takes this name and may take more
+            elif _name_matches(pattern[part], name):
+                after.add(part + 1)
+        reached = _past_globstars(pattern, after)
+        if not reached:
             return False
-        if pattern[p] == "**":
-            return match(p + 1, n) or (not names[n].startswith(".") and match(p, n + 1))
-        return _name_matches(pattern[p], names[n]) and match(p + 1, n + 1)
+    return any(part < len(pattern) for part in reached) if prefix else len(pattern) in reached
 
-    return match(0, 0)
+
+def _past_globstars(pattern: tuple[str, ...], reached: set[int]) -> set[int]:
+    """`reached`, and the parts after each `**` in it, which may take no name."""
+    more = [part for part in reached if part < len(pattern) and pattern[part] == "**"]
+    while more:
+        after = more.pop() + 1
+        if after not in reached:
+            reached.add(after)
+            if after < len(pattern) and pattern[after] == "**":
+                more.append(after)
+    return reached
 
 
 def _name_matches(pattern: str, name: str) -> bool:

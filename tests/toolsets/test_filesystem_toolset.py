@@ -198,6 +198,24 @@ async def test_glob_limits_results_and_the_entries_it_looks_at(root: Path) -> No
         await few.glob(".")
 
 
+async def test_glob_matches_in_a_tree_as_deep_as_a_path_may_name(root: Path) -> None:
+    """A path may have 512 names (1024 characters), so one `mkdir` makes a tree that deep: `**` matches down it
+    without running out of stack (a recursive match did, and the exception ended the run)."""
+    deep = "/".join(["d"] * 512)
+    bottom = "d/" * 507 + "bottom.txt"  # 1024 characters
+    made, created, found, listed = await call_tools(
+        root,
+        ("mkdir", {"path": deep}),
+        ("write_text", {"path": bottom, "text": "x"}),
+        ("glob", {"pattern": "**/*.txt", "path": "d"}),
+        ("glob", {"pattern": "**/d/d/d"}),
+    )
+    assert made.startswith("created 'd', 'd/d', ") and created.startswith("created ")
+    assert found == bottom
+    assert listed.splitlines()[0] == "d/d/d/" and len(listed.splitlines()) == 500 + 1
+    assert listed.splitlines()[-1] == "[10 more matches not shown (limit 500)]"
+
+
 # write_text, edit, mkdir, delete
 
 
