@@ -13,6 +13,7 @@ such links.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -62,6 +63,10 @@ _SORT_VALUED = frozenset("kSTt")
 _UNIQ_VALUED = frozenset({"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"})
 
 
+_PARENT = re.compile(r"\.\.(?:[/\\]|\Z)")
+"""A '..' that is a whole name: before a separator or at the end."""
+
+
 def _outside(argument: str) -> bool:
     return argument.startswith("/") or ".." in argument.replace("\\", "/").split("/")
 
@@ -72,7 +77,8 @@ def _leaves_project(argument: str) -> bool:
     if _outside(argument) or _outside(argument.partition("=")[2]):
         return True
     if argument.startswith("-") and not argument.startswith("--"):
-        return any(_outside(argument[start:]) for start in range(2, len(argument)))
+        joined = argument[2:]  # a value may start after any letter: one that starts with '/' or '..' leaves
+        return "/" in joined or _PARENT.search(joined) is not None
     return False
 
 
