@@ -264,11 +264,14 @@ class FilesystemToolset(ReadOnlyFilesystemToolset):
                     f"edit: the old text was not found in {path!r}; read_text shows the exact text "
                     "(spaces, tabs and line breaks must match)"
                 )
-            starts = _occurrences(text, old)
+            starts = _occurrences(text, old, _SHOWN_OCCURRENCES + 1)
             if len(starts) > 1:
-                lines = ", ".join(str(text.count("\n", 0, start) + 1) for start in starts[:10])
+                lines = ", ".join(str(text.count("\n", 0, start) + 1) for start in starts[:_SHOWN_OCCURRENCES])
+                times, at = f"{len(starts)} times", "at lines"
+                if len(starts) > _SHOWN_OCCURRENCES:
+                    times, at = f"more than {_SHOWN_OCCURRENCES} times", "first at lines"
                 raise ToolFailed(
-                    f"edit: the old text occurs {len(starts)} times in {path!r} (at lines {lines}); "
+                    f"edit: the old text occurs {times} in {path!r} ({at} {lines}); "
                     "include more of the surrounding text so that it occurs once"
                 )
             edited = _encode(text[:first] + new + text[first + len(old) :], "edit")
@@ -412,9 +415,16 @@ def _encode(text: str, tool: str) -> bytes:
         raise ToolFailed(f"{tool}: the text contains characters that cannot be written as UTF-8") from None
 
 
-def _occurrences(text: str, old: str) -> list[int]:
-    starts, at = [], text.find(old)
-    while at >= 0:
+_SHOWN_OCCURRENCES = 10
+"""How many occurrences of an ambiguous `old` text `edit` looks for and names."""
+
+
+def _occurrences(text: str, old: str, most: int) -> list[int]:
+    """Where `old` starts in `text` (overlapping occurrences too), at most `most` of them: each search can cost
+    as much as `old` is long, so counting them all would cost the text's length times that."""
+    starts: list[int] = []
+    at = text.find(old)
+    while at >= 0 and len(starts) < most:
         starts.append(at)
         at = text.find(old, at + 1)
     return starts

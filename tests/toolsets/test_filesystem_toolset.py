@@ -271,6 +271,15 @@ async def test_edit_replaces_exactly_one_occurrence(root: Path) -> None:
     assert (root / "overlap.txt").read_text() == "aaa"
 
 
+async def test_edit_stops_counting_an_ambiguous_old_text_after_ten(root: Path) -> None:
+    """Counting every overlapping occurrence costs the file's size times the old text's (a 500 kB `old` in a 1 MB
+    file of one letter: minutes, in a thread no cancellation stops); ten are enough to say it is ambiguous."""
+    (root / "many.txt").write_text("x\n" * 12)
+    (many,) = await call_tools(root, ("edit", {"path": "many.txt", "old": "x", "new": "y"}))
+    failed(many, "edit: the old text occurs more than 10 times in 'many.txt' (first at lines 1, 2, 3, 4, 5, 6, 7, 8, ")
+    assert "9, 10); include more" in str(many) and (root / "many.txt").read_text() == "x\n" * 12
+
+
 async def test_edit_keeps_files_within_max_write_bytes(root: Path) -> None:
     small = FilesystemToolset(root, max_write_bytes=24)
     with pytest.raises(ToolFailed, match=r"edit: 'docs/intro.md' would grow past the 24-byte write limit"):
