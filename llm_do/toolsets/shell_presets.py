@@ -5,9 +5,9 @@ names: what it ran without asking runs without asking, what it asked for asks, a
 Both run their programs as the `shell` toolset does (no shell, a process group, the project root as the
 working directory), and their policy's rule reads every command: paths must be relative and stay in the
 project (no absolute path, no `..`), and what would write a file or run another program without asking is
-denied, with the reason the model reads. A symbolic link inside the project that points out of it is followed
-by the programs: where that matters, use the `filesystem_readonly` and `filesystem` toolsets, which refuse
-such links.
+denied, with the reason the model reads. git looks for its repository no higher than the project root. A symbolic
+link inside the project that points out of it is followed by the programs: where that matters, use the
+`filesystem_readonly` and `filesystem` toolsets, which refuse such links.
 """
 
 from __future__ import annotations
