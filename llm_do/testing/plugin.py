@@ -87,11 +87,34 @@ def llm_do_entries() -> list[Entry]:
 
 @_async_fixture
 async def llm_do_runtime(llm_do_container: Any, llm_do_entries: list[Entry]) -> AsyncIterator[Runtime]:
-    """A `Runtime` over `llm_do_container` with `llm_do_entries`, closed after the test."""
-    from llm_do import Runtime
+    """The runtime the test runs entries on, closed after the test: the container's own when it declares one
+    (`RuntimeResource`) and `llm_do_entries` names none, opened and closed with the container's resources as the
+    application's lifespan does; else a `Runtime` over `llm_do_container` with `llm_do_entries`."""
+    from llm_do import Runtime, RuntimeResource
 
-    async with Runtime(llm_do_container, entries=llm_do_entries) as runtime:
-        yield runtime
+    declared = [
+        provider
+        for provider in getattr(llm_do_container, "providers", {}).values()
+        if isinstance(provider, RuntimeResource)
+    ]
+    if llm_do_entries or not declared:
+        async with Runtime(llm_do_container, entries=llm_do_entries) as runtime:
+            yield runtime
+        return
+    if len(declared) > 1:
+        raise pytest.UsageError(
+            f"{type(llm_do_container).__name__} declares {len(declared)} RuntimeResource providers: "
+            "override the llm_do_runtime fixture to say which one the tests use"
+        )
+    started = llm_do_container.init_resources()
+    if started is not None:
+        await started
+    try:
+        yield await declared[0]()
+    finally:
+        closed = llm_do_container.shutdown_resources()
+        if closed is not None:
+            await closed
 
 
 @pytest.fixture

@@ -160,3 +160,68 @@ def test_every_name_of_the_testing_kit_imports_from_it(name: str) -> None:
     exec(f"from llm_do.testing import {name}", namespace)
     assert namespace[name] is getattr(llm_do.testing, name)
     assert name in dir(llm_do.testing)
+
+
+DECLARED_APP = '''
+from dependency_injector import containers, providers
+from pydantic_ai import Agent
+
+from llm_do import AgentEntry, RuntimeResource, ToolPolicy, Toolset, tool
+
+closed = []
+
+
+class Clock(Toolset):
+    @tool
+    def now(self) -> str:
+        """The time."""
+        return "noon"
+
+
+class Resources:
+    def close(self):
+        closed.append(True)
+
+
+def opened():
+    yield Resources()
+    closed.append("pool")
+
+
+assistant = AgentEntry(Agent(), name="assistant", toolsets=["clock"])
+
+
+class Container(containers.DeclarativeContainer):
+    __self__ = providers.Self()
+    pool = providers.Resource(opened)
+    clock = providers.Factory(Clock)
+    runtime = RuntimeResource(__self__, entries=[assistant], policies={"clock": ToolPolicy(tools={"now": "ask"})})
+'''
+
+DECLARED_TESTS = """
+from app import Container, assistant, closed
+from llm_do.testing import tool_call
+
+
+async def test_1_the_runtime_is_the_one_the_container_declares(llm_do_container, llm_do_runtime, llm_do_script):
+    assert llm_do_runtime is await llm_do_container.runtime()
+    model = llm_do_script(tool_call("now"), lambda turn: turn.returned("now"))
+    with assistant.agent.override(model=model):
+        result = await llm_do_runtime.run("assistant", "time?", approver=lambda ask: asked.append(ask) or "approve")
+    assert result.output == "noon"
+    assert [request.tool for request in asked] == ["now"]  # the declared policy holds
+
+
+asked = []
+
+
+def test_2_the_containers_resources_were_closed_after_the_test():
+    assert closed == ["pool"]
+"""
+
+
+def test_the_runtime_fixture_is_the_runtime_the_container_declares(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".ini", pytest=INI.replace("app:App", "app:Container"))
+    pytester.makepyfile(app=DECLARED_APP, test_declared=DECLARED_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *NO_HYPOTHESIS, "-v")
+    result.assert_outcomes(passed=2)
