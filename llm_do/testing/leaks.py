@@ -6,6 +6,8 @@ import asyncio
 import contextvars
 import gc
 import inspect
+import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,7 +48,12 @@ class LeakCheck:
                 for handles in (value, *_attributes(value)):  # its own handle maps and its helpers'
                     if isinstance(handles, Handles):
                         owners[id(handles)] = adoption
-            if adoption.ended and adoption.scope is not Scope.GLOBAL and not adoption.handed_over():
+            if (
+                adoption.ended
+                and adoption.scope is not Scope.GLOBAL
+                and not adoption.handed_over()
+                and not _kept_only_by_logging(obj)
+            ):
                 found.append(_object_leak(adoption, obj))
             del obj
         live = live_handle_maps()
@@ -133,6 +140,42 @@ def _relative(file: str) -> str:
         return str(Path(file).relative_to(Path.cwd()))
     except ValueError:
         return file
+
+
+def _kept_only_by_logging(obj: object, budget: int = 2000) -> bool:
+    """Whether every chain of references to `obj` that gc sees ends at a `logging.LogRecord`: the object is a local
+    of a finished frame in the traceback of an exception the application logged (`logger.exception`), which a
+    handler keeps with the record (pytest's log capture keeps every record of a test until the test ends). A chain
+    that reaches a module, a class, a frame still running, or nothing gc sees, or a walk past `budget` objects, is
+    a holder of the object's own: then it is a leak."""
+    running = {id(frame) for top in sys._current_frames().values() for frame in _stack(top)}
+    seen = {id(obj)}
+    todo = [obj]
+    logged = False
+    while todo:
+        referrers = gc.get_referrers(todo.pop())
+        held = False
+        for holder in referrers:
+            if holder is todo or _ours(holder):
+                continue
+            held = True
+            if isinstance(holder, logging.LogRecord):
+                logged = True
+            elif isinstance(holder, ModuleType | type) or id(holder) in running:
+                return False
+            elif id(holder) not in seen:
+                seen.add(id(holder))
+                todo.append(holder)
+        del referrers
+        if not held or len(seen) > budget:
+            return False
+    return logged
+
+
+def _stack(frame: FrameType | None) -> Iterator[FrameType]:
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
 
 
 def _holders(obj: object, ignore: set[int], limit: int = 3) -> str:

@@ -4,6 +4,7 @@ and `track_leaks` / `assert_no_leaks` report what does leak, naming it and what 
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import re
 import threading
@@ -295,3 +296,67 @@ async def test_a_toolset_held_by_a_function_running_in_a_thread_is_reported_with
 def test_assert_no_leaks_needs_tracking() -> None:
     with pytest.raises(RuntimeError, match=r"needs leak tracking: run the code inside `with track_leaks\(\):`"):
         assert_no_leaks()
+
+
+class Lookup(Toolset):
+    """Finds things the way the application's code does: a helper logs the failure it re-raises."""
+
+    default_policy = ToolPolicy()  # these tests are about scopes, not approvals
+
+    def __init__(self, keep: bool = False) -> None:
+        self.keep = keep
+
+    def _find(self, key: str) -> str:
+        try:
+            raise LookupError(key)
+        except LookupError:
+            logging.getLogger("app.database").exception("lookup failed")  # a handler keeps the record
+            raise
+
+    @tool
+    def find(self, key: str) -> str:
+        """Find `key`."""
+        if self.keep:
+            kept.append(self)
+        try:
+            return self._find(key)
+        except LookupError:
+            return f"no {key}"
+
+
+class Records(logging.Handler):
+    """Keeps every record, as pytest's log capture does until the test ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+async def test_a_toolset_held_only_by_a_logged_traceback_is_no_leak(keep: bool) -> None:
+    class Logged(AgentContainer):
+        lookup = providers.Factory(Lookup, keep=keep)
+
+    records = Records()
+    logging.getLogger("app.database").addHandler(records)
+    finder = AgentEntry(
+        Agent(answering(lambda turn: tool_call("find", key="k") if turn.step == 0 else turn.returned("find"))),
+        name="finder",
+        toolsets=["lookup"],
+    )
+    try:
+        with track_leaks() as leaks:
+            async with Runtime(Logged(), entries=[finder]) as runtime:
+                assert (await runtime.run("finder", "find k")).output == "no k"
+            found = leaks.leaks()
+    finally:
+        logging.getLogger("app.database").removeHandler(records)
+        kept.clear()
+    assert len(records.records) == 1 and records.records[0].exc_info is not None  # the record keeps the frames
+    if keep:  # a real holder is still reported
+        assert len(found) == 1 and "held by a list in global 'kept'" in found[0], found
+    else:
+        assert found == []
