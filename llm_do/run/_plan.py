@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from pydantic_ai.agent import EventStreamHandler
-from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from ..approvals._approvals import Approvals
 from ..approvals._policy import ToolPolicy
@@ -75,6 +75,32 @@ def _warn_without_model(entries: Mapping[str, Entry], config: RuntimeConfig) -> 
         _logger.warning("%s", no_model(found))
 
 
+def _warn_of_ungated_own_tools(entries: Mapping[str, Entry], config: RuntimeConfig) -> None:
+    """Log (a warning) the tools registered on an entry's agent itself (`tools=`, `@agent.tool`, `toolsets=`) that
+    nobody declared read-only: pydantic-ai runs them beside the call's toolsets, and llm-do's approvals gate only
+    those, so such a tool runs where the same tool in a toolset would ask."""
+    if config.approval_mode == "approve_all" or config.approval_default == "allow":
+        return
+    for name, entry in entries.items():
+        if not isinstance(entry, AgentEntry):
+            continue
+        ungated: list[str] = []
+        for toolset in entry.agent.toolsets:
+            if isinstance(toolset, FunctionToolset):
+                ungated += [tool for tool, item in toolset.tools.items() if not (item.metadata or {}).get("read_only")]
+            else:
+                ungated.append(f"the toolset {toolset.label}")
+        if ungated:
+            _logger.warning(
+                "entry %r: its agent's own tools run without llm-do's approvals (policies and approvers gate the "
+                "entry's toolsets only): %s. Declare a tool read-only if it is (Tool(f, metadata={'read_only': "
+                "True})), or move the tools to a toolset the entry names (a provider of FunctionToolset([...])), "
+                "where they are gated",
+                name,
+                ", ".join(ungated),
+            )
+
+
 class Plan:
     """Entries and toolset specs checked at load, approvals and the container's parts: fixed once made."""
 
@@ -124,6 +150,7 @@ class Plan:
             self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
         uses = {name: self._load_entry(item, entry_tools) for name, item in self.entries.items()}
         _warn_without_model(self.entries, config)
+        _warn_of_ungated_own_tools(self.entries, config)
         agent_gates = {name: self._agent_gates(of_entry) for name, of_entry in uses.items()}
         entry_tools.update(gate for gates in agent_gates.values() for gate in gates.values())
         self.entry_tools = frozenset(entry_tools)

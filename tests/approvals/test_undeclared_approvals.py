@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from dependency_injector import providers
-from pydantic_ai import Agent
+from pydantic_ai import Agent, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
 from containers import AgentContainer
@@ -193,3 +193,25 @@ def test_a_tool_cannot_be_both_read_only_and_asking() -> None:
 def test_approval_default_must_be_a_decision() -> None:
     with pytest.raises(ConfigurationError, match="approval_default"):
         Runtime(App(), entries=[job(SEND)], config=RuntimeConfig(approval_default="sometimes"))  # type: ignore[arg-type]
+
+
+async def test_an_agents_own_tools_nobody_declared_safe_are_named_at_load(caplog: pytest.LogCaptureFixture) -> None:
+    def count(kind: str) -> int:
+        """Count things of `kind`."""
+        return 1
+
+    def purge(kind: str) -> str:
+        """Delete everything of `kind`."""
+        return "purged"
+
+    agent = Agent(answering(lambda turn: "done"), tools=[Tool(count, metadata={"read_only": True}), purge])
+    quiet = Agent(answering(lambda turn: "done"), tools=[Tool(count, metadata={"read_only": True})])
+    with caplog.at_level("WARNING", logger="llm_do"):
+        async with Runtime(App(), entries=[AgentEntry(agent, name="janitor"), AgentEntry(quiet, name="counter")]):
+            pass
+    warned = [record.getMessage() for record in caplog.records if "own tools" in record.getMessage()]
+    assert warned == [
+        "entry 'janitor': its agent's own tools run without llm-do's approvals (policies and approvers gate the "
+        "entry's toolsets only): purge. Declare a tool read-only if it is (Tool(f, metadata={'read_only': True})), "
+        "or move the tools to a toolset the entry names (a provider of FunctionToolset([...])), where they are gated"
+    ]
