@@ -22,16 +22,16 @@ class UserRepository:
     def get_by_id(self, user_id: int) -> User:
         with self.session_factory() as session:
             row = session.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
-        if row is None:
-            raise UserNotFoundError(user_id)
-        return _user(row)
+            if row is None:
+                raise UserNotFoundError(user_id)  # inside the session, as the original: it logs the rollback
+            return _user(row)
 
     def get_by_email(self, email: str) -> User:
         with self.session_factory() as session:
             row = session.execute("SELECT * FROM users WHERE email = ?", (email,)).fetchone()
-        if row is None:
-            raise UserNotFoundError(email)
-        return _user(row)
+            if row is None:
+                raise UserNotFoundError(email)
+            return _user(row)
 
     def add(self, email: str, password: str, is_active: bool = True) -> User:
         with self.session_factory() as session:

@@ -8,9 +8,11 @@ from unittest import mock
 import pytest
 from fastapi.testclient import TestClient
 
-from llm_do.testing import ChatClient, Turn, answering, asgi_client
+from llm_do import Runtime
+from llm_do.testing import ChatClient, Question, Step, Turn, answering, asgi_client, tool_call
 
 from .application import app
+from .containers import Container
 from .models import User
 from .repositories import UserNotFoundError, UserRepository
 from .scripts import deactivating
@@ -99,3 +101,38 @@ async def test_a_request_that_fails_after_the_write_rolls_it_back() -> None:
     assert reply.tool_call("deactivate_user").output == f"user {user_id} is deactivated"  # it ran...
     assert reply.error is not None
     assert is_active(user_id)  # ...in the request's transaction, rolled back when the request failed
+
+
+async def test_what_a_request_wrote_stays_in_its_transaction_while_the_next_question_waits() -> None:
+    first, second = new_user("barbara@example.com"), new_user("edsger@example.com")
+    steps: list[Step] = [
+        tool_call("deactivate_user", user_id=first),
+        tool_call("deactivate_user", user_id=second),
+        "both done",
+    ]
+    seen: list[tuple[int, bool]] = []
+    async with asgi_client(app) as http:
+
+        async def approve_once_the_first_is_still_active(question: Question) -> str:
+            response = await http.get(f"/users/{first}")  # the application's own endpoint, while the run waits
+            seen.append((question.args["user_id"], response.json()["is_active"]))
+            return "approve"
+
+        assistant = app.container.assistant()  # type: ignore[attr-defined]
+        with assistant.agent.override(model=answering(lambda turn: steps[turn.step])):
+            chat = ChatClient(http, headers={"x-user": "ada"})
+            reply = await chat.send("both", "Deactivate both", answer=approve_once_the_first_is_still_active)
+    assert reply.text == "both done"
+    assert seen == [(first, True), (second, True)]  # the first deactivation was not committed yet
+    assert not is_active(first) and not is_active(second)  # both were, when the request ended well
+
+
+async def test_a_fresh_container_per_test(llm_do_container: Container, llm_do_runtime: Runtime) -> None:
+    """`llm_do_runtime` is the test's own container's runtime, over the test's own database (conftest.py)."""
+    user = llm_do_container.user_repository().add(email="ada@example.com", password="pwd")
+    with llm_do_container.assistant().agent.override(model=answering(deactivating)):
+        result = await llm_do_runtime.run("assistant", "Deactivate ada@example.com", approver=lambda ask: "approve")
+    assert result.output == f"user {user.id} is deactivated"
+    assert not llm_do_container.user_repository().get_by_id(user.id).is_active
+    application_users = app.container.user_repository().get_all()  # type: ignore[attr-defined]
+    assert "ada@example.com" not in [user.email for user in application_users]  # not the application's database
