@@ -83,6 +83,29 @@ class Turn:
         return sum(isinstance(message, ModelResponse) for message in self.messages)
 
     @property
+    def steps_since_prompt(self) -> int:
+        """How many responses the model gave since the latest prompt: 0 for the first request of each run, in a
+        session too (where `step` counts the history)."""
+        since = 0
+        for message in reversed(self.messages):
+            if isinstance(message, ModelResponse):
+                since += 1
+            elif any(isinstance(part, UserPromptPart) for part in message.parts):
+                break
+        return since
+
+    @property
+    def latest_prompt(self) -> str:
+        """The latest prompt's text: the message this run answers (in a session, `prompt` is the conversation's
+        first)."""
+        for message in reversed(self.messages):
+            if isinstance(message, ModelRequest):
+                text = _prompt_text(message)
+                if text is not None:
+                    return text
+        return ""
+
+    @property
     def offered(self) -> tuple[str, ...]:
         """Names of the tools the agent offered (function tools, then output tools)."""
         return tuple(tool.name for tool in (*self.info.function_tools, *self.info.output_tools))
@@ -92,13 +115,9 @@ class Turn:
         """The conversation's first text prompt (of a prompt with attachments, its first text)."""
         for message in self.messages:
             if isinstance(message, ModelRequest):
-                for part in message.parts:
-                    if isinstance(part, UserPromptPart):
-                        if isinstance(part.content, str):
-                            return part.content
-                        texts = [item for item in part.content if isinstance(item, str)]
-                        if texts:
-                            return texts[0]
+                text = _prompt_text(message)
+                if text is not None:
+                    return text
         return ""
 
     @property
@@ -120,6 +139,18 @@ class Turn:
             f"step {self.index + 1} uses returned({tool!r}), but no {tool!r} call has returned in this "
             f"conversation yet; {_last_request(self.messages)}"
         )
+
+
+def _prompt_text(request: ModelRequest) -> str | None:
+    """The first text of the request's prompt (of a prompt with attachments, its first text), None without one."""
+    for part in request.parts:
+        if isinstance(part, UserPromptPart):
+            if isinstance(part.content, str):
+                return part.content
+            texts = [item for item in part.content if isinstance(item, str)]
+            if texts:
+                return texts[0]
+    return None
 
 
 Step: TypeAlias = "str | ToolCall | Sequence[ToolCall] | ModelResponse | Callable[[Turn], Step]"

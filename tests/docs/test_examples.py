@@ -117,4 +117,4 @@ def test_the_users_app_passes_its_own_tests() -> None:
         env=env,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert re.search(r"\b7 passed\b", done.stdout), done.stdout[-3000:]
+    assert re.search(r"\b8 passed\b", done.stdout), done.stdout[-3000:]

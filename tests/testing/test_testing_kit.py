@@ -14,7 +14,9 @@ from llm_do.testing import (
     Overrides,
     ScriptedModel,
     ScriptError,
+    Step,
     Turn,
+    answering,
     call_tree,
     override,
     returned,
@@ -196,3 +198,17 @@ async def test_call_tree_shows_nesting_and_outcomes() -> None:
         result = await runtime.run("keeper", "go")
     assert call_tree(result) == "keeper (ok)\n  helper (ok)\n  helper (ok)"
     assert result.usage.requests == 4
+
+
+async def test_a_turn_tells_the_latest_prompt_and_the_steps_since_it_in_a_conversation() -> None:
+    def storing(turn: Turn) -> Step:
+        if turn.steps_since_prompt == 0:
+            return tool_call("store", item=turn.latest_prompt)
+        return f"{turn.latest_prompt} is {turn.returned('store')} (first asked: {turn.prompt}, step {turn.step})"
+
+    keeper = AgentEntry(Agent(answering(storing)), name="keeper", toolsets=["vault"])
+    async with Runtime(App(), entries=[keeper]) as runtime:
+        first = await runtime.run("keeper", "tea", session="ada")
+        second = await runtime.run("keeper", "milk", session="ada")
+    assert first.output == "tea is key-1 (first asked: tea, step 1)"
+    assert second.output == "milk is key-1 (first asked: tea, step 3)"  # a fresh vault per call; history counts

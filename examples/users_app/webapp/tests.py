@@ -58,7 +58,7 @@ def test_get_by_id_404(client: TestClient) -> None:
 
 
 def failing_after_the_write(turn: Turn) -> Any:
-    if turn.step < 2:
+    if turn.steps_since_prompt < 2:
         return deactivating(turn)
     raise RuntimeError("the model's server went away")
 
@@ -86,6 +86,18 @@ async def test_the_assistant_deactivates_a_user_once_the_person_approves() -> No
     ]
     assert reply.text == f"user {user_id} is deactivated"
     assert not is_active(user_id)  # committed: the request ended well
+
+
+async def test_each_message_of_a_conversation_is_answered() -> None:
+    alan, ada = new_user("alan@example.com"), new_user("lovelace@example.com")
+    assistant = app.container.assistant()  # type: ignore[attr-defined]
+    with assistant.agent.override(model=answering(deactivating)):
+        async with asgi_client(app) as http:  # one application: the conversation goes on
+            chat = ChatClient(http, headers={"x-user": "ada"})
+            first = await chat.send("pair", "Deactivate alan@example.com", answer=lambda question: "approve")
+            second = await chat.send("pair", "Deactivate lovelace@example.com", answer=lambda question: "approve")
+    assert (first.text, second.text) == (f"user {alan} is deactivated", f"user {ada} is deactivated")
+    assert not is_active(alan) and not is_active(ada)
 
 
 async def test_a_refused_deactivation_changes_nothing() -> None:
