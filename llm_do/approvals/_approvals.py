@@ -294,6 +294,12 @@ class Approvals:
         deciding it by the verdict (`allow`, `deny`) or by the mode (`approve_all`, `reject_all`)."""
         return verdict.decision == "ask" and self.mode == "prompt"
 
+    @staticmethod
+    def granted(request: ApprovalRequest, grants: Grants) -> bool:
+        """Whether the session approved this very call already (the same toolset, tool, arguments and files):
+        `decide` lets it run without asking anyone."""
+        return session_key(request.toolset, request.tool, request.args, request.attachments) in grants.granted
+
     async def decide(
         self, request: ApprovalRequest, verdict: Verdict, *, approver: Approver | None, grants: Grants
     ) -> str | None:

@@ -285,11 +285,12 @@ class CallGate:
 
     async def _settle(self, request: ApprovalRequest, verdict: Verdict) -> str | None:
         """None when the call may run, else why not; the call's observers hear the decision, and the question
-        before it when there is one to answer (a call its policy denies, or that the mode decides, asks nobody)."""
+        before it when there is one to answer (a call its policy denies, that the mode decides, or that the
+        session approved already, asks nobody)."""
         call = self._call
         sink = call.sink
-        if sink is not None and self.approvals.asks(verdict):
-            sink.emit(ApprovalRequested(sink.call, request, verdict.decision))
+        if sink is not None and self.approvals.asks(verdict) and not self.approvals.granted(request, call.grants):
+            sink.emit(ApprovalRequested(sink.call, request, verdict.decision))  # (a granted one asks nobody)
         try:
             why = await self.approvals.decide(request, verdict, approver=call.approver, grants=call.grants)
         except BaseException as error:  # cancelled too: the question is no longer pending (a live run forgets it)

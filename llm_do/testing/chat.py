@@ -372,6 +372,12 @@ class ChatClient:
                 if answered is None:
                     return reply
                 choice, note = answered
+                if choice == "approve_for_session":
+                    raise ValueError(
+                        f"question {question.approval_id} ({question.tool}): the AI SDK's approval response cannot "
+                        "say 'approve_for_session' (it is approved or not); answer 'approve', or answer through the "
+                        "decisions endpoint (via='decisions'), which can"
+                    )
                 reply.answers[question.approval_id] = choice
                 approval = {"id": question.approval_id, "approved": choice != "deny", "reason": note}
                 parts.append(

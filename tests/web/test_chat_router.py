@@ -135,6 +135,30 @@ async def test_a_message_streams_and_its_question_is_answered_the_pages_way_and_
         assert await chat.resume("c1") is None
 
 
+async def test_a_question_approved_for_the_conversation_is_not_asked_again() -> None:
+    asked: list[Question] = []
+
+    def for_the_conversation(question: Question) -> str:
+        asked.append(question)
+        return "approve_for_session"
+
+    async with serving(sending("ada", "ada"), allow_anyone=True) as (client, _):
+        chat = ChatClient(client)
+        first = await chat.send("c1", "write to Ada", answer=for_the_conversation)
+        again = await chat.send("c1", "again to Ada", answer=for_the_conversation)
+    assert (first.text, again.text) == ("Done: sent to ada", "Done: sent to ada")
+    assert [question.tool for question in asked] == ["send"] and again.questions == []
+    assert again.tool_call("send").state == "done" and SENT == ["ada", "ada"]
+
+
+async def test_the_ai_sdks_way_refuses_an_approval_for_the_conversation_it_cannot_carry() -> None:
+    async with serving(sending("ada"), allow_anyone=True) as (client, runtime):
+        chat = ChatClient(client)
+        with pytest.raises(ValueError, match="the AI SDK's approval response cannot say 'approve_for_session'"):
+            await chat.send("c1", "write to Ada", answer=lambda question: "approve_for_session", via="sdk")
+        assert SENT == [] and runtime.stop_asking("the test ends") == 1  # the question was left open
+
+
 async def test_a_denial_with_its_note_reaches_the_model_and_the_conversation_goes_on() -> None:
     model = sending("bo", "cy")
     async with serving(model, allow_anyone=True) as (client, _):
