@@ -33,8 +33,14 @@ def migrate(args: argparse.Namespace) -> int:
         err.print(shown(f"{problem}"), soft_wrap=True)
     files = len(migration.changes)
     done = "changed" if args.write else "to change (pass --write to apply)"
-    summary = f"llm-do: {files} file{'s' if files != 1 else ''} {done}" if files else "llm-do: nothing to migrate"
     left = len(migration.untranslated)
+    summary = (
+        f"llm-do: {files} file{'s' if files != 1 else ''} {done}"
+        if files
+        else "llm-do: no file to change"
+        if left
+        else "llm-do: nothing to migrate"
+    )
     if left:
         summary += f"; {left} thing{'s' if left != 1 else ''} to do by hand (above)"
     err.print(escape(summary))

@@ -84,6 +84,9 @@ class ProjectLayout:
     agent_approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
     """Approvals of calls to agents, by agent name, from the earlier `project.json` ("*": every agent): laid
     under the `approvals` of each worker that calls the agent."""
+    earlier_whole: bool = True
+    """False when the earlier `project.json` gives a value that could not be taken over (its problems say which):
+    `llm-do migrate` leaves such a file as it is."""
 
     @property
     def config_name(self) -> str:
@@ -156,7 +159,10 @@ def survey_project(path: Path | str) -> tuple[ProjectLayout, list[Problem]]:
             max_depth=manifest.max_depth,
             default_attachments=manifest.attachments,
             agent_approvals=manifest.agent_approvals,
+            earlier_whole=manifest.whole,
         )
+        if not manifest.read:  # as for a project.toml that is not TOML: the directory's files meanwhile
+            layout = replace(_default(root), config_file=earlier, earlier_whole=False)
     else:
         layout = _default(root)
     if worker is not None:

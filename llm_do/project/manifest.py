@@ -35,6 +35,11 @@ class Manifest:
     max_depth: int | None = None
     attachments: tuple[str, ...] = ()
     agent_approvals: Mapping[str, PolicySettings] = field(default_factory=dict, hash=False)
+    read: bool = True
+    """False when the file could not be read as a JSON object: nothing of it is taken over."""
+    whole: bool = True
+    """False when some value the file gives could not be taken over (a problem says which): `llm-do migrate`
+    then leaves the file as it is, since it would be removed with that value."""
 
 
 EARLIER_PROJECT_KEYS: dict[str, str] = {
@@ -115,9 +120,15 @@ class _Reader:
         self.path = path
         self.problems = problems
         self.text = ""
+        self.whole = True
 
     def problem(self, message: str, *keys: str) -> None:
         self.problems.append(Problem(self.path, self.line(*keys), message))
+
+    def lost(self, message: str, *keys: str) -> None:
+        """A problem with a value that cannot be taken over: the file is not whole."""
+        self.whole = False
+        self.problem(message, *keys)
 
     def line(self, *keys: str) -> int | None:
         line: int | None = None
@@ -126,18 +137,19 @@ class _Reader:
         return line
 
     def layout(self) -> Manifest:
-        empty = Manifest()
+        empty = Manifest(read=False, whole=False)
         try:
             self.text = self.path.read_text(encoding="utf-8-sig")
             values = json.loads(self.text)
         except (OSError, UnicodeDecodeError) as error:
-            self.problem(f"cannot read the project file: {error}")
+            self.lost(f"cannot read the project file: {error}")
             return empty
         except json.JSONDecodeError as error:
-            self.problems.append(Problem(self.path, error.lineno, f"not valid JSON: {error.msg}"))
+            message = f"not valid JSON: {error.msg} (column {error.colno})"
+            self.problems.append(Problem(self.path, error.lineno, message))
             return empty
         if not isinstance(values, dict):
-            self.problem("project.json must be a JSON object of keys")
+            self.lost("project.json must be a JSON object of keys")
             return empty
         for key in values:
             if key not in _TOP | {"python_files"}:
@@ -167,24 +179,25 @@ class _Reader:
             max_depth=depth,
             attachments=attachments,
             agent_approvals=approvals,
+            whole=self.whole,
         )
 
     def runtime(self, runtime: Any) -> tuple[str | None, int | None, dict[str, PolicySettings]]:
         if not isinstance(runtime, dict):
-            self.problem(f"runtime must be an object, got {runtime!r}", "runtime")
+            self.lost(f"runtime must be an object, got {runtime!r}", "runtime")
             return None, None, {}
         for key in runtime:
             if key not in _RUNTIME:
                 self.problem(f"unknown key runtime.{key}; its keys were {', '.join(sorted(_RUNTIME))}", "runtime", key)
         mode = runtime.get("approval_mode")
         if mode is not None and mode not in APPROVAL_MODES:
-            self.problem(
+            self.lost(
                 f"approval_mode must be one of {', '.join(APPROVAL_MODES)}, got {mode!r}", "runtime", "approval_mode"
             )
             mode = None
         depth = runtime.get("max_depth")
         if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
-            self.problem(f"max_depth must be 1 or more, got {depth!r}", "runtime", "max_depth")
+            self.lost(f"max_depth must be 1 or more, got {depth!r}", "runtime", "max_depth")
             depth = None
         elif depth is not None:
             depth -= 1  # the earlier llm-do ran the entry agent at depth 1, today at 0: the same nesting
@@ -207,12 +220,12 @@ class _Reader:
         found: dict[str, PolicySettings] = {"*": every}
         overrides = runtime.get(f"{prefix}_approval_overrides", {})
         if not isinstance(overrides, dict):
-            self.problem(f"{prefix}_approval_overrides must be an object", "runtime", f"{prefix}_approval_overrides")
+            self.lost(f"{prefix}_approval_overrides must be an object", "runtime", f"{prefix}_approval_overrides")
             return found
         for name, override in overrides.items():
             known = {"calls_require_approval", "attachments_require_approval"}
             if not isinstance(override, dict) or not set(override) <= known:
-                self.problem(
+                self.lost(
                     f"{prefix}_approval_overrides.{name}: give calls_require_approval and/or "
                     "attachments_require_approval, true or false",
                     "runtime",
@@ -230,7 +243,7 @@ class _Reader:
 
     def entry(self, entry: Any) -> tuple[str | None, Any, tuple[str, ...]]:
         if not isinstance(entry, dict):
-            self.problem(f"entry must be an object, got {entry!r}", "entry")
+            self.lost(f"entry must be an object, got {entry!r}", "entry")
             return None, None, ()
         for key in entry:
             if key not in ("agent", "function", "args", "input"):
@@ -250,12 +263,13 @@ class _Reader:
         if args is None:
             return name, None, ()
         if not isinstance(args, dict):
-            self.problem(f"entry.args must be an object, got {args!r}", "entry", "args")
+            self.lost(f"entry.args must be an object, got {args!r}", "entry", "args")
             return name, None, ()
         attachments: tuple[str, ...] = ()
         if "attachments" in args:
             given = args["attachments"]
             line = self.line("entry", "attachments")
+            known = len(self.problems)
             if not isinstance(given, list) or not all(isinstance(item, str) and item.strip() for item in given):
                 self.problems.append(
                     Problem(self.path, line, f"entry.args.attachments must be a list of file paths, got {given!r}")
@@ -264,6 +278,7 @@ class _Reader:
                 attachments = attachment_paths(
                     self.root, self.path, line, "entry.args.attachments", given, self.problems
                 )
+            self.whole = self.whole and len(self.problems) == known
         rest = {key: value for key, value in args.items() if key != "attachments"}
         if set(rest) == {"input"} and isinstance(rest["input"], str):
             return name, rest["input"], attachments
@@ -272,15 +287,15 @@ class _Reader:
     def files(self, key: str, values: dict[str, Any]) -> tuple[Path, ...]:
         given = values.get(key, [])
         if not isinstance(given, list) or not all(isinstance(item, str) and item.strip() for item in given):
-            self.problem(f"{key} must be a list of file paths, got {given!r}", key)
+            self.lost(f"{key} must be a list of file paths, got {given!r}", key)
             return ()
         found: list[Path] = []
         for name in given:
             path = (self.root / name).resolve()
             if not path.is_relative_to(self.root.resolve()):
-                self.problem(f"{key}: {name!r} is outside the project; move it in and give a relative path", key)
+                self.lost(f"{key}: {name!r} is outside the project; move it in and give a relative path", key)
             elif not path.is_file():
-                self.problem(f"{key}: {name!r} is not a file under {self.root}; fix the path", key)
+                self.lost(f"{key}: {name!r} is not a file under {self.root}; fix the path", key)
             elif path not in found:
                 found.append(path)
         return tuple(found)

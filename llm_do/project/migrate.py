@@ -1,9 +1,9 @@
 """`plan_migration`: a project in the earlier llm-do's formats, rewritten into today's (docs/migrating.md).
 
 The plan is a list of whole-file changes (`project.json` becomes `project.toml`, `.agent` files become
-`.worker` files, earlier frontmatter keys become today's) and the list of what it could not translate,
-each with file, line and what to do by hand. Python modules are never rewritten: their uses of the
-earlier API are listed with today's replacement. `apply_migration` writes a plan.
+`.worker` files, earlier frontmatter keys become today's, Python modules are rewritten on their syntax tree)
+and the list of what it could not translate, each with file, line and what to do by hand. A `project.json`
+with a value that cannot be taken over plans no change. `apply_migration` writes a plan.
 """
 
 from __future__ import annotations
@@ -42,18 +42,35 @@ class Change:
     moved_from: Path | None = None
 
     def diff(self, root: Path) -> str:
-        """The change as a unified diff (with git's rename lines for a move), with paths relative to `root`."""
+        """The change as git writes it (`git apply` applies it): a unified diff under git's header, with its lines
+        for a new file, a removed one and a move, and paths relative to `root`."""
         name = self.path.relative_to(root).as_posix()
         before = self.moved_from.relative_to(root).as_posix() if self.moved_from is not None else name
-        header = f"diff --git a/{before} b/{name}\nrename from {before}\nrename to {name}\n" if before != name else ""
-        return header + "".join(
-            difflib.unified_diff(
-                (self.old or "").splitlines(keepends=True),
-                (self.new or "").splitlines(keepends=True),
-                "/dev/null" if self.old is None else f"a/{before}",
-                "/dev/null" if self.new is None else f"b/{name}",
-            )
+        header = f"diff --git a/{before} b/{name}\n"
+        if self.old is None:
+            header += "new file mode 100644\n"
+        elif self.new is None:
+            header += f"deleted file mode {_git_mode(self.path)}\n"
+        elif before != name:
+            header += f"rename from {before}\nrename to {name}\n"
+        lines = difflib.unified_diff(
+            (self.old or "").splitlines(keepends=True),
+            (self.new or "").splitlines(keepends=True),
+            "/dev/null" if self.old is None else f"a/{before}",
+            "/dev/null" if self.new is None else f"b/{name}",
         )
+        return header + "".join(
+            line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n" for line in lines
+        )
+
+
+def _git_mode(path: Path) -> str:
+    """The mode git gives the file at `path`: 100755 when it is executable, else 100644."""
+    try:
+        executable = path.stat().st_mode & 0o100
+    except OSError:
+        executable = 0
+    return "100755" if executable else "100644"
 
 
 @dataclass
@@ -90,6 +107,16 @@ def plan_migration(path: Path | str) -> Migration:
     elif earlier.is_file():
         layout, manifest_problems = survey_project(earlier)
         migration.untranslated.extend(problem for problem in manifest_problems if not _entry_function(problem))
+        if not layout.earlier_whole:  # removed with what it could not translate: nothing is migrated
+            migration.untranslated.append(
+                Problem(
+                    earlier,
+                    None,
+                    f"{EARLIER_CONFIG_FILE} gives values that cannot be taken over (above), and would be removed "
+                    "with them: nothing is migrated; fix them, then migrate again",
+                )
+            )
+            return migration
     worker_files = list(layout.worker_files) if layout is not None else _worker_files(root)
     module_files = list(layout.module_files) if layout is not None else _module_files(root)
     if layout is not None:

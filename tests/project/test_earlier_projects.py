@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import IO, Any
 
@@ -570,3 +571,65 @@ def test_project_toml_approval_mode_and_max_depth_are_checked_with_their_lines(t
     assert done.returncode == 1
     assert "toml:1: approval_mode must be one of prompt, approve_all, reject_all, got 'sometimes'" in done.stderr
     assert "project.toml:2: max_depth must be 0 or more, got -1" in done.stderr
+
+
+# -- a project.json migrate cannot read whole -----------------------------------------------------------------
+
+UNREADABLE_MANIFESTS = {
+    "not JSON": ('{"agent_files": ["main.agent", "polisher.agent",]}', "project.json:1: not valid JSON"),
+    "not an object": ('["main.agent", "polisher.agent"]', "project.json: project.json must be a JSON object"),
+    "files not a list": ('{"agent_files": "main.agent"}', "project.json:1: agent_files must be a list"),
+    "a missing file": (
+        '{"agent_files": ["main.agent", "polisher.agnet"]}',
+        "project.json:1: agent_files: 'polisher.agnet' is not a file",
+    ),
+    "a bad max_depth": (
+        '{"agent_files": ["main.agent", "polisher.agent"],\n "runtime": {"max_depth": "five"}}',
+        "project.json:2: max_depth must be 1 or more, got 'five'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNREADABLE_MANIFESTS)
+def test_migrate_leaves_a_project_json_it_cannot_read_whole_as_it_was(case: str, tmp_path: Path) -> None:
+    """Translating what could be read would drop the rest with the file it came from: nothing is written."""
+    project = copy("greeter", tmp_path)
+    text, problem = UNREADABLE_MANIFESTS[case]
+    (project / "project.json").write_text(text)
+    before = files(project)
+    for flags in ((), ("--write",)):
+        done = llm_do("migrate", project, *flags)
+        assert done.returncode == 1, done.stderr
+        assert done.stdout == ""
+        assert problem in done.stderr
+        assert "fix them, then migrate again" in done.stderr
+        assert "llm-do: nothing to migrate" not in done.stderr
+        assert files(project) == before
+
+
+def test_a_project_json_that_is_not_json_leaves_out_no_agent_file(tmp_path: Path) -> None:
+    """As with a project.toml that is not TOML, the directory's agent files are the project's meanwhile."""
+    project = copy("greeter", tmp_path)
+    (project / "project.json").write_text('{"agent_files": ["main.agent", "polisher.agent",]}')
+    done = llm_do("check", project, "--json")
+    assert done.returncode == 1
+    problems = [(Path(p["file"]).name, p["message"]) for p in json.loads(done.stdout)["problems"]]
+    assert [name for name, _ in problems] == ["project.json"], problems
+    assert problems[0][1].startswith("not valid JSON")
+
+
+# -- the diff of a dry run ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["greeter", "calculator", "summarizer"])
+def test_the_diff_of_a_dry_run_applies_with_git_as_write_would(name: str, tmp_path: Path) -> None:
+    """The dry run's diff is what --write does: `git apply` of it (renames, new and removed files, a last line
+    without a newline) gives the same files."""
+    written, applied = copy(name, tmp_path / "written"), copy(name, tmp_path / "applied")
+    for project in (written, applied):  # json.dumps ends the file without a newline
+        (project / "project.json").write_text(json.dumps(json.loads((project / "project.json").read_text())))
+    diff = llm_do("migrate", applied).stdout
+    llm_do("migrate", written, "--write")
+    done = subprocess.run(["git", "apply", "-"], input=diff, cwd=applied, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert files(applied) == files(written)
