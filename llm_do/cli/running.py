@@ -21,7 +21,7 @@ from rich.console import Console
 
 from .. import AgentEntry, ApprovalRequest, ApprovalUnavailable, Approver, Attachment, Entry, LlmDoSettings, Session
 from ..files import check_call
-from ..models import RecordingModel
+from ..models import Recording, RecordingError, RecordingModel
 from ..project import (
     DeferredModel,
     ModelNameError,
@@ -263,7 +263,7 @@ def _board(args: argparse.Namespace, err: Console) -> Board:
 def command_line_model(name: str | None, project: str | None = None) -> str | None:
     """The model named on the command line (or by LLM_DO_MODEL), with a `replay:PATH` made absolute
     against the current directory, as every path on a command line. A name pydantic-ai cannot resolve, or
-    a missing file, is a usage error."""
+    a file that is missing or is no recording, is a usage error."""
     if name is None:
         environment = os.environ.get("LLM_DO_MODEL")
         if environment is None or not environment.startswith("replay:"):
@@ -279,6 +279,10 @@ def command_line_model(name: str | None, project: str | None = None) -> str | No
     path = os.path.abspath(name.removeprefix("replay:"))
     if not os.path.isfile(path):
         raise UsageError(f"{where} {name}: the recording {path} does not exist; give the path of a recording file")
+    try:
+        Recording.load(path)
+    except (RecordingError, OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{where} {name}: {error}") from None
     return f"replay:{path}"
 
 

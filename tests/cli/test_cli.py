@@ -114,6 +114,31 @@ def test_a_missing_replay_file_is_a_usage_error_naming_the_path_from_the_current
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"version": 2, "responses": []}', "recording format version 2 is not supported"),
+        ("{not json", "not JSON"),
+    ],
+)
+def test_a_replay_file_that_is_no_recording_is_a_usage_error_naming_the_flag(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    """Not a problem of a worker file, which names no model: the flag (or LLM_DO_MODEL) gave it."""
+    project = notes_project(tmp_path / "notes")
+    (tmp_path / "bad.json").write_text(text)
+    for flags, env, where in (
+        (("--model", "replay:bad.json"), {}, "--model replay:bad.json"),
+        ((), {"LLM_DO_MODEL": "replay:bad.json"}, "LLM_DO_MODEL replay:bad.json"),
+    ):
+        done = llm_do("run", project, "hi", *flags, "--json", cwd=tmp_path, env=env)
+        assert done.returncode == 2, done.stderr
+        document = json.loads(done.stdout)
+        assert document["kind"] == "usage" and document["problems"] == []
+        assert document["error"].startswith(f"{where}: ") and why in document["error"], document["error"]
+        assert "scribe.worker" not in document["error"]
+
+
 @pytest.mark.long
 def test_replay_paths_on_the_command_line_are_relative_to_the_current_directory(tmp_path: Path) -> None:
     notes_project(tmp_path / "notes")

@@ -252,6 +252,7 @@ def test_a_malformed_script_step_is_named_with_its_field(tmp_path: Path) -> None
     step = {"response": {"parts": [{"part_kind": "tool-call", "args": {}}]}}
     (tmp_path / "bad.json").write_text(json.dumps({"version": 1, "responses": [step]}))
     done = llm_do("run", project, "hi", "-m", "replay:bad.json", cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error: the flag names a file that is no recording
+    assert done.stderr.startswith("llm-do: error: --model replay:bad.json: ")
     assert "responses[0]: not a model response: response.parts.0.tool-call.tool_name: Field required" in done.stderr
     assert "errors.pydantic.dev" not in done.stderr
