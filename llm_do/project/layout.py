@@ -346,8 +346,9 @@ def _rules(config: Path, text: str, values: dict[str, Any], problems: list[Probl
         except ValidationError as error:
             for item in error.errors():
                 where = ".".join(map(str, ("limits", *item["loc"])))
+                line = _table_key_line(text, "limits", str(item["loc"][0])) if item["loc"] else None
                 problems.append(
-                    Problem(config, _line_of(text, "limits"), f"{where}: {item['msg']} (got {item['input']!r})")
+                    Problem(config, line or _line_of(text, "limits"), f"{where}: {item['msg']} (got {item['input']!r})")
                 )
         else:
             given.update({name: getattr(checked, name) for name in checked.model_fields_set})
