@@ -153,11 +153,19 @@ def declared_servers(
         return servers, problems
     for name in config_files:
         path = root / name
+        if not path.is_file():
+            message = f"mcp_config: {name!r} is not a file under {root}; fix the path"
+            problems.append(Problem(where, line_of("mcp_config"), message))
+            continue
         try:
             text = path.read_text(encoding="utf-8")
             data = json.loads(text)
+        except json.JSONDecodeError as error:
+            message = f"not valid JSON: {error.msg} (column {error.colno}); fix the file"
+            problems.append(Problem(path, error.lineno, message))
+            continue
         except (OSError, ValueError) as error:
-            problems.append(Problem(path, None, f"cannot read this MCP config: {error}"))
+            problems.append(Problem(path, None, f"cannot read this MCP config: {error}; save it as UTF-8 JSON"))
             continue
         if not isinstance(data, Mapping) or "mcpServers" not in data:
             problems.append(Problem(path, None, 'an MCP config is a JSON object with "mcpServers": {NAME: {...}}'))

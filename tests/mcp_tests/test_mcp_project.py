@@ -195,6 +195,23 @@ def test_every_unset_variable_of_a_server_is_reported_at_its_own_line(tmp_path: 
     ]
 
 
+def test_an_mcp_config_that_is_missing_or_not_json_is_reported_with_its_line_and_what_to_do(tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "desk",
+        'entry = "clerk"\nmcp_config = [\n  "mcp.json",\n  "nmcp.json",\n]\n',
+        mcp__json='{"mcpServers": {\n  "other": {"command": "x",}\n}}\n',
+        clerk__worker="---\nmodel: test\n---\nHi.",
+    )
+    checked = llm_do("check", root)
+    assert checked.returncode == 1
+    assert checked.stderr.splitlines() == [
+        f"{root / 'mcp.json'}:2: not valid JSON: Expecting property name enclosed in double quotes (column 28); "
+        "fix the file",
+        f"{root / 'project.toml'}:2: mcp_config: 'nmcp.json' is not a file under {root}; fix the path",
+        "llm-do: 2 problems found",
+    ]
+
+
 @pytest.mark.long
 def test_check_starts_each_server_once_and_reports_the_ones_that_fail(tmp_path: Path) -> None:
     root = write_project(
