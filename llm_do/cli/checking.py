@@ -22,6 +22,7 @@ from rich.table import Table
 from .. import AgentEntry, ToolPolicy, Verdict
 from ..project import Install, Problem, Project, ProjectError
 from ..project.earlier_api import deprecated_imports
+from ..project.inputs import default_input_problem
 from ..project.mcp import ServerProbe
 from ..project.models import model_id
 from ..project.native import left_out_native_tools, native_rows
@@ -57,6 +58,9 @@ def check(args: argparse.Namespace) -> int:
         if project.layout is not None:
             problems.extend(stray_problems(project.layout, project.entries))
             moved = [found for path in project.layout.module_files for found in deprecated_imports(path)]
+        wrong_input = default_input_problem(project)
+        if wrong_input is not None:
+            problems.append(wrong_input)
         failed = [probe.name for probe in probes if probe.error is not None]
         if args.json:
             document: dict[str, Any] = {

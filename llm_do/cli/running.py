@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pydantic_ai
-from pydantic import BaseModel, ValidationError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 from rich.console import Console
 
-from .. import AgentEntry, ApprovalRequest, ApprovalUnavailable, Approver, Attachment, Entry, LlmDoSettings, Session
+from .. import ApprovalRequest, ApprovalUnavailable, Approver, Attachment, Entry, LlmDoSettings, Session
 from ..files import check_call
 from ..models import Recording, RecordingError, RecordingModel
 from ..project import (
@@ -32,6 +31,7 @@ from ..project import (
     model_problem,
     resolve_model,
 )
+from ..project.inputs import InputMismatch, checked_input
 from ..project.models import ModelServer
 from ..project.native import left_out_native_tools
 from ..results import CallRecord, RunResult, run_report
@@ -426,16 +426,11 @@ def _checked_input(project: Project, name: str | None, given: Any, args: argpars
         raise UsageError(
             "no input: give a PROMPT, --input-json JSON, pipe it on stdin, or set input = ... in project.toml"
         )
-    source = source or "the input in project.toml"
-    schema = entry.schema_in
-    if schema is not None:
-        return _validated(schema, input_data, name, source)
-    if isinstance(entry, AgentEntry) and not isinstance(input_data, str):
-        raise BadInput(
-            f"entry {name!r} takes a text prompt, but {source} is {type(input_data).__name__}; "
-            "give a PROMPT, or give the worker an input model (input: module:Class)"
-        )
-    return input_data
+    try:
+        in_file = f"the input in {project.layout.config_name if project.layout is not None else 'project.toml'}"
+        return checked_input(entry, name, input_data, source or in_file)
+    except InputMismatch as error:
+        raise BadInput(str(error)) from None
 
 
 def _entry(project: Project, name: str | None) -> tuple[str, Entry]:
@@ -470,21 +465,6 @@ def _attachments(project: Project, paths: list[str]) -> tuple[Attachment, ...]:
             found.append(Attachment.from_path(where, name=name, settings=config.attachments))
     check_call(found, config.attachments)
     return tuple(found)
-
-
-def _validated(schema: type[BaseModel], input_data: Any, name: str, source: str) -> BaseModel:
-    try:
-        if isinstance(input_data, str):
-            return schema.model_validate_json(input_data)
-        return schema.model_validate(input_data)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(map(str, item['loc'])) or 'the input'}: {item['msg']}" for item in error.errors()
-        )
-        fields = ", ".join(sorted(schema.model_fields))
-        raise BadInput(
-            f"{source} does not match {schema.__name__}, the input of entry {name!r}: {problems} (its fields: {fields})"
-        ) from None
 
 
 def _jsonable(value: Any) -> Any:

@@ -541,7 +541,14 @@ def test_migrate_writes_entry_args_for_an_input_model_as_a_table(tmp_path: Path)
     manifest = json.loads((project / "project.json").read_text())
     manifest["entry"]["args"] = {"input": "Hi", "tone": 'warm "and" kind', "count": 2}
     (project / "project.json").write_text(json.dumps(manifest))
-    assert llm_do("migrate", project, "--write").returncode == 0
+    (project / "schemas.py").write_text(
+        "from pydantic import BaseModel\n\n\nclass Greeting(BaseModel):\n"
+        "    input: str\n    tone: str\n    count: int\n"
+    )
+    main = project / "main.agent"  # the entry takes the table: the migrated project checks
+    main.write_text(main.read_text().replace("toolsets:", "input_model_ref: schemas.py:Greeting\ntoolsets:", 1))
+    done = llm_do("migrate", project, "--write")
+    assert done.returncode == 0, done.stderr
     written = tomllib.loads((project / "project.toml").read_text())
     assert written["input"] == {"input": "Hi", "tone": 'warm "and" kind', "count": 2}
     assert (written["entry"], written["workers"], written["modules"]) == (

@@ -262,3 +262,42 @@ def test_check_says_what_the_project_file_gives_every_run(tmp_path: Path) -> Non
     assert (document["model_settings"], document["attachments"]) == ({"temperature": 0.2}, ["brief.txt"])
     (root / "project.toml").write_text("")
     assert "model_settings" not in json.loads(llm_do("check", root, "--json").stdout)
+
+
+def test_check_reports_a_default_input_that_the_default_entry_would_refuse(tmp_path: Path) -> None:
+    """What `llm-do run` would refuse with exit code 2 before it runs, check reports on the input's line."""
+    root = write(
+        tmp_path / "desk",
+        {
+            "project.toml": 'entry = "asker"\ninput = {name = "Ada"}\n',
+            "schemas.py": "from pydantic import BaseModel\n\n\nclass Ask(BaseModel):\n    name: str\n    count: int\n",
+            "asker.worker": "---\nmodel: test\ninput: schemas:Ask\n---\nAsk.\n",
+            "greeter.worker": "---\nmodel: test\n---\nGreet.\n",
+        },
+    )
+    run = llm_do("run", root)
+    assert run.returncode == 2
+    assert "the input in project.toml does not match Ask, the input of entry 'asker': count: Field required" in (
+        run.stderr
+    )
+    done = llm_do("check", root)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.splitlines() == [
+        f"{root / 'project.toml'}:2: the input in project.toml does not match Ask, the input of entry 'asker': "
+        "count: Field required (its fields: count, name)",
+        "llm-do: 1 problem found",
+    ]
+    (root / "project.toml").write_text('entry = "greeter"\n\n[input]\nname = "Ada"\n')
+    document = json.loads(llm_do("check", root, "--json").stdout)
+    assert document["ok"] is False
+    assert document["problems"] == [
+        {
+            "file": str(root / "project.toml"),
+            "line": 3,
+            "message": "entry 'greeter' takes a text prompt, but the input in project.toml is dict; give a PROMPT, "
+            "or give the worker an input model (input: module:Class)",
+        }
+    ]
+    (root / "project.toml").write_text('entry = "asker"\ninput = {name = "Ada", count = 2}\n')
+    assert llm_do("check", root).returncode == 0
+    assert llm_do("run", root).returncode == 0
