@@ -37,10 +37,21 @@ def _validated(schema: type[BaseModel], input_data: Any, name: str, source: str)
             return schema.model_validate_json(input_data)
         return schema.model_validate(input_data)
     except ValidationError as error:
+        fields = ", ".join(sorted(schema.model_fields))
+        if isinstance(input_data, str) and [item["type"] for item in error.errors()] == ["json_invalid"]:
+            first = next(iter(sorted(schema.model_fields)), "field")
+            hint = (
+                f"write them as a table (input = {{{first} = ...}})"
+                if source.startswith("the input in ")
+                else f"give them as JSON (--input-json '{{\"{first}\": ...}}')"
+            )
+            raise InputMismatch(
+                f"{source} is not JSON, and entry {name!r} takes {schema.__name__}, JSON of its fields ({fields}): "
+                + hint
+            ) from None
         problems = "; ".join(
             f"{'.'.join(map(str, item['loc'])) or 'the input'}: {item['msg']}" for item in error.errors()
         )
-        fields = ", ".join(sorted(schema.model_fields))
         raise InputMismatch(
             f"{source} does not match {schema.__name__}, the input of entry {name!r}: {problems} (its fields: {fields})"
         ) from None

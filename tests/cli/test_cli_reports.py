@@ -148,6 +148,18 @@ def test_input_that_does_not_match_the_input_model_is_a_usage_error_naming_the_f
     assert "item: Field required" in document["error"]
 
 
+def test_a_prompt_that_is_not_json_for_an_input_model_says_to_give_its_fields_as_json(tmp_path: Path) -> None:
+    project = tmp_path / "shop"
+    project.mkdir()
+    (project / "flows.py").write_text(SCHEMA)
+    done = llm_do("run", project, "two teas please")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "llm-do: error: the input is not JSON, and entry 'place' takes Order, JSON of its fields (item, quantity): "
+        "give them as JSON (--input-json '{\"item\": ...}')\n"
+    )
+
+
 def test_a_text_prompt_for_a_worker_is_checked_too(tmp_path: Path) -> None:
     done = llm_do("run", hello_project(tmp_path / "hello"), "--input-json", '{"a": 1}')
     assert done.returncode == 2
