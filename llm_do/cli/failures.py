@@ -133,7 +133,7 @@ def report(error: BaseException, *, debug: bool = False) -> int:
 
     from .printable import printable
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP): the exit code still says it
         for line in map(printable, failure.lines):
             err.print(f"[yellow]interrupted[/]{escape(line[11:])}" if failure.kind == "interrupted" else escape(line))

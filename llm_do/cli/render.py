@@ -42,10 +42,10 @@ _UNBOUNDED = 1_000_000
 
 def console(*, stderr: bool) -> Console:
     """A console on stdout or stderr: the terminal's width on a terminal, else unbounded (nothing is cut)."""
-    terminal = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    terminal = Console(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
     if terminal.is_terminal:
         return terminal
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=_UNBOUNDED)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, emoji=False, width=_UNBOUNDED)
 
 
 def depth_first(calls: Iterable[CallRecord]) -> list[CallRecord]:

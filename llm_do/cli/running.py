@@ -230,7 +230,7 @@ def _asking(err: Console) -> Iterator[Console]:
         yield err
         return
     with open(os.ttyname(sys.stdin.fileno()), "w", encoding="utf-8") as terminal:
-        yield Console(file=terminal, highlight=False, soft_wrap=True)
+        yield Console(file=terminal, highlight=False, soft_wrap=True, emoji=False)
 
 
 def _no_approver(request: ApprovalRequest) -> Any:

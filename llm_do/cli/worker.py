@@ -22,7 +22,7 @@ __all__ = ["run"]
 def run(args: argparse.Namespace) -> int:
     """Run a worker until it is stopped (SIGTERM, SIGINT, SIGHUP: running jobs get the shutdown timeout,
     then are cancelled and torn down, and the runtime closes); 0 once it has stopped that way."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, emoji=False)
     try:
         from ..jobs import JobQueue, WorkerOptions, run_worker
     except ImportError as error:

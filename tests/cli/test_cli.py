@@ -236,3 +236,19 @@ def test_vv_streams_the_models_text_a_line_at_a_time_on_stderr(tmp_path: Path) -
     assert done.stdout == "First line.\nSecond line.\n"
     assert "scribe -> write(" in done.stderr  # -vv includes -v
     assert "scribe .. First line." in done.stderr and "scribe .. Second line." in done.stderr
+
+
+def test_text_of_models_and_tools_on_stderr_keeps_what_looks_like_emoji_codes(tmp_path: Path) -> None:
+    """`:x:` or `:thumbs_up:` in a tool's arguments, a model's text or an error is shown as written, not as an
+    emoji: an approver reads the arguments as the tool gets them."""
+    project = notes_project(tmp_path / "notes")
+    Recording.from_script([ToolCallPart("write", {"text": "ratio 3:x: :thumbs_up:"}), "Noted :smile:"]).save(
+        project / "script.json"
+    )
+    done = llm_do("run", project, "note it", "-m", f"replay:{project / 'script.json'}", "--approve-all", "-vv")
+    assert done.returncode == 0, done.stderr
+    assert "ratio 3:x: :thumbs_up:" in done.stderr and "Noted :smile:" in done.stderr, done.stderr
+    assert not {"\u274c", "\U0001f44d", "\U0001f604"} & set(done.stderr)
+    typo = llm_do("run", project, "hi", "-m", "olama:x")
+    assert typo.returncode == 2
+    assert typo.stderr.startswith("llm-do: error: --model olama:x: unknown model provider 'olama'"), typo.stderr
