@@ -129,7 +129,7 @@ def plan_migration(path: Path | str) -> Migration:
     for file in worker_files:
         target = file.with_suffix(".worker")
         if file.suffix == ".agent":
-            if target.exists() and target not in worker_files:
+            if target.exists():  # a worker file of the project or not, the rename would replace it
                 migration.untranslated.append(
                     Problem(file, None, f"{target.name} exists already: rename one of them, then migrate again")
                 )

@@ -640,3 +640,20 @@ def test_the_diff_of_a_dry_run_applies_with_git_as_write_would(name: str, tmp_pa
     done = subprocess.run(["git", "apply", "-"], input=diff, cwd=applied, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert files(applied) == files(written)
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_migrate_never_renames_an_agent_file_over_a_worker_file_of_the_same_name(listed: bool, tmp_path: Path) -> None:
+    """`polisher.agent` and `polisher.worker` side by side, the second one a worker of the project or not: the
+    rename would replace the worker file. It is left to do by hand, and the rest is migrated."""
+    project = copy("greeter", tmp_path)
+    (project / "polisher.worker").write_text("---\nname: polisher2\n---\nPolish twice.\n")
+    if listed:
+        manifest = json.loads((project / "project.json").read_text())
+        manifest["agent_files"].append("polisher.worker")
+        (project / "project.json").write_text(json.dumps(manifest))
+    done = llm_do("migrate", project, "--write")
+    assert done.returncode == 1
+    assert f"{project / 'polisher.agent'}: polisher.worker exists already: rename one of them" in done.stderr
+    assert (project / "polisher.worker").read_text() == "---\nname: polisher2\n---\nPolish twice.\n"
+    assert (project / "polisher.agent").is_file() and (project / "main.worker").is_file()
