@@ -64,6 +64,17 @@ class Change:
         )
 
 
+def _mode_for(change: Change) -> int:
+    """The mode of the file `change` writes: the one of the file it replaces or moves, else a new file's."""
+    source = change.moved_from or (change.path if change.old is not None else None)
+    if source is not None:
+        with contextlib.suppress(OSError):
+            return source.stat().st_mode & 0o7777
+    umask = os.umask(0o022)  # read it: os.umask sets it as it returns it
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _git_mode(path: Path) -> str:
     """The mode git gives the file at `path`: 100755 when it is executable, else 100644."""
     try:
@@ -165,7 +176,8 @@ def plan_migration(path: Path | str) -> Migration:
 def apply_migration(migration: Migration) -> None:
     """Write a migration: every new or changed file is written beside its place first, then each is moved into
     place (a whole file, never half of one), then the files it replaces are removed. A failure while writing
-    leaves the project as it was."""
+    leaves the project as it was. A file keeps the mode of the one it replaces (or moves); a new one gets the
+    umask's, as any new file."""
     staged: list[tuple[str, Path]] = []
     try:
         for change in migration.changes:
@@ -180,6 +192,7 @@ def apply_migration(migration: Migration) -> None:
                 raise
             with out:
                 out.write(change.new)
+            os.chmod(temporary, _mode_for(change))
     except BaseException:
         for temporary, _ in staged:
             with contextlib.suppress(OSError):

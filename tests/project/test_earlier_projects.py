@@ -657,3 +657,17 @@ def test_migrate_never_renames_an_agent_file_over_a_worker_file_of_the_same_name
     assert f"{project / 'polisher.agent'}: polisher.worker exists already: rename one of them" in done.stderr
     assert (project / "polisher.worker").read_text() == "---\nname: polisher2\n---\nPolish twice.\n"
     assert (project / "polisher.agent").is_file() and (project / "main.worker").is_file()
+
+
+def test_migrate_keeps_the_modes_of_the_files_it_rewrites_and_renames(tmp_path: Path) -> None:
+    """A file written in place of another keeps its mode (who may read it, whether it runs); a new one gets the
+    mode any new file gets (the umask's)."""
+    project = copy("calculator", tmp_path)
+    (project / "main.agent").chmod(0o644)
+    (project / "tools.py").chmod(0o755)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    done = llm_do("migrate", project, "--write")
+    assert done.returncode == 0, done.stderr
+    modes = {name: (project / name).stat().st_mode & 0o7777 for name in ("main.worker", "tools.py", "project.toml")}
+    assert modes == {"main.worker": 0o644, "tools.py": 0o755, "project.toml": 0o666 & ~umask}
