@@ -191,8 +191,13 @@ def check_worker_file(path: Path) -> tuple[WorkerSpec | None, list[Problem]]:
     """`check_worker` on the file at `path` (a file that cannot be read is a problem)."""
     try:
         text = path.read_text(encoding="utf-8-sig")  # a byte order mark (Windows editors) is not the text
-    except (OSError, UnicodeDecodeError) as error:
-        return None, [Problem(path, None, f"cannot read the worker file: {error}; save it as UTF-8 text")]
+    except IsADirectoryError:
+        message = "a directory, not a worker file: rename it, or move it out of the project directory"
+        return None, [Problem(path, None, message)]
+    except UnicodeDecodeError as error:
+        return None, [Problem(path, None, f"not UTF-8 text: {error}; save it as UTF-8")]
+    except OSError as error:
+        return None, [Problem(path, None, f"cannot read the worker file: {error.strerror or error}; check its access")]
     return check_worker(text, file=path)
 
 

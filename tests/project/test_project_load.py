@@ -413,3 +413,23 @@ def test_a_projects_own_container_leaves_the_server_settings_to_the_project(
     monkeypatch.setenv("LLM_DO_OPENAI_BASE_URL", "127.0.0.1:9")
     [(_, line, message)] = problems(tmp_path)
     assert line is None and message.startswith("invalid setting LLM_DO_OPENAI_BASE_URL='127.0.0.1:9': expected a URL")
+
+
+def test_a_worker_file_that_cannot_be_read_says_what_to_do_about_it(tmp_path: Path) -> None:
+    root = write(tmp_path / "desk", {"ok.worker": "---\nmodel: test\n---\nHi.\n"})
+    (root / "latin.worker").write_bytes("---\nmodel: test\n---\nCaf\u00e9.\n".encode("latin-1"))
+    (root / "folder.worker").mkdir()
+    found = sorted(problems(root))
+    assert found == [
+        (
+            "folder.worker",
+            None,
+            "a directory, not a worker file: rename it, or move it out of the project directory",
+        ),
+        (
+            "latin.worker",
+            None,
+            "not UTF-8 text: 'utf-8' codec can't decode byte 0xe9 in position 23: invalid continuation byte; "
+            "save it as UTF-8",
+        ),
+    ]
