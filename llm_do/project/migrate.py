@@ -64,6 +64,11 @@ class Change:
         )
 
 
+def _read(path: Path) -> str:
+    """The text of a file with its line endings as they are (CRLF stays CRLF), without a byte order mark."""
+    return path.read_bytes().decode("utf-8-sig")
+
+
 def _mode_for(change: Change) -> int:
     """The mode of the file `change` writes: the one of the file it replaces or moves, else a new file's."""
     source = change.moved_from or (change.path if change.old is not None else None)
@@ -146,7 +151,7 @@ def plan_migration(path: Path | str) -> Migration:
                 )
                 target = file
             renamed[file] = target
-        text = file.read_text(encoding="utf-8-sig")
+        text = _read(file)
         new, is_entry, problems = _worker_text(file, text, set(names), agent_approvals)
         migration.untranslated.extend(problems)
         if is_entry:
@@ -161,7 +166,7 @@ def plan_migration(path: Path | str) -> Migration:
     if layout is not None:
         toml = _project_toml(root, layout, entries, renamed, worker_files, module_files, migration, function)
         migration.changes.append(Change(config, None, toml))
-        migration.changes.append(Change(earlier, earlier.read_text(encoding="utf-8-sig"), None))
+        migration.changes.append(Change(earlier, _read(earlier), None))
     elif config.is_file() and renamed and ".agent" in config.read_text(encoding="utf-8-sig"):
         migration.untranslated.append(
             Problem(config, None, f"{CONFIG_FILE} names .agent files, which are renamed to .worker: write .worker")
@@ -186,7 +191,7 @@ def apply_migration(migration: Migration) -> None:
             handle, temporary = tempfile.mkstemp(dir=change.path.parent, prefix=f".{change.path.name}.", suffix=".tmp")
             staged.append((temporary, change.path))
             try:
-                out = os.fdopen(handle, "w", encoding="utf-8")
+                out = os.fdopen(handle, "w", encoding="utf-8", newline="")  # its line endings as they are
             except BaseException:
                 os.close(handle)
                 raise
@@ -300,6 +305,8 @@ def _worker_text(
     body = text.splitlines(keepends=True)
     problems.extend(_earlier_tool_names(file, body, closing))
     new = "".join([body[0], *out, *body[closing:]])
+    if "\r\n" in text:  # written on Windows: what was added ends its lines as the rest do
+        new = new.replace("\r\n", "\n").replace("\n", "\r\n")
     return new, is_entry, problems
 
 
@@ -403,7 +410,7 @@ def _python(
     changes: list[Change] = []
     for module in modules:
         try:
-            text = module.read_text(encoding="utf-8-sig")
+            text = _read(module)
         except (OSError, UnicodeDecodeError):
             migration.untranslated.extend(earlier_api_problems(module))
             continue

@@ -15,7 +15,7 @@ from pydantic_ai.messages import ToolCallPart
 
 from llm_do.models import Recording
 
-from ..cli_projects import llm_do
+from ..cli_projects import command, environment, llm_do
 
 EARLIER = Path(__file__).with_name("earlier_projects")
 
@@ -519,11 +519,11 @@ def test_a_migration_that_fails_while_writing_leaves_the_project_as_it_was(
     written: list[str] = []
     real = os.fdopen
 
-    def failing_fdopen(fd: int, mode: str, encoding: str) -> IO[str]:
+    def failing_fdopen(fd: int, mode: str, **options: Any) -> IO[str]:
         if len(written) == 2:
             raise OSError(28, "No space left on device")
         written.append(mode)
-        return real(fd, mode, encoding=encoding)
+        return real(fd, mode, **options)
 
     monkeypatch.setattr(os, "fdopen", failing_fdopen)
     with pytest.raises(OSError, match="No space left"):
@@ -671,3 +671,28 @@ def test_migrate_keeps_the_modes_of_the_files_it_rewrites_and_renames(tmp_path: 
     assert done.returncode == 0, done.stderr
     modes = {name: (project / name).stat().st_mode & 0o7777 for name in ("main.worker", "tools.py", "project.toml")}
     assert modes == {"main.worker": 0o644, "tools.py": 0o755, "project.toml": 0o666 & ~umask}
+
+
+@pytest.mark.parametrize(
+    ("name", "rewritten", "renamed"), [("greeter", "main", "polisher"), ("calculator", "tools.py", "main")]
+)
+def test_migrate_keeps_the_line_endings_of_files_written_on_windows(
+    name: str, rewritten: str, renamed: str, tmp_path: Path
+) -> None:
+    """Files whose lines end in CRLF keep them, what migrate adds included; a file only renamed is unchanged, and
+    the dry run's diff still applies with git."""
+    written, applied = copy(name, tmp_path / "written"), copy(name, tmp_path / "applied")
+    for project in (written, applied):
+        for path in project.iterdir():
+            path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    before = (written / f"{renamed}.agent").read_bytes()
+    done = llm_do("migrate", written, "--write")
+    assert done.returncode == 0, done.stderr
+    rewritten_file = written / (rewritten if rewritten.endswith(".py") else f"{rewritten}.worker")
+    text = rewritten_file.read_bytes()
+    assert text.count(b"\n") == text.count(b"\r\n") > 3, text
+    assert (written / f"{renamed}.worker").read_bytes() == before  # nothing in it to translate: only renamed
+    dry = subprocess.run(command("migrate", applied), capture_output=True, env=environment())  # bytes: CRs kept
+    applying = subprocess.run(["git", "apply", "-"], input=dry.stdout, cwd=applied, capture_output=True)
+    assert applying.returncode == 0, applying.stderr
+    assert files(applied) == files(written)
