@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -155,6 +156,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line `argv` (default: `sys.argv[1:]`) and return the exit code."""
+    earlier = _earlier_command_line(sys.argv[1:] if argv is None else argv)
+    if earlier is not None:
+        print(f"llm-do: error: {earlier}", file=sys.stderr)
+        return USAGE
     try:
         args = parser().parse_args(argv)
     except SystemExit as exit_:  # --help, --version (0) or a bad command line (2); argparse printed why
@@ -175,6 +180,30 @@ def main(argv: list[str] | None = None) -> int:
         return ERROR
     except (Exception, KeyboardInterrupt) as error:
         return report(error, debug=bool(getattr(args, "debug", False)))
+
+
+_PROJECT_FILES = (".json", ".toml", ".agent", ".worker")
+"""What a project is given as, beside its directory: its project file, or an agent file."""
+_EARLIER_ONLY = {"--headless", "--tui", "--chat"}
+"""Flags of the earlier llm-do's command line that have no counterpart today (--chat is `llm-do chat`)."""
+
+
+def _earlier_command_line(argv: Sequence[str]) -> str | None:
+    """What to type today for the earlier llm-do's command line, `llm-do PROJECT [PROMPT] [flags]`: a project
+    given where the command goes. None for any other command line (argparse says what is wrong with it)."""
+    if not argv or argv[0].startswith("-") or argv[0] in {command.name for command in COMMANDS}:
+        return None
+    if not (os.path.isdir(argv[0]) or (os.path.isfile(argv[0]) and argv[0].endswith(_PROJECT_FILES))):
+        return None
+    chat = "--chat" in argv
+    rest = [arg for arg in argv[1:] if arg not in _EARLIER_ONLY and not (chat and not arg.startswith("-"))]
+    command = " ".join(shlex.quote(arg) for arg in ["llm-do", "chat" if chat else "run", argv[0], *rest])
+    gone = sorted(_EARLIER_ONLY.intersection(argv) - {"--chat"})
+    note = f" ({' and '.join(gone)} {'are' if len(gone) > 1 else 'is'} gone: the live tree shows on a terminal only)"
+    return (
+        f"{argv[0]!r} is a project, not a command: the earlier llm-do's `llm-do PROJECT [PROMPT]` is "
+        f"`llm-do run PROJECT [PROMPT]` today{note if gone else ''}; run: {command}"
+    )
 
 
 def _quiet_stdout() -> None:

@@ -252,3 +252,21 @@ def test_text_of_models_and_tools_on_stderr_keeps_what_looks_like_emoji_codes(tm
     typo = llm_do("run", project, "hi", "-m", "olama:x")
     assert typo.returncode == 2
     assert typo.stderr.startswith("llm-do: error: --model olama:x: unknown model provider 'olama'"), typo.stderr
+
+
+def test_the_earlier_command_line_without_a_command_says_what_to_type_today(tmp_path: Path) -> None:
+    """The earlier llm-do ran `llm-do PROJECT [PROMPT]` (and `--chat`, `--headless`): a project given where the
+    command goes gets the command to type, not only argparse's list of commands."""
+    project = hello_project(tmp_path / "hello")
+    done = llm_do("hello", "Hi there", "--headless", "-v", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "llm-do: error: 'hello' is a project, not a command: the earlier llm-do's `llm-do PROJECT [PROMPT]` is "
+        "`llm-do run PROJECT [PROMPT]` today (--headless is gone: the live tree shows on a terminal "
+        "only); run: llm-do run hello 'Hi there' -v",
+    ]
+    chat = llm_do("hello/hello.worker", "--chat", cwd=tmp_path)
+    assert chat.returncode == 2
+    assert chat.stderr.rstrip().endswith("run: llm-do chat hello/hello.worker"), chat.stderr
+    typo = llm_do("runn", project)
+    assert typo.returncode == 2 and "invalid choice: 'runn'" in typo.stderr
