@@ -105,6 +105,16 @@ def test_a_failed_run_with_json_writes_a_document_with_the_calls_so_far(tmp_path
     assert document["usage"]["requests"] == 3
 
 
+def test_list_json_of_a_project_that_does_not_load_is_checks_failure_document(tmp_path: Path) -> None:
+    project = tmp_path / "broken"
+    project.mkdir()
+    (project / "a.worker").write_text("---\nmodel: test\ntoolsets: [nope]\n---\nHi.\n")
+    listed, checked = llm_do("list", project, "--json"), llm_do("check", project, "--json")
+    assert listed.returncode == checked.returncode == 1
+    assert json.loads(listed.stdout) == json.loads(checked.stdout)
+    assert sorted(json.loads(listed.stdout)) == ["error", "exit_code", "kind", "ok", "problems"]
+
+
 def test_json_usage_and_project_failures_are_documents_too(tmp_path: Path) -> None:
     hello = hello_project(tmp_path / "hello")
     both = llm_do("run", hello, "hi", "--input-json", "{}", "--json")
