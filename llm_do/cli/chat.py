@@ -24,6 +24,7 @@ from .. import Session
 from ..models import RecordingModel
 from ..process.signals import handling
 from ..project import Project
+from ..project.inputs import InputMismatch, checked_input
 from ..results import RunResult
 from .lines import Lines
 from .render import output_text, shown, usage_table
@@ -72,6 +73,12 @@ async def chat(
                     break
                 if not line.strip():
                     continue
+                if name is not None and name in project.entries:  # a line the entry does not take, as run says it
+                    try:
+                        checked_input(project.entries[name], name, line.strip(), "your line")
+                    except InputMismatch as error:
+                        err.print(f"[red]the turn failed[/]: {shown(str(error))}")
+                        continue
                 turn = loop.create_task(_turn(run, entry, line.strip(), session))
                 try:
                     with live if live is not None else nullcontext():

@@ -43,6 +43,8 @@ def _validated(schema: type[BaseModel], input_data: Any, name: str, source: str)
             hint = (
                 f"write them as a table (input = {{{first} = ...}})"
                 if source.startswith("the input in ")
+                else f'type them as JSON ({{"{first}": ...}})'
+                if source == "your line"
                 else f"give them as JSON (--input-json '{{\"{first}\": ...}}')"
             )
             raise InputMismatch(

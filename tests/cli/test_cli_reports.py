@@ -170,6 +170,24 @@ def test_a_prompt_that_is_not_json_for_an_input_model_says_to_give_its_fields_as
     )
 
 
+def test_a_chat_line_that_does_not_fit_the_input_model_fails_its_turn_in_one_line(tmp_path: Path) -> None:
+    project = tmp_path / "shop"
+    project.mkdir()
+    (project / "flows.py").write_text(SCHEMA)
+    lines = 'two teas\n{"item": "tea"}\n{"item": "tea", "quantity": 2}\n'
+    done = llm_do("chat", project, stdin=lines)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "2 x tea\n"
+    failed = [line.split("you> ")[-1] for line in done.stderr.splitlines() if "the turn failed" in line]
+    assert failed == [
+        "the turn failed: your line is not JSON, and entry 'place' takes Order, JSON of its fields (item, quantity): "
+        'type them as JSON ({"item": ...})',
+        "the turn failed: your line does not match Order, the input of entry 'place': quantity: Field required "
+        "(its fields: item, quantity)",
+    ]
+    assert "errors.pydantic.dev" not in done.stderr
+
+
 def test_a_text_prompt_for_a_worker_is_checked_too(tmp_path: Path) -> None:
     done = llm_do("run", hello_project(tmp_path / "hello"), "--input-json", '{"a": 1}')
     assert done.returncode == 2
