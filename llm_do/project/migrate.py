@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import glob
 import json
 import os
 import re
 import tempfile
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,15 +169,57 @@ def plan_migration(path: Path | str) -> Migration:
         toml = _project_toml(root, layout, entries, renamed, worker_files, module_files, migration, function)
         migration.changes.append(Change(config, None, toml))
         migration.changes.append(Change(earlier, _read(earlier), None))
-    elif config.is_file() and renamed and ".agent" in config.read_text(encoding="utf-8-sig"):
-        migration.untranslated.append(
-            Problem(config, None, f"{CONFIG_FILE} names .agent files, which are renamed to .worker: write .worker")
-        )
+    elif config.is_file() and renamed:
+        _rename_in_config(root, config, renamed, migration)
     if layout is None and entries:
         migration.untranslated.append(
             Problem(root / CONFIG_FILE, None, f'name the default entry in {CONFIG_FILE}: entry = "{entries[0]}"')
         )
     return migration
+
+
+def _rename_in_config(root: Path, config: Path, renamed: Mapping[Path, Path], migration: Migration) -> None:
+    """`project.toml`'s `workers` with each .agent file it names that is renamed named as the .worker file it
+    becomes, the rest of the file as it was; a pattern that matches renamed files is left to do by hand."""
+    text = _read(config)
+    try:
+        workers = tomllib.loads(text).get("workers")
+    except tomllib.TOMLDecodeError:
+        return  # the check after it says so
+    if not isinstance(workers, list):
+        return
+    key = re.search(r"^[ \t]*\"?workers\"?[ \t]*=", text, re.MULTILINE)
+    new, patterns = text, []
+    moved = {path for path, target in renamed.items() if target != path}
+    for item in workers:
+        if not isinstance(item, str) or ".agent" not in item:
+            continue
+        if glob.has_magic(item):  # a pattern matching files that are renamed: it would match them no more
+            if moved & {path.resolve() for path in root.glob(item)}:
+                patterns.append(item)
+            continue
+        if (root / item).resolve() not in moved or key is None:
+            continue  # not renamed: it still loads as it is
+        for quote in ('"', "'"):
+            at = new.find(f"{quote}{item}{quote}", key.start())
+            if at >= 0:
+                written = f"{quote}{item.removesuffix('.agent')}.worker{quote}"
+                new = new[:at] + written + new[at + len(item) + 2 :]
+                break
+        else:  # written otherwise (escapes): it would name a file that is no more
+            patterns.append(item)
+    if new != text:
+        migration.changes.append(Change(config, text, new))
+    if patterns:
+        named = ", ".join(map(repr, patterns))
+        migration.untranslated.append(
+            Problem(
+                config,
+                None,
+                f"{CONFIG_FILE} names .agent files that are renamed to .worker, by a pattern or a string migrate "
+                f"does not rewrite ({named}): write it for the .worker files",
+            )
+        )
 
 
 def apply_migration(migration: Migration) -> None:
