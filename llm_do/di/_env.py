@@ -4,6 +4,7 @@ are each one; `read_settings` reads several at once and reports every bad value 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -138,9 +139,31 @@ def describe(cls: type[BaseSettings], item: Any, *, given: Mapping[str, Any], la
     where = label or (".".join(map(str, loc)) if name in given else variable)
     if item["type"] == "missing":
         return f"{where} is required but not set"
+    if item["type"] == "extra_forbidden" and len(loc) > 1:
+        return f"{where}: no such setting{_parts(cls, loc, variable)}"  # its value unshown: it may be a secret
     expected = _expected(cls, name, loc, str(item["msg"])).format(variable=variable)
     shown = "<hidden>" if _is_secret(cls, loc) else repr(item["input"])
     return f"{where}={shown}: {expected}"
+
+
+def _parts(cls: type[BaseSettings], loc: tuple[int | str, ...], variable: str) -> str:
+    """What may follow the group's variable, for a part it does not have: the closest part, and every part."""
+    annotation: Any = cls
+    for part in loc[:-1]:
+        model = next((t for t in (annotation, *get_args(annotation)) if _is_model(t)), None)
+        field = None if model is None else model.model_fields.get(str(part))
+        if field is None:
+            return ""
+        annotation = field.annotation
+    model = next((t for t in (annotation, *get_args(annotation)) if _is_model(t)), None)
+    if model is None:
+        return ""
+    delimiter = cls.model_config.get("env_nested_delimiter") or "__"
+    group = variable.rpartition(delimiter)[0] + delimiter
+    names = [name.upper() for name in model.model_fields]
+    close = difflib.get_close_matches(str(loc[-1]).upper(), names, n=1)
+    hint = f" (did you mean {group}{close[0]}?)" if close else ""
+    return f"{hint}; {group} is followed by one of {', '.join(names)}"
 
 
 def _describe_parse_error(cls: type[BaseSettings], error: _ParseError) -> str:

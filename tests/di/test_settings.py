@@ -104,6 +104,16 @@ def test_a_bad_variable_names_itself_and_the_expected_form(monkeypatch: pytest.M
     assert raised.value.__cause__ is None and raised.value.__context__ is None, "no raw validation dump attached"
 
 
+def test_a_variable_naming_no_part_of_a_group_says_so_and_names_the_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_DO_LIMITS__MAX_TOKEN", "5")
+    with pytest.raises(InvalidSettings) as raised:
+        LlmDoSettings()
+    assert raised.value.problems == (
+        "LLM_DO_LIMITS__MAX_TOKEN: no such setting (did you mean LLM_DO_LIMITS__MAX_TOKENS?); LLM_DO_LIMITS__ is "
+        "followed by one of MAX_TOKENS, REQUEST_TIMEOUT, RUN_TIMEOUT, RUN_REQUESTS, RUN_TOKENS, REPEATED_CALLS",
+    )
+
+
 def test_every_bad_variable_is_listed_and_secrets_are_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_DO_MODEL", "gpt")
     monkeypatch.setenv("LLM_DO_APPROVAL_MODE", "sometimes")
