@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class FilesystemSettings(BaseModel):
     """Limits of the built-in `filesystem` toolsets (`LLM_DO_FILESYSTEM__MAX_READ_BYTES`, ...)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt limit is an error, not a limit that does not hold
 
     max_read_bytes: int = Field(default=262_144, gt=0)
     """Most bytes `read_text` returns; longer reads end with a note saying how to read on."""
@@ -23,6 +25,8 @@ class FilesystemSettings(BaseModel):
 
 class AttachmentSettings(BaseModel):
     """Limits of the files handed to agents (`LLM_DO_ATTACHMENTS__MAX_FILE_BYTES`, ...); see docs/attachments.md."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt limit is an error, not a limit that does not hold
 
     max_file_bytes: int = Field(default=4_194_304, gt=0)
     """Largest file attached, in bytes (4 MiB: an image or a PDF of a few dozen pages)."""

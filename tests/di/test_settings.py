@@ -106,9 +106,21 @@ def test_a_bad_variable_names_itself_and_the_expected_form(monkeypatch: pytest.M
 
 def test_a_variable_naming_no_part_of_a_group_says_so_and_names_the_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_DO_LIMITS__MAX_TOKEN", "5")
+    monkeypatch.setenv("LLM_DO_ATTACHMENTS__MAX_FILE", "5")  # was ignored: the limit the person meant did not hold
+    monkeypatch.setenv("LLM_DO_FILESYSTEM__MAX_READ", "5")
+    with pytest.raises(InvalidSettings) as raised:
+        ToolsetSettings()
+    assert raised.value.problems == (
+        "LLM_DO_FILESYSTEM__MAX_READ: no such setting (did you mean LLM_DO_FILESYSTEM__MAX_READ_BYTES?); "
+        "LLM_DO_FILESYSTEM__ is followed by one of MAX_READ_BYTES, MAX_WRITE_BYTES, MAX_ENTRIES, MAX_SCANNED, "
+        "ALLOW_HARD_LINKS",
+    )
     with pytest.raises(InvalidSettings) as raised:
         LlmDoSettings()
     assert raised.value.problems == (
+        "LLM_DO_ATTACHMENTS__MAX_FILE: no such setting (did you mean LLM_DO_ATTACHMENTS__MAX_FILES?); "
+        "LLM_DO_ATTACHMENTS__ is followed by one of MAX_FILE_BYTES, MAX_TEXT_BYTES, MAX_CALL_BYTES, MAX_FILES, "
+        "ALLOW_HARD_LINKS",
         "LLM_DO_LIMITS__MAX_TOKEN: no such setting (did you mean LLM_DO_LIMITS__MAX_TOKENS?); LLM_DO_LIMITS__ is "
         "followed by one of MAX_TOKENS, REQUEST_TIMEOUT, RUN_TIMEOUT, RUN_REQUESTS, RUN_TOKENS, REPEATED_CALLS",
     )
