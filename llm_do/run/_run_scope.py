@@ -222,11 +222,14 @@ class RunScope(metaclass=NoPublicConstructor):
         owner = self.owner
         per_run: Mapping[str, Any] = MappingProxyType(dict(owner.named))  # what its close forgets
         interrupted = late = False
+        stop: BaseException | None = None
         try:
             try:
                 await owner.close(exc)
             except asyncio.CancelledError:  # arrived during the teardown of a run that ended well: raised below
                 interrupted = True
+            except BaseException as error:  # a finalizer's stop request (KeyboardInterrupt): raised once all is done
+                stop = error
             try:
                 if self.overrides is not None:
                     await self.overrides.close()  # what they rebuilt, after what the run built from it
@@ -236,7 +239,7 @@ class RunScope(metaclass=NoPublicConstructor):
                 late = thread is not None and await thread.close() and exc is None
             if interrupted:
                 exc = asyncio.CancelledError()
-            self._hand_over(exc, per_run)
+            self._hand_over(exc if stop is None else stop, per_run)
         finally:  # forget the run's objects (after their teardown): the box, the state, the output
             if self.box is not None:
                 self.box.close()
@@ -246,6 +249,11 @@ class RunScope(metaclass=NoPublicConstructor):
                 owner.sink.close()
             for provider in self.host.parts.context_locals:
                 provider.reset()
+        if stop is not None:
+            try:
+                raise stop
+            finally:
+                stop = None
         if interrupted or late:
             raise asyncio.CancelledError
 

@@ -163,14 +163,17 @@ class ScopeOwner:
         once the teardown is over, as if it had arrived after it (trio's nursery defers it the same way). The one
         exception is a level closed by the runtime's own work, outside any run (`late_cancel=False`: a session,
         in its system task; the runtime's globals, at its close), where no body waits for the level's outcome.
-        `sink` hears the teardown when it is not this level's own (the runtime's background observers)."""
+        `sink` hears the teardown when it is not this level's own (the runtime's background observers). A stop
+        request a finalizer raised (`KeyboardInterrupt`, `SystemExit`) is raised once the whole teardown is over."""
         sink = self.sink if sink is None else sink
-        interrupted = await self.teardown.close(exc, sink)
-        if self._cache is not None:
-            self._cache.clear()
-        self.named = {}
-        if sink is not None:
-            sink.emit(TeardownEnded(self))
+        try:
+            interrupted = await self.teardown.close(exc, sink)  # raises a stop request a finalizer raised, at the end
+        finally:
+            if self._cache is not None:
+                self._cache.clear()
+            self.named = {}
+            if sink is not None:
+                sink.emit(TeardownEnded(self))
         if interrupted and exc is None and self._late_cancel:
             raise asyncio.CancelledError
 

@@ -136,8 +136,13 @@ class Teardown:
 
     async def close(self, exc: BaseException | None, sink: Sink | None = None) -> bool:
         """Run and forget every finalizer; True when a cancellation arrived meanwhile. Failures are
-        announced to `sink`, when the scope is observed."""
+        announced to `sink`, when the scope is observed.
+
+        A finalizer that raises a stop request (a `BaseException` that is neither an `Exception` nor a
+        cancellation: `KeyboardInterrupt`, `SystemExit`) does not stop the others: the first such one is raised
+        once every finalizer has run."""
         interrupted = False
+        stop: BaseException | None = None
         finalizers, self._finalizers = self._finalizers, []
         self._owned.clear()
         if self._unentered:
@@ -152,12 +157,21 @@ class Teardown:
             except Exception as error:
                 _failed(label, error, sink)
                 continue
-            if (
-                result is not None
-                and is_awaitable(result)
-                and await _await_finalizer(label, result, self.timeout, sink)
-            ):
+            except asyncio.CancelledError:
                 interrupted = True
+                continue
+            except BaseException as error:
+                stop = stop or error
+                continue
+            if result is not None and is_awaitable(result):
+                cancelled, stopped = await _await_finalizer(label, result, self.timeout, sink)
+                interrupted = interrupted or cancelled
+                stop = stop or stopped
+        if stop is not None:
+            try:
+                raise stop
+            finally:
+                stop = None
         return interrupted
 
 
@@ -258,9 +272,26 @@ def _protocol(cls: type) -> _Protocol:
     return known
 
 
-async def _await_finalizer(label: str, result: Any, budget: float, sink: Sink | None) -> bool:
-    """Await an async finalizer for at most `budget` seconds; True if a cancellation arrived meanwhile."""
-    task: asyncio.Future[Any] = asyncio.ensure_future(result)
+class _Stopped(NamedTuple):
+    """What a finalizer's task returns in place of raising a stop request (`KeyboardInterrupt`, `SystemExit`),
+    which asyncio would otherwise raise out of the event loop, past the finalizers still to run."""
+
+    error: BaseException
+
+
+async def _stop_caught(result: Awaitable[Any]) -> Any:
+    try:
+        return await result
+    except (KeyboardInterrupt, SystemExit) as error:
+        return _Stopped(error)
+
+
+async def _await_finalizer(
+    label: str, result: Any, budget: float, sink: Sink | None
+) -> tuple[bool, BaseException | None]:
+    """Await an async finalizer for at most `budget` seconds. Returns whether a cancellation arrived meanwhile,
+    and the stop request it raised (a `BaseException` that is neither an `Exception` nor a cancellation), if any."""
+    task: asyncio.Future[Any] = asyncio.ensure_future(_stop_caught(result))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget
     interrupted = False
@@ -272,15 +303,21 @@ async def _await_finalizer(label: str, result: Any, budget: float, sink: Sink | 
             logger.error("cleanup of %s did not finish within %ss and was cancelled", label, budget)
             if sink is not None:
                 sink.emit(FinalizerFailed(label, TimeoutError(f"did not finish within {budget}s and was cancelled")))
-            return interrupted
+            return interrupted, None
         try:
             await asyncio.wait((task,), timeout=remaining)
         except asyncio.CancelledError:
             interrupted = True  # keep going: the remaining finalizers must still run
-    failure = None if task.cancelled() else task.exception()
-    if failure is not None:
+    if task.cancelled():
+        return interrupted, None
+    failure = task.exception()
+    if failure is None:
+        outcome = task.result()
+        return interrupted, outcome.error if isinstance(outcome, _Stopped) else None
+    if isinstance(failure, Exception):
         _failed(label, failure, sink)
-    return interrupted
+        return interrupted, None
+    return interrupted, failure
 
 
 def _failed(label: str, error: BaseException, sink: Sink | None) -> None:

@@ -431,3 +431,94 @@ async def test_aclose_from_within_one_of_its_runs_refuses_at_once_and_leaves_the
             with pytest.raises(ScopeError, match=r"Runtime.aclose\(\) was called from within one of its runs"):
                 await runtime.run("job", "go")
         assert (await runtime.run("ping", "")).output == "pong"  # still open
+
+
+class Halt(BaseException):
+    """A stop request that is not an `Exception` (as `KeyboardInterrupt` and `SystemExit` are not)."""
+
+
+class AsyncWorker(Tracked):
+    @tool
+    async def work(self) -> str:
+        """Do the work."""
+        self.events.append("work")
+        return "worked"
+
+
+class SyncWorker(Toolset):
+    """Released by a sync `__exit__` and a sync `cleanup()`: on the run's own thread, where its sync tool ran."""
+
+    def __init__(self, name: str, events: list[str], on_cleanup: Callable[[], Any]) -> None:
+        self.name, self.events, self.on_cleanup = name, events, on_cleanup
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.events.append(f"exit {self.name} {exc_type.__name__ if exc_type else None}")
+
+    def cleanup(self) -> None:
+        self.events.append(f"cleanup {self.name}")
+        self.on_cleanup()
+        self.events.append(f"cleaned {self.name}")
+
+    @tool
+    def work(self) -> str:
+        """Do the work."""
+        self.events.append("work")
+        return "worked"
+
+
+class LoopWorker(SyncWorker):
+    """The same, its sync tool (and so its release) on the event loop."""
+
+    @tool(thread=False)
+    def work(self) -> str:
+        """Do the work."""
+        self.events.append("work")
+        return "worked"
+
+
+@pytest.mark.parametrize("stop", [Halt, KeyboardInterrupt, SystemExit], ids=lambda stop: stop.__name__)
+@pytest.mark.parametrize("worker", [AsyncWorker, LoopWorker, SyncWorker], ids=lambda worker: worker.__name__)
+def test_a_cleanup_raising_a_base_exception_lets_every_other_finalizer_run_then_raises_it(
+    stop: type[BaseException], worker: type[Toolset]
+) -> None:
+    """Ctrl-C (or a `SystemExit`) landing in a cleanup stops the program, but only once every other object of the
+    scope is released (nothing is left open, no transaction uncommitted); the stop is raised as it came. (asyncio
+    raises a `KeyboardInterrupt` or `SystemExit` of any task out of its event loop: hence a loop of the test's own.)"""
+    events: list[str] = []
+    raised: list[BaseException] = []
+
+    def halt() -> None:
+        raised.append(stop("stop now"))
+        raise raised[-1]
+
+    async def serve() -> None:
+        agent = Agent(answering(lambda turn: tool_call("work") if turn.step == 0 else "done"))
+        runtime = Runtime(
+            None,
+            entries=[AgentEntry(agent, name="job", toolsets=["a", "b", "c"])],
+            toolsets={
+                "a": lambda: Tracked("a", events),
+                "b": lambda: worker("b", events, on_cleanup=halt),  # type: ignore[call-arg]
+                "c": lambda: Tracked("c", events),
+            },
+            policies={"b": ToolPolicy()},
+        )
+        async with runtime:
+            await runtime.run("job", "go")
+
+    with pytest.raises(stop) as caught:
+        asyncio.run(serve())
+    assert caught.value is raised[0]
+    entered = ["enter a", "enter b", "enter c"] if worker is AsyncWorker else ["enter a", "enter c"]
+    assert events == [
+        *entered,
+        "work",
+        "exit c None",
+        "cleanup c",
+        "cleaned c",
+        "exit b None",
+        "cleanup b",
+        "exit a None",
+        "cleanup a",
+        "cleaned a",
+    ]
