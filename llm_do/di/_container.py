@@ -3,6 +3,7 @@ its `run_state`, its approval policies and its `Resource`s, which the runtime sh
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from dependency_injector import containers, providers
 
 from .._compat import provider_map
 from ..errors import ConfigurationError
+from ..scopes._bus import Sink
+from ..scopes._teardown import Teardown
 from ._singletons import RunLocalSingleton, SessionLocalSingleton
 
 Container = containers.Container
@@ -168,8 +171,9 @@ def _top_resources(container: Any) -> Iterator[providers.Provider[Any]]:
 class Resources:
     """A container's `Resource` providers, and those overriding them, to shut down when the runtime closes."""
 
-    def __init__(self, container: Container | None, owned: bool = True) -> None:
+    def __init__(self, container: Container | None, owned: bool = True, timeout: float = 10.0) -> None:
         self._container = container if owned else None
+        self._timeout = timeout
         self._seen: list[tuple[providers.Provider[Any], Any]] = (
             []
             if container is None
@@ -185,18 +189,45 @@ class Resources:
                 if isinstance(current, providers.Resource):
                     self._seen.append((current, current.last_overriding))
 
-    async def shutdown(self) -> None:
-        """Shut down the container's `Resource`s and any overriding one that was in use."""
-        if self._container is None:
+    async def shutdown(self, sink: Sink | None = None) -> None:
+        """Shut down the container's `Resource`s and any overriding one that was in use, in the order of the
+        container's own `shutdown_resources()` (a resource before those it is built from), each as a scope releases
+        an object: within the cleanup budget, shielded from a cancellation (raised once all are shut down), a
+        failure logged and the next one shut down all the same (`shutdown_resources()` gives up at the first)."""
+        container = self._container
+        if container is None:
             return
-        result = self._container.shutdown_resources()
-        if result is not None:
-            await result
-        for provider, _ in self._seen:
-            if isinstance(provider, providers.Resource) and provider.initialized:
-                done = provider.shutdown()
-                if done is not None:
-                    await done
+        found: list[providers.Provider[Any]] = list(container.traverse(types=[providers.BaseResource]))
+        found += [provider for provider, _ in self._seen if provider not in found]
+        names = dict(_named_resources(container))
+        teardown = Teardown(self._timeout)
+        for provider in reversed(_shutdown_order([p for p in found if p.initialized])):
+            teardown.add(f"resource {names.get(id(provider)) or _described(provider)!r}", provider.shutdown)
+        if await teardown.close(None, sink):
+            raise asyncio.CancelledError
+
+
+def _shutdown_order(resources: list[providers.Provider[Any]]) -> list[providers.Provider[Any]]:
+    """`resources` as `shutdown_resources()` shuts them down: each after every resource built from it."""
+    order: list[providers.Provider[Any]] = []
+    left = list(resources)
+    while left:
+        ready = [r for r in left if not any(r is not other and r in other.related for other in left)]
+        ready = ready or left  # (a cycle: all at once, as nothing can go first)
+        order += ready
+        left = [r for r in left if r not in ready]
+    return order
+
+
+def _named_resources(container: Any, prefix: str = "") -> Iterator[tuple[int, str]]:
+    """(id, name) of each `Resource` of `container` and of the containers it holds, by name (`sub.pool`)."""
+    for name, provider in getattr(container, "providers", {}).items():
+        if isinstance(provider, providers.BaseResource):
+            yield id(provider), prefix + name
+            for overriding in provider.overridden:
+                yield id(overriding), f"{prefix}{name}"
+        elif isinstance(provider, providers.Container):
+            yield from _named_resources(provider.container, f"{prefix}{name}.")
 
 
 def _described(provider: providers.Provider[Any]) -> str:

@@ -421,14 +421,14 @@ class GlobalScope:
     def __init__(self, container: Container | None, cleanup_timeout: float, shutdown_resources: bool = True) -> None:
         self.owner = ScopeOwner(Scope.GLOBAL, cleanup_timeout, lock=asyncio.Lock(), late_cancel=False)
         """Owns the global objects runs adopt (a `Singleton`'s toolset, ...): released when the runtime closes."""
-        self.resources = Resources(container, owned=shutdown_resources)
+        self.resources = Resources(container, owned=shutdown_resources, timeout=cleanup_timeout)
 
     async def close(self, sink: Sink | None) -> None:
         """Release the global objects, then shut down the container's resources, whatever fails."""
         try:
             await self.owner.close(None, sink)  # at the runtime's close, which says what cancelled it
         finally:
-            await self.resources.shutdown()
+            await self.resources.shutdown(sink)
 
 
 def _checked(owner: str, name: str, spec: ToolsetSpec) -> ToolsetSpec:

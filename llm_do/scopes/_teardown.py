@@ -80,6 +80,11 @@ class Teardown:
         """Whether `obj` is registered here already."""
         return id(obj) in self._owned
 
+    def add(self, label: str, release: Callable[[], object]) -> None:
+        """Register the release of something this scope does not adopt as an object (a `Resource`'s shutdown):
+        `release()`, awaited if it returns an awaitable, under the same rules as every finalizer."""
+        self._finalizers.append((label, lambda _exc: release()))
+
     def register(self, obj: object, label: str) -> Awaitable[None] | None:
         """Register the release of `obj` (not owned here yet). Returns what enters it (`__aenter__`),
         to await, if it has one: its exit and handle release are registered once it has entered.
