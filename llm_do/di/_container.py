@@ -197,8 +197,8 @@ class Resources:
         container = self._container
         if container is None:
             return
-        found: list[providers.Provider[Any]] = list(container.traverse(types=[providers.BaseResource]))
-        found += [provider for provider, _ in self._seen if provider not in found]
+        found: list[providers.BaseResource[Any]] = list(container.traverse(types=[providers.BaseResource]))
+        found += [p for p, _ in self._seen if isinstance(p, providers.BaseResource) and p not in found]
         names = dict(_named_resources(container))
         teardown = Teardown(self._timeout)
         for provider in reversed(_shutdown_order([p for p in found if p.initialized])):
@@ -207,9 +207,9 @@ class Resources:
             raise asyncio.CancelledError
 
 
-def _shutdown_order(resources: list[providers.Provider[Any]]) -> list[providers.Provider[Any]]:
+def _shutdown_order(resources: list[providers.BaseResource[Any]]) -> list[providers.BaseResource[Any]]:
     """`resources` as `shutdown_resources()` shuts them down: each after every resource built from it."""
-    order: list[providers.Provider[Any]] = []
+    order: list[providers.BaseResource[Any]] = []
     left = list(resources)
     while left:
         ready = [r for r in left if not any(r is not other and r in other.related for other in left)]
