@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import math
+import os
 import queue
 import re
 import sqlite3
@@ -31,6 +32,7 @@ from .database import (
     TRANSACTION_CONTROL_REFUSED,
     Column,
     Connection,
+    ConnectionLost,
     Database,
     DatabaseUnavailable,
     Param,
@@ -113,6 +115,8 @@ class _Session:
         self.user = False  # a model-written statement is being prepared
         self.denied: str | None = None
         self.deadline = math.inf
+        self.file: tuple[int, int] | None = None
+        """The file the connection has open (device, inode): a file removed or replaced since is another one."""
 
     def open(self) -> None:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, cached_statements=0)
@@ -121,10 +125,19 @@ class _Session:
             conn.execute("PRAGMA foreign_keys=ON")
             conn.set_authorizer(self._authorize)
             conn.set_progress_handler(self._progress, 1000)
+            self.file = _file_of(self.path)
         except BaseException:
             conn.close()
             raise
         self.conn = conn
+
+    def _moved(self) -> bool:
+        """Whether the file the connection has open is no longer the one at its path (removed, or replaced by a
+        restore). SQLite in WAL mode goes on reading and writing the removed file without a word."""
+        try:
+            return _file_of(self.path) != self.file
+        except FileNotFoundError:
+            return True
 
     def _use_wal(self, conn: sqlite3.Connection) -> None:
         """Switch the file to WAL mode (a no-op once it is). While a file in another journal mode is
@@ -218,6 +231,12 @@ class _Session:
     # -- operations ------------------------------------------------------------
 
     def begin(self, read_only: bool) -> None:
+        if self.conn is not None and self._moved():  # a pooled connection to a file since replaced: the new one
+            self.close()
+            try:
+                self.open()
+            except sqlite3.Error as error:
+                raise ConnectionLost(f"could not open the SQLite database again: {_why(error, self.timeout)}") from None
         with self._statement(user=False) as conn:
             conn.execute(f"PRAGMA query_only={'ON' if read_only else 'OFF'}")
             self.read_only = read_only
@@ -245,6 +264,12 @@ class _Session:
         return max(count, 0)
 
     def commit(self) -> None:
+        if self.conn is not None and self._moved():
+            self.close()  # rolls the transaction back
+            raise ConnectionLost(
+                "the database file was removed or replaced while the transaction was open, so its changes went to "
+                "the removed file"
+            )
         with self._statement(user=False) as conn:
             conn.execute("COMMIT")
         self._reset_mode()
@@ -286,6 +311,18 @@ class _Session:
             for name, kind, notnull, default, pk in rows
         ]
         return columns or None
+
+
+def _why(error: sqlite3.Error, timeout: float) -> str:
+    """Why a connection could not be opened, and the way out."""
+    if getattr(error, "sqlite_errorname", "") == "SQLITE_BUSY":
+        return f"{error}: another connection kept the database locked for {timeout:g} s; try again later"
+    return f"{error}; try again later"
+
+
+def _file_of(path: str) -> tuple[int, int]:
+    found = os.stat(path)
+    return found.st_dev, found.st_ino
 
 
 _Job = tuple[Callable[[], Any], "concurrent.futures.Future[Any]"]
@@ -443,7 +480,9 @@ class SqliteDatabase(Database):
         except BaseException as error:
             connection.discard()
             if isinstance(error, sqlite3.Error):
-                raise DatabaseUnavailable(f"could not open the SQLite database: {error}") from None
+                raise DatabaseUnavailable(
+                    f"could not open the SQLite database: {_why(error, self.statement_timeout)}"
+                ) from None
             raise
         self._all.add(connection)
         return connection
