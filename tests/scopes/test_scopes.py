@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from dependency_injector import providers
-from pydantic_ai import Agent
+from pydantic_ai import Agent, Tool
+from pydantic_ai.toolsets import FunctionToolset
 
 from containers import AgentContainer
 from llm_do import (
@@ -415,3 +416,82 @@ async def test_a_run_gets_the_ready_resource_through_its_per_call_toolset() -> N
         for _ in range(3):
             await runtime.run("job", "x")
     assert len(serials) == 3 and len(set(serials)) == 1
+
+
+class Witness:
+    """Per run: where it was resolved, and for which request."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+
+class Witnesses(AgentContainer):
+    witness = RunLocalSingleton(Witness)
+
+
+WITNESSES = Witnesses()
+
+
+class EveryPath(Toolset):
+    """Tools that resolve the per-run provider from each place a tool's code can run."""
+
+    default_policy = ToolPolicy()
+
+    @tool
+    def on_run_thread(self, tag: str) -> str:
+        """A sync tool: on the run's own thread."""
+        WITNESSES.witness().seen.append(("run thread", tag))
+        return tag
+
+    @tool(thread=False)
+    def on_loop(self, tag: str) -> str:
+        """A sync tool on the event loop."""
+        WITNESSES.witness().seen.append(("loop", tag))
+        return tag
+
+    @tool
+    async def in_spawned_task(self, tag: str) -> str:
+        """An async tool that resolves it in a task of its own."""
+
+        async def spawned() -> Witness:
+            await asyncio.sleep(0)
+            return WITNESSES.witness()
+
+        (await asyncio.create_task(spawned())).seen.append(("task", tag))
+        return tag
+
+    @tool
+    async def in_worker_thread(self, tag: str) -> str:
+        """An async tool that resolves it in a worker thread (`asyncio.to_thread`)."""
+        (await asyncio.to_thread(WITNESSES.witness)).seen.append(("to_thread", tag))
+        return tag
+
+
+def plain_function(tag: str) -> str:
+    """A plain sync function tool: pydantic-ai runs it in its worker threads."""
+    WITNESSES.witness().seen.append(("plain", tag))
+    return tag
+
+
+async def test_concurrent_runs_each_resolve_their_own_per_run_object_from_threads_tasks_and_nested_calls() -> None:
+    paths = ("on_run_thread", "on_loop", "in_spawned_task", "in_worker_thread", "plain_function")
+
+    def script(turn: Turn) -> Step:
+        if turn.step > 0:
+            return "done"
+        calls = [tool_call(path, tag=turn.prompt) for path in paths]
+        return calls if turn.prompt.endswith("child") else [*calls, tool_call("job", input=f"{turn.prompt} child")]
+
+    job = AgentEntry(Agent(answering(script)), name="job", toolsets=["every", "plain", "job"])
+    toolsets = {"every": EveryPath, "plain": lambda: FunctionToolset([Tool(plain_function)])}
+    async with Runtime(WITNESSES, entries=[job], toolsets=toolsets, policies={"plain": ToolPolicy()}) as runtime:
+        for _ in range(2):
+            results = await asyncio.gather(*(runtime.run("job", f"run {i}") for i in range(20)))
+            witnesses = [result.per_run["witness"] for result in results]
+            assert len({id(witness) for witness in witnesses}) == 20
+            for i, witness in enumerate(witnesses):
+                assert sorted(witness.seen) == sorted(
+                    (where, tag)
+                    for where in ("loop", "plain", "run thread", "task", "to_thread")
+                    for tag in (f"run {i}", f"run {i} child")
+                )
