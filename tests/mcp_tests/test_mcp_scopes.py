@@ -294,3 +294,25 @@ async def test_a_server_from_load_mcp_toolsets_is_owned_through_its_prefixed_wra
     await rt.aclose()
     assert not alive(int(pid))
     assert server_processes() == []
+
+
+async def test_a_global_server_killed_under_concurrent_calls_fails_each_and_is_started_again_once(
+    tmp_path: Path,
+) -> None:
+    async with runtime(agent_entry("clerk", ["shared"])) as rt:
+        markers = [tmp_path / f"waiting {i}" for i in range(5)]
+        runs = [
+            asyncio.create_task(rt.run("clerk", plan(("wait", {"seconds": 60, "marker": str(marker)}), "read_count")))
+            for marker in markers
+        ]
+        for marker in markers:
+            await _until(marker)  # every run is inside `wait`
+        (pid,) = server_processes()
+        os.kill(pid, signal.SIGKILL)
+        for run in runs:
+            lost, after = answers((await run).output)
+            assert "MCP server 'shared' stopped while running tool 'wait' (exit code -9)" in lost
+            assert after == 0  # each run went on, on the restarted server
+        (new_pid,) = server_processes()  # started again once, for all of them
+        assert new_pid != pid
+    assert server_processes() == []
