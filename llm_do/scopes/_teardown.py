@@ -47,8 +47,8 @@ class HandleMap:
     def __len__(self) -> int:
         raise NotImplementedError
 
-    async def close_all(self) -> None:
-        """Release every open handle (rolled back, never committed)."""
+    def releases(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        """(handle, release) for each open handle, newest first: `release()` rolls that one back (never commits)."""
         raise NotImplementedError
 
 
@@ -137,7 +137,7 @@ class Teardown:
         elif exits is _SYNC:
             self._finalizers.append((label, lambda exc: _at_home(obj, lambda: _exit(obj, exc))))
         if has_dict:
-            self._finalizers.append((label, lambda _exc: _close_forgotten_handles(obj)))
+            self._finalizers.append((label, _ForgottenHandles(obj)))
 
     async def close(self, exc: BaseException | None, sink: Sink | None = None) -> bool:
         """Run and forget every finalizer; True when a cancellation arrived meanwhile. Failures are
@@ -155,6 +155,9 @@ class Teardown:
         where = self.where
         while finalizers:
             label, finalizer = finalizers.pop()
+            if isinstance(finalizer, _ForgottenHandles):  # one finalizer per handle still open: a budget each
+                finalizers += reversed(finalizer.each(label))
+                continue
             if where:
                 label = f"{label} of {where}"
             try:
@@ -208,17 +211,29 @@ def _exit(obj: Any, exc: BaseException | None) -> None:
         obj.__exit__(type(exc), exc, exc.__traceback__)
 
 
-def _close_forgotten_handles(obj: object) -> Any:
-    for value in vars(obj).values():
-        if isinstance(value, HandleMap) and value:
-            return _close_all(obj)
-    return None
+class _ForgottenHandles:
+    """The finalizer of the handles an object still has open: at teardown, one finalizer per handle."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __call__(self, exc: BaseException | None) -> None:
+        raise AssertionError("expanded by Teardown.close, never called")  # pragma: no cover
+
+    def each(self, label: str) -> list[tuple[str, Finalizer]]:
+        """A finalizer per open handle of the object's handle maps, in the order they run (newest first)."""
+        found: list[tuple[str, Finalizer]] = []
+        for value in list(vars(self.obj).values()):
+            if isinstance(value, HandleMap) and value:
+                for handle, release in value.releases():
+                    found.append((f"{label}, forgotten handle {handle}", _released_by(release)))
+        return found
 
 
-async def _close_all(obj: object) -> None:
-    for value in list(vars(obj).values()):
-        if isinstance(value, HandleMap):
-            await value.close_all()
+def _released_by(release: Callable[[], Awaitable[None]]) -> Finalizer:
+    return lambda _exc: release()
 
 
 _ASYNC = "async"

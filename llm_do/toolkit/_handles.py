@@ -8,16 +8,16 @@ import inspect
 import logging
 import secrets
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from pydantic_ai.exceptions import ToolFailed
 
 from ..errors import ToolsetError
 from ..events import HandleClosed, HandleOpened, HandleRolledBack
-from ..scopes._bus import CURRENT_SINK
+from ..scopes._bus import CURRENT_SINK, Sink
 from ..scopes._teardown import HandleMap
-from ..scopes._thread import current_run_thread, on_run_thread
+from ..scopes._thread import RunThread, current_run_thread, on_run_thread
 
 T = TypeVar("T")
 _live: weakref.WeakSet[Handles[Any]] = weakref.WeakSet()
@@ -109,22 +109,45 @@ class Handles(HandleMap, Generic[T]):
 
     async def close_all(self) -> None:
         """Release every open object, newest first; a failing release is logged and the rest go on."""
+        for _, release in self.releases():
+            await release()
+
+    def releases(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        """(handle, release) for every open handle, newest first: `release()` rolls that one back (a failure is
+        logged, never raised), where it was opened. A scope's teardown runs each within its own budget."""
         sink = CURRENT_SINK.get()
-        threaded, self._on_run_thread = self._on_run_thread, None
+        threaded = self._on_run_thread
         thread = None if threaded is None else current_run_thread()
-        while self._open:
-            handle, obj = self._open.popitem()
-            failure: Exception | None = None
-            try:
-                if thread is not None and threaded is not None and handle in threaded:
-                    result = await thread.submit(functools.partial(self._release, obj))
-                else:
-                    result = self._release(obj)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as error:
-                failure = error
-                _logger.error("releasing forgotten handle %s failed", handle, exc_info=error)
+        return [
+            (
+                handle,
+                functools.partial(self._close_one, handle, thread if threaded and handle in threaded else None, sink),
+            )
+            for handle in reversed(self._open)
+        ]
+
+    async def _close_one(self, handle: str, thread: RunThread | None, sink: Sink | None) -> None:
+        try:
+            obj = self._open.pop(handle)
+        except KeyError:  # taken back meanwhile
+            return
+        if self._on_run_thread is not None:
+            self._on_run_thread.discard(handle)
+        failure: BaseException | None = None
+        try:
+            result = (
+                self._release(obj) if thread is None else await thread.submit(functools.partial(self._release, obj))
+            )
+            del obj
+            if inspect.isawaitable(result):
+                await result
+        except Exception as error:
+            failure = error
+            _logger.error("releasing forgotten handle %s failed", handle, exc_info=error)
+        except BaseException as error:  # cancelled (past the cleanup budget), or a stop request: raised
+            failure = error
+            raise
+        finally:
             if sink is not None:
                 sink.emit(HandleRolledBack(sink.call, handle, failure))
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sys
 from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
 
-from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, UnknownHandle, open_handles
+from llm_do import AgentEntry, Handles, Runtime, RuntimeConfig, ToolPolicy, Toolset, UnknownHandle, open_handles, tool
 from llm_do.testing import Step, Turn, answering, tool_call
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "ledger"))
@@ -104,3 +106,52 @@ async def test_an_unknown_handle_reaches_the_model_and_the_run_goes_on(tmp_path:
     assert result.output.endswith(" committed")
     log = str(result.log[0].messages)
     assert "Unknown handle 'txn_deadbeef'" in log
+
+
+class Transaction:
+    """Rolled back when forgotten; `hang` makes its rollback wait forever (a silent network)."""
+
+    def __init__(self, name: str, events: list[str], hang: bool) -> None:
+        self.name, self.events, self.hang = name, events, hang
+
+    async def rollback(self) -> None:
+        self.events.append(f"rollback {self.name}")
+        if self.hang:
+            await asyncio.Event().wait()
+        self.events.append(f"rolled back {self.name}")
+
+
+async def test_a_forgotten_handle_whose_release_hangs_is_given_up_and_the_others_are_still_rolled_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each forgotten handle has the cleanup budget of its own: one that never rolls back does not keep the
+    others (their connections, their locks) open."""
+    events: list[str] = []
+
+    class Database(Toolset):
+        def __init__(self) -> None:
+            self.txns: Handles[Transaction] = Handles("txn")
+
+        @tool
+        async def begin(self, name: str, hang: bool) -> str:
+            """Open a transaction."""
+            return self.txns.open(Transaction(name, events, hang))
+
+    def script(turn: Turn) -> Step:
+        if turn.step == 0:
+            return tool_call("begin", name="first", hang=False)
+        if turn.step == 1:
+            return tool_call("begin", name="stuck", hang=True)
+        return "forgot both"
+
+    caplog.set_level(logging.ERROR, logger="llm_do")
+    job = AgentEntry(Agent(answering(script)), name="job", toolsets=["db"])
+    config = RuntimeConfig(cleanup_timeout=0.2)
+    async with Runtime(
+        None, entries=[job], toolsets={"db": Database}, policies={"db": ToolPolicy()}, config=config
+    ) as runtime:
+        assert (await runtime.run("job", "go")).output == "forgot both"
+    assert events == ["rollback stuck", "rollback first", "rolled back first"]
+    [timeout] = [record.getMessage() for record in caplog.records if "did not finish" in record.getMessage()]
+    assert "toolset 'db' (per_call) of entry 'job'" in timeout and "forgotten handle txn_" in timeout
+    assert open_handles() == []
