@@ -24,7 +24,7 @@ from .._compat import provider_map
 from ..errors import ConfigurationError
 from ..scopes._box import CURRENT_BOX
 from ..scopes._scope import Scope
-from ..scopes._tasks import built
+from ..scopes._teardown import Teardown
 from ._container import ClosedFirst, Container
 from ._singletons import SessionLocalSingleton
 
@@ -208,20 +208,18 @@ class Overrides:
                     copy = self._copies[provider] = _rebuilt(provider)
         return copy(*args, **kwargs)
 
-    async def close(self) -> None:
-        """Shut down the `Resource`s rebuilt here, newest first, each even when one fails (logged on the `llm_do`
-        logger, never raised: the run's outcome stays its own); forget everything."""
+    async def close(self, budget: float) -> bool:
+        """Shut down the `Resource`s rebuilt here, newest first, as a scope releases its objects: each even when one
+        fails (logged on the `llm_do` logger, never raised: the run's outcome stays its own), within `budget`
+        seconds each, shielded from a cancellation; forget everything. True when a cancellation arrived meanwhile."""
         copies = list(self._copies.items())
         self._copies.clear()
         self._given = {}
-        for provider, copy in reversed(copies):
+        teardown = Teardown(budget)
+        for provider, copy in copies:
             if isinstance(copy, providers.Resource) and copy.initialized:
-                try:
-                    await built(copy.shutdown())
-                except Exception:
-                    _log.exception(
-                        "shutting down %r, rebuilt for one %s from its overrides, failed", provider, self.level
-                    )
+                teardown.add(f"{provider!r}, rebuilt for one {self.level} from its overrides,", copy.shutdown)
+        return await teardown.close(None)
 
     @property
     def given(self) -> tuple[providers.Provider[Any], ...]:

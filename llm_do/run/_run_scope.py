@@ -231,8 +231,8 @@ class RunScope(metaclass=NoPublicConstructor):
             except BaseException as error:  # a finalizer's stop request (KeyboardInterrupt): raised once all is done
                 stop = error
             try:
-                if self.overrides is not None:
-                    await self.overrides.close()  # what they rebuilt, after what the run built from it
+                if self.overrides is not None:  # what they rebuilt, after what the run built from it
+                    interrupted = await self.overrides.close(owner.teardown.timeout) or interrupted
             finally:  # the run's thread, once every finalizer it may run has run: a cancellation arriving
                 # meanwhile lands after the run's teardown, as if it had landed once the run had ended
                 thread = None if self.box is None else self.box.thread

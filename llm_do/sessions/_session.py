@@ -52,7 +52,9 @@ class SessionBusy(SessionError):
 class Releasable(Protocol):
     """What a session's overrides are to it (`llm_do.di`'s `Overrides`): released when it closes."""
 
-    async def close(self) -> None: ...
+    async def close(self, budget: float) -> bool:
+        """Release them, each within `budget` seconds; True when a cancellation arrived meanwhile."""
+        ...
 
 
 class Answerable(Protocol):
@@ -385,8 +387,8 @@ class Session(metaclass=NoPublicConstructor):
             return
         try:
             await self.owner.close(None, host.background_sink())
-            if self.overrides is not None:
-                await self.overrides.close()  # what they rebuilt, after what the session built from it
+            if self.overrides is not None:  # what they rebuilt, after what the session built from it
+                await self.overrides.close(self.owner.teardown.timeout)  # (a session's close hears no cancellation)
         finally:
             self.overrides = None
             self.box.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
@@ -14,7 +15,16 @@ from dependency_injector.wiring import Provide, inject
 from pydantic_ai import Agent
 
 from containers import AgentContainer
-from llm_do import AgentEntry, ConfigurationError, RunLocalSingleton, Runtime, SessionLocalSingleton, Toolset, tool
+from llm_do import (
+    AgentEntry,
+    ConfigurationError,
+    RunLocalSingleton,
+    Runtime,
+    RuntimeConfig,
+    SessionLocalSingleton,
+    Toolset,
+    tool,
+)
 from llm_do.testing import Turn, answering, tool_call, track_leaks
 
 
@@ -283,3 +293,31 @@ async def test_nothing_a_run_was_given_or_rebuilt_outlives_it() -> None:
             gc.collect()
             assert not [service for service in Service.made if service.db in given]  # gone with their runs
             leaks.assert_no_leaks()
+
+
+async def test_a_resource_rebuilt_for_a_run_that_hangs_as_it_closes_is_given_up_after_the_cleanup_budget(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A run's end waits for what its overrides rebuilt as for any object it owns: within the cleanup budget."""
+
+    async def stuck_pool(url: str) -> AsyncIterator[Pool]:
+        yield Pool(url)
+        if url == "postgres://stuck":
+            await asyncio.Event().wait()  # a server that never answers the goodbye
+
+    class Stuck(containers.DeclarativeContainer):
+        url = providers.Object("postgres://real")
+        pool = providers.Resource(stuck_pool, url=url)
+        reader = providers.Factory(PoolReader, pool=pool)
+
+    def answer(turn: Turn) -> Any:
+        return tool_call("url") if turn.step == 0 else str(turn.returned("url"))
+
+    caplog.set_level(logging.ERROR, logger="llm_do")
+    entries = [AgentEntry(Agent(answering(answer)), name="r", toolsets=["reader"])]
+    config = RuntimeConfig(cleanup_timeout=0.2)
+    async with Runtime(Stuck(), entries=entries, config=config) as runtime:
+        async with asyncio.timeout(30):  # a guard: before, the run waited for the pool forever
+            result = await runtime.run("r", "?", overrides={Stuck.url: "postgres://stuck"})
+        assert result.output == "postgres://stuck"
+    assert any("did not finish within 0.2s" in record.getMessage() for record in caplog.records)
