@@ -67,10 +67,16 @@ class _BoxLocal(providers.ContextLocalSingleton[Any]):
             )
         ended = run is not None
         when = f"after its {lifetime} ended (in a callback or task the run started)" if ended else "outside any run"
+        threads = (
+            ""
+            if ended
+            else " A thread started without the run's context is outside it too (loop.run_in_executor, "
+            "threading.Thread): use asyncio.to_thread, or call the function through contextvars.copy_context().run."
+        )
         return ScopeError(
             f"{type(self).__name__}({made}) was resolved {when}; per-{lifetime} objects exist only while their "
             f"{lifetime} does. Resolve it inside Runtime.run, or read a finished run's instance from "
-            "RunResult.per_run (or llm_do.run_report(error).per_run when the run failed)."
+            f"RunResult.per_run (or llm_do.run_report(error).per_run when the run failed).{threads}"
         )
 
 

@@ -21,6 +21,7 @@ from llm_do import (
     Runtime,
     RuntimeConfig,
     Scope,
+    ScopeError,
     ToolPolicy,
     Toolset,
     ToolsetSpec,
@@ -495,3 +496,30 @@ async def test_concurrent_runs_each_resolve_their_own_per_run_object_from_thread
                     for where in ("loop", "plain", "run thread", "task", "to_thread")
                     for tag in (f"run {i}", f"run {i} child")
                 )
+
+
+async def test_a_per_run_object_asked_for_from_a_thread_without_the_runs_context_says_how_to_pass_it() -> None:
+    """`loop.run_in_executor` and a bare thread start in no run: the error says so, and what to use instead."""
+
+    class Executor(Toolset):
+        default_policy = ToolPolicy()
+
+        @tool
+        async def in_executor(self) -> str:
+            """Resolve the per-run object in the loop's executor."""
+            loop = asyncio.get_running_loop()
+            try:
+                await loop.run_in_executor(None, WITNESSES.witness)
+            except ScopeError as error:
+                return str(error)
+            return "resolved"
+
+    job = AgentEntry(
+        Agent(answering(lambda turn: tool_call("in_executor") if turn.step == 0 else str(turn.returns[0]))),
+        name="job",
+        toolsets=["executor"],
+    )
+    async with Runtime(WITNESSES, entries=[job], toolsets={"executor": Executor}) as runtime:
+        said = (await runtime.run("job", "go")).output
+    assert said.startswith("RunLocalSingleton(Witness) was resolved outside any run")
+    assert "loop.run_in_executor" in said and "asyncio.to_thread" in said
