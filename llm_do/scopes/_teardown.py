@@ -165,8 +165,8 @@ class Teardown:
             except Exception as error:
                 _failed(label, error, sink)
                 continue
-            except asyncio.CancelledError:
-                interrupted = True
+            except asyncio.CancelledError as error:  # raised by a sync finalizer: its own failure, not a cancellation
+                _failed(label, error, sink)
                 continue
             except BaseException as error:
                 stop = stop or error
@@ -328,7 +328,11 @@ async def _await_finalizer(
             await asyncio.wait((task,), timeout=remaining)
         except asyncio.CancelledError:
             interrupted = True  # keep going: the remaining finalizers must still run
-    if task.cancelled():
+    if task.cancelled():  # not by this teardown (that is past the budget, above): the finalizer's own failure
+        try:
+            task.result()
+        except asyncio.CancelledError as error:
+            _failed(label, error, sink)
         return interrupted, None
     failure = task.exception()
     if failure is None:

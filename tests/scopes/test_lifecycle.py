@@ -522,3 +522,27 @@ def test_a_cleanup_raising_a_base_exception_lets_every_other_finalizer_run_then_
         "cleanup a",
         "cleaned a",
     ]
+
+
+async def test_a_cleanup_that_raises_cancelled_error_of_its_own_is_logged_as_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A cleanup awaiting something another task cancelled raises `CancelledError` though nobody cancelled the
+    run: a failure like any other, logged, not a silence."""
+    events: list[str] = []
+
+    async def cancelled_under_it() -> None:
+        gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        gone.cancel()
+        await gone
+
+    caplog.set_level(logging.ERROR, logger="llm_do")
+    async with make_runtime(events, b_cleanup=cancelled_under_it) as runtime:
+        result = await runtime.run("job", "go")
+    assert result.output == "done"
+    expected = teardown_of(None)
+    expected.remove("cleaned b")
+    assert events == ENTERED + expected
+    [record] = [r for r in caplog.records if r.name == "llm_do"]
+    assert "cleanup of toolset 'b' (per_call) of entry 'job' failed" in record.getMessage()
+    assert record.exc_info is not None and record.exc_info[0] is asyncio.CancelledError
