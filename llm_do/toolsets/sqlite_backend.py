@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import unquote
+from urllib.request import pathname2url
 
 from ..errors import ConfigurationError
 from .database import (
@@ -118,8 +119,17 @@ class _Session:
         self.file: tuple[int, int] | None = None
         """The file the connection has open (device, inode): a file removed or replaced since is another one."""
 
-    def open(self) -> None:
-        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, cached_statements=0)
+    def open(self, existing: bool = False) -> None:
+        """Connect; `existing`: to the file the pool has had open, never making a new, empty one in its place."""
+        target = f"file:{pathname2url(os.path.abspath(self.path))}?mode=rw" if existing else self.path
+        try:
+            conn = sqlite3.connect(
+                target, timeout=self.timeout, isolation_level=None, cached_statements=0, uri=existing
+            )
+        except sqlite3.OperationalError:
+            if existing and not os.path.exists(self.path):
+                raise sqlite3.OperationalError(_GONE) from None
+            raise
         try:
             self._use_wal(conn)
             conn.execute("PRAGMA foreign_keys=ON")
@@ -234,7 +244,7 @@ class _Session:
         if self.conn is not None and self._moved():  # a pooled connection to a file since replaced: the new one
             self.close()
             try:
-                self.open()
+                self.open(existing=True)
             except sqlite3.Error as error:
                 raise ConnectionLost(f"could not open the SQLite database again: {_why(error, self.timeout)}") from None
         with self._statement(user=False) as conn:
@@ -313,11 +323,14 @@ class _Session:
         return columns or None
 
 
+_GONE = "the database file is gone (removed, or moved away); try again once it is back"
+
+
 def _why(error: sqlite3.Error, timeout: float) -> str:
     """Why a connection could not be opened, and the way out."""
     if getattr(error, "sqlite_errorname", "") == "SQLITE_BUSY":
         return f"{error}: another connection kept the database locked for {timeout:g} s; try again later"
-    return f"{error}; try again later"
+    return str(error) if str(error) == _GONE else f"{error}; try again later"
 
 
 def _file_of(path: str) -> tuple[int, int]:
@@ -406,8 +419,8 @@ class SqliteConnection(Connection):
     async def describe(self, table: str) -> list[Column] | None:
         return await self._run(lambda: self._session.describe(table))
 
-    async def open(self) -> None:
-        await self._run(self._session.open)
+    async def open(self, existing: bool) -> None:
+        await self._run(lambda: self._session.open(existing))
 
     async def reset(self) -> bool:
         return await self._run(self._session.reset)
@@ -443,6 +456,8 @@ class SqliteDatabase(Database):
         self._in_use = 0
         self._closed = False
         self._serial = itertools.count(1)
+        self._opened = False
+        """A connection was opened: the file exists, and a new connection opens that file or none."""
 
     async def acquire(self) -> Connection:
         self._check_open()
@@ -476,7 +491,7 @@ class SqliteDatabase(Database):
         session = _Session(self._path, self.statement_timeout)
         connection = SqliteConnection(session, _Worker(f"llm-do-sqlite-{next(self._serial)}", session.close))
         try:
-            await connection.open()
+            await connection.open(existing=self._opened)
         except BaseException as error:
             connection.discard()
             if isinstance(error, sqlite3.Error):
@@ -485,6 +500,7 @@ class SqliteDatabase(Database):
                 ) from None
             raise
         self._all.add(connection)
+        self._opened = True
         return connection
 
     async def release(self, connection: Connection) -> None:

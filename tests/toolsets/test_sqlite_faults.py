@@ -3,6 +3,7 @@ reads a tool error that says what happened, the run goes on, and nothing hangs."
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -139,3 +140,33 @@ async def test_a_file_replaced_between_runs_is_the_one_the_next_run_writes_to(
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT name FROM accounts").fetchall() == [("C",)]
     conn.close()
+
+
+async def test_a_file_removed_between_runs_is_a_tool_error_and_no_empty_file_takes_its_place(
+    database: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool had the file open: a new, empty database made at its path would answer 'no such table' as if the
+    data had never been there. The model reads that the file is gone; once it is back, the next run uses it."""
+    app = app_on(database, monkeypatch)
+    backup = database.with_name("backup.db")
+
+    def model(turn: Turn) -> object:
+        if turn.step == 0:
+            return tool_call("begin", read_only=True)
+        if turn.step == 1 and not str(turn.returns[0]).startswith("txn_"):
+            return str(turn.returns[0])
+        if turn.step == 1:
+            return tool_call("query", txn=turn.returned("begin"), sql="SELECT name FROM accounts")
+        return str(turn.returns[0])
+
+    clerk = AgentEntry(Agent(answering(model)), name="clerk", toolsets=["sql"])
+    config = RuntimeConfig.from_container(app, approval_mode="approve_all")
+    async with Runtime(app, entries=[clerk], config=config) as runtime:
+        assert "'A'" in (await runtime.run("clerk", "read")).output
+        os.rename(database, backup)
+        gone = (await runtime.run("clerk", "read")).output
+        assert database.name not in os.listdir(database.parent)
+        os.rename(backup, database)
+        back = (await runtime.run("clerk", "read")).output
+    assert gone.startswith("begin failed: ") and "the database file is gone" in gone, gone
+    assert "'A'" in back
