@@ -546,3 +546,28 @@ async def test_a_cleanup_that_raises_cancelled_error_of_its_own_is_logged_as_fai
     [record] = [r for r in caplog.records if r.name == "llm_do"]
     assert "cleanup of toolset 'b' (per_call) of entry 'job' failed" in record.getMessage()
     assert record.exc_info is not None and record.exc_info[0] is asyncio.CancelledError
+
+
+@pytest.mark.parametrize("stop", [Halt, KeyboardInterrupt, SystemExit], ids=lambda stop: stop.__name__)
+def test_a_tool_raising_a_base_exception_tears_everything_down_and_the_stop_reaches_the_caller(
+    stop: type[BaseException],
+) -> None:
+    """A tool interrupted by Ctrl-C (or `SystemExit`, or another stop request): every object of the call is released
+    before the stop leaves the event loop. asyncio raises a `KeyboardInterrupt` or `SystemExit` of a task out of the
+    loop at once, then cancels the tasks left: their teardown is told `CancelledError`; another stop request is the
+    run's own outcome, told to every exit and raised unchanged."""
+    events: list[str] = []
+    raised: list[BaseException] = []
+
+    def halt() -> None:
+        raised.append(stop("stop now"))
+        raise raised[-1]
+
+    async def serve() -> None:
+        async with make_runtime(events, halt) as runtime:
+            await runtime.run("job", "go")
+
+    with pytest.raises(stop) as caught:
+        asyncio.run(serve())
+    assert caught.value is raised[0]
+    assert events == ENTERED + teardown_of("Halt" if stop is Halt else "CancelledError")
