@@ -89,3 +89,35 @@ async def test_a_resource_that_hangs_as_it_closes_is_given_up_after_the_budget_a
     assert any(
         "resource 'client'" in r.getMessage() and "did not finish within" in r.getMessage() for r in caplog.records
     )
+
+
+async def test_a_close_cancelled_while_a_resource_closes_still_shuts_every_resource_down_then_ends_cancelled() -> None:
+    events: list[str] = []
+    closing, release = asyncio.Event(), asyncio.Event()
+
+    async def opened(name: str, *built_from: str) -> AsyncIterator[str]:
+        yield name
+        events.append(f"close {name}")
+        if name == "client":
+            closing.set()
+            await release.wait()
+        events.append(f"closed {name}")
+
+    class App(AgentContainer):
+        pool = providers.Resource(opened, "pool")
+        client = providers.Resource(opened, "client", pool)
+        uses = providers.Factory(Uses, client)
+
+    agent = Agent(answering(lambda turn: tool_call("work") if turn.step == 0 else turn.returns[0]))
+    runtime = Runtime(
+        App(), entries=[AgentEntry(agent, name="job", toolsets=["uses"])], policies={"uses": ToolPolicy()}
+    )
+    await runtime.run("job", "go")
+    shutting = asyncio.create_task(runtime.aclose())
+    await closing.wait()
+    shutting.cancel()  # a shutdown deadline passes while the client closes
+    await asyncio.sleep(0)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await shutting
+    assert events == ["close client", "closed client", "close pool", "closed pool"]
