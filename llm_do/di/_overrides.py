@@ -13,7 +13,6 @@ is rebuilt for the run from the run's object, and released with the run.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,7 +34,6 @@ overridden provider would be, its objects made by the run)."""
 
 _MISSING: Any = object()
 _LIFETIMES = {Scope.PER_CALL: 0, Scope.PER_RUN: 1, Scope.PER_SESSION: 2, Scope.GLOBAL: 3}
-_log = logging.getLogger("llm_do")
 
 _REBUILT = (providers.BaseSingleton, providers.Resource)
 

@@ -61,7 +61,8 @@ class Teardown:
     object whose sync tools ran on its run's thread runs on that thread (`RunThread`). `close` runs
     every registered finalizer in reverse order, each at most `timeout` seconds, shielded from
     a second cancellation; failures are logged on the `llm_do` logger (and announced to the
-    scope's observers) and never raised.
+    scope's observers) and never raised. A stop request (`KeyboardInterrupt`, `SystemExit`) is raised once
+    every finalizer has run.
     """
 
     __slots__ = ("_finalizers", "_owned", "_unentered", "timeout", "where")
