@@ -386,9 +386,11 @@ class Session(metaclass=NoPublicConstructor):
         if host is None:
             return
         try:
-            await self.owner.close(None, host.background_sink())
-            if self.overrides is not None:  # what they rebuilt, after what the session built from it
-                await self.overrides.close(self.owner.teardown.timeout)  # (a session's close hears no cancellation)
+            try:
+                await self.owner.close(None, host.background_sink())  # (raises a finalizer's stop request, at its end)
+            finally:
+                if self.overrides is not None:  # what they rebuilt, after what the session built from it
+                    await self.overrides.close(self.owner.teardown.timeout)  # (a session's close hears no cancel)
         finally:
             self.overrides = None
             self.box.close()

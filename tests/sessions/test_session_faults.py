@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -254,3 +255,51 @@ async def test_a_run_cancelled_just_as_its_per_session_toolset_opened_leaves_tha
         assert (await session.run("play", "")).output == 1  # before: a second sandbox, the first one kept open
         await session.aclose()
     assert [sandbox.exited for sandbox in made] == [True]
+
+
+class Halt(BaseException):
+    """A stop request that is not an `Exception` (as `KeyboardInterrupt` is not)."""
+
+
+class Desk:
+    """Per session: its cleanup is interrupted by a stop request."""
+
+    def cleanup(self) -> None:
+        raise Halt("stop now")
+
+
+class Line:
+    def __init__(self, url: str) -> None:
+        self.url, self.open = url, True
+
+
+LINES: list[Line] = []
+
+
+async def dial(url: str) -> AsyncIterator[Line]:
+    LINES.append(Line(url))
+    yield LINES[-1]
+    LINES[-1].open = False
+
+
+class Offices(containers.DeclarativeContainer):
+    url = providers.Object("tel://main")
+    line = providers.Resource(dial, url=url)  # rebuilt for a session that swaps the url
+    desk = SessionLocalSingleton(Desk)
+
+
+async def test_a_session_whose_cleanup_raises_a_stop_request_still_shuts_down_what_its_overrides_rebuilt() -> None:
+    LINES.clear()
+    container = Offices()
+
+    @entry(name="call")
+    async def call(scope: CallScope, data: str) -> str:
+        container.desk()
+        return str((await container.line()).url)  # type: ignore[misc]
+
+    async with Runtime(container, entries=[call]) as runtime:
+        session = await runtime.session("s", overrides={Offices.url: "tel://branch"})
+        assert (await session.run("call", "")).output == "tel://branch"
+        with pytest.raises(Halt):
+            await session.aclose()
+        assert [(line.url, line.open) for line in LINES] == [("tel://branch", False)]
