@@ -187,8 +187,10 @@ async def test_a_session_answers_its_question_from_another_process_through_its_i
             [waiting] = await session.questions()
             assert waiting.approval_id == question.approval_id and waiting.held == "live"
             assert waiting.request.tool == "send" and waiting.request.session_id == "c1"
-            await session.answer(question.approval_id, "approve")  # relayed to the first process
+            # followed from before the answer: a follow that starts after the run has ended gets 204
             async with first.stream("GET", "/chats/c1/stream", params={"follow": "true"}) as followed:
+                assert followed.status_code == 200
+                await session.answer(question.approval_id, "approve")  # relayed to the first process
                 rest = await events(followed)
             assert text(rest) == "Done: sent to ada" and SENT == ["ada"]
 
@@ -218,6 +220,8 @@ async def test_a_log_that_merged_its_deltas_is_read_whole_in_another_process_and
                 assert text(deltas(started)[:10]) + text(rest) == WORDS
                 approval = next(chunk for _, chunk in started if chunk["type"] == "tool-approval-request")
                 decision = {"approval_id": approval["approvalId"], "choice": "approve"}
-                assert (await other.post("/chats/c1/decisions", json=decision)).status_code == 204
+                # followed from before the decision: a follow that starts after the run has ended gets 204
                 async with other.stream("GET", "/chats/c1/stream", params={"follow": "true"}) as followed:
+                    assert followed.status_code == 200
+                    assert (await other.post("/chats/c1/decisions", json=decision)).status_code == 204
                     assert text(await events(followed)) == WORDS + "Done."
