@@ -75,6 +75,25 @@ def _warn_without_model(entries: Mapping[str, Entry], config: RuntimeConfig) -> 
         _logger.warning("%s", no_model(found))
 
 
+def _refuse_own_tools_that_ask(entries: Mapping[str, Entry]) -> None:
+    """Refuse a tool registered on an entry's agent itself with `requires_approval=True`: pydantic-ai defers its
+    calls to the run's output, which an entry never answers, so the run would end on the first call."""
+    for name, entry in entries.items():
+        if not isinstance(entry, AgentEntry):
+            continue
+        for toolset in entry.agent.toolsets:
+            if not isinstance(toolset, FunctionToolset):
+                continue
+            for tool, item in toolset.tools.items():
+                if item.requires_approval:
+                    raise ConfigurationError(
+                        f"entry {name!r}: its agent's own tool {tool!r} requires approval, which llm-do asks only "
+                        "for the tools of the entry's toolsets (pydantic-ai would end the run with a deferred call "
+                        "nobody answers): move it to a toolset the entry names (a provider of "
+                        "FunctionToolset([...])), where it asks"
+                    )
+
+
 def _warn_of_ungated_own_tools(entries: Mapping[str, Entry], config: RuntimeConfig) -> None:
     """Log (a warning) the tools registered on an entry's agent itself (`tools=`, `@agent.tool`, `toolsets=`) that
     nobody declared read-only: pydantic-ai runs them beside the call's toolsets, and llm-do's approvals gate only
@@ -150,6 +169,7 @@ class Plan:
             self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
         uses = {name: self._load_entry(item, entry_tools) for name, item in self.entries.items()}
         _warn_without_model(self.entries, config)
+        _refuse_own_tools_that_ask(self.entries)
         _warn_of_ungated_own_tools(self.entries, config)
         agent_gates = {name: self._agent_gates(of_entry) for name, of_entry in uses.items()}
         entry_tools.update(gate for gates in agent_gates.values() for gate in gates.values())

@@ -215,3 +215,19 @@ async def test_an_agents_own_tools_nobody_declared_safe_are_named_at_load(caplog
         "entry's toolsets only): purge. Declare a tool read-only if it is (Tool(f, metadata={'read_only': True})), "
         "or move the tools to a toolset the entry names (a provider of FunctionToolset([...])), where they are gated"
     ]
+
+
+async def test_an_agents_own_tool_that_requires_approval_is_refused_at_load_naming_the_way_to_have_it_asked() -> None:
+    def purge(kind: str) -> str:
+        """Delete everything of `kind`."""
+        return "purged"
+
+    agent = Agent(answering(lambda turn: "done"), tools=[Tool(purge, requires_approval=True)])
+    with pytest.raises(ConfigurationError) as refused:
+        async with Runtime(App(), entries=[AgentEntry(agent, name="janitor")]):
+            pass
+    assert str(refused.value) == (
+        "entry 'janitor': its agent's own tool 'purge' requires approval, which llm-do asks only for the tools of "
+        "the entry's toolsets (pydantic-ai would end the run with a deferred call nobody answers): move it to a "
+        "toolset the entry names (a provider of FunctionToolset([...])), where it asks"
+    )
