@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from types import TracebackType
@@ -15,6 +16,16 @@ from .observed import ObservedModel
 from .recording import Recording, RecordingError
 
 __all__ = ["RecordingModel"]
+
+logger = logging.getLogger("llm_do.models")
+
+
+def _shown(response: ModelResponse) -> list[Any]:
+    """What replay shows of a response: its parts, tool call ids and timestamps aside."""
+    return [
+        (part.part_kind, getattr(part, "tool_name", None), getattr(part, "args", None), getattr(part, "content", None))
+        for part in response.parts
+    ]
 
 
 class RecordingModel(ObservedModel):
@@ -34,8 +45,18 @@ class RecordingModel(ObservedModel):
     def responded(
         self, messages: list[ModelMessage], params: ModelRequestParameters, response: ModelResponse, note: Any
     ) -> None:
-        if response.state == "complete":
-            self.recording.record(request_key(messages, params), response)
+        if response.state != "complete":
+            return
+        request = request_key(messages, params)
+        earlier = self.recording.record(request, response)
+        if earlier is not None and _shown(earlier.response) != _shown(response):
+            logger.warning(
+                "%s: %s was asked again and answered differently; the recording keeps the first answer, and "
+                "replay gives it each time the request is asked (make the requests differ, e.g. in the prompt, "
+                "to record both answers)",
+                self.path,
+                request.describe(),
+            )
 
     def save(self) -> Recording:
         """Merge what was recorded into the file at `path` (atomically) and return the file's new content."""

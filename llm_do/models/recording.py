@@ -151,18 +151,33 @@ class RecordedResponse:
                 f"{'.'.join(map(str, ('response', *item['loc'])))}: {item['msg']}" for item in error.errors()
             )
             raise RecordingError(f"{where}: not a model response: {problems}") from None
+        unknown = [name for name in data if name not in _FIELDS]
+        if unknown:
+            raise RecordingError(
+                f"{where}: unknown field {unknown[0]!r} (an entry has: {', '.join(_FIELDS)}); a step matches "
+                "any request on a field it does not set, so correct or remove it"
+            )
         index = data.get("request_index")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool) or index < 0):
+            raise RecordingError(
+                f"{where}: 'request_index' must be a whole number from 0, got {index!r:.100} "
+                "(0 answers the first request of an agent run, 1 the one after the first tool results)"
+            )
         return cls(
             response=response,
             key=_optional_str(data, "key", where),
             entry=_optional_str(data, "entry", where),
             prompt=_optional_str(data, "prompt", where),
-            request_index=index if isinstance(index, int) else None,
+            request_index=index,
             chain=tuple(str(name) for name in data.get("chain") or ()),
             asked=_optional_str(data, "asked", where),
             handles=_handles(data, where),
             attachments=_attachments(data, where),
         )
+
+
+_FIELDS = ("response", "entry", "request_index", "prompt", "key", "chain", "asked", "handles", "attachments")
+"""The fields of an entry of `responses`."""
 
 
 def _digests(attachments: tuple[AttachmentInfo, ...]) -> list[tuple[str, str]]:
@@ -271,11 +286,13 @@ class Recording:
             )
         return self
 
-    def record(self, request: RequestKey, response: ModelResponse) -> None:
-        """Keep `response` as the answer to `request`, replacing an earlier answer to the same request."""
-        recorded = RecordedResponse.answering(request, response)
-        self.responses = [item for item in self.responses if item.key != request.key]
-        self.responses.append(recorded)
+    def record(self, request: RequestKey, response: ModelResponse) -> RecordedResponse | None:
+        """Keep `response` as the answer to `request`, unless this recording already answers that request: the
+        earlier answer stays (the one replay gives every time the request is asked) and is returned."""
+        earlier = next((item for item in self.responses if item.key == request.key), None)
+        if earlier is None:
+            self.responses.append(RecordedResponse.answering(request, response))
+        return earlier
 
     def merged_into(self, older: Recording) -> Recording:
         """`older` with this recording's entries added; an entry of this one wins for the same key."""

@@ -269,6 +269,25 @@ async def test_recordings_merge_and_a_re_recording_replaces_its_answers(tmp_path
         assert (await runtime.run("echo", "two")).output == "second answer to two"
 
 
+async def test_a_request_asked_twice_in_one_recording_replays_its_first_answer_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "twice.json"
+    answers = iter(["first", "second"])
+    changing = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart(next(answers))]))
+    echo = AgentEntry(Agent(), name="echo")
+    recorder = RecordingModel(changing, path)
+    async with recorder, Runtime(None, entries=[echo], config=RuntimeConfig(model=recorder)) as runtime:
+        live = [(await runtime.run("echo", "same")).output for _ in range(2)]
+    assert live == ["first", "second"]
+    warnings = [record.getMessage() for record in caplog.records if record.name == "llm_do.models"]
+    assert len(warnings) == 1
+    assert str(path) in warnings[0] and "entry chain echo, request #0" in warnings[0]
+    assert "keeps the first answer" in warnings[0]
+    async with Runtime(None, entries=[echo], config=RuntimeConfig(model=ReplayModel.from_file(path))) as runtime:
+        assert (await runtime.run("echo", "same")).output == "first"
+
+
 def test_an_unknown_format_version_is_refused_with_advice(tmp_path: Path) -> None:
     path = tmp_path / "future.json"
     path.write_text(json.dumps({"version": 2, "responses": []}))
@@ -303,6 +322,24 @@ def test_a_failed_save_leaves_the_old_file_whole_and_no_temporary_file(tmp_path:
 
 
 # scripts and streaming
+
+
+@pytest.mark.parametrize(
+    ("step", "problem"),
+    [
+        ({"request_index": "1"}, r"responses\[0\]: 'request_index' must be a whole number from 0, got '1'"),
+        ({"request_index": -1}, r"responses\[0\]: 'request_index' must be a whole number from 0, got -1"),
+        ({"request_index": True}, r"responses\[0\]: 'request_index' must be a whole number from 0, got True"),
+        ({"entyr": "greeter"}, r"responses\[0\]: unknown field 'entyr' \(an entry has: response, entry, "),
+    ],
+)
+def test_a_script_step_whose_fields_would_match_any_request_is_refused(
+    tmp_path: Path, step: dict[str, Any], problem: str
+) -> None:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"version": 1, "responses": [{**step, "response": {"parts": []}}]}))
+    with pytest.raises(RecordingError, match=problem):
+        ReplayModel.from_file(path)
 
 
 async def test_a_script_recording_drives_an_agent_and_keeps_usage(tmp_path: Path) -> None:
