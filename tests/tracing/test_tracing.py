@@ -23,8 +23,9 @@ from opentelemetry.trace import (
     StatusCode,
 )
 from pydantic_ai import Agent, InstrumentationSettings
-from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from containers import AgentContainer
 from llm_do import (
@@ -556,6 +557,99 @@ def test_the_trace_context_travels_to_a_worker_process(
     assert run["parent_id"] == f"0x{context.span_id:016x}"
     assert call_["parent_id"] == run["context"]["span_id"]
     assert call_["attributes"]["llm_do.outcome"] == "ok"
+
+
+# -- concurrent runs --------------------------------------------------------------------
+
+
+class Gate(Toolset):
+    """`hold` waits until `runs` calls are inside it at once: the runs are all in flight together."""
+
+    def __init__(self, runs: int) -> None:
+        self.runs, self.inside, self.open = runs, 0, asyncio.Event()
+
+    @tool(read_only=True)
+    async def hold(self) -> str:
+        """Wait for the other runs."""
+        self.inside += 1
+        if self.inside == self.runs:
+            self.open.set()
+        await self.open.wait()
+        return "held"
+
+
+def boss_of(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Calls `helper` N times, N the prompt's last word; each request costs 1000 * N input tokens."""
+    n = int(str(messages[0].parts[-1].content).split()[-1])
+    asked = sum(1 for message in messages for part in message.parts if isinstance(part, ToolCallPart))
+    usage = RequestUsage(input_tokens=1000 * n, output_tokens=n)
+    if asked < n:
+        return ModelResponse(parts=[ToolCallPart("helper", {"input": str(n)})], usage=usage)
+    return ModelResponse(parts=[TextPart(f"done {n}")], usage=usage)
+
+
+def helper_of(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Holds once, then answers; each request costs N input tokens, N its input."""
+    n = int(str(messages[0].parts[-1].content))
+    usage = RequestUsage(input_tokens=n, output_tokens=1)
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart("hold", {})], usage=usage)
+    return ModelResponse(parts=[TextPart("held")], usage=usage)
+
+
+async def test_runs_at_once_each_trace_and_report_hold_that_runs_usage_and_calls_only(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    sizes = (1, 2, 3)
+    gate = Gate(len(sizes))
+    boss = AgentEntry(instrumented(provider, FunctionModel(boss_of)), name="boss", toolsets=["helper"])
+    helper = AgentEntry(instrumented(provider, FunctionModel(helper_of)), name="helper", toolsets=["gate"])
+    async with Runtime(
+        None, entries=[boss, helper], toolsets={"gate": lambda: gate}, tracer_provider=provider
+    ) as runtime:
+        results = await asyncio.gather(*(runtime.run("boss", f"go {n}") for n in sizes))
+    traces: dict[int, list[ReadableSpan]] = {}
+    for span in exporter.get_finished_spans():
+        traces.setdefault(span.context.trace_id, []).append(span)
+    assert len(traces) == len(sizes)
+    by_run = {
+        named(spans, "llm_do.run boss").attributes["llm_do.usage.input_tokens"]: spans for spans in traces.values()
+    }  # type: ignore[index]
+    for n, result in zip(sizes, results, strict=True):
+        assert result.output == f"done {n}"
+        expected = (n + 1 + 2 * n, 2 * n, 1000 * n * (n + 1) + 2 * n * n, n * (n + 1) + 2 * n)
+        assert (
+            result.usage.requests,
+            result.usage.tool_calls,
+            result.usage.input_tokens,
+            result.usage.output_tokens,
+        ) == expected
+        assert [call.entry for call in result.calls] == ["boss", *["helper"] * n]
+        spans = by_run[expected[2]]
+        run = dict(named(spans, "llm_do.run boss").attributes or {})
+        assert (run["llm_do.usage.requests"], run["llm_do.usage.tool_calls"], run["llm_do.usage.output_tokens"]) == (
+            expected[0],
+            expected[1],
+            expected[3],
+        )
+        calls = {
+            span.attributes["llm_do.call.id"]: dict(span.attributes)
+            for span in spans
+            if span.name.startswith("llm_do.call")
+        }  # type: ignore[index, arg-type]
+        assert sorted(calls) == sorted(call.id for call in result.calls)
+        for call in result.calls:
+            attributes = calls[call.id]
+            assert attributes["llm_do.entry"] == call.entry
+            assert attributes.get("llm_do.call.parent") == call.parent
+            assert (
+                attributes["llm_do.usage.requests"],
+                attributes["llm_do.usage.tool_calls"],
+                attributes["llm_do.usage.input_tokens"],
+                attributes["llm_do.usage.output_tokens"],
+            ) == (call.usage.requests, call.usage.tool_calls, call.usage.input_tokens, call.usage.output_tokens)
+        helper_spans = [span for span in spans if span.name == "invoke_agent helper"]
+        assert len(helper_spans) == n
 
 
 # -- nothing outlives a traced run ----------------------------------------------------------------
