@@ -32,7 +32,8 @@ class RecordingModel(ObservedModel):
     """Wraps `wrapped` and records the response to every request it answers, for `ReplayModel`.
 
     Nothing is written until `save()` (or the end of `async with RecordingModel(...)`, even on error):
-    the file is then replaced atomically, keeping the entries it already had for other requests.
+    the file is then replaced atomically, keeping the entries it already had for other requests (a file that
+    cannot be read as a recording is replaced whole, with a warning).
     Only responses and what identifies their requests are recorded: no API keys, headers or settings.
     """
 
@@ -62,8 +63,9 @@ class RecordingModel(ObservedModel):
         """Merge what was recorded into the file at `path` (atomically) and return the file's new content."""
         try:
             older = Recording.load(self.path) if self.path.exists() else Recording()
-        except RecordingError:
-            older = Recording()  # an unreadable or older-format file is replaced, not merged
+        except RecordingError as error:  # an unreadable or older-format file is replaced, not merged
+            logger.warning("%s. The file was replaced by the new recording: its entries were not kept", error)
+            older = Recording()
         merged = self.recording.merged_into(older)
         merged.save(self.path)
         return merged

@@ -288,6 +288,22 @@ async def test_a_request_asked_twice_in_one_recording_replays_its_first_answer_a
         assert (await runtime.run("echo", "same")).output == "first"
 
 
+async def test_re_recording_over_a_file_that_is_not_a_recording_says_what_it_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"version": 1, "responses": [{"entyr": "echo", "response": {"parts": []}}]}))
+    echo = AgentEntry(Agent(), name="echo")
+    recorder = RecordingModel(answering(lambda turn: "hi"), path)
+    async with recorder, Runtime(None, entries=[echo], config=RuntimeConfig(model=recorder)) as runtime:
+        await runtime.run("echo", "hello")
+    assert len(Recording.load(path)) == 1
+    warnings = [record.getMessage() for record in caplog.records if record.name == "llm_do.models"]
+    assert len(warnings) == 1
+    assert f"{path}: responses[0]: unknown field 'entyr'" in warnings[0]
+    assert "The file was replaced by the new recording: its entries were not kept" in warnings[0]
+
+
 def test_an_unknown_format_version_is_refused_with_advice(tmp_path: Path) -> None:
     path = tmp_path / "future.json"
     path.write_text(json.dumps({"version": 2, "responses": []}))
