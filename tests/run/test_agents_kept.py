@@ -153,3 +153,23 @@ async def test_make_agent_from_python_keeps_for_the_session_and_refuses_an_unkno
             await session.run("planner", "forever")
         with pytest.raises(ToolsetError, match="cannot call 'scribe'"):
             await rt.run("planner", "call")
+
+
+async def test_a_session_keeps_at_most_32_made_agents_and_a_run_makes_at_most_32() -> None:
+    @entry(toolsets=["notes"])
+    async def planner(scope: CallScope, order: str) -> Any:
+        keep, first, count = order.split()
+        for n in range(int(first), int(first) + int(count)):
+            scope.make_agent(f"scribe{n}", "Write.", toolsets=["notes"], keep=keep)  # type: ignore[arg-type]
+        return "made"
+
+    config = RuntimeConfig(model=FunctionModel(respond))
+    async with Runtime(None, entries=[planner], toolsets=TOOLSETS, config=config) as rt:
+        session = await rt.session("ada")
+        assert (await session.run("planner", "session 0 20")).output == "made"
+        assert (await session.run("planner", "session 20 12")).output == "made"  # 32 kept, over two runs
+        with pytest.raises(ToolsetError, match="this session keeps 32 made agents, the most a session may keep"):
+            await session.run("planner", "session 32 1")
+        assert (await session.run("planner", "run 100 32")).output == "made"  # the run's own are counted apart
+        with pytest.raises(ToolsetError, match="this run keeps 32 made agents, the most a run may keep"):
+            await rt.run("planner", "run 0 33")

@@ -461,6 +461,24 @@ async def test_without_a_tracer_provider_llm_do_records_nothing(
     assert seen[1] == {"traceparent": seen[1]["traceparent"]}  # pydantic-ai's tool span, not ours
 
 
+async def test_with_llm_do_tracing_off_a_run_still_continues_its_remote_parent(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    assert isinstance(trace.get_tracer_provider(), ProxyTracerProvider), "a test set a global tracer provider"
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    clerk = AgentEntry(instrumented(provider, answering(lambda turn: "ok")), name="clerk")
+    async with Runtime(None, entries=[clerk]) as runtime:
+        await runtime.run("clerk", "a", trace_parent=traceparent)
+        await runtime.run("clerk", "b")
+    first, second = (span for span in exporter.get_finished_spans() if span.name == "invoke_agent clerk")
+    assert first.parent is not None and first.parent.is_remote
+    assert (f"{first.context.trace_id:032x}", f"{first.parent.span_id:016x}") == (
+        "0af7651916cd43dd8448eb211c80319c",
+        "b7ad6b7169203331",
+    )
+    assert second.parent is None  # the remote parent was the first run's only
+
+
 # -- across processes ---------------------------------------------------------------------------
 
 
