@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from dependency_injector import containers, providers
+from pydantic_ai.exceptions import ToolFailed
 
 from llm_do import RunLocalSingleton, Runtime, RuntimeConfig, SessionLocalSingleton, entry
 from llm_do.mcp import McpServer
@@ -315,4 +316,34 @@ async def test_a_global_server_killed_under_concurrent_calls_fails_each_and_is_s
             assert after == 0  # each run went on, on the restarted server
         (new_pid,) = server_processes()  # started again once, for all of them
         assert new_pid != pid
+    assert server_processes() == []
+
+
+async def test_a_per_run_server_killed_mid_call_is_restarted_for_its_run_alone(tmp_path: Path) -> None:
+    """Another run's server, inside a call at that moment, is not touched: its call completes, its count goes on."""
+    pids: dict[str, int] = {}
+
+    @entry(name="counter_run", toolsets=["per_run"])
+    async def counter_run(scope, data):  # type: ignore[no-untyped-def]
+        name, by, seconds = data.split()
+        pids[name] = await scope.call_tool("server_pid")
+        await scope.call_tool("bump", {"by": int(by)})
+        try:
+            waited = await scope.call_tool("wait", {"seconds": float(seconds), "marker": str(tmp_path / name)})
+        except ToolFailed as error:
+            waited = str(error)
+        return [waited, await scope.call_tool("read_count"), await scope.call_tool("server_pid")]
+
+    async with runtime(counter_run) as rt:
+        run_a = asyncio.create_task(rt.run("counter_run", "a 3 60"))
+        run_b = asyncio.create_task(rt.run("counter_run", "b 5 2"))
+        await _until(tmp_path / "a")
+        await _until(tmp_path / "b")  # both runs are inside `wait`, each on a server of its own
+        assert pids["a"] != pids["b"]
+        os.kill(pids["a"], signal.SIGKILL)
+        lost, count_a, pid_a = (await run_a).output
+        waited, count_b, pid_b = (await run_b).output
+        assert "MCP server 'per_run' stopped while running tool 'wait' (exit code -9)" in lost
+        assert (count_a, pid_a != pids["a"]) == (0, True)  # run a went on, on a server started again for it
+        assert (waited, count_b, pid_b) == ("waited 2.0", 5, pids["b"])  # run b's server and count are its own
     assert server_processes() == []
