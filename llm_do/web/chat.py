@@ -11,7 +11,7 @@ the entry in it, which goes on when its page leaves. Under the router's prefix (
   the decisions endpoint meanwhile).
 - `GET {prefix}/{id}/stream`: the run in flight from its start (the AI SDK's resumable stream), ending at an open
   question; `?follow=true` to its end; 204 when no run is in flight. Each event's id is its chunk's number:
-  `?seen=N` (or `Last-Event-ID`) reads on after chunk `N`.
+  `?seen=N` (or `Last-Event-ID`) reads on after chunk `N` (400 for a place that names no chunk).
 - `GET {prefix}/{id}`: the conversation so far (the AI SDK's UI messages, with the message the run in flight
   answers), its open questions wherever they wait (the runtime's inbox), the run in flight's message id.
 - `POST {prefix}/{id}/decisions`: `{"approval_id", "choice", "note"}` or the AI SDK's `{"id", "approved", "reason"}`;
@@ -55,7 +55,7 @@ from .jobs import HeldRun, RunsAsJobs
 from .postgres_runs import LiveQuestions, PostgresRuns
 from .relay import DecisionRefused, DecisionRelay, DecisionTooLarge, DecisionUndelivered, LocalRelay, Relay
 from .resumable import sdk_lines
-from .runs import ChatRuns, LocalRuns, RunInFlight
+from .runs import ChatRuns, LocalRuns, LoggedRun, RunInFlight
 from .turns import ConversationBusy, LocalTurns, PostgresTurns, Turns, TurnsUnavailable
 from .vercel import SdkVersion, decision_of, sse_response
 
@@ -305,11 +305,17 @@ class _Chat:
         conversation_id = _checked_id(conversation_id)
         await self.allow(conversation_id, "read")
         if seen is None:  # the server-sent events' own way: the id of the last event the reader had
-            last = self.request.headers.get("last-event-id", "")
-            seen = int(last) if last.isdigit() else -1
+            seen = _last_event_id(self.request.headers.get("last-event-id", ""))
         run = await self.state.runs.find(self.runtime, conversation_id)
         if run is None:
             return Response(status_code=204)
+        written = run.log.count if isinstance(run, LoggedRun) else _LAST_CHUNK + 1  # (another process's: ahead of
+        if seen >= written:  # what its database holds, a reader of the run's own process may be: it waits for it)
+            raise ChatRefused(
+                400,
+                f"place {seen:,} names no chunk of the stream (it has {written:,} so far, numbered from 0): give "
+                "the number of the last chunk the reader had (its event id), or none to read from the start",
+            )
         return sse_response(sdk_lines(run, pause=not follow, sdk_version=sdk, seen=seen))
 
     async def conversation(self, conversation_id: str, sdk: SdkVersion) -> Response:
@@ -544,6 +550,23 @@ def _checked_id(conversation_id: str) -> str:
         shown = shortened(conversation_id, 60, quoted=True)
         raise ChatRefused(400, f"conversation id {shown}: use 1 to 100 letters, digits, '_' or '-'")
     return conversation_id
+
+
+_LAST_CHUNK = 2**63 - 1
+"""The highest number a chunk of a stream may have (PostgreSQL's bigint)."""
+
+
+def _last_event_id(given: str) -> int:
+    """The chunk number of a `Last-Event-ID` header (-1: none given)."""
+    if not given:
+        return -1
+    if not (given.isascii() and given.isdigit()):
+        raise ChatRefused(
+            400,
+            f"Last-Event-ID {shortened(given, 60, quoted=True)} is not a chunk's number: give the id of the last "
+            "event the reader had, or none to read from the start",
+        )
+    return int(given)
 
 
 def _body_too_large(size: int, limit: int) -> str:

@@ -114,7 +114,11 @@ SELECT q.request, q.run_id, q.asked_at FROM llm_do_chat_questions q JOIN llm_do_
 """
 _READ = "SELECT body FROM llm_do_chat_run_chunks WHERE run_id = $1 AND last_seq > $2 ORDER BY last_seq"
 _PENDING = "SELECT request FROM llm_do_chat_questions WHERE run_id = $1 AND pending ORDER BY asked_at, approval_id"
-_STATE = f"SELECT r.ended_at IS NOT NULL AS ended, {_ALIVE} AS alive FROM llm_do_chat_runs r WHERE r.run_id = $1"
+_STATE = f"""
+SELECT r.ended_at IS NOT NULL AS ended, {_ALIVE} AS alive,
+       (SELECT c.body FROM llm_do_chat_run_chunks c WHERE c.run_id = r.run_id ORDER BY c.last_seq DESC LIMIT 1) AS last
+  FROM llm_do_chat_runs r WHERE r.run_id = $1
+"""
 _SWEEP = f"""
 DELETE FROM llm_do_chat_runs r
  WHERE r.ended_at < now() - make_interval(secs => $1) OR (r.ended_at IS NULL AND NOT {_ALIVE})
@@ -573,9 +577,14 @@ class PostgresRuns:
         return tuple(_request(row["request"]) for row in rows)
 
     async def _state(self, run_id: str) -> tuple[bool, bool]:
-        """Whether the run has ended, and whether its process is there (a run whose rows are gone: ended)."""
+        """Whether the run's stream is written to its last chunk (a run whose rows are gone: so too), and whether
+        its process is there."""
         row = await self._open_pool().fetchrow(_STATE, run_id)
-        return (True, False) if row is None else (bool(row["ended"]), bool(row["alive"]))
+        if row is None:
+            return True, False
+        last = row["last"]
+        written = bool(row["ended"]) and last is not None and _chunk(last.rsplit("\n", 1)[-1]).done
+        return written, bool(row["alive"])
 
     def __repr__(self) -> str:
         return f"PostgresRuns(channel={self.channel!r}, here={len(self._local)}, followed={len(self._followers)})"
@@ -644,8 +653,10 @@ class RemoteRun:
                     async with asyncio.timeout(runs.poll):
                         await announced.wait()
                         continue
-                ended, alive = await runs._state(self.message_id)
-                if not ended and not alive:  # its process is gone, and the run with it
+                written, alive = await runs._state(self.message_id)
+                if written:  # to its last chunk, which this reader had (it named a place past it)
+                    return
+                if not alive:  # its process is gone, and the run with it
                     yield Sent(seen + 1, _GONE)
                     yield Sent(seen + 2, '{"type":"finish"}')
                     yield Sent(seen + 3, DONE)

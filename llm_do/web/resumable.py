@@ -61,6 +61,7 @@ async def sdk_lines(
                 yield _FINISH  # the answer comes in the next request
                 yield _DONE
                 return
+        yield _DONE  # the stream ended before this reader's place: it had it all
     finally:
         closing = getattr(chunks, "aclose", None)  # left at a question: the reading ends now
         if closing is not None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -225,3 +226,48 @@ async def test_a_log_that_merged_its_deltas_is_read_whole_in_another_process_and
                     assert followed.status_code == 200
                     assert (await other.post("/chats/c1/decisions", json=decision)).status_code == 204
                     assert text(await events(followed)) == WORDS + "Done."
+
+
+async def test_a_readers_place_that_names_no_chunk_of_the_stream_is_refused_at_once() -> None:
+    async with serving(long_then_send(), allow_anyone=True) as (client, _):
+        first = await asked(client, "c1", "write to Ada")
+        last = first[-2][0]  # the question's chunk: the pause's `finish` has no number
+        assert last is not None
+        async with asyncio.timeout(60):  # a guard against a hang, not a measure: each answer comes at once
+            for params, headers in (
+                ({"seen": last + 1_000}, {}),  # past every chunk written: the run waits on its question
+                ({}, {"last-event-id": str(10**6)}),
+                ({"seen": 2**63}, {}),  # past what any stream numbers
+                ({}, {"last-event-id": str(2**70)}),
+            ):
+                refused = await client.get("/chats/c1/stream", params=params, headers=headers)
+                assert refused.status_code == 400, refused.text
+                assert "names no chunk of the stream" in refused.json()["error"]
+            for header in (b"\xb2", b"-3", b"x"):  # a superscript two (Latin-1), a negative, a word: no chunk number
+                odd = await client.get("/chats/c1/stream", headers={"last-event-id": header})  # type: ignore[dict-item]
+                assert odd.status_code == 400, odd.text
+                assert "Last-Event-ID" in odd.json()["error"]
+        again = await stream(client, "/chats/c1/stream")  # the run goes on, its question still open
+        assert text(again) == WORDS and again[-2] == first[-2]
+        approval = next(chunk for _, chunk in first if chunk["type"] == "tool-approval-request")
+        decision = {"approval_id": approval["approvalId"], "choice": "approve"}
+        assert (await client.post("/chats/c1/decisions", json=decision)).status_code == 204
+
+
+async def test_a_reader_in_another_process_whose_place_is_past_the_stream_is_told_when_the_run_ends(
+    dsn: str,
+) -> None:
+    with clerk.agent.override(model=long_then_send()):
+        async with two_processes(dsn) as (first, other, _):
+            started = await asked(first, "c1", "write to Ada")
+            approval = next(chunk for _, chunk in started if chunk["type"] == "tool-approval-request")
+            refused = await other.get("/chats/c1/stream", params={"seen": 2**63})
+            assert refused.status_code == 400 and "names no chunk of the stream" in refused.json()["error"]
+            async with asyncio.timeout(60):  # a guard against a hang: the reading ends with the run
+                # ahead of what the database holds (a reader of the run's own process may be): it waits for it
+                async with other.stream("GET", "/chats/c1/stream", params={"seen": 10**6}) as ahead:
+                    assert ahead.status_code == 200
+                    decision = {"approval_id": approval["approvalId"], "choice": "approve"}
+                    assert (await first.post("/chats/c1/decisions", json=decision)).status_code == 204
+                    lines = [line async for line in ahead.aiter_lines() if line]
+            assert lines == ["data: [DONE]"] and SENT == ["ada"]  # nothing it had not had; then the stream's end
