@@ -271,3 +271,43 @@ async def test_a_reader_in_another_process_whose_place_is_past_the_stream_is_tol
                     assert (await first.post("/chats/c1/decisions", json=decision)).status_code == 204
                     lines = [line async for line in ahead.aiter_lines() if line]
             assert lines == ["data: [DONE]"] and SENT == ["ada"]  # nothing it had not had; then the stream's end
+
+
+async def test_decisions_racing_from_two_processes_one_wins_and_no_conversation_takes_anothers(dsn: str) -> None:
+    """Ada's run lives in the first process and Bo's in the other. Bo's question, sent as Ada's conversation's or
+    one with no run, is refused in either process and stays open; four answers to each question at once, from both
+    processes: one applies, the others are refused, each letter sent once."""
+    with clerk.agent.override(model=sending("ada", "bo")):
+        async with two_processes(dsn) as (first, other, _):
+            ada = await ChatClient(first).send("ada-chat", "write to Ada")
+            bo = await ChatClient(other).send("bo-chat", "write to Bo")
+            ada_question, bo_question = ada.open[0].approval_id, bo.open[0].approval_id
+            for client in (first, other):
+                smuggled = {"approval_id": bo_question, "choice": "approve"}
+                refused = await client.post("/chats/ada-chat/decisions", json=smuggled)
+                assert refused.status_code == 409 and ada_question in refused.json()["error"]
+                assert (await client.post("/chats/idle/decisions", json=smuggled)).status_code == 404
+            for client, conversation, question in ((other, "ada-chat", ada_question), (first, "bo-chat", bo_question)):
+                listed = (await client.get(f"/chats/{conversation}")).json()["pending"]
+                assert [asked["approval_id"] for asked in listed] == [question]  # its own, still open
+            approved: list[str] = []
+            for conversation, question in (("ada-chat", ada_question), ("bo-chat", bo_question)):
+                racing = [(first, "approve"), (other, "deny"), (other, "approve"), (first, "deny")]
+                async with first.stream("GET", f"/chats/{conversation}/stream", params={"follow": "true"}) as rest:
+                    assert rest.status_code == 200
+                    answers = await asyncio.gather(
+                        *(
+                            client.post(
+                                f"/chats/{conversation}/decisions", json={"approval_id": question, "choice": choice}
+                            )
+                            for client, choice in racing
+                        )
+                    )
+                    said = text(await events(rest))
+                statuses = [answer.status_code for answer in answers]
+                assert sorted(statuses) == [204, 409, 409, 409], [answer.text for answer in answers]
+                name = conversation.removesuffix("-chat")
+                if racing[statuses.index(204)][1] == "approve":
+                    approved.append(name)
+                    assert said == f"Done: sent to {name}"
+            assert approved == SENT  # each approved letter sent once, a denied one never
