@@ -64,7 +64,7 @@ from .parking import (
     record_decision,
     store_decision,
 )
-from .pgtext import storable_text
+from .pgtext import storable_text, stored_as_given
 from .queue import TASK_PREFIX, job_input
 from .records import InvalidJobRequest
 from .settings import JobSettings
@@ -344,6 +344,8 @@ class LiveParking:
         streaming it, or, once that process died, until a worker takes it), one queued again (`todo`), run by a
         worker (`doing`), or parked (`awaiting_approval`). None when no run of the session is unfinished."""
         queue = self.queue
+        if not stored_as_given(session_id):
+            return None
         async with queue.pool.connection() as conn:
             found = await (await conn.execute(_SESSION_JOB, (queue.queue_name, session_id))).fetchone()
         return None if found is None else SessionJob(int(found[0]), str(found[1]))
@@ -353,6 +355,8 @@ class LiveParking:
     async def pending(self, session_id: str) -> list[PendingApproval]:
         """The questions session `session_id`'s parked runs wait on (none but that session's), oldest job first."""
         queue = self.queue
+        if not stored_as_given(session_id):
+            return []
         async with queue.pool.connection() as conn:
             rows = await (await conn.execute(_SESSION_JOBS, (queue.queue_name, session_id))).fetchall()
         found: list[PendingApproval] = []
@@ -389,6 +393,8 @@ class LiveParking:
 
     async def _job_of(self, session_id: str, approval_id: str) -> int | None:
         queue = self.queue
+        if not stored_as_given(session_id, approval_id):
+            return None
         async with queue.pool.connection() as conn:
             found = await (
                 await conn.execute(_JOB_OF, (queue.queue_name, queue.queue_name, approval_id, session_id))

@@ -49,3 +49,9 @@ async def add_missing_column(conn: AsyncConnection[Any], table: str, column: str
 def storable_text(text: str) -> str:
     """`text` as a PostgreSQL `text` column can hold it: a NUL character (which it refuses) written `\\x00`."""
     return text.replace("\x00", "\\x00")
+
+
+def stored_as_given(*texts: str) -> bool:
+    """Whether each of `texts` can be a PostgreSQL `text` as it is: one holding a NUL character never is, so no
+    row holds it (an id or a key looked up with it names nothing there)."""
+    return all("\x00" not in text for text in texts)

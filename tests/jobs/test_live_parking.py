@@ -587,3 +587,17 @@ async def test_an_answer_for_the_session_joins_the_live_runs_job_for_a_worker_th
                     run.decide(event.request.approval_id, "approve")
         assert run.ended and len(noted(notes, "paid")) == 3
         assert started_with == [[list(key)]]
+
+
+async def test_an_id_holding_a_nul_character_names_no_parked_question_nor_session(
+    queue: JobQueue, runtime: Runtime
+) -> None:
+    """A PostgreSQL text refuses NUL: such an id (a malformed request's) is no question and no session there,
+    refused as any unknown one is, never a database error."""
+    parking = LiveParking(queue, runtime)
+    with pytest.raises(DecisionRefused, match="no parked question of session"):
+        await parking.decide("nul", "apr_\x00", "approve")
+    assert await parking.answer("nul", "apr_\x00", "approve", None) is False
+    assert await parking.answer("nul\x00", "apr_1", "deny", "no") is False
+    assert await parking.pending("nul\x00") == [] and await parking.open_questions("nul\x00") == []
+    assert await parking.held("nul\x00") is None

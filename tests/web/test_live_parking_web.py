@@ -15,14 +15,17 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from pydantic_ai.messages import ModelResponse, TextPart
 
 from llm_do import PostgresHistoryStore
-from llm_do.jobs import JobQueue
+from llm_do.jobs import JobQueue, LiveParking
+from llm_do.testing import asgi_client
+from llm_do.web import chat_router
 
 from ..jobs_support import Worker, wait_for_workers
 from ..journal_app import sent
-from ..live_app import ENTRIES, QUEUE
+from ..live_app import ENTRIES, QUEUE, live_runtime
 from ..web_processes import PROCESSES, app_processes, chunks
 
 
@@ -109,3 +112,24 @@ async def test_a_deploy_parks_the_runs_that_may_park_denies_the_others_and_a_wor
         history = (await store.load("alice-1")).messages
     final = history[-1]
     assert isinstance(final, ModelResponse) and final.parts == [TextPart("done: quote ok, step 1 ok, paid 7")]
+
+
+async def test_a_decision_whose_ids_hold_a_nul_character_is_refused_as_unknown_with_parking(dsn: str) -> None:
+    """A decision no live run waits on goes to the parked questions (PostgreSQL, whose text refuses NUL): one whose
+    approval id holds a NUL character is a 404, as any unknown id, not a 500."""
+    async with JobQueue(dsn, entries=ENTRIES, queue=QUEUE, approvals="park") as queue:
+        await queue.apply_schema()
+        async with live_runtime(dsn) as runtime, LiveParking(queue, runtime) as parking:
+            app = FastAPI()
+            app.include_router(
+                chat_router(runtime, entry="payer", parking=parking, database_url=dsn, allow_anyone=True)
+            )
+            async with asgi_client(app) as client:
+                for decision in (
+                    {"approval_id": "apr_\x00", "choice": "approve"},
+                    {"id": "apr_\x00", "approved": False, "reason": "no\x00"},
+                ):
+                    refused = await client.post("/chats/c1/decisions", json=decision)
+                    assert refused.status_code == 404, refused.text
+                    assert "not applied" in refused.json()["error"]
+                assert (await client.get("/chats/c1")).json()["pending"] == []

@@ -287,6 +287,8 @@ async def test_decisions_racing_from_two_processes_one_wins_and_no_conversation_
                 refused = await client.post("/chats/ada-chat/decisions", json=smuggled)
                 assert refused.status_code == 409 and ada_question in refused.json()["error"]
                 assert (await client.post("/chats/idle/decisions", json=smuggled)).status_code == 404
+                malformed = {"approval_id": "apr_\x00", "choice": "deny", "note": "no\x00"}  # text PostgreSQL refuses
+                assert (await client.post("/chats/ada-chat/decisions", json=malformed)).status_code == 409
             for client, conversation, question in ((other, "ada-chat", ada_question), (first, "bo-chat", bo_question)):
                 listed = (await client.get(f"/chats/{conversation}")).json()["pending"]
                 assert [asked["approval_id"] for asked in listed] == [question]  # its own, still open
