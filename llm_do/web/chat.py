@@ -566,7 +566,7 @@ def _last_event_id(given: str) -> int:
             f"Last-Event-ID {shortened(given, 60, quoted=True)} is not a chunk's number: give the id of the last "
             "event the reader had, or none to read from the start",
         )
-    return int(given)
+    return int(given) if len(given) <= len(str(_LAST_CHUNK)) else _LAST_CHUNK + 1  # (past every chunk: refused)
 
 
 def _body_too_large(size: int, limit: int) -> str:

@@ -239,10 +239,13 @@ async def test_a_readers_place_that_names_no_chunk_of_the_stream_is_refused_at_o
                 ({}, {"last-event-id": str(10**6)}),
                 ({"seen": 2**63}, {}),  # past what any stream numbers
                 ({}, {"last-event-id": str(2**70)}),
+                ({}, {"last-event-id": "9" * 5_000}),  # more digits than Python's int() reads by default
             ):
                 refused = await client.get("/chats/c1/stream", params=params, headers=headers)
                 assert refused.status_code == 400, refused.text
                 assert "names no chunk of the stream" in refused.json()["error"]
+            too_long = await client.get("/chats/c1/stream", params={"seen": "9" * 5_000})
+            assert too_long.status_code == 422 and too_long.json()["detail"][0]["loc"] == ["query", "seen"]
             for header in (b"\xb2", b"-3", b"x"):  # a superscript two (Latin-1), a negative, a word: no chunk number
                 odd = await client.get("/chats/c1/stream", headers={"last-event-id": header})  # type: ignore[dict-item]
                 assert odd.status_code == 400, odd.text
