@@ -521,10 +521,13 @@ class _Chat:
     async def json(self) -> Any:
         import json
 
+        body = await self.body()
         try:
-            return json.loads(await self.body())
+            return json.loads(body)
         except ValueError:
             raise ChatRefused(400, "the request's body is not JSON") from None
+        except RecursionError:  # within the bytes it may have, deeper than the reader goes
+            raise ChatRefused(400, "the request's body nests deeper than this chat reads JSON: send it flat") from None
 
     def check_message(self, text: str) -> None:
         limit = self.limits.message_chars

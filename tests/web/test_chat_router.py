@@ -258,6 +258,17 @@ async def test_an_oversize_message_or_body_is_refused_never_cut() -> None:
         assert (await client.post("/chats/no%20spaces/messages", json={"text": "hi"})).status_code == 400
 
 
+async def test_a_body_nested_past_what_a_json_reader_takes_is_refused_on_every_endpoint() -> None:
+    async with serving(sending(), allow_anyone=True) as (client, runtime):
+        for body in (b"[" * 100_000, b'{"text":' * 50_000):  # within the body's bytes; deeper than Python recurses
+            for path in ("/chats/c1/messages", "/chats/c1/decisions", "/chats"):
+                refused = await client.post(path, content=body)
+                assert refused.status_code == 400, (path, refused.text)
+                error = refused.json()["error"]
+                assert "nests deeper" in error or "recursion limit exceeded" in error, error
+        assert "c1" not in runtime.sessions  # no run started
+
+
 async def test_without_an_access_hook_everyone_is_refused_and_a_hook_decides_who_may_do_what() -> None:
     async with serving(sending()) as (client, _):
         for response in (
