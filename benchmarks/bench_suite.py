@@ -40,6 +40,7 @@ def busy_cpu_seconds() -> float | None:
 
 def run_tier(tier: str, top: int) -> str:
     command = [sys.executable, "-m", "pytest", "-q", "-n", "auto", "--dist", "worksteal", "-p", "tests.suite_timing"]
+    command += ["--ignore=tests/evals"]  # as the Makefile: they run in their own virtualenv (make test-evals)
     if tier == "deep":
         command += ["-m", "deep"]
     with tempfile.TemporaryDirectory(prefix="llm-do-suite-times-") as folder:
