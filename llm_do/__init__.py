@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_imports
-from ._moved import install as _install_moved
+from ._moved import install
 
 # The public names, each from the module it lives in: what type checkers read, and the one list of them, which
 # `lazy_imports` reads to import each on first use, so that importing the package imports nothing else.
@@ -110,4 +110,5 @@ __version__ = "0.1.0"
 """The version of llm-do (the package metadata reads it from here)."""
 
 __getattr__, __dir__ = lazy_imports(globals())
-_install_moved()  # the old import paths, deprecated (llm_do._moved)
+install()  # the old import paths, deprecated (llm_do._moved)
+del install
