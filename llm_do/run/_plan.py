@@ -75,14 +75,20 @@ def _warn_without_model(entries: Mapping[str, Entry], config: RuntimeConfig) -> 
         _logger.warning("%s", no_model(found))
 
 
-def _refuse_own_tools_that_ask(entries: Mapping[str, Entry]) -> None:
-    """Refuse a tool registered on an entry's agent itself with `requires_approval=True`: pydantic-ai defers its
-    calls to the run's output, which an entry never answers, so the run would end on the first call."""
+def _check_own_tools(entries: Mapping[str, Entry], config: RuntimeConfig) -> None:
+    """Check the tools registered on an entry's agent itself (`tools=`, `@agent.tool`, `toolsets=`): pydantic-ai runs
+    them beside the call's toolsets, and llm-do's approvals gate only those. One declared `requires_approval=True` is
+    refused (pydantic-ai defers its calls to the run's output, which an entry never answers, so the run would end on
+    the first call); the others nobody declared read-only are logged (a warning): such a tool runs where the same
+    tool in a toolset would ask."""
+    quiet = config.approval_mode == "approve_all" or config.approval_default == "allow"
     for name, entry in entries.items():
         if not isinstance(entry, AgentEntry):
             continue
+        ungated: list[str] = []
         for toolset in entry.agent.toolsets:
             if not isinstance(toolset, FunctionToolset):
+                ungated.append(f"the toolset {toolset.label}")
                 continue
             for tool, item in toolset.tools.items():
                 if item.requires_approval:
@@ -92,24 +98,9 @@ def _refuse_own_tools_that_ask(entries: Mapping[str, Entry]) -> None:
                         "nobody answers): move it to a toolset the entry names (a provider of "
                         "FunctionToolset([...])), where it asks"
                     )
-
-
-def _warn_of_ungated_own_tools(entries: Mapping[str, Entry], config: RuntimeConfig) -> None:
-    """Log (a warning) the tools registered on an entry's agent itself (`tools=`, `@agent.tool`, `toolsets=`) that
-    nobody declared read-only: pydantic-ai runs them beside the call's toolsets, and llm-do's approvals gate only
-    those, so such a tool runs where the same tool in a toolset would ask."""
-    if config.approval_mode == "approve_all" or config.approval_default == "allow":
-        return
-    for name, entry in entries.items():
-        if not isinstance(entry, AgentEntry):
-            continue
-        ungated: list[str] = []
-        for toolset in entry.agent.toolsets:
-            if isinstance(toolset, FunctionToolset):
-                ungated += [tool for tool, item in toolset.tools.items() if not (item.metadata or {}).get("read_only")]
-            else:
-                ungated.append(f"the toolset {toolset.label}")
-        if ungated:
+                if not (item.metadata or {}).get("read_only"):
+                    ungated.append(tool)
+        if ungated and not quiet:
             _logger.warning(
                 "entry %r: its agent's own tools run without llm-do's approvals (policies and approvers gate the "
                 "entry's toolsets only): %s. Declare a tool read-only if it is (Tool(f, metadata={'read_only': "
@@ -169,8 +160,7 @@ class Plan:
             self._named[name] = _checked("Runtime(toolsets=...)", name, ToolsetSpec.coerce(source))
         uses = {name: self._load_entry(item, entry_tools) for name, item in self.entries.items()}
         _warn_without_model(self.entries, config)
-        _refuse_own_tools_that_ask(self.entries)
-        _warn_of_ungated_own_tools(self.entries, config)
+        _check_own_tools(self.entries, config)
         agent_gates = {name: self._agent_gates(of_entry) for name, of_entry in uses.items()}
         entry_tools.update(gate for gates in agent_gates.values() for gate in gates.values())
         self.entry_tools = frozenset(entry_tools)

@@ -309,8 +309,10 @@ class _Chat:
         run = await self.state.runs.find(self.runtime, conversation_id)
         if run is None:
             return Response(status_code=204)
-        written = run.log.count if isinstance(run, LoggedRun) else _LAST_CHUNK + 1  # (another process's: ahead of
-        if seen >= written:  # what its database holds, a reader of the run's own process may be: it waits for it)
+        # A run of another process: a reader coming from the run's own process may be ahead of what its database
+        # holds, so only a place past every possible chunk is refused; the reader waits for the rest.
+        written = run.log.count if isinstance(run, LoggedRun) else _LAST_CHUNK + 1
+        if seen >= written:
             raise ChatRefused(
                 400,
                 f"place {seen:,} names no chunk of the stream (it has {written:,} so far, numbered from 0): give "
