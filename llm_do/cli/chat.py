@@ -73,13 +73,14 @@ async def chat(
                     break
                 if not line.strip():
                     continue
+                given: Any = line.strip()
                 if name is not None and name in project.entries:  # a line the entry does not take, as run says it
                     try:
-                        checked_input(project.entries[name], name, line.strip(), "your line")
+                        given = checked_input(project.entries[name], name, given, "your line")
                     except InputMismatch as error:
                         err.print(f"[red]the turn failed[/]: {shown(str(error))}")
                         continue
-                turn = loop.create_task(_turn(run, entry, line.strip(), session))
+                turn = loop.create_task(_turn(run, entry, given, session))
                 try:
                     with live if live is not None else nullcontext():
                         result = await turn
@@ -98,5 +99,5 @@ async def chat(
             err.print(usage_table((), project.runtime.usage))
 
 
-async def _turn(run: Turn, entry: str | None, text: str, session: Session) -> RunResult:
-    return await run(entry, text, session=session)
+async def _turn(run: Turn, entry: str | None, input_data: Any, session: Session) -> RunResult:
+    return await run(entry, input_data, session=session)
